@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,10 +144,4 @@ func copyFlipping(dst, src net.Conn, flip int64) {
 			return
 		}
 	}
-}
-
-// isConnEnd reports whether err is how a connection the peer ended looks.
-func isConnEnd(err error) bool {
-	return err != nil && (errors.Is(err, io.EOF) || strings.Contains(err.Error(), "reset") ||
-		strings.Contains(err.Error(), "broken pipe"))
 }

@@ -135,16 +135,16 @@ func TestCloseStopsEverything(t *testing.T) {
 	checkNoLeaks(t)
 	s := New(nil)
 	addrs := map[Proto]string{}
-	var conns []*net.TCPConn
+	conns := map[Proto]*net.TCPConn{}
 	for _, p := range Protos() {
 		addrs[p] = serve(t, s, p)
-		conns = append(conns, dial(t, addrs[p]))
+		conns[p] = dial(t, addrs[p])
 	}
 	// A busy source and a half-done stream, besides the idle ones.
-	if _, err := io.ReadFull(conns[2], make([]byte, 1<<20)); err != nil {
+	if _, err := io.ReadFull(conns[Source], make([]byte, 1<<20)); err != nil {
 		t.Fatal(err)
 	}
-	conns[5].Write([]byte{0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 10})
+	conns[Stream].Write([]byte{0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 10})
 
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
@@ -160,7 +160,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	for p, c := range conns {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.Copy(io.Discard, c); isTimeout(err) {
-			t.Errorf("%s connection still open after Close: %v", Protos()[p], err)
+			t.Errorf("%s connection still open after Close: %v", p, err)
 		}
 	}
 	for p, addr := range addrs {

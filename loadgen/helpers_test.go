@@ -1,0 +1,71 @@
+// Test helpers: origin servers on loopback and a goroutine leak check.
+package loadgen
+
+import (
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/origin"
+)
+
+// Short runs: the tests check that the generators work, not how fast; the
+// window is long enough to see bytes move on a busy 2-core machine.
+const (
+	testDur    = 300 * time.Millisecond
+	testWarmup = 50 * time.Millisecond
+	// testBound is how long any generator may take beyond its own time.
+	testBound = 5 * time.Second
+)
+
+// startOrigin returns an origin Server closed at the end of the test.
+func startOrigin(tb testing.TB) *origin.Server {
+	tb.Helper()
+	s := origin.New(nil)
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// serve starts proto on a fresh loopback listener of s and returns its address.
+func serve(tb testing.TB, s *origin.Server, proto origin.Proto, opts ...origin.Option) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.Serve(proto, l, opts...); err != nil {
+		tb.Fatal(err)
+	}
+	return l.Addr().String()
+}
+
+// checkNoLeaks fails the test if, after its cleanups, more goroutines run
+// than before it. Call it first so its cleanup runs last.
+func checkNoLeaks(tb testing.TB) {
+	tb.Helper()
+	before := runtime.NumGoroutine()
+	tb.Cleanup(func() {
+		// Exiting goroutines take a moment to be reaped after a close.
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			tb.Errorf("%d goroutines before, %d after:\n%s", before, n, buf)
+		}
+	})
+}
+
+// timeBound fails the test if it has not returned within bound of now.
+func timeBound(tb testing.TB, bound time.Duration) {
+	tb.Helper()
+	start := time.Now()
+	tb.Cleanup(func() {
+		if took := time.Since(start); took > bound {
+			tb.Errorf("took %v, bound %v", took, bound)
+		}
+	})
+}
