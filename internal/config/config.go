@@ -1,0 +1,241 @@
+// Package config loads splicer's YAML configuration strictly: unknown keys,
+// wrong types, bad values and duplicates are all errors, each reported with
+// its file, line, column and key path, and all of them at once.
+//
+// A minimal configuration:
+//
+//	listeners:
+//	  - name: plug
+//	    listen: 10.99.1.1:7000
+//	    upstream: [10.99.2.2:5201]
+//
+// Everything else has a default (see Default and DefaultListener). In YAML
+// an IPv6 address must be quoted ('[::1]:80'), since a bare [ starts a list.
+// Anchors, aliases and merge keys (<<: *base) work, so listeners can share
+// settings.
+//
+// The schema is the Go structs below: a key is a field with a yaml tag, so
+// adding a key (for example a listener's `socks5:` section, once that proxy
+// exists) is adding a field, its default in DefaultListener or Default and,
+// if needed, a rule in validate.go.
+//
+// max_connections: past the limit a listener still accepts each new
+// connection and closes it at once, rather than leaving it in the kernel's
+// accept queue, so clients see a prompt close instead of a hanging connect.
+//
+// yaml.v3 reports some syntax errors at the start of the enclosing block or
+// list rather than at the offending line; the line given is the one yaml.v3
+// knows.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is a whole splicer configuration file.
+type Config struct {
+	// Admin is the address of the admin HTTP server (GET /metrics, GET
+	// /flows); empty disables it.
+	Admin string `yaml:"admin"`
+	Log   Log    `yaml:"log"`
+	// ShutdownTimeout is how long a graceful shutdown waits, after it stops
+	// accepting, for pairs to finish before closing them.
+	ShutdownTimeout Duration   `yaml:"shutdown_timeout"`
+	Engines         Engines    `yaml:"engines"`
+	Listeners       []Listener `yaml:"listeners"`
+}
+
+// Log configures the process log.
+type Log struct {
+	Level  string `yaml:"level"`  // one of LogLevels
+	Format string `yaml:"format"` // one of LogFormats
+}
+
+// Engines holds per-engine switches and tuning, shared by all listeners.
+type Engines struct {
+	Copy    CopyEngine    `yaml:"copy"`
+	Pipe    PipeEngine    `yaml:"pipe"`
+	Sockmap SockmapEngine `yaml:"sockmap"`
+	IP      IPEngine      `yaml:"ip"`
+}
+
+// CopyEngine tunes the read/write engine.
+type CopyEngine struct {
+	BufferSize Size `yaml:"buffer_size"` // user-space buffer per direction
+}
+
+// PipeEngine tunes the splice(2) engine.
+type PipeEngine struct {
+	PipeSize Size `yaml:"pipe_size"` // pipe capacity set with F_SETPIPE_SZ
+}
+
+// SockmapEngine switches the sockmap engine; it exists so that users can
+// turn sockmap off on kernels where it misbehaves.
+type SockmapEngine struct {
+	Enabled bool `yaml:"enabled"`
+}
+
+// IPEngine switches and tunes the tc engine that rewrites TCP/IP headers.
+type IPEngine struct {
+	Enabled bool `yaml:"enabled"`
+	// TimeWait is how long a closed flow's entries stay, so late segments
+	// are still translated rather than reaching a socket that no longer
+	// exists.
+	TimeWait    Duration `yaml:"time_wait"`
+	IdleTimeout Duration `yaml:"idle_timeout"` // a flow idle this long is removed
+	MaxPairs    int      `yaml:"max_pairs"`    // capacity of the BPF flow maps
+}
+
+// Listener is one listening address and what to do with its connections.
+type Listener struct {
+	Name   string `yaml:"name"`   // required, unique
+	Listen string `yaml:"listen"` // required, IP:port or [IPv6]:port; empty host means all addresses
+	Proxy  string `yaml:"proxy"`  // one of ProxyKinds
+	// Upstream is the round-robin list of host:port to connect to; proxy
+	// tcp needs at least one.
+	Upstream []string `yaml:"upstream"`
+	Engine   string   `yaml:"engine"` // one of EngineNames
+	// ConnectTimeout bounds the connect to an upstream.
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+	// IdleTimeout closes a pair idle this long; 0 means never.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxConnections caps concurrent pairs; 0 means unlimited. Past it, new
+	// connections are accepted and closed at once.
+	MaxConnections int `yaml:"max_connections"`
+	// SpliceAfter keeps a pair in control mode this long before splicing,
+	// to demonstrate and measure splicing mid-stream.
+	SpliceAfter Duration `yaml:"splice_after"`
+
+	// Line is the line of the listener's list item, for messages about the
+	// listener found after loading (e.g. a failed bind).
+	Line int `yaml:"-"`
+}
+
+// ProxyKinds are the proxy kinds a listener may name. A package that
+// implements a new kind appends it here (from an init function).
+var ProxyKinds = []string{"tcp"}
+
+// plannedProxyKinds are kinds the schema reserves but nobody implements yet;
+// naming one gets "not implemented yet" rather than "unknown".
+var plannedProxyKinds = []string{"socks5", "http-forward", "http-reverse", "filter"}
+
+// EngineNames are the values of a listener's engine key. auto picks the
+// deepest engine that works for each pair.
+var EngineNames = []string{"auto", "copy", "pipe", "sockmap", "ip"}
+
+// LogLevels and LogFormats are the values of log.level and log.format.
+var (
+	LogLevels  = []string{"debug", "info", "warn", "error"}
+	LogFormats = []string{"text", "json"}
+)
+
+// Default returns the configuration an empty file would mean, were an empty
+// file allowed: every default filled in and no listeners.
+func Default() Config {
+	return Config{
+		Log:             Log{Level: "info", Format: "text"},
+		ShutdownTimeout: Duration(30 * time.Second),
+		Engines: Engines{
+			Copy:    CopyEngine{BufferSize: 64 << 10},
+			Pipe:    PipeEngine{PipeSize: 1 << 20},
+			Sockmap: SockmapEngine{Enabled: true},
+			IP: IPEngine{
+				Enabled:     true,
+				TimeWait:    Duration(60 * time.Second),
+				IdleTimeout: Duration(10 * time.Minute),
+				MaxPairs:    65536,
+			},
+		},
+	}
+}
+
+// DefaultListener returns a listener with every optional key at its default.
+func DefaultListener() Listener {
+	return Listener{
+		Proxy:          "tcp",
+		Engine:         "auto",
+		ConnectTimeout: Duration(5 * time.Second),
+		IdleTimeout:    Duration(time.Hour),
+		MaxConnections: 10000,
+	}
+}
+
+// setDefaults lets the decoder start each listener list item from the
+// defaults, so that a key left out keeps its default and a key set to 0 is 0.
+func (l *Listener) setDefaults() { *l = DefaultListener() }
+
+// setLine records the line of the listener's list item.
+func (l *Listener) setLine(line int) { l.Line = line }
+
+// Load reads and parses the configuration file at path. A file that cannot be
+// read gives the os error; a file with problems gives Errors.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a configuration; name is the file name used in
+// errors. On any problem it returns a nil Config and Errors listing all of
+// them.
+func Parse(name string, data []byte) (*Config, error) {
+	errs := newErrorList(name)
+	root, ok := parseDocument(errs, data)
+	if !ok {
+		return nil, errs.sorted()
+	}
+	cfg := Default()
+	d := newDecoder(errs)
+	if root != nil {
+		d.decode(root, &cfg, "")
+	}
+	validate(&cfg, errs, d.nodes)
+	if len(errs.errs) > 0 {
+		return nil, errs.sorted()
+	}
+	return &cfg, nil
+}
+
+// Validate checks a Config built in code rather than parsed, with the same
+// rules as Parse; the Errors it returns have no lines.
+func (c *Config) Validate() error {
+	errs := newErrorList("config")
+	validate(c, errs, nil)
+	if len(errs.errs) > 0 {
+		return errs.sorted()
+	}
+	return nil
+}
+
+// parseDocument parses data into a single YAML document and returns its root
+// node, or nil for an empty document (only comments or nothing at all).
+func parseDocument(errs *errorList, data []byte) (*yaml.Node, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, true
+	} else if err != nil {
+		errs.errs = append(errs.errs, syntaxError(errs.file, data, err))
+		return nil, false
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		errs.atNode(&next, "", "a second YAML document starts here; splicer reads one document per file")
+		return nil, false
+	} else if !errors.Is(err, io.EOF) {
+		errs.errs = append(errs.errs, syntaxError(errs.file, data, err))
+		return nil, false
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, true
+	}
+	return doc.Content[0], true
+}

@@ -1,0 +1,644 @@
+// Tests for Parse and Load: defaults, round trips, and every kind of error with its line.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// lines joins its arguments into a YAML file, so that a test case's line
+// numbers are its argument positions.
+func lines(ls ...string) []byte { return []byte(strings.Join(ls, "\n") + "\n") }
+
+func mustParse(tb testing.TB, data []byte) *Config {
+	tb.Helper()
+	cfg, err := Parse("test.yaml", data)
+	if err != nil {
+		tb.Fatalf("Parse failed:\n%v\ninput:\n%s", err, data)
+	}
+	return cfg
+}
+
+// parseErrors parses data, which must be invalid, and returns its errors.
+func parseErrors(tb testing.TB, data []byte) Errors {
+	tb.Helper()
+	cfg, err := Parse("test.yaml", data)
+	if err == nil {
+		tb.Fatalf("Parse succeeded, want errors; got %+v\ninput:\n%s", cfg, data)
+	}
+	if cfg != nil {
+		tb.Errorf("Parse returned a Config along with errors")
+	}
+	var errs Errors
+	if !errors.As(err, &errs) {
+		tb.Fatalf("Parse error is %T, want Errors: %v", err, err)
+	}
+	return errs
+}
+
+func listenerWith(name, listen string, upstream ...string) Listener {
+	l := DefaultListener()
+	l.Name, l.Listen, l.Upstream = name, listen, upstream
+	return l
+}
+
+func TestParseFillsDefaults(t *testing.T) {
+	cfg := mustParse(t, lines(
+		"listeners:",
+		"  - name: plug",
+		"    listen: 10.99.1.1:7000",
+		"    upstream: [10.99.2.2:5201]",
+	))
+	want := Default()
+	l := listenerWith("plug", "10.99.1.1:7000", "10.99.2.2:5201")
+	l.Line = 2
+	want.Listeners = []Listener{l}
+	if !reflect.DeepEqual(*cfg, want) {
+		t.Errorf("got  %+v\nwant %+v", *cfg, want)
+	}
+	// Spot-check the defaults the issue fixes, in units a user reads.
+	if got := cfg.Listeners[0]; got.ConnectTimeout.Std() != 5*time.Second || got.IdleTimeout.Std() != time.Hour ||
+		got.MaxConnections != 10000 || got.Engine != "auto" || got.Proxy != "tcp" || got.SpliceAfter != 0 {
+		t.Errorf("listener defaults = %+v", got)
+	}
+	if cfg.Admin != "" || cfg.Log.Level != "info" || cfg.Log.Format != "text" || cfg.ShutdownTimeout.Std() != 30*time.Second {
+		t.Errorf("top-level defaults = %+v", cfg)
+	}
+}
+
+func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
+	cfg := mustParse(t, lines(
+		"admin: '[::1]:9901'",
+		"log: {level: debug, format: json}",
+		"shutdown_timeout: 1m30s",
+		"engines:",
+		"  copy: {buffer_size: 4096}",
+		"  pipe: {pipe_size: 256KiB}",
+		"  sockmap: {enabled: false}",
+		"  ip: {enabled: false, time_wait: 0s, idle_timeout: 5m, max_pairs: 1024}",
+		"listeners:",
+		"  - name: a",
+		"    listen: ':7000'",
+		"    proxy: tcp",
+		"    upstream: [10.0.0.1:80, 'backend.example:80', '[fd00::1]:80']",
+		"    engine: pipe",
+		"    connect_timeout: 250ms",
+		"    idle_timeout: 0",    // 0 must stay 0 (never), not become the default
+		"    max_connections: 0", // likewise: unlimited
+		"    splice_after: 2s",
+	))
+	want := Config{
+		Admin:           "[::1]:9901",
+		Log:             Log{Level: "debug", Format: "json"},
+		ShutdownTimeout: Duration(90 * time.Second),
+		Engines: Engines{
+			Copy:    CopyEngine{BufferSize: 4096},
+			Pipe:    PipeEngine{PipeSize: 256 << 10},
+			Sockmap: SockmapEngine{Enabled: false},
+			IP:      IPEngine{Enabled: false, TimeWait: 0, IdleTimeout: Duration(5 * time.Minute), MaxPairs: 1024},
+		},
+		Listeners: []Listener{{
+			Name: "a", Listen: ":7000", Proxy: "tcp",
+			Upstream:       []string{"10.0.0.1:80", "backend.example:80", "[fd00::1]:80"},
+			Engine:         "pipe",
+			ConnectTimeout: Duration(250 * time.Millisecond),
+			IdleTimeout:    0,
+			MaxConnections: 0,
+			SpliceAfter:    Duration(2 * time.Second),
+			Line:           10,
+		}},
+	}
+	if !reflect.DeepEqual(*cfg, want) {
+		t.Errorf("got  %+v\nwant %+v", *cfg, want)
+	}
+}
+
+func TestParseAcceptsYAMLConveniences(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		check func(*Config) bool
+	}{
+		{"JSON is YAML", []byte(`{"listeners": [{"name": "a", "listen": "127.0.0.1:1", "upstream": ["127.0.0.1:2"]}]}`),
+			func(c *Config) bool { return c.Listeners[0].Name == "a" }},
+		{"null value keeps the default", lines(
+			"log:",
+			"  level: ~",
+			"listeners: [{name: a, listen: ':1', upstream: ['h:2']}]",
+		), func(c *Config) bool { return c.Log.Level == "info" }},
+		{"anchors and merge keys share listener settings", lines(
+			"listeners:",
+			"  - &base {name: a, listen: ':1', upstream: ['h:2'], engine: copy, max_connections: 7}",
+			"  - <<: *base",
+			"    name: b",
+			"    listen: ':2'",
+		), func(c *Config) bool {
+			b := c.Listeners[1]
+			return b.Name == "b" && b.Listen == ":2" && b.Engine == "copy" && b.MaxConnections == 7 && b.Line == 3
+		}},
+		{"port 0 listeners do not conflict", lines(
+			"listeners:",
+			"  - {name: a, listen: '127.0.0.1:0', upstream: ['h:2']}",
+			"  - {name: b, listen: '127.0.0.1:0', upstream: ['h:2']}",
+		), func(c *Config) bool { return len(c.Listeners) == 2 }},
+		{"same port on different addresses", lines(
+			"listeners:",
+			"  - {name: a, listen: '127.0.0.1:80', upstream: ['h:2']}",
+			"  - {name: b, listen: '127.0.0.2:80', upstream: ['h:2']}",
+			"  - {name: c, listen: '[::1]:80', upstream: ['h:2']}",
+		), func(c *Config) bool { return len(c.Listeners) == 3 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if cfg := mustParse(t, tc.data); !tc.check(cfg) {
+				t.Errorf("unexpected config %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestConfigRoundTripsThroughYAML(t *testing.T) {
+	cfg, err := Load(filepath.Join("..", "..", "examples", "tcp.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := mustParse(t, out)
+	for i := range again.Listeners {
+		again.Listeners[i].Line = cfg.Listeners[i].Line // positions differ, values must not
+	}
+	if !reflect.DeepEqual(cfg, again) {
+		t.Errorf("after Marshal and Parse:\n got %+v\nwant %+v\nYAML:\n%s", again, cfg, out)
+	}
+}
+
+// wantErr is one expected error: its line, its key path, and a phrase the
+// message must contain.
+type wantErr struct {
+	line int
+	path string
+	msg  string
+}
+
+// okListener is a valid listener line, for cases about something else.
+const okListener = "  - {name: ok, listen: '127.0.0.1:1', upstream: ['127.0.0.1:2']}"
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want []wantErr
+	}{
+		// Unknown keys, at every level.
+		{"unknown top-level key", lines(
+			"listners: []",
+		), []wantErr{{1, "listners", `unknown key "listners" (did you mean "listeners"?)`}, {1, "listeners", "at least one listener"}}},
+		{"unknown listener key", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    upstream: ['h:2']",
+			"    conect_timeout: 5s",
+		), []wantErr{{5, "listeners[0].conect_timeout", `did you mean "connect_timeout"`}}},
+		{"unknown engine section lists the known ones", lines(
+			"engines: {xdp: {enabled: true}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.xdp", "known keys: copy, pipe, sockmap, ip"}}},
+		{"proxy-specific section is not known yet", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], socks5: {}}",
+		), []wantErr{{2, "listeners[0].socks5", `unknown key "socks5"`}}},
+
+		// Type errors.
+		{"string where a duration is expected", lines(
+			"shutdown_timeout: soon",
+			"listeners:", okListener,
+		), []wantErr{{1, "shutdown_timeout", `invalid duration "soon"`}}},
+		{"string where an integer is expected", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], max_connections: many}",
+		), []wantErr{{2, "listeners[0].max_connections", `expected an integer, got the string "many"`}}},
+		{"quoted number where an integer is expected", lines(
+			"engines: {ip: {max_pairs: '100'}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.max_pairs", `expected an integer, got the string "100"`}}},
+		{"fraction where an integer is expected", lines(
+			"engines: {ip: {max_pairs: 1.5}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.max_pairs", "expected an integer, got the number 1.5"}}},
+		{"string where a list is expected", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    upstream: 10.0.0.1:80",
+		), []wantErr{{4, "listeners[0].upstream", "expected a list, got the string \"10.0.0.1:80\" (write a list like [10.0.0.1:80])"}}},
+		{"list where a string is expected", lines(
+			"listeners:",
+			"  - {name: [a, b], listen: ':1', upstream: ['h:2']}",
+		), []wantErr{{2, "listeners[0].name", "expected a string, got a list"}}},
+		{"yes is not a boolean", lines(
+			"engines: {sockmap: {enabled: yes}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.sockmap.enabled", `expected true or false, got the string "yes"`}}},
+		{"mapping where a list is expected", lines(
+			"listeners:",
+			"  name: a",
+		), []wantErr{{2, "listeners", "expected a list, got a mapping"}}},
+		{"listener item is not a mapping", lines(
+			"listeners:",
+			okListener,
+			"  - plug",
+		), []wantErr{{3, "listeners[1]", `expected a mapping with keys name, listen`}}},
+		{"list where a duration is expected", lines(
+			"shutdown_timeout: [30s]",
+			"listeners:", okListener,
+		), []wantErr{{1, "shutdown_timeout", "expected a duration like 5s, got a list"}}},
+		{"merge key of a scalar", lines(
+			"log: {<<: 5}",
+			"listeners:", okListener,
+		), []wantErr{{1, "log", "a merge key (<<) takes a mapping or a list of mappings, got the integer 5"}}},
+		{"alias to its own container", lines(
+			"log: &x {<<: *x}",
+			"listeners:", okListener,
+		), []wantErr{{1, "log", "refers to a value that contains it"}}},
+
+		// Duplicates.
+		{"duplicate key", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    upstream: ['h:2']",
+			"    name: b",
+		), []wantErr{{5, "listeners[0].name", `duplicate key "name" (first set on line 2)`}}},
+		{"duplicate listener name", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2']}",
+			"  - {name: a, listen: ':2', upstream: ['h:2']}",
+		), []wantErr{{3, "listeners[1].name", `duplicate listener name "a" (first used by listeners[0] on line 2)`}}},
+		{"duplicate listen address", lines(
+			"listeners:",
+			"  - {name: a, listen: '10.0.0.1:80', upstream: ['h:2']}",
+			"  - {name: b, listen: '10.0.0.1:80', upstream: ['h:2']}",
+		), []wantErr{{3, "listeners[1].listen", "is the same address as 10.0.0.1:80 of listeners[0] on line 2"}}},
+		{"wildcard overlaps a specific address", lines(
+			"listeners:",
+			"  - {name: a, listen: '10.0.0.1:80', upstream: ['h:2']}",
+			"  - {name: b, listen: '0.0.0.0:80', upstream: ['h:2']}",
+		), []wantErr{{3, "listeners[1].listen", "0.0.0.0:80 overlaps 10.0.0.1:80 of listeners[0]"}}},
+		{"empty host overlaps IPv6", lines(
+			"listeners:",
+			"  - {name: a, listen: '[fd00::1]:80', upstream: ['h:2']}",
+			"  - {name: b, listen: ':80', upstream: ['h:2']}",
+		), []wantErr{{3, "listeners[1].listen", "overlaps"}}},
+
+		// Addresses.
+		{"missing port", lines(
+			"admin: 127.0.0.1",
+			"listeners:", okListener,
+		), []wantErr{{1, "admin", `bad address "127.0.0.1": missing port`}}},
+		{"IPv6 without brackets", lines(
+			"listeners:",
+			"  - {name: a, listen: '::1:80', upstream: ['h:2']}",
+		), []wantErr{{2, "listeners[0].listen", "write IPv6 addresses in brackets"}}},
+		{"port out of range", lines(
+			"listeners:",
+			"  - {name: a, listen: ':70000', upstream: ['h:2']}",
+		), []wantErr{{2, "listeners[0].listen", `bad port "70000"`}}},
+		{"named port", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:http']}",
+		), []wantErr{{2, "listeners[0].upstream[0]", `bad port "http" in "h:http": expected a number from 1 to 65535`}}},
+		{"upstream port 0", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2', 'h:0']}",
+		), []wantErr{{2, "listeners[0].upstream[1]", `bad port "0"`}}},
+		{"upstream without host", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: [':80']}",
+		), []wantErr{{2, "listeners[0].upstream[0]", "missing host"}}},
+		{"invalid IPv4 is not taken for a name", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['10.0.0.256:80']}",
+		), []wantErr{{2, "listeners[0].upstream[0]", "neither an IP address nor a host name"}}},
+		{"host name where listen needs an IP", lines(
+			"listeners:",
+			"  - {name: a, listen: 'localhost:80', upstream: ['h:2']}",
+		), []wantErr{{2, "listeners[0].listen", `host "localhost" is not an IP address`}}},
+
+		// Durations and sizes.
+		{"duration without unit", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], connect_timeout: 5}",
+		), []wantErr{{2, "listeners[0].connect_timeout", `invalid duration "5": missing unit`}}},
+		{"duration with unknown unit", lines(
+			"engines: {ip: {time_wait: 60sec}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.time_wait", `unknown unit "sec"`}}},
+		{"negative duration", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], splice_after: -1s}",
+		), []wantErr{{2, "listeners[0].splice_after", "must not be negative"}}},
+		{"zero connect timeout", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], connect_timeout: 0s}",
+		), []wantErr{{2, "listeners[0].connect_timeout", "must be greater than 0"}}},
+		{"decimal size unit", lines(
+			"engines: {copy: {buffer_size: 64KB}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.copy.buffer_size", `unknown unit "KB"`}}},
+		{"fractional size", lines(
+			"engines: {pipe: {pipe_size: 1.5MiB}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.pipe.pipe_size", `unknown unit ".5MiB"`}}},
+		{"zero size", lines(
+			"engines: {pipe: {pipe_size: 0}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.pipe.pipe_size", "must be between 1 byte and 1GiB"}}},
+		{"negative integer", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], max_connections: -1}",
+		), []wantErr{{2, "listeners[0].max_connections", "must be 0 (unlimited) or more"}}},
+
+		// Enums.
+		{"unknown log level", lines(
+			"log: {level: verbose}",
+			"listeners:", okListener,
+		), []wantErr{{1, "log.level", `unknown value "verbose" (allowed: debug, info, warn, error)`}}},
+		{"unknown log format", lines(
+			"log: {format: xml}",
+			"listeners:", okListener,
+		), []wantErr{{1, "log.format", "(allowed: text, json)"}}},
+		{"unknown engine", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], engine: splice}",
+		), []wantErr{{2, "listeners[0].engine", `unknown engine "splice" (allowed: auto, copy, pipe, sockmap, ip)`}}},
+		{"unknown proxy", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], proxy: udp}",
+		), []wantErr{{2, "listeners[0].proxy", `unknown proxy "udp" (allowed: tcp)`}}},
+		{"planned proxy", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', proxy: socks5}",
+		), []wantErr{{2, "listeners[0].proxy", `proxy "socks5" is not implemented yet`}}},
+		{"ip engine switched off", lines(
+			"engines: {ip: {enabled: false}}",
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], engine: ip}",
+		), []wantErr{{3, "listeners[0].engine", "engines.ip.enabled: false"}}},
+		{"no room for flows", lines(
+			"engines: {ip: {max_pairs: 0}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.max_pairs", "must be at least 1"}}},
+		{"bad host name", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['-bad-.example:80']}",
+		), []wantErr{{2, "listeners[0].upstream[0]", "neither an IP address nor a host name"}}},
+		{"engine switched off", lines(
+			"engines: {sockmap: {enabled: false}}",
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], engine: sockmap}",
+		), []wantErr{{3, "listeners[0].engine", "engines.sockmap.enabled: false"}}},
+
+		// Missing required keys are reported on the listener's item.
+		{"missing name and listen", lines(
+			"listeners:",
+			"  - upstream: ['h:2']",
+			"    engine: copy",
+		), []wantErr{
+			{2, "listeners[0].name", `missing required key "name"`},
+			{2, "listeners[0].listen", `missing required key "listen"`},
+		}},
+		{"missing upstream", lines(
+			"listeners:",
+			okListener,
+			"",
+			"  - name: a",
+			"    listen: ':3'",
+		), []wantErr{{4, "listeners[1].upstream", "proxy tcp needs at least one upstream"}}},
+		{"empty upstream list", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: []}",
+		), []wantErr{{2, "listeners[0].upstream", "at least one upstream"}}},
+		{"name with a space", lines(
+			"listeners:",
+			"  - {name: 'my plug', listen: ':1', upstream: ['h:2']}",
+		), []wantErr{{2, "listeners[0].name", "may only contain"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, parseErrors(t, tc.data), tc.want)
+		})
+	}
+}
+
+// checkErrors asserts that got is exactly want, in order.
+func checkErrors(tb testing.TB, got Errors, want []wantErr) {
+	tb.Helper()
+	if len(got) != len(want) {
+		tb.Fatalf("got %d errors, want %d:\n%v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Line != w.line || g.Path != w.path || !strings.Contains(g.Msg, w.msg) {
+			tb.Errorf("error %d = %v\nwant line %d, path %s, message containing %q", i, g, w.line, w.path, w.msg)
+		}
+		if g.File != "test.yaml" && g.File != "" {
+			tb.Errorf("error %d names file %q", i, g.File)
+		}
+	}
+}
+
+func TestParseReportsAllErrorsInLineOrder(t *testing.T) {
+	errs := parseErrors(t, lines(
+		"listeners:",
+		"  - name: a",
+		"    listen: 10.0.0.1",
+		"    upstream: ['h:2']",
+		"    engine: fast",
+		"  - name: a",
+		"    listen: ':2'",
+		"    upstream: ['h']",
+		"log: {level: loud}",
+		"admin: 1",
+	))
+	checkErrors(t, errs, []wantErr{
+		{3, "listeners[0].listen", "missing port"},
+		{5, "listeners[0].engine", `unknown engine "fast"`},
+		{6, "listeners[1].name", "duplicate listener name"},
+		{8, "listeners[1].upstream[0]", "missing port"},
+		{9, "log.level", `unknown value "loud"`},
+		{10, "admin", "missing port"},
+	})
+}
+
+func TestParseDoesNotRepeatAnUndecodableValue(t *testing.T) {
+	// A listener that is not a mapping has no name or listen to validate:
+	// one error, not three.
+	errs := parseErrors(t, lines("listeners: [plug]"))
+	checkErrors(t, errs, []wantErr{{1, "listeners[0]", "expected a mapping"}})
+}
+
+func TestParseEmptyFile(t *testing.T) {
+	for _, data := range []string{"", "\n\n", "# only a comment\n", "---\n"} {
+		errs := parseErrors(t, []byte(data))
+		checkErrors(t, errs, []wantErr{{1, "listeners", "at least one listener is required"}})
+	}
+}
+
+func TestParseNotYAML(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want wantErr
+	}{
+		{"bad indentation", lines(
+			"admin: ':1'",
+			"log:",
+			"  level: info",
+			" format: text",
+		), wantErr{4, "", "invalid YAML"}},
+		{"tab indentation", lines(
+			"log:",
+			"\tlevel: info",
+		), wantErr{2, "", "invalid YAML: found character that cannot start any token"}},
+		{"unclosed flow list", lines(
+			"admin: ':1'",
+			"",
+			"listeners: [a, b",
+		), wantErr{3, "", "invalid YAML: did not find expected ',' or ']'"}},
+		{"unclosed quote", lines(
+			"admin: ':1'",
+			"log: {level: 'info}",
+		), wantErr{2, "", "invalid YAML"}},
+		{"binary", []byte("admin: ':1'\nlog: \x00\x01\x02\n"), wantErr{2, "", "invalid YAML: control characters are not allowed"}},
+		{"undefined alias", lines(
+			"admin: ':1'",
+			"log: *nope",
+		), wantErr{2, "", "unknown anchor 'nope'"}},
+		{"two documents", lines(
+			"admin: ':1'",
+			"---",
+			"admin: ':2'",
+		), wantErr{2, "", "a second YAML document"}},
+		{"prose", []byte("This is not a configuration file.\n"), wantErr{1, "", "expected a mapping with keys admin, log"}},
+		{"a list", []byte("- a\n- b\n"), wantErr{1, "", "expected a mapping"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, parseErrors(t, tc.data), []wantErr{tc.want})
+		})
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	for _, tc := range []struct {
+		err  Error
+		want string
+	}{
+		{Error{File: "f.yaml", Line: 3, Column: 7, Path: "log.level", Msg: "bad"}, "f.yaml:3:7: log.level: bad"},
+		{Error{File: "f.yaml", Line: 3, Path: "log.level", Msg: "bad"}, "f.yaml:3: log.level: bad"},
+		{Error{File: "f.yaml", Line: 3, Msg: "invalid YAML"}, "f.yaml:3: invalid YAML"},
+		{Error{File: "config", Path: "listeners", Msg: "none"}, "config: listeners: none"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+	errs := Errors{{File: "f", Line: 1, Msg: "a"}, {File: "f", Line: 2, Msg: "b"}}
+	if got, want := errs.Error(), "f:1: a\nf:2: b"; got != want {
+		t.Errorf("Errors.Error() = %q, want %q", got, want)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "splicer.yaml")
+	if err := os.WriteFile(path, lines("listeners:", "  - {name: a, listen: ':1'}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].File != path || errs[0].Line != 2 {
+		t.Errorf("Load(%s) = %v, want one error on line 2 naming the file", path, err)
+	}
+
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load of a missing file = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestValidateConfigBuiltInCode(t *testing.T) {
+	cfg := Default()
+	cfg.Listeners = []Listener{listenerWith("a", "127.0.0.1:80", "127.0.0.1:81")}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate of a good config: %v", err)
+	}
+	cfg.Listeners = append(cfg.Listeners, listenerWith("a", "127.0.0.1:80"))
+	var errs Errors
+	if err := cfg.Validate(); !errors.As(err, &errs) || len(errs) != 3 {
+		t.Fatalf("Validate = %v, want 3 errors (name, listen, upstream)", err)
+	}
+	if errs[0].Path != "listeners[1].name" || errs[0].Line != 0 {
+		t.Errorf("first error = %+v, want listeners[1].name without a line", errs[0])
+	}
+}
+
+func TestProxyKindsCanBeExtended(t *testing.T) {
+	data := lines("listeners:", "  - {name: a, listen: ':1', proxy: socks5}")
+	parseErrors(t, data)
+
+	saved := ProxyKinds
+	ProxyKinds = append(ProxyKinds[:len(ProxyKinds):len(ProxyKinds)], "socks5")
+	t.Cleanup(func() { ProxyKinds = saved })
+	if cfg := mustParse(t, data); cfg.Listeners[0].Proxy != "socks5" {
+		t.Errorf("proxy = %q", cfg.Listeners[0].Proxy)
+	}
+}
+
+// FuzzParse checks that no input crashes Parse or yields both a Config and
+// an error, and that what Parse accepts also passes Validate.
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"tcp.yaml", "broken.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("listeners: &x [*x]"))
+	f.Add([]byte("log: &x {<<: [*x, *x]}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.yaml", data)
+		if (cfg == nil) == (err == nil) {
+			t.Fatalf("Parse = %v, %v: want exactly one of them", cfg, err)
+		}
+		if cfg != nil {
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Parse accepted a config Validate rejects: %v", err)
+			}
+		}
+	})
+}
+
+// TestParseNestedMergeKeysAreExpandedOnce guards against a "billion laughs"
+// of merge keys: each level merges the previous one ten times, so expanding
+// every reference would take 10^12 steps and hang the test.
+func TestParseNestedMergeKeysAreExpandedOnce(t *testing.T) {
+	level := "&a0 {level: debug}"
+	for i := 1; i <= 12; i++ {
+		level = fmt.Sprintf("&a%d {<<: [%s%s]}", i, level, strings.Repeat(fmt.Sprintf(", *a%d", i-1), 9))
+	}
+	cfg := mustParse(t, lines("log: "+level, "listeners:", okListener))
+	if cfg.Log.Level != "debug" {
+		t.Errorf("log.level = %q, want debug from the innermost merge", cfg.Log.Level)
+	}
+}

@@ -1,0 +1,329 @@
+// Validation rules that need more than a value's type: ranges, enums, addresses, required keys and uniqueness.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxBuffer bounds the per-pair buffers: a larger value is almost surely a
+// unit mistake, and F_SETPIPE_SZ takes an int anyway.
+const maxBuffer = 1 << 30
+
+// validator checks a decoded Config and reports problems at the position of
+// the offending key, or of the nearest enclosing one that exists in the file.
+type validator struct {
+	cfg   *Config
+	errs  *errorList
+	nodes map[string]*yaml.Node // nil for a Config built in code
+}
+
+func validate(cfg *Config, errs *errorList, nodes map[string]*yaml.Node) {
+	v := &validator{cfg: cfg, errs: errs, nodes: nodes}
+	v.top()
+	v.engines()
+	v.listeners()
+}
+
+// errorf reports a problem with the key at path. A key missing from the file
+// has no node, so the error goes to its parent: a listener's missing name is
+// reported on the listener's list item.
+func (v *validator) errorf(path, format string, args ...any) {
+	line, col := v.position(path)
+	v.errs.add(line, col, path, format, args...)
+}
+
+func (v *validator) position(path string) (line, col int) {
+	if v.nodes == nil {
+		return 0, 0
+	}
+	for p := path; ; p = parentPath(p) {
+		if n := v.nodes[p]; n != nil {
+			return n.Line, n.Column
+		}
+		if p == "" {
+			return 1, 0 // empty file: no node at all
+		}
+	}
+}
+
+// parentPath strips the last ".key" or "[i]" from path.
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
+}
+
+func (v *validator) top() {
+	if v.cfg.Admin != "" {
+		if _, _, err := parseAddr(v.cfg.Admin, adminAddr); err != nil {
+			v.errorf("admin", "%v", err)
+		}
+	}
+	v.oneOf("log.level", v.cfg.Log.Level, LogLevels)
+	v.oneOf("log.format", v.cfg.Log.Format, LogFormats)
+	v.notNegative("shutdown_timeout", v.cfg.ShutdownTimeout)
+}
+
+func (v *validator) engines() {
+	e := &v.cfg.Engines
+	v.bufferSize("engines.copy.buffer_size", e.Copy.BufferSize)
+	v.bufferSize("engines.pipe.pipe_size", e.Pipe.PipeSize)
+	v.notNegative("engines.ip.time_wait", e.IP.TimeWait)
+	v.notNegative("engines.ip.idle_timeout", e.IP.IdleTimeout)
+	if e.IP.MaxPairs < 1 {
+		v.errorf("engines.ip.max_pairs", "must be at least 1 (it sizes the BPF flow maps), got %d", e.IP.MaxPairs)
+	}
+}
+
+func (v *validator) bufferSize(path string, s Size) {
+	if s < 1 || s > maxBuffer {
+		v.errorf(path, "must be between 1 byte and 1GiB, got %s", s)
+	}
+}
+
+// listenerNameRE is HAProxy's rule for proxy names; names appear in logs,
+// metrics labels and the admin API, where spaces and quotes are a nuisance.
+var listenerNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+
+// seenAddr is an earlier listener's address, for conflict messages that say
+// where the first one is.
+type seenAddr struct {
+	index int
+	addr  netip.Addr
+	port  uint16
+	text  string
+}
+
+func (v *validator) listeners() {
+	if len(v.cfg.Listeners) == 0 {
+		v.errorf("listeners", "at least one listener is required")
+		return
+	}
+	names := map[string]int{} // name -> index of the first listener using it
+	var addrs []seenAddr
+	for i := range v.cfg.Listeners {
+		l := &v.cfg.Listeners[i]
+		p := "listeners[" + strconv.Itoa(i) + "]"
+		v.listenerName(p, i, l, names)
+		v.listenAddr(p, i, l, &addrs)
+		v.proxyKind(p, l)
+		v.upstreams(p, l)
+		v.engine(p, l)
+		if l.ConnectTimeout <= 0 {
+			v.errorf(p+".connect_timeout", "must be greater than 0, got %s", l.ConnectTimeout)
+		}
+		v.notNegative(p+".idle_timeout", l.IdleTimeout)
+		v.notNegative(p+".splice_after", l.SpliceAfter)
+		if l.MaxConnections < 0 {
+			v.errorf(p+".max_connections", "must be 0 (unlimited) or more, got %d", l.MaxConnections)
+		}
+	}
+}
+
+func (v *validator) listenerName(p string, i int, l *Listener, names map[string]int) {
+	switch {
+	case l.Name == "":
+		v.errorf(p+".name", "missing required key \"name\"")
+	case !listenerNameRE.MatchString(l.Name):
+		v.errorf(p+".name", "name %q may only contain letters, digits and . _ : -", l.Name)
+	default:
+		if first, ok := names[l.Name]; ok {
+			v.errorf(p+".name", "duplicate listener name %q (first used by listeners[%d]%s)", l.Name, first, v.onLine(first))
+			return
+		}
+		names[l.Name] = i
+	}
+}
+
+func (v *validator) listenAddr(p string, i int, l *Listener, seen *[]seenAddr) {
+	if l.Listen == "" {
+		v.errorf(p+".listen", "missing required key \"listen\"")
+		return
+	}
+	addr, port, err := parseAddr(l.Listen, listenAddr)
+	if err != nil {
+		v.errorf(p+".listen", "%v", err)
+		return
+	}
+	this := seenAddr{index: i, addr: addr, port: port, text: l.Listen}
+	for _, other := range *seen {
+		if !overlaps(this, other) {
+			continue
+		}
+		how := "overlaps"
+		if this.addr == other.addr {
+			how = "is the same address as"
+		}
+		v.errorf(p+".listen", "listen address %s %s %s of listeners[%d]%s; both cannot be bound", l.Listen, how, other.text, other.index, v.onLine(other.index))
+		return
+	}
+	*seen = append(*seen, this)
+}
+
+// overlaps reports whether two listen addresses cannot both be bound: the
+// same address and port, or a wildcard and any address of its family on the
+// same port (Linux refuses that bind even with SO_REUSEADDR). Port 0 asks
+// the kernel for a free port, so it never conflicts.
+func overlaps(a, b seenAddr) bool {
+	if a.port != b.port || a.port == 0 {
+		return false
+	}
+	return covers(a.addr, b.addr) || covers(b.addr, a.addr)
+}
+
+// covers reports whether binding wildcard also binds addr. An empty host
+// (invalid netip.Addr) and :: bind both families, as Go listens dual-stack.
+func covers(wildcard, addr netip.Addr) bool {
+	switch {
+	case !wildcard.IsValid() || wildcard == netip.IPv6Unspecified():
+		return true
+	case wildcard == netip.IPv4Unspecified():
+		return !addr.IsValid() || addr.Unmap().Is4() || addr == netip.IPv6Unspecified()
+	}
+	return wildcard.Unmap() == addr.Unmap()
+}
+
+func (v *validator) proxyKind(p string, l *Listener) {
+	switch {
+	case slices.Contains(ProxyKinds, l.Proxy):
+	case slices.Contains(plannedProxyKinds, l.Proxy):
+		v.errorf(p+".proxy", "proxy %q is not implemented yet (available: %s)", l.Proxy, strings.Join(ProxyKinds, ", "))
+	default:
+		v.errorf(p+".proxy", "unknown proxy %q (allowed: %s)", l.Proxy, strings.Join(ProxyKinds, ", "))
+	}
+}
+
+func (v *validator) upstreams(p string, l *Listener) {
+	if l.Proxy == "tcp" && len(l.Upstream) == 0 {
+		v.errorf(p+".upstream", "proxy tcp needs at least one upstream host:port")
+	}
+	for j, u := range l.Upstream {
+		if _, _, err := parseAddr(u, upstreamAddr); err != nil {
+			v.errorf(fmt.Sprintf("%s.upstream[%d]", p, j), "%v", err)
+		}
+	}
+}
+
+func (v *validator) engine(p string, l *Listener) {
+	switch {
+	case !slices.Contains(EngineNames, l.Engine):
+		v.errorf(p+".engine", "unknown engine %q (allowed: %s)", l.Engine, strings.Join(EngineNames, ", "))
+	case l.Engine == "sockmap" && !v.cfg.Engines.Sockmap.Enabled:
+		v.errorf(p+".engine", "engine sockmap is switched off by engines.sockmap.enabled: false")
+	case l.Engine == "ip" && !v.cfg.Engines.IP.Enabled:
+		v.errorf(p+".engine", "engine ip is switched off by engines.ip.enabled: false")
+	}
+}
+
+func (v *validator) oneOf(path, value string, allowed []string) {
+	if !slices.Contains(allowed, value) {
+		v.errorf(path, "unknown value %q (allowed: %s)", value, strings.Join(allowed, ", "))
+	}
+}
+
+func (v *validator) notNegative(path string, d Duration) {
+	if d < 0 {
+		v.errorf(path, "must not be negative, got %s", d)
+	}
+}
+
+// onLine says where listener i starts, when it came from a file.
+func (v *validator) onLine(i int) string {
+	if line := v.cfg.Listeners[i].Line; line > 0 {
+		return " on line " + strconv.Itoa(line)
+	}
+	return ""
+}
+
+// addrRule says what an address key accepts.
+type addrRule struct {
+	hostnames bool // a DNS name is allowed as well as an IP
+	needHost  bool // an empty host (all addresses) is not allowed
+	minPort   int  // 0 lets the kernel pick a port
+}
+
+var (
+	listenAddr   = addrRule{}
+	adminAddr    = addrRule{hostnames: true}
+	upstreamAddr = addrRule{hostnames: true, needHost: true, minPort: 1}
+)
+
+// parseAddr checks a host:port against rule and returns the IP (invalid if
+// the host is empty or a name) and port.
+func parseAddr(s string, rule addrRule) (netip.Addr, uint16, error) {
+	host, portStr, err := net.SplitHostPort(s)
+	if err != nil {
+		return netip.Addr{}, 0, fmt.Errorf("bad address %q: %s", s, splitProblem(err))
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || int(port) < rule.minPort {
+		return netip.Addr{}, 0, fmt.Errorf("bad port %q in %q: expected a number from %d to 65535", portStr, s, rule.minPort)
+	}
+	if host == "" {
+		if rule.needHost {
+			return netip.Addr{}, 0, fmt.Errorf("bad address %q: missing host", s)
+		}
+		return netip.Addr{}, uint16(port), nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip, uint16(port), nil
+	}
+	if !rule.hostnames {
+		return netip.Addr{}, 0, fmt.Errorf("bad address %q: host %q is not an IP address (use an IPv4 address, [IPv6] in brackets, or nothing for all addresses)", s, host)
+	}
+	if looksNumeric(host) || !isHostname(host) {
+		return netip.Addr{}, 0, fmt.Errorf("bad address %q: %q is neither an IP address nor a host name", s, host)
+	}
+	return netip.Addr{}, uint16(port), nil
+}
+
+func splitProblem(err error) string {
+	msg := err.Error()
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		msg = ae.Err
+	}
+	switch msg {
+	case "missing port in address":
+		return "missing port (expected host:port)"
+	case "too many colons in address":
+		return "too many colons (write IPv6 addresses in brackets, like [::1]:80)"
+	}
+	return msg
+}
+
+// looksNumeric reports whether host is all digits and dots, that is, meant
+// as an IPv4 address but not a valid one (10.0.0.256), rather than a name.
+func looksNumeric(host string) bool {
+	return strings.Trim(host, "0123456789.") == ""
+}
+
+// isHostname checks DNS name syntax: dot-separated labels of letters,
+// digits, '-' and '_', each 1 to 63 characters, not starting or ending with
+// '-'.
+func isHostname(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		if strings.Trim(label, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+			return false
+		}
+	}
+	return true
+}
