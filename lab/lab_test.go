@@ -305,6 +305,11 @@ func TestSweepRemovesOnlyDeadLabs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { orphan.Process.Kill() })
+	// `ip netns exec` enters the namespace only after it has started; a
+	// process not yet inside is not Sweep's to kill.
+	waitUntil(t, "orphan inside the stale namespace", func() bool {
+		return inNamespace(orphan.Process.Pid, filepath.Join(netnsDir, stale))
+	})
 
 	if err := Sweep(prefix); err != nil {
 		t.Fatal(err)
@@ -582,6 +587,14 @@ func readTrimmed(tb testing.TB, path string) string {
 		tb.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+func inNamespace(pid int, nsPath string) bool {
+	var ns, proc unix.Stat_t
+	if unix.Stat(nsPath, &ns) != nil || unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &proc) != nil {
+		return false
+	}
+	return ns.Dev == proc.Dev && ns.Ino == proc.Ino
 }
 
 func sameSet(a, b []string) bool {
