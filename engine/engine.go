@@ -1,0 +1,221 @@
+// Package engine defines the contract between the forwarder and the engines that move a pair's bytes in forwarding mode.
+//
+// A pair is two TCP connections, the client's and the upstream's, joined by a
+// proxy. In control mode the proxy reads and decides; when only forwarding is
+// left it calls Splice on an engine, which moves bytes until one of the
+// conditions in Options ends forwarding, and then gives the pair back.
+//
+// Engines form a ladder from shallow to deep:
+//
+//	copy     read() into a user buffer, write() out
+//	pipe     splice(2) socket -> pipe -> socket
+//	sockmap  BPF sockhash + sk_skb verdict: the kernel moves skbs between sockets
+//	ip       BPF at tc rewrites TCP/IP headers: the forwarder runs no TCP for the pair
+//
+// Every engine delivers exactly the byte stream a direct connection would,
+// forwards a FIN only after every earlier byte was delivered, and turns a reset
+// on one side into a reset on the other.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Engine moves the bytes of a pair in forwarding mode.
+type Engine interface {
+	// Name is the engine's configuration name: copy, pipe, sockmap or ip.
+	Name() string
+	// Probe reports whether the engine can run on this host; the error names
+	// the missing privilege or kernel feature.
+	Probe() error
+	// Supports reports whether the engine can honour opts for this pair. A
+	// non-nil error makes the caller fall back to a shallower engine.
+	Supports(p *Pair, opts Options) error
+	// Splice forwards the pair's bytes until Options says stop, the pair ends,
+	// or ctx is cancelled. It returns a *FallbackError, having touched no byte,
+	// when the pair cannot be spliced by this engine after all.
+	Splice(ctx context.Context, p *Pair, opts Options) (Result, error)
+	// Close releases what the engine holds for all pairs (BPF programs, pools).
+	Close() error
+}
+
+// Mode says what an engine does with one direction of a pair.
+type Mode uint8
+
+const (
+	// Forward moves bytes in this direction, up to Limit if Limit > 0.
+	Forward Mode = iota
+	// Watch forwards nothing and ends the splice as soon as data arrives;
+	// the data stays on the source socket for the proxy to read.
+	Watch
+	// Hold forwards nothing and does not watch: the direction is paused.
+	Hold
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Forward:
+		return "forward"
+	case Watch:
+		return "watch"
+	case Hold:
+		return "hold"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// Direction names one way through a pair.
+type Direction uint8
+
+const (
+	// Up is client -> upstream.
+	Up Direction = iota
+	// Down is upstream -> client.
+	Down
+)
+
+func (d Direction) String() string {
+	if d == Up {
+		return "up"
+	}
+	return "down"
+}
+
+// DirOptions controls one direction of a splice.
+type DirOptions struct {
+	Mode Mode
+	// Limit, with Mode Forward, is the exact number of bytes to forward
+	// before the splice ends and the proxy regains control; 0 means no limit
+	// (forward until EOF). Bytes past the limit stay on the source socket.
+	Limit int64
+}
+
+// Options says how long an engine forwards a pair.
+//
+// A splice ends when: a limited direction has forwarded exactly its limit
+// (EndLimit); a watched direction has data (EndData); every Forward direction
+// without a limit has seen EOF and forwarded it as a FIN (EndEOF); either side
+// reset the connection (EndReset); no byte moved for IdleTimeout (EndIdle); or
+// ctx was cancelled (EndCancel).
+type Options struct {
+	Up, Down DirOptions
+	// IdleTimeout ends the splice when no byte moved either way for this
+	// long; 0 disables it.
+	IdleTimeout time.Duration
+}
+
+// Dir returns the options of direction d.
+func (o Options) Dir(d Direction) DirOptions {
+	if d == Up {
+		return o.Up
+	}
+	return o.Down
+}
+
+// Both returns options that forward both directions until EOF.
+func Both(idle time.Duration) Options {
+	return Options{IdleTimeout: idle}
+}
+
+// HasLimits reports whether any direction is byte-limited.
+func (o Options) HasLimits() bool {
+	return (o.Up.Mode == Forward && o.Up.Limit > 0) || (o.Down.Mode == Forward && o.Down.Limit > 0)
+}
+
+// HasWatch reports whether any direction is watched.
+func (o Options) HasWatch() bool {
+	return o.Up.Mode == Watch || o.Down.Mode == Watch
+}
+
+// End says why a splice ended.
+type End uint8
+
+const (
+	// EndEOF: every unlimited forwarding direction saw EOF and sent FIN.
+	EndEOF End = iota
+	// EndLimit: a direction forwarded exactly its limit; the pair is open
+	// and back in control mode.
+	EndLimit
+	// EndData: a watched direction has data; the pair is open and back in
+	// control mode.
+	EndData
+	// EndReset: one side reset; the engine reset the other side.
+	EndReset
+	// EndIdle: nothing moved for the idle timeout.
+	EndIdle
+	// EndCancel: the context was cancelled (shutdown).
+	EndCancel
+	// EndError: a local error ended the splice; Result.Err says which.
+	EndError
+)
+
+func (e End) String() string {
+	switch e {
+	case EndEOF:
+		return "eof"
+	case EndLimit:
+		return "limit"
+	case EndData:
+		return "data"
+	case EndReset:
+		return "reset"
+	case EndIdle:
+		return "idle"
+	case EndCancel:
+		return "cancel"
+	case EndError:
+		return "error"
+	}
+	return fmt.Sprintf("end(%d)", uint8(e))
+}
+
+// KeepsPair reports whether the pair is still usable in control mode after a
+// splice that ended this way.
+func (e End) KeepsPair() bool { return e == EndLimit || e == EndData }
+
+// Result reports how a splice ended.
+type Result struct {
+	End End
+	// Dir is the direction that triggered EndLimit, EndData or EndReset.
+	Dir Direction
+	// Moved is the number of bytes this splice forwarded in each direction.
+	Moved [2]int64
+	// EOF records which directions saw EOF and forwarded it as a FIN.
+	EOF [2]bool
+	// Err is the error behind EndError or EndReset, if any.
+	Err error
+}
+
+// Remaining returns how many bytes of a limited direction are still to be
+// forwarded after r, or 0 when the direction was unlimited or is done.
+func (r Result) Remaining(opts Options, d Direction) int64 {
+	o := opts.Dir(d)
+	if o.Mode != Forward || o.Limit == 0 {
+		return 0
+	}
+	return o.Limit - r.Moved[d]
+}
+
+// FallbackError says an engine cannot splice a pair and a shallower one should.
+type FallbackError struct {
+	Engine string
+	Reason string
+}
+
+func (e *FallbackError) Error() string {
+	return fmt.Sprintf("engine %s cannot splice this pair: %s", e.Engine, e.Reason)
+}
+
+// Fallback returns a *FallbackError for engine name.
+func Fallback(name, format string, args ...any) error {
+	return &FallbackError{Engine: name, Reason: fmt.Sprintf(format, args...)}
+}
+
+// IsFallback reports whether err asks for a shallower engine.
+func IsFallback(err error) bool {
+	var fe *FallbackError
+	return errors.As(err, &fe)
+}

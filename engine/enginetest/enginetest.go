@@ -1,0 +1,287 @@
+// Package enginetest is the conformance suite every engine passes: exact bytes both ways, half-close, reset, limits, watch and idle.
+//
+// An engine's test calls Run(t, engine); the pairs are real TCP connections
+// on loopback in the test's own network namespace.
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+)
+
+// Conns is one spliceable pair with the far ends the test drives: Client
+// talks to the pair's client side, Server to its upstream side.
+type Conns struct {
+	Pair   *engine.Pair
+	Client *net.TCPConn // the client application's socket
+	Server *net.TCPConn // the origin server's socket
+}
+
+// NewPair connects a client to a forwarder socket and the forwarder to a
+// server, on loopback, and returns the pair in control mode.
+func NewPair(tb testing.TB) *Conns {
+	tb.Helper()
+	fwdClient, client := connected(tb)
+	fwdUp, server := connected(tb)
+	p := engine.NewPair(1, "test", fwdClient)
+	p.SetUpstream(fwdUp)
+	return &Conns{Pair: p, Client: client, Server: server}
+}
+
+// connected returns the two ends of a fresh loopback TCP connection:
+// accepted, then dialled.
+func connected(tb testing.TB) (*net.TCPConn, *net.TCPConn) {
+	tb.Helper()
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	d, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a, err := l.AcceptTCP()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { a.Close(); d.Close() })
+	return a, d
+}
+
+// Random returns n bytes of seeded random data.
+func Random(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
+	r.Read(b)
+	return b
+}
+
+// splice runs e.Splice in the background and returns a channel with its result.
+func splice(tb testing.TB, e engine.Engine, p *engine.Pair, opts engine.Options) <-chan engine.Result {
+	tb.Helper()
+	ch := make(chan engine.Result, 1)
+	go func() {
+		res, err := e.Splice(context.Background(), p, opts)
+		if err != nil {
+			tb.Errorf("Splice: %v", err)
+		}
+		ch <- res
+	}()
+	return ch
+}
+
+func wait(tb testing.TB, ch <-chan engine.Result) engine.Result {
+	tb.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(60 * time.Second):
+		tb.Fatal("splice did not end within 60s")
+	}
+	return engine.Result{}
+}
+
+// Run runs the conformance suite against e.
+func Run(t *testing.T, e engine.Engine) {
+	t.Run("BothWays", func(t *testing.T) { testBothWays(t, e, 16<<20) })
+	t.Run("HalfCloseUp", func(t *testing.T) { testHalfClose(t, e, engine.Up) })
+	t.Run("HalfCloseDown", func(t *testing.T) { testHalfClose(t, e, engine.Down) })
+	t.Run("ResetFromClient", func(t *testing.T) { testReset(t, e, engine.Up) })
+	t.Run("ResetFromServer", func(t *testing.T) { testReset(t, e, engine.Down) })
+	t.Run("LimitThenControl", func(t *testing.T) { testLimit(t, e) })
+	t.Run("WatchReturnsOnData", func(t *testing.T) { testWatch(t, e) })
+	t.Run("Idle", func(t *testing.T) { testIdle(t, e) })
+	t.Run("Cancel", func(t *testing.T) { testCancel(t, e) })
+}
+
+// testBothWays sends n random bytes each way at once and compares digests.
+func testBothWays(t *testing.T, e engine.Engine, n int) {
+	c := NewPair(t)
+	res := splice(t, e, c.Pair, engine.Both(0))
+	up, down := Random(n, 1), Random(n, 2)
+	gotUp, gotDown := make(chan [32]byte, 1), make(chan [32]byte, 1)
+	go sendThenClose(t, c.Client, up)
+	go sendThenClose(t, c.Server, down)
+	go func() { gotUp <- digestAll(t, c.Server) }()
+	go func() { gotDown <- digestAll(t, c.Client) }()
+	if <-gotUp != sha256.Sum256(up) {
+		t.Error("upstream received a different byte stream than the client sent")
+	}
+	if <-gotDown != sha256.Sum256(down) {
+		t.Error("client received a different byte stream than the server sent")
+	}
+	r := wait(t, res)
+	if r.End != engine.EndEOF || r.Moved[engine.Up] != int64(n) || r.Moved[engine.Down] != int64(n) {
+		t.Errorf("result = %+v, want EOF with %d bytes each way", r, n)
+	}
+	if c.Pair.Bytes(engine.Up) != int64(n) || c.Pair.Bytes(engine.Down) != int64(n) {
+		t.Errorf("pair counters up=%d down=%d, want %d", c.Pair.Bytes(engine.Up), c.Pair.Bytes(engine.Down), n)
+	}
+}
+
+func sendThenClose(tb testing.TB, c *net.TCPConn, b []byte) {
+	if _, err := c.Write(b); err != nil {
+		tb.Errorf("write: %v", err)
+	}
+	c.CloseWrite()
+}
+
+func digestAll(tb testing.TB, c *net.TCPConn) [32]byte {
+	h := sha256.New()
+	if _, err := io.Copy(h, c); err != nil {
+		tb.Errorf("read: %v", err)
+	}
+	var d [32]byte
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// testHalfClose closes one side's write half: the other side sees EOF after
+// every byte, and can still send its answer the other way.
+func testHalfClose(t *testing.T, e engine.Engine, d engine.Direction) {
+	c := NewPair(t)
+	res := splice(t, e, c.Pair, engine.Both(0))
+	closer, peer := c.Client, c.Server
+	if d == engine.Down {
+		closer, peer = c.Server, c.Client
+	}
+	msg := Random(100000, 3)
+	sendThenClose(t, closer, msg)
+	got, err := io.ReadAll(peer)
+	if err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("peer read %d bytes (err %v), want the %d bytes sent before the FIN", len(got), err, len(msg))
+	}
+	answer := []byte("answer after half-close")
+	sendThenClose(t, peer, answer)
+	got, err = io.ReadAll(closer)
+	if err != nil || !bytes.Equal(got, answer) {
+		t.Fatalf("half-closed side read %q (err %v), want %q", got, err, answer)
+	}
+	if r := wait(t, res); r.End != engine.EndEOF || !r.EOF[engine.Up] || !r.EOF[engine.Down] {
+		t.Errorf("result = %+v, want EOF both ways", r)
+	}
+}
+
+// testReset resets one side: the other side sees a reset, not a clean EOF.
+func testReset(t *testing.T, e engine.Engine, d engine.Direction) {
+	c := NewPair(t)
+	res := splice(t, e, c.Pair, engine.Both(0))
+	resetter, peer := c.Client, c.Server
+	if d == engine.Down {
+		resetter, peer = c.Server, c.Client
+	}
+	if _, err := resetter.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(peer, buf); err != nil {
+		t.Fatalf("byte before the reset was not delivered: %v", err)
+	}
+	engine.ResetConn(resetter)
+	r := wait(t, res)
+	if r.End != engine.EndReset {
+		t.Errorf("end = %v, want reset", r.End)
+	}
+	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := peer.Read(buf)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("peer read after reset: %v, want ECONNRESET", err)
+	}
+}
+
+// testLimit forwards exactly N bytes down, gives control back, and checks
+// that the bytes past N are still on the upstream socket, in order.
+func testLimit(t *testing.T, e engine.Engine) {
+	c := NewPair(t)
+	const n, extra = 300000, 5000
+	data := Random(n+extra, 4)
+	go c.Server.Write(data)
+	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Hold}, Down: engine.DirOptions{Mode: engine.Forward, Limit: n}}
+	if err := e.Supports(c.Pair, opts); err != nil {
+		t.Skipf("engine does not support byte limits: %v", err)
+	}
+	res := splice(t, e, c.Pair, opts)
+	got := make([]byte, n)
+	if _, err := io.ReadFull(c.Client, got); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, res)
+	if r.End != engine.EndLimit || r.Dir != engine.Down || r.Moved[engine.Down] != n {
+		t.Fatalf("result = %+v, want limit down after %d bytes", r, n)
+	}
+	if !bytes.Equal(got, data[:n]) {
+		t.Fatal("client received different bytes before the limit")
+	}
+	rest := make([]byte, extra)
+	c.Pair.Upstream().SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c.Pair.Upstream(), rest); err != nil || !bytes.Equal(rest, data[n:]) {
+		t.Fatalf("bytes past the limit not left on the upstream socket intact (err %v)", err)
+	}
+	c.Client.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if k, _ := c.Client.Read(make([]byte, 1)); k != 0 {
+		t.Fatal("engine forwarded bytes past the limit")
+	}
+}
+
+// testWatch forwards down while watching up; data from the client ends the
+// splice and stays readable for the proxy.
+func testWatch(t *testing.T, e engine.Engine) {
+	c := NewPair(t)
+	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Forward}}
+	if err := e.Supports(c.Pair, opts); err != nil {
+		t.Skipf("engine does not support watch: %v", err)
+	}
+	res := splice(t, e, c.Pair, opts)
+	c.Server.Write([]byte("response"))
+	got := make([]byte, 8)
+	if _, err := io.ReadFull(c.Client, got); err != nil || string(got) != "response" {
+		t.Fatalf("down not forwarded while watching up: %q %v", got, err)
+	}
+	c.Client.Write([]byte("next request"))
+	r := wait(t, res)
+	if r.End != engine.EndData || r.Dir != engine.Up {
+		t.Fatalf("result = %+v, want data up", r)
+	}
+	req := make([]byte, 12)
+	c.Pair.Client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c.Pair.Client, req); err != nil || string(req) != "next request" {
+		t.Fatalf("watched data not left for the proxy: %q %v", req, err)
+	}
+}
+
+func testIdle(t *testing.T, e engine.Engine) {
+	c := NewPair(t)
+	opts := engine.Both(200 * time.Millisecond)
+	start := time.Now()
+	r := wait(t, splice(t, e, c.Pair, opts))
+	if r.End != engine.EndIdle {
+		t.Fatalf("end = %v, want idle", r.End)
+	}
+	if time.Since(start) < 200*time.Millisecond {
+		t.Fatal("idle timeout fired early")
+	}
+}
+
+func testCancel(t *testing.T, e engine.Engine) {
+	c := NewPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan engine.Result, 1)
+	go func() { r, _ := e.Splice(ctx, c.Pair, engine.Both(0)); ch <- r }()
+	c.Client.Write([]byte("ping"))
+	io.ReadFull(c.Server, make([]byte, 4))
+	cancel()
+	if r := wait(t, ch); r.End != engine.EndCancel {
+		t.Fatalf("end = %v, want cancel", r.End)
+	}
+}

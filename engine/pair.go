@@ -1,0 +1,119 @@
+// Pair: the two TCP connections a proxy joins, with the state and counters /flows reports.
+package engine
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// State is where a pair is in its life, as /flows shows it.
+type State uint32
+
+const (
+	// StateControl: the proxy reads and decides.
+	StateControl State = iota
+	// StateSpliced: an engine forwards the bytes.
+	StateSpliced
+	// StateDraining: the engine delivers bytes buffered at the moment of
+	// splicing or unsplicing.
+	StateDraining
+	// StateClosing: the pair is being torn down.
+	StateClosing
+)
+
+func (s State) String() string {
+	switch s {
+	case StateControl:
+		return "control"
+	case StateSpliced:
+		return "spliced"
+	case StateDraining:
+		return "draining"
+	case StateClosing:
+		return "closing"
+	}
+	return "unknown"
+}
+
+// Pair is a client connection and, once the proxy dialled it, an upstream
+// connection. Engines read the connections and update the counters; the
+// forwarder owns the pair and closes it.
+type Pair struct {
+	ID       uint64
+	Listener string
+	Client   *net.TCPConn
+	Created  time.Time
+
+	mu       sync.Mutex
+	upstream *net.TCPConn
+	engine   string
+	note     string
+
+	state atomic.Uint32
+	bytes [2]atomic.Int64
+}
+
+// NewPair returns a pair in control mode for an accepted client connection.
+func NewPair(id uint64, listener string, client *net.TCPConn) *Pair {
+	return &Pair{ID: id, Listener: listener, Client: client, Created: time.Now()}
+}
+
+// Upstream returns the upstream connection, or nil before the proxy dialled.
+func (p *Pair) Upstream() *net.TCPConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.upstream
+}
+
+// SetUpstream records the upstream connection.
+func (p *Pair) SetUpstream(c *net.TCPConn) {
+	p.mu.Lock()
+	p.upstream = c
+	p.mu.Unlock()
+}
+
+// Conn returns the connection bytes of direction d are read from.
+func (p *Pair) Src(d Direction) *net.TCPConn {
+	if d == Up {
+		return p.Client
+	}
+	return p.Upstream()
+}
+
+// Dst returns the connection bytes of direction d are written to.
+func (p *Pair) Dst(d Direction) *net.TCPConn {
+	if d == Up {
+		return p.Upstream()
+	}
+	return p.Client
+}
+
+// State returns the pair's current state.
+func (p *Pair) State() State { return State(p.state.Load()) }
+
+// SetState moves the pair to s.
+func (p *Pair) SetState(s State) { p.state.Store(uint32(s)) }
+
+// Engine returns the name of the engine that last forwarded the pair, and a
+// note saying why that engine (a fallback reason, or why it is never spliced).
+func (p *Pair) Engine() (name, note string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.engine, p.note
+}
+
+// SetEngine records which engine forwards the pair and why.
+func (p *Pair) SetEngine(name, note string) {
+	p.mu.Lock()
+	p.engine, p.note = name, note
+	p.mu.Unlock()
+}
+
+// AddBytes counts n bytes forwarded in direction d, by an engine or by the
+// proxy in control mode.
+func (p *Pair) AddBytes(d Direction, n int64) { p.bytes[d].Add(n) }
+
+// Bytes returns the bytes forwarded in direction d so far.
+func (p *Pair) Bytes(d Direction) int64 { return p.bytes[d].Load() }

@@ -1,0 +1,239 @@
+// Run: the splice loop shared by engines that move bytes through the forwarder process (copy, pipe).
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Pump moves bytes of one direction from src to dst: at most limit bytes when
+// limit > 0, else until EOF. It calls moved after each chunk is fully written
+// to dst. It returns nil at EOF or when the limit is reached; an interrupted
+// read (deadline) returns os.ErrDeadlineExceeded after every byte already read
+// was written, so stopping a pump never loses a byte.
+type Pump func(src, dst *net.TCPConn, limit int64, moved func(int64)) error
+
+// event is something that happened to one direction during a splice.
+type event struct {
+	kind eventKind
+	dir  Direction
+	err  error
+}
+
+type eventKind uint8
+
+const (
+	evEOF eventKind = iota
+	evLimit
+	evData
+	evReset
+	evStopped
+	evError
+	evIdle
+	evCancel
+)
+
+// Run splices p with pump according to opts: one goroutine per forwarded
+// direction, one per watched direction, and an idle watchdog. It is the whole
+// of the copy and pipe engines but for the pump itself.
+func Run(ctx context.Context, p *Pair, opts Options, pump Pump) (Result, error) {
+	r := &runner{p: p, opts: opts, events: make(chan event, 8), stopped: make(chan struct{})}
+	r.last.Store(time.Now().UnixNano())
+	return r.run(ctx, pump)
+}
+
+type runner struct {
+	p       *Pair
+	opts    Options
+	events  chan event
+	wg      sync.WaitGroup
+	moved   [2]atomic.Int64
+	last    atomic.Int64 // unix nanos of the last byte moved
+	stopped chan struct{}
+}
+
+func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
+	var res Result
+	open := 0 // forwarded directions still running
+	for _, d := range []Direction{Up, Down} {
+		switch r.opts.Dir(d).Mode {
+		case Forward:
+			open++
+			r.start(func() { r.forward(d, pump) })
+		case Watch:
+			r.start(func() { r.watch(d) })
+		}
+	}
+	if open == 0 && !r.opts.HasWatch() {
+		return res, errors.New("splice with nothing to forward or watch")
+	}
+	r.start(func() { r.watchdog(ctx) })
+
+	for {
+		ev := <-r.events
+		switch ev.kind {
+		case evEOF:
+			res.EOF[ev.dir] = true
+			if open--; open > 0 {
+				continue
+			}
+			res.End = EndEOF
+		case evLimit:
+			res.End, res.Dir = EndLimit, ev.dir
+		case evData:
+			res.End, res.Dir = EndData, ev.dir
+		case evReset:
+			res.End, res.Dir, res.Err = EndReset, ev.dir, ev.err
+		case evIdle:
+			res.End = EndIdle
+		case evCancel:
+			res.End = EndCancel
+		case evError:
+			res.End, res.Dir, res.Err = EndError, ev.dir, ev.err
+		default:
+			continue
+		}
+		break
+	}
+	r.stop(res.End)
+	res.Moved = [2]int64{r.moved[Up].Load(), r.moved[Down].Load()}
+	return res, nil
+}
+
+func (r *runner) start(fn func()) {
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); fn() }()
+}
+
+func (r *runner) send(ev event) {
+	select {
+	case r.events <- ev:
+	case <-r.stopped:
+	}
+}
+
+// stop interrupts every goroutine and waits for them. Reads are interrupted
+// by a deadline in the past; writes are let finish so no byte read is lost,
+// unless the pair is ending anyway.
+func (r *runner) stop(end End) {
+	close(r.stopped)
+	past := time.Unix(1, 0)
+	up := r.p.Upstream()
+	for _, c := range []*net.TCPConn{r.p.Client, up} {
+		c.SetReadDeadline(past)
+		if !end.KeepsPair() {
+			c.SetWriteDeadline(past)
+		}
+	}
+	if end == EndReset {
+		ResetConn(r.p.Client)
+		ResetConn(up)
+	}
+	r.wg.Wait()
+	if end.KeepsPair() {
+		for _, c := range []*net.TCPConn{r.p.Client, up} {
+			c.SetDeadline(time.Time{})
+		}
+	}
+}
+
+// forward runs pump for direction d and reports how it ended.
+func (r *runner) forward(d Direction, pump Pump) {
+	src, dst := r.p.Src(d), r.p.Dst(d)
+	limit := r.opts.Dir(d).Limit
+	err := pump(src, dst, limit, func(n int64) {
+		r.moved[d].Add(n)
+		r.p.AddBytes(d, n)
+		r.last.Store(time.Now().UnixNano())
+	})
+	switch {
+	case err == nil && limit > 0 && r.moved[d].Load() == limit:
+		r.send(event{kind: evLimit, dir: d})
+	case err == nil:
+		// EOF: every byte before it was written, so the FIN may follow.
+		if cerr := dst.CloseWrite(); cerr != nil && !isStop(cerr) {
+			r.send(classify(d, cerr))
+			return
+		}
+		r.send(event{kind: evEOF, dir: d})
+	default:
+		r.send(classify(d, err))
+	}
+}
+
+// watch waits until direction d's source has something to read (data, EOF or
+// an error) without consuming it.
+func (r *runner) watch(d Direction) {
+	err := WaitReadable(r.p.Src(d))
+	if isStop(err) {
+		r.send(event{kind: evStopped, dir: d})
+		return
+	}
+	r.send(event{kind: evData, dir: d})
+}
+
+// watchdog ends the splice when ctx is done or nothing moved for the idle timeout.
+func (r *runner) watchdog(ctx context.Context) {
+	idle := r.opts.IdleTimeout
+	var tick <-chan time.Time
+	if idle > 0 {
+		t := time.NewTicker(max(idle/4, 10*time.Millisecond))
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-r.stopped:
+			return
+		case <-ctx.Done():
+			r.send(event{kind: evCancel})
+			return
+		case <-tick:
+			if time.Since(time.Unix(0, r.last.Load())) >= idle {
+				r.send(event{kind: evIdle})
+				return
+			}
+		}
+	}
+}
+
+// classify turns a pump error into an event for direction d.
+func classify(d Direction, err error) event {
+	switch {
+	case isStop(err):
+		return event{kind: evStopped, dir: d}
+	case IsReset(err):
+		return event{kind: evReset, dir: d, err: err}
+	}
+	return event{kind: evError, dir: d, err: err}
+}
+
+func isStop(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// IsReset reports whether err means the peer reset the connection (or is gone
+// in a way TCP reports like a reset).
+func IsReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, syscall.EHOSTUNREACH)
+}
+
+// IsEOF reports whether err is a clean end of stream.
+func IsEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+// ResetConn closes c with an RST instead of a FIN (SO_LINGER 0), which is how
+// a reset on one side of a pair is passed to the other.
+func ResetConn(c *net.TCPConn) {
+	if c == nil {
+		return
+	}
+	c.SetLinger(0)
+	c.Close()
+}
