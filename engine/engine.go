@@ -98,13 +98,16 @@ type DirOptions struct {
 // A splice ends when: a limited direction has forwarded exactly its limit
 // (EndLimit); a watched direction has data (EndData); every Forward direction
 // without a limit has seen EOF and forwarded it as a FIN (EndEOF); either side
-// reset the connection (EndReset); no byte moved for IdleTimeout (EndIdle); or
-// ctx was cancelled (EndCancel).
+// reset the connection (EndReset); no byte moved for IdleTimeout (EndIdle); For
+// elapsed (EndTimer); or ctx was cancelled (EndCancel).
 type Options struct {
 	Up, Down DirOptions
 	// IdleTimeout ends the splice when no byte moved either way for this
 	// long; 0 disables it.
 	IdleTimeout time.Duration
+	// For ends the splice after this long with the pair intact (EndTimer);
+	// 0 disables it. Proxies use it to forward in control mode for a while.
+	For time.Duration
 }
 
 // Dir returns the options of direction d.
@@ -150,6 +153,8 @@ const (
 	EndCancel
 	// EndError: a local error ended the splice; Result.Err says which.
 	EndError
+	// EndTimer: Options.For elapsed; the pair is open and back in control mode.
+	EndTimer
 )
 
 func (e End) String() string {
@@ -168,13 +173,15 @@ func (e End) String() string {
 		return "cancel"
 	case EndError:
 		return "error"
+	case EndTimer:
+		return "timer"
 	}
 	return fmt.Sprintf("end(%d)", uint8(e))
 }
 
 // KeepsPair reports whether the pair is still usable in control mode after a
 // splice that ended this way.
-func (e End) KeepsPair() bool { return e == EndLimit || e == EndData }
+func (e End) KeepsPair() bool { return e == EndLimit || e == EndData || e == EndTimer }
 
 // Result reports how a splice ended.
 type Result struct {

@@ -38,6 +38,7 @@ const (
 	evError
 	evIdle
 	evCancel
+	evTimer
 )
 
 // Run splices p with pump according to opts: one goroutine per forwarded
@@ -95,6 +96,8 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 			res.End = EndIdle
 		case evCancel:
 			res.End = EndCancel
+		case evTimer:
+			res.End = EndTimer
 		case evError:
 			res.End, res.Dir, res.Err = EndError, ev.dir, ev.err
 		default:
@@ -182,11 +185,16 @@ func (r *runner) watch(d Direction) {
 // watchdog ends the splice when ctx is done or nothing moved for the idle timeout.
 func (r *runner) watchdog(ctx context.Context) {
 	idle := r.opts.IdleTimeout
-	var tick <-chan time.Time
+	var tick, timer <-chan time.Time
 	if idle > 0 {
 		t := time.NewTicker(max(idle/4, 10*time.Millisecond))
 		defer t.Stop()
 		tick = t.C
+	}
+	if r.opts.For > 0 {
+		t := time.NewTimer(r.opts.For)
+		defer t.Stop()
+		timer = t.C
 	}
 	for {
 		select {
@@ -194,6 +202,9 @@ func (r *runner) watchdog(ctx context.Context) {
 			return
 		case <-ctx.Done():
 			r.send(event{kind: evCancel})
+			return
+		case <-timer:
+			r.send(event{kind: evTimer})
 			return
 		case <-tick:
 			if time.Since(time.Unix(0, r.last.Load())) >= idle {

@@ -103,6 +103,7 @@ func Run(t *testing.T, e engine.Engine) {
 	t.Run("WatchReturnsOnData", func(t *testing.T) { testWatch(t, e) })
 	t.Run("Idle", func(t *testing.T) { testIdle(t, e) })
 	t.Run("Cancel", func(t *testing.T) { testCancel(t, e) })
+	t.Run("TimerKeepsBytes", func(t *testing.T) { testTimer(t, e) })
 }
 
 // testBothWays sends n random bytes each way at once and compares digests.
@@ -283,5 +284,25 @@ func testCancel(t *testing.T, e engine.Engine) {
 	cancel()
 	if r := wait(t, ch); r.End != engine.EndCancel {
 		t.Fatalf("end = %v, want cancel", r.End)
+	}
+}
+
+// testTimer ends a splice by Options.For while bytes flow up and checks that
+// splicing again continues the stream with no byte lost or repeated.
+func testTimer(t *testing.T, e engine.Engine) {
+	c := NewPair(t)
+	data := Random(8<<20, 5)
+	go sendThenClose(t, c.Client, data)
+	got := make(chan [32]byte, 1)
+	go func() { got <- digestAll(t, c.Server) }()
+	r := wait(t, splice(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}, For: 20 * time.Millisecond}))
+	if r.End != engine.EndTimer && r.End != engine.EndEOF {
+		t.Fatalf("end = %v, want timer", r.End)
+	}
+	if r.End == engine.EndTimer {
+		wait(t, splice(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}}))
+	}
+	if <-got != sha256.Sum256(data) {
+		t.Fatal("stream changed across a timer end and a second splice")
 	}
 }

@@ -1,0 +1,131 @@
+// Package all lists every engine splicer has, deepest first, and builds the ones a host allows.
+package all
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/splicer/splicer/engine"
+	copyengine "github.com/splicer/splicer/engine/copy"
+	"github.com/splicer/splicer/engine/pipe"
+	"github.com/splicer/splicer/internal/config"
+)
+
+// Factory builds one engine from the configuration.
+type Factory struct {
+	Name string
+	// New builds the engine; a nil engine with a nil error means the
+	// engine is switched off in the configuration.
+	New func(cfg config.Engines, log *slog.Logger) (engine.Engine, error)
+}
+
+// Ladder is every engine, deepest first: auto tries them in this order.
+var Ladder = []Factory{
+	{Name: "pipe", New: func(cfg config.Engines, _ *slog.Logger) (engine.Engine, error) {
+		return pipe.New(int(cfg.Pipe.PipeSize)), nil
+	}},
+	{Name: "copy", New: func(cfg config.Engines, _ *slog.Logger) (engine.Engine, error) {
+		return copyengine.New(int(cfg.Copy.BufferSize)), nil
+	}},
+}
+
+// Names returns the engine names, deepest first.
+func Names() []string {
+	n := make([]string, len(Ladder))
+	for i, f := range Ladder {
+		n[i] = f.Name
+	}
+	return n
+}
+
+// Unavailable says why an engine cannot run on this host.
+type Unavailable struct {
+	Name   string
+	Reason string
+}
+
+// Set is the engines that can run here, deepest first, and the ones that cannot.
+type Set struct {
+	Engines     []engine.Engine
+	Unavailable []Unavailable
+}
+
+// Build builds and probes every engine. An engine that is switched off,
+// fails to build or fails its probe is listed in Unavailable with the reason.
+func Build(cfg config.Engines, log *slog.Logger) *Set {
+	s := &Set{}
+	for _, f := range Ladder {
+		e, err := f.New(cfg, log)
+		switch {
+		case err != nil:
+			s.Unavailable = append(s.Unavailable, Unavailable{f.Name, err.Error()})
+			continue
+		case e == nil:
+			s.Unavailable = append(s.Unavailable, Unavailable{f.Name, "switched off in the configuration"})
+			continue
+		}
+		if err := e.Probe(); err != nil {
+			e.Close()
+			s.Unavailable = append(s.Unavailable, Unavailable{f.Name, err.Error()})
+			continue
+		}
+		s.Engines = append(s.Engines, e)
+	}
+	return s
+}
+
+// Chain returns the engines a listener configured with name may use, the
+// preferred first: for auto all of them; otherwise the named engine and every
+// shallower one as fallbacks. It errors when name is unknown.
+func (s *Set) Chain(name string) ([]engine.Engine, error) {
+	if name == "" || name == "auto" {
+		return s.Engines, nil
+	}
+	depth := -1
+	for i, f := range Ladder {
+		if f.Name == name {
+			depth = i
+		}
+	}
+	if depth < 0 {
+		if name == "sockmap" || name == "ip" {
+			// Engines listed in the configuration but not built into this
+			// binary yet: everything we have is shallower.
+			return s.Engines, nil
+		}
+		return nil, fmt.Errorf("unknown engine %q", name)
+	}
+	var chain []engine.Engine
+	for _, e := range s.Engines {
+		if rank(e.Name()) >= depth {
+			chain = append(chain, e)
+		}
+	}
+	return chain, nil
+}
+
+// Reason returns why engine name is unavailable, or "".
+func (s *Set) Reason(name string) string {
+	for _, u := range s.Unavailable {
+		if u.Name == name {
+			return u.Reason
+		}
+	}
+	return ""
+}
+
+// Close closes every built engine.
+func (s *Set) Close() {
+	for _, e := range s.Engines {
+		e.Close()
+	}
+}
+
+func rank(name string) int {
+	for i, f := range Ladder {
+		if f.Name == name {
+			return i
+		}
+	}
+	return len(Ladder)
+}

@@ -1,0 +1,167 @@
+// Package forwarder accepts client connections on each configured listener, runs the listener's proxy in control mode and hands pairs to engines.
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/splicer/splicer/engine/all"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/metrics"
+)
+
+// DialFunc opens an upstream connection; ListenFunc opens a listener. Tests
+// and the lab replace them to work inside a network namespace.
+type (
+	DialFunc   func(ctx context.Context, network, addr string) (net.Conn, error)
+	ListenFunc func(network, addr string) (net.Listener, error)
+)
+
+// Options are the forwarder's dependencies; zero values pick the defaults.
+type Options struct {
+	Log     *slog.Logger
+	Metrics *metrics.Metrics
+	Dial    DialFunc   // default: net.Dialer
+	Listen  ListenFunc // default: net.Listen
+	// Engines overrides the engines built from the configuration.
+	Engines *all.Set
+}
+
+// Forwarder runs every listener of a configuration.
+type Forwarder struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	engines *all.Set
+	ownsSet bool
+	dial    DialFunc
+	listen  ListenFunc
+	flows   *Flows
+
+	listeners []*listener
+	// hard is cancelled when the graceful period is over: every pair's
+	// engine returns and the pair is closed.
+	hard   context.Context
+	cancel context.CancelFunc
+	pairs  sync.WaitGroup
+	once   sync.Once
+}
+
+// New builds a forwarder for cfg; Start binds its listeners.
+func New(cfg *config.Config, opts Options) (*Forwarder, error) {
+	f := &Forwarder{cfg: cfg, log: opts.Log, metrics: opts.Metrics, engines: opts.Engines,
+		dial: opts.Dial, listen: opts.Listen, flows: newFlows()}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	if f.metrics == nil {
+		f.metrics = metrics.New()
+	}
+	if f.dial == nil {
+		var d net.Dialer
+		f.dial = d.DialContext
+	}
+	if f.listen == nil {
+		f.listen = net.Listen
+	}
+	if f.engines == nil {
+		f.engines = all.Build(cfg.Engines, f.log)
+		f.ownsSet = true
+		for _, u := range f.engines.Unavailable {
+			f.log.Warn("engine unavailable", "engine", u.Name, "reason", u.Reason)
+		}
+	}
+	f.hard, f.cancel = context.WithCancel(context.Background())
+	for _, lc := range cfg.Listeners {
+		l, err := newListener(f, lc)
+		if err != nil {
+			f.closeEngines()
+			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+		}
+		f.listeners = append(f.listeners, l)
+	}
+	return f, nil
+}
+
+// Metrics returns the forwarder's metrics.
+func (f *Forwarder) Metrics() *metrics.Metrics { return f.metrics }
+
+// Flows returns the forwarder's pair registry.
+func (f *Forwarder) Flows() *Flows { return f.flows }
+
+// Start binds every listener and starts accepting. On error nothing is left
+// listening.
+func (f *Forwarder) Start() error {
+	for i, l := range f.listeners {
+		if err := l.bind(); err != nil {
+			for _, b := range f.listeners[:i] {
+				b.close()
+			}
+			return fmt.Errorf("listener %s: %w", l.cfg.Name, err)
+		}
+	}
+	for _, l := range f.listeners {
+		go l.serve()
+	}
+	return nil
+}
+
+// Addr returns the bound address of the named listener (useful with port 0).
+func (f *Forwarder) Addr(name string) net.Addr {
+	for _, l := range f.listeners {
+		if l.cfg.Name == name && l.ln != nil {
+			return l.ln.Addr()
+		}
+	}
+	return nil
+}
+
+// Shutdown stops accepting, lets open pairs finish until ctx is done, then
+// cancels the rest and waits for them to close. It returns ctx's error when
+// pairs had to be cut.
+func (f *Forwarder) Shutdown(ctx context.Context) error {
+	for _, l := range f.listeners {
+		l.close()
+	}
+	done := make(chan struct{})
+	go func() { f.pairs.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		f.log.Warn("shutdown timeout: closing open pairs", "open", f.flows.Len())
+		f.cancel()
+		<-done
+	}
+	f.cancel()
+	f.closeEngines()
+	return err
+}
+
+// ShutdownTimeout is Shutdown with the configured grace period.
+func (f *Forwarder) ShutdownTimeout() error {
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.ShutdownTimeout.Std())
+	defer cancel()
+	err := f.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("pairs still open after %s were closed", f.cfg.ShutdownTimeout.Std())
+	}
+	return err
+}
+
+func (f *Forwarder) closeEngines() {
+	f.once.Do(func() {
+		if f.ownsSet {
+			f.engines.Close()
+		}
+	})
+}
+
+// uptime is how long ago t was, in seconds.
+func uptime(t time.Time) float64 { return time.Since(t).Seconds() }

@@ -1,0 +1,78 @@
+// Forwarder tests on loopback: a tcp listener forwarding to a local origin through each engine.
+package forwarder_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/config"
+)
+
+// startForwarder runs a forwarder with one tcp listener on loopback to upstream.
+func startForwarder(tb testing.TB, engineName, upstream string) *forwarder.Forwarder {
+	tb.Helper()
+	cfg := config.Default()
+	l := config.DefaultListener()
+	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{upstream}, engineName
+	cfg.Listeners = []config.Listener{l}
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := forwarder.New(&cfg, forwarder.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.Shutdown(ctx)
+	})
+	return f
+}
+
+func echoServer(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.(*net.TCPConn).CloseWrite() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestEchoThroughEveryEngine(t *testing.T) {
+	up := echoServer(t)
+	for _, name := range []string{"copy", "pipe", "auto"} {
+		t.Run(name, func(t *testing.T) {
+			f := startForwarder(t, name, up)
+			c, err := net.Dial("tcp", f.Addr("t").String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			msg := bytes.Repeat([]byte("splicer"), 100000)
+			go func() { c.Write(msg); c.(*net.TCPConn).CloseWrite() }()
+			got, err := io.ReadAll(c)
+			if err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("echo through %s: %d bytes, err %v", name, len(got), err)
+			}
+		})
+	}
+}

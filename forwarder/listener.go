@@ -1,0 +1,146 @@
+// One listener: accept loop, connection limit, and the life of each pair from accept to close.
+package forwarder
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/tcp"
+)
+
+type listener struct {
+	f      *Forwarder
+	cfg    config.Listener
+	proxy  proxy.Proxy
+	chain  []engine.Engine
+	log    *slog.Logger
+	ln     net.Listener
+	active atomic.Int64
+	nextID *atomic.Uint64
+}
+
+var pairIDs atomic.Uint64
+
+func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
+	p, err := newProxy(lc)
+	if err != nil {
+		return nil, err
+	}
+	chain, err := f.engines.Chain(lc.Engine)
+	if err != nil {
+		return nil, err
+	}
+	if len(chain) == 0 {
+		return nil, errors.New("no engine can run on this host")
+	}
+	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs,
+		log: f.log.With("listener", lc.Name)}
+	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
+		reason := f.engines.Reason(want)
+		if reason == "" {
+			reason = "not built into this binary yet"
+		}
+		l.log.Warn("engine unavailable, falling back", "engine", want, "using", chain[0].Name(), "reason", reason)
+		f.metrics.Fallbacks.WithLabelValues(want, chain[0].Name(), "unavailable").Inc()
+	}
+	return l, nil
+}
+
+// newProxy builds the proxy kind a listener is configured with.
+func newProxy(lc config.Listener) (proxy.Proxy, error) {
+	switch lc.Proxy {
+	case "tcp", "":
+		return &tcp.Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std()}, nil
+	}
+	return nil, fmt.Errorf("proxy kind %q is not implemented", lc.Proxy)
+}
+
+func (l *listener) bind() error {
+	ln, err := l.f.listen("tcp", l.cfg.Listen)
+	if err != nil {
+		return err
+	}
+	l.ln = ln
+	l.log.Info("listening", "addr", ln.Addr().String(), "proxy", l.cfg.Proxy, "engine", l.chain[0].Name())
+	return nil
+}
+
+func (l *listener) close() {
+	if l.ln != nil {
+		l.ln.Close()
+	}
+}
+
+// serve accepts until the listener is closed. Accept errors other than
+// closing (e.g. out of file descriptors) are logged and retried after a
+// short pause rather than ending the listener.
+func (l *listener) serve() {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			l.log.Error("accept failed", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		l.f.metrics.Accepted.WithLabelValues(l.cfg.Name).Inc()
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			c.Close()
+			continue
+		}
+		if max := l.cfg.MaxConnections; max > 0 && l.active.Load() >= int64(max) {
+			// Past max_connections the connection is accepted and closed
+			// at once, so the client learns immediately instead of
+			// waiting in the accept queue.
+			l.f.metrics.Closed.WithLabelValues(l.cfg.Name, "max_connections").Inc()
+			l.log.Warn("max_connections reached, closing new connection", "client", c.RemoteAddr().String(), "max", max)
+			tc.Close()
+			continue
+		}
+		l.active.Add(1)
+		l.f.pairs.Add(1)
+		go l.handle(tc)
+	}
+}
+
+// handle runs one pair from accept to close.
+func (l *listener) handle(c *net.TCPConn) {
+	defer l.f.pairs.Done()
+	defer l.active.Add(-1)
+	m := l.f.metrics
+	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
+	s := &session{l: l, p: p, log: l.log.With("pair", p.ID, "client", c.RemoteAddr().String())}
+	l.f.flows.add(p)
+	m.Active.WithLabelValues(l.cfg.Name).Inc()
+
+	err := l.proxy.Serve(l.f.hard, s)
+
+	p.SetState(engine.StateClosing)
+	reason := proxy.CloseReason(err)
+	c.Close()
+	if up := p.Upstream(); up != nil {
+		up.Close()
+	}
+	l.f.flows.remove(p)
+	m.Active.WithLabelValues(l.cfg.Name).Dec()
+	m.Closed.WithLabelValues(l.cfg.Name, reason).Inc()
+	m.Bytes.WithLabelValues(l.cfg.Name, "up").Add(float64(p.Bytes(engine.Up)))
+	m.Bytes.WithLabelValues(l.cfg.Name, "down").Add(float64(p.Bytes(engine.Down)))
+	name, _ := p.Engine()
+	attrs := []any{"reason", reason, "engine", name, "bytes_up", p.Bytes(engine.Up),
+		"bytes_down", p.Bytes(engine.Down), "duration_s", uptime(p.Created)}
+	if err != nil && reason != "eof" {
+		attrs = append(attrs, "err", err.Error())
+	}
+	s.log.Info("pair closed", attrs...)
+}

@@ -1,0 +1,127 @@
+// session implements proxy.Session: dialling the upstream, splicing with fallback down the engine ladder, control-mode forwarding.
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/proxy"
+)
+
+type session struct {
+	l   *listener
+	p   *engine.Pair
+	log *slog.Logger
+}
+
+func (s *session) Pair() *engine.Pair { return s.p }
+func (s *session) Log() *slog.Logger  { return s.log }
+
+// Dial connects to addr within the listener's connect timeout.
+func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
+	if t := s.l.cfg.ConnectTimeout.Std(); t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	c, err := s.l.f.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, classifyDial(ctx, err)
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("upstream connection is not TCP")
+	}
+	s.p.SetUpstream(tc)
+	s.log = s.log.With("upstream", addr)
+	return tc, nil
+}
+
+// classifyDial wraps a dial error with the proxy error that names its cause.
+func classifyDial(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return errors.Join(proxy.ErrUpstreamRefused, err)
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return errors.Join(proxy.ErrUpstreamUnreachable, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return err
+		}
+		return errors.Join(proxy.ErrUpstreamTimeout, err)
+	}
+	return err
+}
+
+// Splice tries the listener's engines in order, falling back when one
+// declines the pair, and records the outcome.
+func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Result, error) {
+	m := s.l.f.metrics
+	chain := s.l.chain
+	note := ""
+	for i, e := range chain {
+		if err := e.Supports(s.p, opts); err != nil {
+			note = s.fallback(e, chain, i, err)
+			continue
+		}
+		s.p.SetEngine(e.Name(), note)
+		s.p.SetState(engine.StateSpliced)
+		m.Spliced.WithLabelValues(e.Name()).Inc()
+		res, err := e.Splice(ctx, s.p, opts)
+		m.Spliced.WithLabelValues(e.Name()).Dec()
+		if engine.IsFallback(err) {
+			s.p.SetState(engine.StateControl)
+			note = s.fallback(e, chain, i, err)
+			continue
+		}
+		if err != nil {
+			m.Splices.WithLabelValues(e.Name(), "error").Inc()
+			return res, err
+		}
+		m.Splices.WithLabelValues(e.Name(), res.End.String()).Inc()
+		if res.End.KeepsPair() {
+			s.p.SetState(engine.StateControl)
+		}
+		return res, nil
+	}
+	return engine.Result{}, errors.New("no engine could splice the pair")
+}
+
+// fallback logs and counts that chain[i] declined the pair, returning the
+// note /flows shows for the engine that takes over.
+func (s *session) fallback(e engine.Engine, chain []engine.Engine, i int, err error) string {
+	to := "none"
+	if i+1 < len(chain) {
+		to = chain[i+1].Name()
+	}
+	var fe *engine.FallbackError
+	reason := err.Error()
+	if errors.As(err, &fe) {
+		reason = fe.Reason
+	}
+	s.log.Info("engine declined pair, falling back", "engine", e.Name(), "to", to, "reason", reason)
+	s.l.f.metrics.Fallbacks.WithLabelValues(e.Name(), to, "declined").Inc()
+	s.l.f.metrics.Splices.WithLabelValues(e.Name(), "fallback").Inc()
+	return "fallback from " + e.Name() + ": " + reason
+}
+
+// Forward copies in control mode with the shallowest engine without
+// marking the pair spliced.
+func (s *session) Forward(ctx context.Context, opts engine.Options) (engine.Result, error) {
+	ctl := s.l.chain[len(s.l.chain)-1]
+	if name, _ := s.p.Engine(); name == "" {
+		s.p.SetEngine("control", "")
+	}
+	return ctl.Splice(ctx, s.p, opts)
+}
+
+// NoSplice records why the pair stays in control mode.
+func (s *session) NoSplice(reason string) {
+	s.p.SetEngine("copy", reason)
+}

@@ -1,0 +1,65 @@
+// Package admin serves the forwarder's admin endpoints: GET /metrics (Prometheus text) and GET /flows (JSON).
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/splicer/splicer/forwarder"
+)
+
+// Server is the admin HTTP server of one forwarder.
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+	log *slog.Logger
+}
+
+// Handler returns the admin routes for f.
+func Handler(f *forwarder.Forwarder) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(f.Metrics().Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /flows", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(f.Flows().Snapshot())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Start listens on addr and serves f's admin endpoints in the background.
+func Start(addr string, f *forwarder.Forwarder, log *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{ln: ln, log: log, srv: &http.Server{Handler: Handler(f), ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin server stopped", "err", err)
+		}
+	}()
+	log.Info("admin listening", "addr", ln.Addr().String())
+	return s, nil
+}
+
+// Addr is the address the admin server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Close stops the admin server.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return s.srv.Shutdown(ctx)
+}

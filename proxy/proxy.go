@@ -1,0 +1,101 @@
+// Package proxy defines what a proxy kind gets from the forwarder: a Session for each client connection.
+//
+// A proxy runs a pair in control mode: it reads what it must, decides, dials
+// the upstream with Session.Dial and, once only forwarding is left, calls
+// Session.Splice, which hands the pair to the listener's engine and falls
+// back to a shallower engine when the deeper one cannot take it. The four
+// proxy classes of the papers map onto kinds: tcp (class 1, L4 routing),
+// socks5 (class 2, authenticating gateway), http-forward and http-reverse
+// (class 3, control one way) and filter (class 4, never spliced).
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+
+	"github.com/splicer/splicer/engine"
+)
+
+// Proxy serves one client connection at a time per call; the forwarder calls
+// Serve concurrently for every accepted connection.
+type Proxy interface {
+	// Serve runs the pair until it is done. The forwarder closes both
+	// connections after Serve returns.
+	Serve(ctx context.Context, s Session) error
+}
+
+// Session is the forwarder's side of one pair.
+type Session interface {
+	// Pair is the pair being served.
+	Pair() *engine.Pair
+	// Log is a logger carrying the pair's listener, id and client address.
+	Log() *slog.Logger
+	// Dial connects to addr within the listener's connect timeout and
+	// records the connection as the pair's upstream.
+	Dial(ctx context.Context, addr string) (*net.TCPConn, error)
+	// Splice puts the pair into forwarding mode with the listener's engine
+	// (or a shallower one) until opts say stop. In control mode again after
+	// it returns when Result.End.KeepsPair().
+	Splice(ctx context.Context, opts engine.Options) (engine.Result, error)
+	// Forward moves bytes in control mode: the proxy's own copy loop, with
+	// the same options as Splice, for when the pair must not be spliced yet.
+	Forward(ctx context.Context, opts engine.Options) (engine.Result, error)
+	// NoSplice records why the pair is kept in control mode (for /flows).
+	NoSplice(reason string)
+}
+
+// Upstream errors, classified for metrics and logs.
+var (
+	ErrUpstreamRefused     = errors.New("upstream refused the connection")
+	ErrUpstreamUnreachable = errors.New("upstream unreachable")
+	ErrUpstreamTimeout     = errors.New("upstream connect timed out")
+)
+
+// CloseReason maps the error a proxy's Serve returned, or the splice's end,
+// to the reason label of splicer_connections_closed_total.
+func CloseReason(err error) string {
+	switch {
+	case err == nil:
+		return "eof"
+	case errors.Is(err, ErrUpstreamRefused):
+		return "upstream_refused"
+	case errors.Is(err, ErrUpstreamUnreachable):
+		return "upstream_unreachable"
+	case errors.Is(err, ErrUpstreamTimeout):
+		return "upstream_timeout"
+	case errors.Is(err, context.Canceled):
+		return "shutdown"
+	}
+	var se *SpliceEnd
+	if errors.As(err, &se) {
+		return se.End.String()
+	}
+	return "proxy_error"
+}
+
+// SpliceEnd is returned by a proxy whose pair ended in forwarding mode other
+// than by EOF (reset, idle, cancel, error), so the close reason is counted.
+type SpliceEnd struct {
+	End engine.End
+	Err error
+}
+
+func (e *SpliceEnd) Error() string {
+	if e.Err != nil {
+		return "splice ended by " + e.End.String() + ": " + e.Err.Error()
+	}
+	return "splice ended by " + e.End.String()
+}
+
+func (e *SpliceEnd) Unwrap() error { return e.Err }
+
+// EndErr turns how a final splice ended into Serve's return value: nil for
+// EOF, a *SpliceEnd otherwise.
+func EndErr(r engine.Result) error {
+	if r.End == engine.EndEOF {
+		return nil
+	}
+	return &SpliceEnd{End: r.End, Err: r.Err}
+}

@@ -1,0 +1,82 @@
+// Package tcp is the L4 proxy (class 1 in the papers): pick an upstream round robin, connect, splice both ways.
+package tcp
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/proxy"
+)
+
+// Proxy forwards every connection to one of its upstreams.
+type Proxy struct {
+	// Upstreams are host:port addresses taken in turn.
+	Upstreams []string
+	// IdleTimeout closes a pair when nothing moved for this long; 0 never.
+	IdleTimeout time.Duration
+	// SpliceAfter keeps the pair in control mode (the proxy copies) this
+	// long before splicing; 0 splices at once.
+	SpliceAfter time.Duration
+
+	next atomic.Uint64
+}
+
+// Serve implements proxy.Proxy: it dials the next upstream (trying the others
+// in turn if it fails) and splices until both directions are closed.
+func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
+	if err := p.dial(ctx, s); err != nil {
+		return err
+	}
+	opts := engine.Both(p.IdleTimeout)
+	if p.SpliceAfter > 0 {
+		ctl := opts
+		ctl.For = p.SpliceAfter
+		r, err := s.Forward(ctx, ctl)
+		if err != nil {
+			return err
+		}
+		if !r.End.KeepsPair() {
+			return proxy.EndErr(r)
+		}
+		opts = remainingAfter(opts, r)
+	}
+	r, err := s.Splice(ctx, opts)
+	if err != nil {
+		return err
+	}
+	return proxy.EndErr(r)
+}
+
+// dial tries each upstream once, starting with the next in round-robin order.
+func (p *Proxy) dial(ctx context.Context, s proxy.Session) error {
+	if len(p.Upstreams) == 0 {
+		return errors.New("tcp proxy has no upstream")
+	}
+	start := p.next.Add(1) - 1
+	var errs []error
+	for i := range p.Upstreams {
+		addr := p.Upstreams[(start+uint64(i))%uint64(len(p.Upstreams))]
+		if _, err := s.Dial(ctx, addr); err != nil {
+			errs = append(errs, err)
+			s.Log().Warn("upstream connect failed", "upstream", addr, "err", err)
+			continue
+		}
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// remainingAfter keeps forwarding directions that already saw EOF closed: a
+// direction whose FIN was forwarded in control mode is held, not re-spliced.
+func remainingAfter(opts engine.Options, r engine.Result) engine.Options {
+	if r.EOF[engine.Up] {
+		opts.Up.Mode = engine.Hold
+	}
+	if r.EOF[engine.Down] {
+		opts.Down.Mode = engine.Hold
+	}
+	return opts
+}
