@@ -228,35 +228,17 @@ static __always_inline void note_ts(struct splice_dir *e, const struct seg *s)
 		WRITE_ONCE(e->ts_last, s->tsval);
 }
 
-/* find_route finds the next hop toward the rewritten destination through the entry's device. */
-static __always_inline int find_route(struct __sk_buff *skb, const struct splice_dir *e, __u8 family,
-				      struct bpf_redir_neigh *nh)
+/*
+ * fits_mtu checks the packet against the peer device's MTU; a GSO packet is
+ * checked segment by segment. Routing itself happens in
+ * bpf_redirect_neigh: bpf_fib_lookup would demand IP forwarding enabled on
+ * the device, which a forwarder that only splices should not need.
+ */
+static __always_inline int fits_mtu(struct __sk_buff *skb, const struct splice_dir *e)
 {
-	struct bpf_fib_lookup fib = {};
+	__u32 mtu = 0;
 
-	fib.family = family;
-	fib.l4_protocol = IPPROTO_TCP;
-	fib.sport = e->out_sport;
-	fib.dport = e->out_dport;
-	fib.ifindex = e->out_ifindex;
-	if (family == SPLICE_AF_INET) {
-		__builtin_memcpy(&fib.ipv4_src, e->out_saddr, 4);
-		__builtin_memcpy(&fib.ipv4_dst, e->out_daddr, 4);
-	} else {
-		__builtin_memcpy(fib.ipv6_src, e->out_saddr, 16);
-		__builtin_memcpy(fib.ipv6_dst, e->out_daddr, 16);
-	}
-	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_OUTPUT | BPF_FIB_LOOKUP_SKIP_NEIGH);
-	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
-		return SPLICE_DROP_MTU;
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS || fib.ifindex != e->out_ifindex)
-		return SPLICE_DROP_NO_ROUTE;
-	nh->nh_family = fib.family;
-	if (fib.family == SPLICE_AF_INET)
-		nh->ipv4_nh = fib.ipv4_dst;
-	else
-		__builtin_memcpy(nh->ipv6_nh, fib.ipv6_dst, 16);
-	return 0;
+	return bpf_check_mtu(skb, e->out_ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) == BPF_MTU_CHK_RET_SUCCESS;
 }
 
 /*
@@ -399,7 +381,6 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 				  struct splice_dir *peer)
 {
 	struct seg s = {};
-	struct bpf_redir_neigh nh = {};
 
 	if (p->frag)
 		return drop(SPLICE_DROP_FRAGMENT); /* a fragmented segment cannot be rewritten whole; TCP sets DF */
@@ -453,15 +434,19 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 		}
 	}
 
-	int why = find_route(skb, e, p->key.family, &nh);
-	if (why)
-		return drop(why); /* SPLICE_DROP_NO_ROUTE or SPLICE_DROP_MTU: the peer is unreachable through its device */
+	if (!fits_mtu(skb, e))
+		return drop(SPLICE_DROP_MTU); /* the peer device would drop it; the MSS clamp should have prevented it */
 	if (rewrite(skb, p, &s, e, peer, ctl) < 0)
 		return drop(SPLICE_DROP_REWRITE); /* half-rewritten: sending it would corrupt the peer connection */
 	commit(e, peer, p, &s, ctl);
 	count(SPLICE_CNT_FORWARDED);
-	/* Out of the peer's device, never up our own stack: the rewritten source is local, a martian there. */
-	return bpf_redirect_neigh(e->out_ifindex, &nh, sizeof(nh), 0);
+	/*
+	 * Out of the peer's device, never up our own stack: the rewritten
+	 * source is local, a martian there. The kernel routes toward the new
+	 * destination through that device and resolves L2; if it finds no
+	 * route it drops the packet and counts it in the device's tx_dropped.
+	 */
+	return bpf_redirect_neigh(e->out_ifindex, 0, 0, 0);
 }
 
 SEC("tc")

@@ -120,8 +120,7 @@ enum splice_counter {
 	SPLICE_DROP_ACK,	  /* ack of data never sent, or far behind: blind injection */
 	SPLICE_DROP_WATCH,	  /* data in a watched direction, left for the control plane */
 	SPLICE_DROP_LIMIT,	  /* data at or past the byte limit, left for the control plane */
-	SPLICE_DROP_NO_ROUTE,	  /* no route to the peer through its device */
-	SPLICE_DROP_MTU,	  /* the packet does not fit the peer device's MTU */
+	SPLICE_DROP_MTU,	  /* the packet (or a GSO segment) does not fit the peer device's MTU */
 	SPLICE_DROP_REWRITE,	  /* a store or checksum helper failed */
 	SPLICE_CNT_MAX,
 };

@@ -1,0 +1,108 @@
+// Events the program reports through its ring buffer: FIN, TIME_WAIT, reset, limit and watch.
+package ip
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/splicer/splicer/engine"
+)
+
+// EventKind says what happened to a pair.
+type EventKind uint32
+
+const (
+	// EventFIN: a direction forwarded its FIN; Seq is the FIN's sequence
+	// number (sender's space).
+	EventFIN EventKind = 1
+	// EventTimeWait: both FINs were acknowledged; the pair is in TIME_WAIT.
+	EventTimeWait EventKind = 2
+	// EventReset: a reset was forwarded and closed the pair; Seq is its seq.
+	EventReset EventKind = 3
+	// EventLimit: a limited direction stopped; Seq is the first sequence
+	// number it did not forward (the limit itself once reached exactly).
+	EventLimit EventKind = 4
+	// EventWatch: data or FIN arrived in a watched direction and was not
+	// forwarded; Seq is its first sequence number.
+	EventWatch EventKind = 5
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventFIN:
+		return "fin"
+	case EventTimeWait:
+		return "time_wait"
+	case EventReset:
+		return "reset"
+	case EventLimit:
+		return "limit"
+	case EventWatch:
+		return "watch"
+	}
+	return fmt.Sprintf("event(%d)", uint32(k))
+}
+
+// Event is one report from the program.
+type Event struct {
+	Kind EventKind
+	// Pair is the pair's A tuple; Found is false if the pair was deleted
+	// before the event was read (Flow still says which flow it was).
+	Pair  Tuple
+	Found bool
+	// Dir is the direction of the packet that triggered the event.
+	Dir engine.Direction
+	// Flow is that packet's tuple as it arrived.
+	Flow Tuple
+	Seq  uint32
+	// Time is when it happened, on the clock of Now.
+	Time time.Duration
+}
+
+// eventSize is sizeof(struct splice_event): ktime, kind, seq, key.
+const eventSize = 8 + 4 + 4 + 40
+
+// ReadEvent blocks until the program reports an event, the deadline set by
+// SetEventDeadline passes (os.ErrDeadlineExceeded), or the datapath is
+// closed (ErrClosed). Use it from one goroutine.
+func (d *Datapath) ReadEvent() (Event, error) {
+	rec, err := d.events.Read()
+	if errors.Is(err, ringbuf.ErrClosed) {
+		return Event{}, ErrClosed
+	}
+	if err != nil {
+		return Event{}, err
+	}
+	raw := rec.RawSample
+	if len(raw) < eventSize {
+		return Event{}, fmt.Errorf("engine ip: short event of %d bytes", len(raw))
+	}
+	var k spliceSpliceKey
+	copy(k.Saddr[:], raw[16:32])
+	copy(k.Daddr[:], raw[32:48])
+	k.Sport = binary.LittleEndian.Uint16(raw[48:50])
+	k.Dport = binary.LittleEndian.Uint16(raw[50:52])
+	k.Family = raw[52]
+	ev := Event{
+		Kind: EventKind(binary.LittleEndian.Uint32(raw[8:12])),
+		Seq:  binary.LittleEndian.Uint32(raw[12:16]),
+		Time: time.Duration(binary.LittleEndian.Uint64(raw[0:8])),
+		Flow: tupleFromKey(k),
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := d.pairs[ev.Flow]; p != nil {
+		ev.Pair, ev.Found, ev.Dir = p.spec.A, true, engine.Up
+	} else if p := d.byB[ev.Flow]; p != nil {
+		ev.Pair, ev.Found, ev.Dir = p.spec.A, true, engine.Down
+	}
+	return ev, nil
+}
+
+// SetEventDeadline makes ReadEvent return os.ErrDeadlineExceeded after t;
+// the zero time means no deadline.
+func (d *Datapath) SetEventDeadline(t time.Time) { d.events.SetDeadline(t) }

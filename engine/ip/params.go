@@ -1,0 +1,151 @@
+// Which pairs the datapath can translate, and the PairSpec that splices two frozen connections.
+package ip
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// ConnParams describes one of the forwarder's two sockets of a pair, as
+// TCP_INFO and TCP_REPAIR report it once the socket is frozen.
+type ConnParams struct {
+	// Local is the forwarder's address and port, Remote the peer's.
+	Local, Remote netip.AddrPort
+	// Ifindex is the device the connection's packets leave through.
+	Ifindex int
+	// WScale: window scaling was negotiated (TCPI_OPT_WSCALE). SndWScale is
+	// the peer's shift, applied to windows the peer sends
+	// (tcpi_snd_wscale); RcvWScale the forwarder's, applied by the peer to
+	// windows the forwarder sends (tcpi_rcv_wscale).
+	WScale               bool
+	SndWScale, RcvWScale uint8
+	// Timestamps, SACK and ECN: negotiated (TCPI_OPT_TIMESTAMPS,
+	// TCPI_OPT_SACK, TCPI_OPT_ECN).
+	Timestamps, SACK, ECN bool
+	// Signed: segments carry TCP-MD5 or TCP-AO signatures; MPTCP: the
+	// connection is an MPTCP subflow.
+	Signed, MPTCP bool
+	// AdvMSS is the MSS the forwarder advertised, PeerMSS the one the peer
+	// advertised; 0 if unknown.
+	AdvMSS, PeerMSS uint16
+	// WriteSeq, RcvNxt and SndUna are the socket's sequence numbers
+	// (TCP_QUEUE_SEQ of the send and receive queues, and snd_una), after
+	// the forwarder appended everything it still owes the peer.
+	WriteSeq, RcvNxt, SndUna uint32
+	// TSVal is the socket's timestamp clock now (TCP_TIMESTAMP); PeerTSVal
+	// the peer's latest TSval, e.g. from DirStats.TSLast of a held pair.
+	TSVal, PeerTSVal uint32
+}
+
+// CanTranslate reports whether the datapath can splice connections a
+// (client side) and b (server side); a non-nil error says why not, for the
+// control plane to fall back with that reason.
+//
+// Supported: the same address family on both; window scaling on either,
+// both or none (windows are rescaled; a side without scaling caps the other
+// at 65535 bytes); SACK on either (blocks toward a side that did not
+// negotiate SACK are overwritten with NOPs). Not supported:
+//   - timestamps on one connection only: one direction would need the
+//     option inserted, and RFC 7323 section 3.2 lets a receiver that
+//     negotiated timestamps drop segments without them (FreeBSD does);
+//   - ECN on one connection only: ECE/CWR and ECT marks would reach a peer
+//     that did not negotiate them;
+//   - TCP-MD5/TCP-AO signatures, which cover the rewritten fields;
+//   - MPTCP subflows, whose options carry their own sequence mappings;
+//   - an MSS one side may use that the other side did not accept.
+func CanTranslate(a, b ConnParams) error {
+	var errs []error
+	fa, fb := family(a), family(b)
+	switch {
+	case fa == 0 || fb == 0:
+		errs = append(errs, errors.New("a connection has no valid addresses"))
+	case fa != fb:
+		errs = append(errs, fmt.Errorf("address families differ (A %v, B %v): translating between IPv4 and IPv6 is not supported", a.Remote.Addr(), b.Remote.Addr()))
+	}
+	if a.Timestamps != b.Timestamps {
+		errs = append(errs, fmt.Errorf("timestamps negotiated on %s only: the datapath can remove the option but not insert it", only(a.Timestamps)))
+	}
+	if a.ECN != b.ECN {
+		errs = append(errs, fmt.Errorf("ECN negotiated on %s only", only(a.ECN)))
+	}
+	if a.Signed || b.Signed {
+		errs = append(errs, errors.New("TCP-MD5/TCP-AO signatures cover the fields the datapath rewrites"))
+	}
+	if a.MPTCP || b.MPTCP {
+		errs = append(errs, errors.New("MPTCP subflows are not translated"))
+	}
+	if a.WScale && (a.SndWScale > 14 || a.RcvWScale > 14) || b.WScale && (b.SndWScale > 14 || b.RcvWScale > 14) {
+		errs = append(errs, errors.New("window scale above 14 (RFC 7323)"))
+	}
+	if a.AdvMSS != 0 && b.PeerMSS != 0 && a.AdvMSS > b.PeerMSS {
+		errs = append(errs, fmt.Errorf("the client may send %d-byte segments, the server accepts %d", a.AdvMSS, b.PeerMSS))
+	}
+	if b.AdvMSS != 0 && a.PeerMSS != 0 && b.AdvMSS > a.PeerMSS {
+		errs = append(errs, fmt.Errorf("the server may send %d-byte segments, the client accepts %d", b.AdvMSS, a.PeerMSS))
+	}
+	return errors.Join(errs...)
+}
+
+func family(c ConnParams) int {
+	l, r := c.Local.Addr().Unmap(), c.Remote.Addr().Unmap()
+	switch {
+	case l.Is4() && r.Is4():
+		return afInet
+	case l.Is6() && r.Is6():
+		return afInet6
+	}
+	return 0
+}
+
+func only(onA bool) string {
+	if onA {
+		return "A (client side)"
+	}
+	return "B (server side)"
+}
+
+// NewPairSpec returns the spec that splices a (client side) and b (server
+// side), both frozen, with both directions in engine.Forward:
+//
+//	Up.SeqOff   = b.WriteSeq - a.RcvNxt      Down.SeqOff = a.WriteSeq - b.RcvNxt
+//	Up.TSOff    = b.TSVal - a.PeerTSVal      Down.TSOff  = a.TSVal - b.PeerTSVal
+//
+// The timestamp offsets make the first translated TSval at least the last
+// one the forwarder's socket sent, so the receiver's PAWS check holds;
+// echoes come back exact. The caller may set modes (engine.Hold while it
+// works) before Insert.
+func NewPairSpec(a, b ConnParams) (PairSpec, error) {
+	if err := CanTranslate(a, b); err != nil {
+		return PairSpec{}, fmt.Errorf("engine ip: %w", err)
+	}
+	spec := PairSpec{
+		A:        Tuple{Src: a.Remote, Dst: a.Local},
+		B:        Tuple{Src: b.Remote, Dst: b.Local},
+		IfindexA: a.Ifindex,
+		IfindexB: b.Ifindex,
+		Up: DirSpec{
+			SeqOff:    b.WriteSeq - a.RcvNxt,
+			SndNxt:    a.RcvNxt,
+			AckHi:     a.SndUna,
+			StripSACK: a.SACK && !b.SACK,
+		},
+		Down: DirSpec{
+			SeqOff:    a.WriteSeq - b.RcvNxt,
+			SndNxt:    b.RcvNxt,
+			AckHi:     b.SndUna,
+			StripSACK: b.SACK && !a.SACK,
+		},
+	}
+	if a.Timestamps {
+		spec.Up.TSOff, spec.Up.TSLast = b.TSVal-a.PeerTSVal, a.PeerTSVal
+		spec.Down.TSOff, spec.Down.TSLast = a.TSVal-b.PeerTSVal, b.PeerTSVal
+	}
+	if a.WScale {
+		spec.Up.InShift, spec.Down.OutShift = a.SndWScale, a.RcvWScale
+	}
+	if b.WScale {
+		spec.Down.InShift, spec.Up.OutShift = b.SndWScale, b.RcvWScale
+	}
+	return spec, nil
+}
