@@ -35,6 +35,7 @@ func main() {
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
+	raiseFileLimit()
 	var err error
 	switch cmd {
 	case "run":

@@ -1,7 +1,10 @@
 // Small helpers shared by the subcommands.
 package main
 
-import "context"
+import (
+	"context"
+	"runtime"
+)
 
 // canceled returns a context that is already done.
 func canceled() context.Context {
@@ -9,3 +12,6 @@ func canceled() context.Context {
 	cancel()
 	return ctx
 }
+
+// runtimeCPUs is the number of CPUs this process may use.
+func runtimeCPUs() int { return runtime.NumCPU() }

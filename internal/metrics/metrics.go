@@ -11,13 +11,13 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Accepted  *prometheus.CounterVec   // listener
-	Active    *prometheus.GaugeVec     // listener
-	Closed    *prometheus.CounterVec   // listener, reason
-	Bytes     *prometheus.CounterVec   // listener, direction
-	Splices   *prometheus.CounterVec   // engine, outcome
-	Fallbacks *prometheus.CounterVec   // from, to, reason
-	Spliced   *prometheus.GaugeVec     // engine: pairs spliced right now
+	Accepted  *prometheus.CounterVec // listener
+	Active    *prometheus.GaugeVec   // listener
+	Closed    *prometheus.CounterVec // listener, reason
+	Bytes     *prometheus.CounterVec // listener, direction
+	Splices   *prometheus.CounterVec // engine, outcome
+	Fallbacks *prometheus.CounterVec // from, to, reason
+	Spliced   *prometheus.GaugeVec   // engine: pairs spliced right now
 }
 
 // New creates and registers the metrics, plus Go runtime and process collectors.

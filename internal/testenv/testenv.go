@@ -26,5 +26,5 @@ func SkipOrFail(tb testing.TB, reason string) {
 	if InCI() {
 		tb.Fatalf("privileged test cannot run in CI: %s", reason)
 	}
-	tb.Skip(reason)
+	tb.Skip("privileged test skipped: " + reason)
 }

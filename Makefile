@@ -1,0 +1,64 @@
+# splicer: build, test, demo, benchmark. Every target installs or builds what it needs.
+GO      ?= go
+BIN     := bin/splicer
+PKGS    := ./...
+TESTFLAGS ?=
+APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light
+GEN_DEPS := clang-19 llvm-19 libbpf-dev
+
+.PHONY: all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/splicer
+
+# deps installs the Debian packages the lab tests and the demo drive (root).
+deps:
+	@missing=""; for p in $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+bench-deps: deps
+
+gen-deps:
+	@missing=""; for p in $(GEN_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# demo: the embedded default run (a lab, an origin, traffic through every engine).
+demo: deps build
+	./$(BIN) demo
+
+# test: unit and lab tests. As root the privileged tests run; under CI=true
+# a skipped privileged test is a failure.
+test: deps
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 9m $(TESTFLAGS) $(PKGS)
+
+bench: deps build
+	./$(BIN) bench all --json out/bench.json --plot out/plots
+
+bench-quick: deps build
+	./$(BIN) bench all --quick
+
+# generate rebuilds the BPF objects with clang-19 (bpf2go); they are committed.
+generate: gen-deps
+	$(GO) generate ./...
+
+# check-generated fails when the committed BPF objects are not what the C makes.
+check-generated: generate
+	git diff --exit-code -- '*_bpfel.go' '*_bpfel.o' || (echo "BPF objects are stale: run make generate and commit" >&2; exit 1)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet $(PKGS)
+
+clean:
+	rm -rf bin out

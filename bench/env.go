@@ -1,0 +1,351 @@
+// Package bench reproduces the papers' experiments: splicer's engines and peer forwarders side by side in one lab, one run.
+//
+// An Env builds the lab (client, forwarder and server namespaces), starts the
+// built-in origin in the server namespace, one splicer process with a
+// listener per engine and service in the forwarder namespace, and the peers a
+// user would pick instead (kernel routing, HAProxy with and without splice,
+// socat). Every one of them is a Target the client namespace dials; the
+// experiments drive load at the targets and read CPU time around each run.
+// Without root, the Env runs on loopback with the engines that need no
+// privileges, and says what it skipped.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/splicer/splicer/engine/all"
+	"github.com/splicer/splicer/lab"
+	"github.com/splicer/splicer/origin"
+)
+
+// Service is an origin protocol that targets forward to.
+type Service int
+
+const (
+	Sink Service = iota
+	Source
+	Echo
+	HTTP
+	numServices
+)
+
+var serviceNames = [...]string{"sink", "source", "echo", "http"}
+
+func (s Service) String() string { return serviceNames[s] }
+
+var serviceProtos = [...]origin.Proto{origin.Sink, origin.Source, origin.Echo, origin.HTTP}
+
+// Engines are splicer's engines as targets, shallow to deep; Peers are the
+// forwarders they are compared with, in table order.
+var (
+	Engines = []string{"copy", "pipe", "sockmap", "ip"}
+	Peers   = []string{"route", "haproxy", "haproxy-splice", "socat"}
+)
+
+// Target is one forwarder under test: a splicer engine or a peer.
+type Target struct {
+	Name string
+	// Peer is true for the forwarders splicer is compared with.
+	Peer bool
+	// Unavailable, when set, says why the target cannot run here.
+	Unavailable string
+	addrs       [numServices]string
+	pids        func() []int
+}
+
+// Addr is the address the client dials to reach service s through t.
+func (t *Target) Addr(s Service) string { return t.addrs[s] }
+
+// Pids are the processes whose CPU time is the forwarder's own.
+func (t *Target) Pids() []int {
+	if t.pids == nil {
+		return nil
+	}
+	return t.pids()
+}
+
+// Options configure an Env.
+type Options struct {
+	// Splicer is the splicer binary run as the forwarder (default: this
+	// executable).
+	Splicer string
+	// Loopback forces the unprivileged loopback mode.
+	Loopback bool
+	// Log receives the harness's progress; splicer's own log goes to
+	// LogDir/splicer.log.
+	Log *slog.Logger
+}
+
+// Env is a running experiment environment.
+type Env struct {
+	Targets []*Target
+	// Lab is nil in loopback mode.
+	Lab *lab.Lab
+	// Client is where load generators dial from.
+	Client host
+	// Skipped says what loopback mode left out and why.
+	Skipped []string
+	// AdminAddr is splicer's admin endpoint, dialled from Client's side.
+	AdminAddr string
+	fwd       host
+	origin    *origin.Server
+	dir       string
+	procs     []*exec.Cmd
+	cancel    context.CancelFunc
+	log       *slog.Logger
+}
+
+// addressing of one Env: where things listen.
+type addressing struct {
+	fwd, server string
+}
+
+// Port blocks: origin services at 5001+s; each target at base+s.
+const originPort = 5001
+
+var targetPorts = map[string]int{
+	"copy": 7100, "pipe": 7200, "sockmap": 7300, "ip": 7400,
+	"haproxy": 8100, "haproxy-splice": 8200, "socat": 8300,
+}
+
+// New builds the environment. Close it, also on interrupt.
+func New(opts Options) (*Env, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Splicer == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		opts.Splicer = exe
+	}
+	e := &Env{log: opts.Log}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	dir, err := os.MkdirTemp("", "splicer-bench-")
+	if err != nil {
+		return nil, err
+	}
+	e.dir = dir
+	if err := e.build(ctx, opts); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) build(ctx context.Context, opts Options) error {
+	a := addressing{fwd: "127.0.0.1", server: "127.0.0.1"}
+	var server host = local{}
+	e.Client, e.fwd = local{}, local{}
+	if !opts.Loopback && os.Geteuid() == 0 {
+		l, err := lab.New(lab.DefaultConfig())
+		if err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		e.Lab = l
+		e.Client, e.fwd, server = l.Client, l.Fwd, l.Server
+		a = addressing{fwd: l.Cfg.FwdClient.Addr().String(), server: l.Cfg.Server.Addr().String()}
+	} else {
+		e.Skipped = append(e.Skipped, "lab, route, sockmap, ip: need root (network namespaces, BPF); ran on loopback")
+	}
+	if err := e.startOrigin(server, a); err != nil {
+		return err
+	}
+	e.addRoute(a)
+	if err := e.startSplicer(ctx, opts.Splicer, a); err != nil {
+		return err
+	}
+	e.startPeers(ctx, a)
+	return nil
+}
+
+func (e *Env) startOrigin(server host, a addressing) error {
+	e.origin = origin.New(nil)
+	for s := Service(0); s < numServices; s++ {
+		ln, err := server.Listen("tcp", net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
+		if err != nil {
+			return fmt.Errorf("origin %s: %w", s, err)
+		}
+		if err := e.origin.Serve(serviceProtos[s], ln); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addRoute adds the kernel-routing baseline: the client dials the server.
+func (e *Env) addRoute(a addressing) {
+	t := &Target{Name: "route", Peer: true}
+	if e.Lab == nil {
+		t.Unavailable = "needs the lab (root)"
+	}
+	for s := Service(0); s < numServices; s++ {
+		t.addrs[s] = net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s)))
+	}
+	e.Targets = append(e.Targets, t)
+}
+
+// startSplicer runs one splicer process with a listener per engine and
+// service, and makes a target of each engine this host can run.
+func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error {
+	probe := all.Build(defaultEngines(), e.log)
+	probe.Close()
+	var targets []*Target
+	cfg := "admin: " + net.JoinHostPort(a.fwdAdmin(), "9901") + "\nlog: {level: warn, format: text}\nshutdown_timeout: 1s\nlisteners:\n"
+	for _, name := range Engines {
+		t := &Target{Name: name}
+		targets = append(targets, t)
+		switch {
+		case !slices.Contains(all.Names(), name):
+			t.Unavailable = "not built yet"
+			continue
+		case probe.Reason(name) != "":
+			t.Unavailable = probe.Reason(name)
+			continue
+		}
+		for s := Service(0); s < numServices; s++ {
+			t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+int(s)))
+			cfg += fmt.Sprintf("  - {name: %s-%s, listen: %q, upstream: [%q], engine: %s, max_connections: 0, idle_timeout: 0s}\n",
+				name, s, t.addrs[s], net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))), name)
+		}
+	}
+	path := filepath.Join(e.dir, "splicer.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	cmd, err := e.start(ctx, e.fwd, "splicer", bin, "run", "--config", path)
+	if err != nil {
+		return err
+	}
+	pids := func() []int { return []int{cmd.Process.Pid} }
+	for _, t := range targets {
+		t.pids = pids
+		if t.Unavailable == "" {
+			if err := e.waitListening(t.addrs[Sink]); err != nil {
+				return fmt.Errorf("splicer did not start (see %s): %w", filepath.Join(e.dir, "splicer.log"), err)
+			}
+		}
+	}
+	e.AdminAddr = net.JoinHostPort(a.fwdAdmin(), "9901")
+	e.Targets = append(e.Targets, targets...)
+	return nil
+}
+
+// fwdAdmin is where splicer's admin endpoint listens: loopback of the
+// forwarder host, reached through the forwarder's namespace.
+func (a addressing) fwdAdmin() string { return "127.0.0.1" }
+
+// start runs a long-lived process on h, its output in the Env's directory.
+func (e *Env) start(ctx context.Context, h host, logName, name string, args ...string) (*exec.Cmd, error) {
+	cmd := h.Command(ctx, name, args...)
+	out, err := os.Create(filepath.Join(e.dir, logName+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { cmd.Wait(); out.Close() }()
+	e.procs = append(e.procs, cmd)
+	return cmd, nil
+}
+
+// waitListening dials addr from the client side until it answers.
+func (e *Env) waitListening(addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := e.Client.Dialer()(ctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Available returns the targets that can run here, engines first.
+func (e *Env) Available() []*Target {
+	var out []*Target
+	for _, t := range e.Targets {
+		if t.Unavailable == "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Target returns the named target, or nil.
+func (e *Env) Target(name string) *Target {
+	for _, t := range e.Targets {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Dial is the client's dialer.
+func (e *Env) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return e.Client.Dialer()(ctx, network, addr)
+}
+
+// Close stops every process and removes the lab.
+func (e *Env) Close() error {
+	e.cancel()
+	for _, c := range e.procs {
+		if c.Process != nil {
+			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			c.Process.Kill()
+		}
+	}
+	var errs []error
+	if e.origin != nil {
+		errs = append(errs, e.origin.Close())
+	}
+	if e.Lab != nil {
+		errs = append(errs, e.Lab.Close())
+	}
+	if e.dir != "" && os.Getenv("SPLICER_BENCH_KEEP") == "" {
+		os.RemoveAll(e.dir)
+	}
+	return errors.Join(errs...)
+}
+
+// LogTail returns the end of a process's log, for error messages.
+func (e *Env) LogTail(name string) string {
+	f, err := os.Open(filepath.Join(e.dir, name+".log"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if st.Size() > 2000 {
+		f.Seek(-2000, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}

@@ -1,0 +1,132 @@
+// Measurements shared by the experiments: bulk throughput with CPU per GB, request/response rates, the engine seen in /flows.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/splicer/splicer/loadgen"
+)
+
+// BulkRun is one bulk transfer through a target.
+type BulkRun struct {
+	Gbps float64
+	// ProcSPerGB is the forwarder processes' own CPU seconds per GB moved;
+	// MachineSPerGB is every CPU's busy time per GB, softirq included, which
+	// also counts the load generator and origin (the same work for every
+	// target) and is the only honest figure for kernel forwarding.
+	ProcSPerGB, MachineSPerGB float64
+	Bytes                     int64
+}
+
+// Bulk pushes data from the client to the origin's sink through t over
+// conns connections for dur, and accounts CPU over the measured window.
+func (e *Env) Bulk(ctx context.Context, t *Target, conns int, dur time.Duration) (BulkRun, error) {
+	pids := t.Pids()
+	start := sampleCPU(pids)
+	r, err := loadgen.Bulk(ctx, e.Dial, t.Addr(Sink), conns, dur, loadgen.Up)
+	use := start.Since(pids)
+	if err != nil {
+		return BulkRun{}, fmt.Errorf("%s bulk: %w", t.Name, err)
+	}
+	if r.Bytes == 0 || use.Wall <= 0 {
+		return BulkRun{}, fmt.Errorf("%s bulk: no bytes moved", t.Name)
+	}
+	// CPU was sampled around warm-up and measured window together: charge
+	// the window its share of the wall time.
+	share := r.Elapsed.Seconds() / use.Wall.Seconds()
+	gb := float64(r.Bytes) / 1e9
+	return BulkRun{Gbps: r.Gbps, Bytes: r.Bytes,
+		ProcSPerGB:    use.Proc.Seconds() * share / gb,
+		MachineSPerGB: use.Machine.Seconds() * share / gb}, nil
+}
+
+// RRRun is one request/response run through a target.
+type RRRun struct {
+	TPS float64
+	// ProcUSPerTxn and MachineUSPerTxn are CPU microseconds per transaction.
+	ProcUSPerTxn, MachineUSPerTxn float64
+	P50, P99                      time.Duration
+}
+
+// RR ping-pongs size-byte messages with the origin's echo through t.
+func (e *Env) RR(ctx context.Context, t *Target, size int, dur time.Duration) (RRRun, error) {
+	pids := t.Pids()
+	start := sampleCPU(pids)
+	r, err := loadgen.RR(ctx, e.Dial, t.Addr(Echo), size, dur)
+	use := start.Since(pids)
+	if err != nil {
+		return RRRun{}, fmt.Errorf("%s rr%d: %w", t.Name, size, err)
+	}
+	if r.Txns == 0 {
+		return RRRun{}, fmt.Errorf("%s rr%d: no transaction completed", t.Name, size)
+	}
+	share := r.Elapsed.Seconds() / use.Wall.Seconds()
+	n := float64(r.Txns)
+	return RRRun{TPS: r.TPS, P50: r.P50, P99: r.P99,
+		ProcUSPerTxn:    use.Proc.Seconds() * share / n * 1e6,
+		MachineUSPerTxn: use.Machine.Seconds() * share / n * 1e6}, nil
+}
+
+// Flow is the part of splicer's /flows entries the harness reads.
+type Flow struct {
+	Listener string `json:"listener"`
+	Engine   string `json:"engine"`
+	State    string `json:"state"`
+	Note     string `json:"note"`
+}
+
+// Flows fetches splicer's /flows through the forwarder host.
+func (e *Env) Flows(ctx context.Context) ([]Flow, error) {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return e.fwd.Dialer()(ctx, network, addr)
+	}}, Timeout: 5 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+e.AdminAddr+"/flows", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var flows []Flow
+	return flows, json.NewDecoder(resp.Body).Decode(&flows)
+}
+
+// EngineSeen reports which engine splicer's /flows shows for the pairs of
+// target t's sink listener while fn runs: the proof that a row measured the
+// engine it names.
+func (e *Env) EngineSeen(ctx context.Context, t *Target, fn func() error) (string, error) {
+	seen := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(seen)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			flows, err := e.Flows(ctx)
+			if err != nil {
+				continue
+			}
+			for _, f := range flows {
+				if f.Listener == t.Name+"-sink" && f.State == "spliced" {
+					seen <- f.Engine
+					return
+				}
+			}
+		}
+	}()
+	err := fn()
+	close(done)
+	return <-seen, err
+}

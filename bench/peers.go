@@ -1,0 +1,96 @@
+// Peers splicer is measured against: HAProxy with and without splice, and socat.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/splicer/splicer/internal/config"
+)
+
+// installHint names the Debian package that provides a missing peer.
+var installHint = map[string]string{"haproxy": "haproxy", "socat": "socat"}
+
+func (e *Env) startPeers(ctx context.Context, a addressing) {
+	e.startHAProxy(ctx, a, "haproxy", false)
+	e.startHAProxy(ctx, a, "haproxy-splice", true)
+	e.startSocat(ctx, a)
+}
+
+func missing(bin string) string {
+	if _, err := exec.LookPath(bin); err != nil {
+		return fmt.Sprintf("%s not installed (make bench-deps, or apt-get install %s)", bin, installHint[bin])
+	}
+	return ""
+}
+
+// startHAProxy runs HAProxy in TCP mode with a listener per service; with
+// splice it uses "option splice-auto", HAProxy's own splice(2) path.
+func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splice bool) {
+	t := &Target{Name: name, Peer: true}
+	e.Targets = append(e.Targets, t)
+	if t.Unavailable = missing("haproxy"); t.Unavailable != "" {
+		return
+	}
+	cfg := "global\n  maxconn 6000\n  log stderr format short local0 err\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n"
+	if splice {
+		cfg += "  option splice-auto\n"
+	}
+	for s := Service(0); s < numServices; s++ {
+		t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+int(s)))
+		cfg += fmt.Sprintf("listen %s\n  bind %s\n  server origin %s\n", s, t.addrs[s], net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
+	}
+	path := filepath.Join(e.dir, name+".cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Unavailable = err.Error()
+		return
+	}
+	cmd, err := e.start(ctx, e.fwd, name, "haproxy", "-db", "-f", path)
+	if err != nil {
+		t.Unavailable = err.Error()
+		return
+	}
+	t.pids = func() []int { return []int{cmd.Process.Pid} }
+	if err := e.waitListening(t.addrs[Sink]); err != nil {
+		t.Unavailable = fmt.Sprintf("haproxy did not start: %v: %s", err, strings.Join(strings.Fields(e.LogTail(name)), " "))
+	}
+}
+
+// startSocat runs one forking socat per service, the classic user-space relay.
+func (e *Env) startSocat(ctx context.Context, a addressing) {
+	t := &Target{Name: "socat", Peer: true}
+	e.Targets = append(e.Targets, t)
+	if t.Unavailable = missing("socat"); t.Unavailable != "" {
+		return
+	}
+	var cmds []*exec.Cmd
+	for s := Service(0); s < numServices; s++ {
+		t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts["socat"]+int(s)))
+		listen := fmt.Sprintf("TCP-LISTEN:%d,bind=%s,fork,reuseaddr,backlog=4096", targetPorts["socat"]+int(s), a.fwd)
+		cmd, err := e.start(ctx, e.fwd, "socat-"+s.String(), "socat", "-b", "65536", listen, "TCP:"+net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
+		if err != nil {
+			t.Unavailable = err.Error()
+			return
+		}
+		cmds = append(cmds, cmd)
+	}
+	t.pids = func() []int {
+		var p []int
+		for _, c := range cmds {
+			p = append(p, c.Process.Pid)
+		}
+		return p
+	}
+	if err := e.waitListening(t.addrs[Sink]); err != nil {
+		t.Unavailable = fmt.Sprintf("socat did not start: %v", err)
+	}
+}
+
+// defaultEngines is the engine configuration splicer runs with in the bench.
+func defaultEngines() config.Engines { return config.Default().Engines }
