@@ -108,6 +108,10 @@ type Options struct {
 	// For ends the splice after this long with the pair intact (EndTimer);
 	// 0 disables it. Proxies use it to forward in control mode for a while.
 	For time.Duration
+	// OnSpliced, if set, is called once when forwarding is in place (for an
+	// engine with kernel state: when the state is installed). The time from
+	// calling Splice to OnSpliced is the splice cost the bench reports.
+	OnSpliced func()
 }
 
 // Dir returns the options of direction d.

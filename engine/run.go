@@ -76,6 +76,9 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 		return res, errors.New("splice with nothing to forward or watch")
 	}
 	r.start(func() { r.watchdog(ctx) })
+	if r.opts.OnSpliced != nil {
+		r.opts.OnSpliced()
+	}
 
 	for {
 		ev := <-r.events

@@ -248,7 +248,9 @@ func tableCases() []tableCase {
 		{name: "two timestamp options", in: func(t topo) seg {
 			return t.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK, opts: cat(optTS(1, 2), optTS(1, 2))})
 		}, verdict: verdictDrop, drop: "malformed"},
-		{name: "larger than the peer device's MTU", in: func(t topo) seg { return t.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK, payload: make([]byte, 1461)}) }, verdict: verdictDrop, drop: "mtu_exceeded"},
+		{name: "larger than the peer device's MTU", in: func(t topo) seg {
+			return t.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK, payload: make([]byte, 1461)})
+		}, verdict: verdictDrop, drop: "mtu_exceeded"},
 		{name: "IPv4 first fragment of a spliced flow", in: func(t topo) seg {
 			return t.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK, mf: true, payload: payload})
 		}, verdict: verdictDrop, drop: "fragment"},

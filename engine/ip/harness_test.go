@@ -44,9 +44,11 @@ func (t topo) upOut(s seg) seg   { s.src, s.dst = t.fb, t.server; return s }
 func (t topo) down(s seg) seg    { s.src, s.dst = t.server, t.fb; return s }
 func (t topo) downOut(s seg) seg { s.src, s.dst = t.fa, t.client; return s }
 
-// withPort returns t with the client's port changed, for a second pair.
+// withPort returns t with the client's port and the forwarder's port
+// toward the server changed, for another pair.
 func (t topo) withPort(port uint16) topo {
 	t.client = netip.AddrPortFrom(t.client.Addr(), port)
+	t.fb = netip.AddrPortFrom(t.fb.Addr(), port+10000)
 	return t
 }
 
