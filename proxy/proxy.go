@@ -70,6 +70,9 @@ func CloseReason(err error) string {
 	}
 	var se *SpliceEnd
 	if errors.As(err, &se) {
+		if se.End == engine.EndCancel {
+			return "shutdown" // the forwarder cancels pairs only when shutting down
+		}
 		return se.End.String()
 	}
 	return "proxy_error"
