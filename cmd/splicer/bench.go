@@ -1,4 +1,192 @@
-// splicer bench: the papers' experiments (filled in below).
+// splicer bench: the papers' experiments against every engine and peer, as Markdown tables, JSON and plots.
 package main
 
-func benchCmd(args []string) error { return nil }
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/splicer/splicer/bench"
+)
+
+const benchUsage = `Usage: splicer bench [options] EXPERIMENT...
+       splicer bench EXPERIMENT... [options]
+
+Reproduces the papers' experiments in a three-namespace lab (root): the
+built-in origin in the server namespace, one splicer process with a listener
+per engine (copy, pipe, sockmap, ip) and the peers (route: plain kernel
+routing; haproxy; haproxy-splice: HAProxy with option splice-auto; socat) in
+the forwarder namespace, load generators in the client namespace. Engines and
+peers that cannot run here show as n/a with the reason. Without root it runs
+on loopback with the engines that need no privileges.
+
+Experiments:
+%s  all          every experiment above, in this order
+
+Method: every measurement is repeated --runs times with the targets
+interleaved (A B C A B C ...); cells are the median with the min–max range.
+CPU is every CPU's busy time from /proc/stat (user, system, irq, softirq), so
+kernel forwarding that runs in softirq outside any process is counted; the
+forwarder processes' own time is reported beside it (proc_*). The load
+generator and the origin share the machine. See docs/benchmarks.md.
+
+Output: Markdown tables on stdout, a progress line on stderr.
+  --json FILE  one experiment: {"experiment": NAME, "rows": [{"engine", "metric",
+               "value" (median), "min", "max", "unit", "runs"}, ...],
+               "unavailable": [{"engine", "reason"}], "notes": [...],
+               "traces": [...]}; several (or all): a JSON array of such objects.
+  --plot DIR   PNG plots of the experiments run (DIR is created).
+
+Options:
+`
+
+func benchCmd(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	runs := fs.Int("runs", 0, "repetitions of every measurement (default 5; 1 with --quick)")
+	dur := fs.Duration("duration", 0, "measured window of each bulk and request/response run (default 2s; 250ms with --quick)")
+	pairs := fs.Int("pairs", 0, "idle pairs splice-cost splices per engine (default 1000; 200 with --quick)")
+	quick := fs.Bool("quick", false, "one short run of everything: a smoke test, `all` in under 90s; numbers are not for reading")
+	jsonOut := fs.String("json", "", "write the results as JSON to `FILE`")
+	plotDir := fs.String("plot", "", "write PNG plots to `DIR`")
+	loopback := fs.Bool("loopback", false, "run on loopback without the lab even as root")
+	fs.Usage = func() {
+		var list strings.Builder
+		for _, x := range bench.Experiments {
+			fmt.Fprintf(&list, "  %-12s %s\n", x.Name, x.Help)
+		}
+		fmt.Fprintf(os.Stderr, benchUsage, list.String())
+		fs.PrintDefaults()
+	}
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	exps, err := selectExperiments(names)
+	if err != nil {
+		fs.Usage()
+		return err
+	}
+	s := bench.DefaultSettings()
+	if *quick {
+		s = bench.QuickSettings()
+	}
+	if *runs > 0 {
+		s.Runs = *runs
+	}
+	if *dur > 0 {
+		s.Duration = *dur
+	}
+	if *pairs > 0 {
+		s.Pairs = *pairs
+	}
+	s.Progress = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	fmt.Fprintln(os.Stderr, "building the lab and starting origin, splicer and peers...")
+	env, err := bench.New(bench.Options{Loopback: *loopback})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	for _, sk := range env.Skipped {
+		fmt.Fprintln(os.Stderr, "skipped:", sk)
+	}
+
+	fmt.Printf("## splicer bench %s\n\n%s, `splicer bench %s`, %d CPUs, %d run(s) of %v per measurement.\n\n",
+		strings.Join(names, " "), start.UTC().Format("2006-01-02 15:04 MST"), strings.Join(args, " "), runtimeCPUs(), s.Runs, s.Duration)
+	var results []*bench.Result
+	for _, x := range exps {
+		r, err := runExperiment(ctx, env, x, s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", x.Name, err)
+		}
+		bench.WriteMarkdown(os.Stdout, r)
+		results = append(results, r)
+	}
+	if *jsonOut != "" {
+		if err := writeOutput(*jsonOut, func(w io.Writer) error { return bench.WriteJSON(w, results) }); err != nil {
+			return err
+		}
+	}
+	if *plotDir != "" {
+		files, err := bench.WritePlots(*plotDir, results)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			fmt.Fprintln(os.Stderr, "wrote", f)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bench took %.1fs\n", time.Since(start).Seconds())
+	return nil
+}
+
+// parseInterleaved accepts flags before and after the experiment names.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var names []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		names = append(names, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(names) == 0 {
+		fs.Usage()
+		return nil, errors.New("bench: name an experiment, or all")
+	}
+	return names, nil
+}
+
+// selectExperiments resolves names, expanding all.
+func selectExperiments(names []string) ([]bench.Experiment, error) {
+	var out []bench.Experiment
+	for _, n := range names {
+		if n == "all" {
+			return bench.Experiments, nil
+		}
+		x, ok := bench.Lookup(n)
+		if !ok {
+			return nil, fmt.Errorf("bench: unknown experiment %q", n)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// runExperiment runs x, or reports what it waits for.
+func runExperiment(ctx context.Context, env *bench.Env, x bench.Experiment, s bench.Settings) (*bench.Result, error) {
+	if x.Pending != "" {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", x.Name, x.Pending)
+		return &bench.Result{Experiment: x.Name, Pending: x.Pending}, nil
+	}
+	return x.Run(ctx, env, s)
+}
+
+// writeOutput writes through fn to path, or to stdout for "-".
+func writeOutput(path string, fn func(io.Writer) error) error {
+	if path == "-" {
+		return fn(os.Stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

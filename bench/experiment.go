@@ -1,0 +1,117 @@
+// Running experiments: settings, the list of experiments, interleaved repetitions and the progress line.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Settings control how long and how often the experiments measure.
+type Settings struct {
+	// Runs is the number of repetitions of every measurement; targets are
+	// interleaved within a repetition (A B C A B C ...) so that drift of
+	// the machine over time hits every target alike.
+	Runs int
+	// Duration is the measured window of each bulk and request/response
+	// run, after loadgen's warm-up.
+	Duration time.Duration
+	// Pairs is how many idle pairs splice-cost splices per engine.
+	Pairs int
+	// TraceFor is the length of each throughput-over-time trace; pairs are
+	// spliced a second in.
+	TraceFor time.Duration
+	// MemoryPairs are the pair counts the memory experiment holds.
+	MemoryPairs []int
+	// Progress receives a one-line progress counter (stderr); nil for none.
+	Progress io.Writer
+}
+
+// DefaultSettings are the full run's settings.
+func DefaultSettings() Settings {
+	return Settings{Runs: 5, Duration: 2 * time.Second, Pairs: 1000, TraceFor: 3 * time.Second,
+		MemoryPairs: []int{1000, MaxMemoryPairs}}
+}
+
+// QuickSettings make `all` a smoke test of well under 90 seconds.
+func QuickSettings() Settings {
+	return Settings{Runs: 1, Duration: 250 * time.Millisecond, Pairs: 200, TraceFor: 2 * time.Second,
+		MemoryPairs: []int{500}}
+}
+
+// Experiment is one of the papers' experiments.
+type Experiment struct {
+	Name string
+	// Help is one line for `splicer bench -h`.
+	Help string
+	// NeedsPeers is set for experiments that wait for the proxies issue.
+	Pending string
+	Run     func(ctx context.Context, e *Env, s Settings) (*Result, error)
+}
+
+// Experiments are every experiment, in the order `all` runs them.
+var Experiments = []Experiment{
+	{Name: "segment", Help: "request/response of 1- and 1460-byte messages on one connection: txn/s, CPU µs per txn, speedup vs copy (seed 001 Table II)", Run: Segment},
+	{Name: "throughput", Help: "bulk transfer over 1, 2, 3 and 8 connections: Gbit/s and CPU s per GB (seed 001 Table III)", Run: Throughput},
+	{Name: "splice-cost", Help: "time to splice idle pairs (median, p99) and throughput over time across a splice under load (seed 001 §V-B3, Fig. 10)", Run: SpliceCost},
+	{Name: "memory", Help: "bytes per pair held unspliced and spliced: process RSS, kernel socket memory, BPF map memory (seed 001 §V-C)", Run: Memory},
+	{Name: "web", Help: "web workload through the HTTP proxy (seed 002)", Pending: "needs the proxies issue (HTTP proxy); not implemented yet"},
+	{Name: "switch", Help: "switching proxy workload (seed 003)", Pending: "needs the proxies issue (switching proxy); not implemented yet"},
+}
+
+// Lookup returns the named experiment.
+func Lookup(name string) (Experiment, bool) {
+	for _, x := range Experiments {
+		if x.Name == name {
+			return x, true
+		}
+	}
+	return Experiment{}, false
+}
+
+// progress is a one-line counter redrawn with \r.
+type progress struct {
+	w          io.Writer
+	name       string
+	done, total int
+	start      time.Time
+}
+
+func newProgress(w io.Writer, name string, total int) *progress {
+	if w == nil {
+		w = io.Discard
+	}
+	return &progress{w: w, name: name, total: total, start: time.Now()}
+}
+
+// step shows what is being measured now.
+func (p *progress) step(what string) {
+	p.done++
+	fmt.Fprintf(p.w, "\r\033[K%s %d/%d %s (%.0fs)", p.name, p.done, p.total, what, time.Since(p.start).Seconds())
+}
+
+// finish ends the line.
+func (p *progress) finish() {
+	fmt.Fprintf(p.w, "\r\033[K%s done in %.1fs\n", p.name, time.Since(p.start).Seconds())
+}
+
+// missing lists the unavailable targets of the Env.
+func (e *Env) missing() []Missing {
+	var m []Missing
+	for _, t := range e.Targets {
+		if t.Unavailable != "" {
+			m = append(m, Missing{t.Name, t.Unavailable})
+		}
+	}
+	return m
+}
+
+// names of targets.
+func names(ts []*Target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}

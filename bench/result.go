@@ -1,0 +1,233 @@
+// Experiment results: rows of median, min and max over repetitions, as JSON and as Markdown tables.
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Row is one metric of one target: the median of its runs and their range.
+type Row struct {
+	Engine string  `json:"engine"`
+	Metric string  `json:"metric"`
+	Value  float64 `json:"value"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	Unit   string  `json:"unit"`
+	Runs   int     `json:"runs"`
+}
+
+// Missing is a target an experiment could not measure, and why.
+type Missing struct {
+	Engine string `json:"engine"`
+	Reason string `json:"reason"`
+}
+
+// Result is one experiment's output.
+type Result struct {
+	Experiment string `json:"experiment"`
+	// Pending, for an experiment not implemented yet, says what it waits for.
+	Pending string `json:"pending,omitempty"`
+	// Rows hold every measured target's metrics, in table order.
+	Rows []Row `json:"rows"`
+	// Unavailable lists the targets with no rows and why.
+	Unavailable []Missing `json:"unavailable,omitempty"`
+	// Notes say what a reader needs to read the numbers: the method, the
+	// settings, and anything that went differently than planned.
+	Notes []string `json:"notes,omitempty"`
+	// Traces are throughput-over-time series per target, for plots.
+	Traces []Trace `json:"traces,omitempty"`
+	// columns are the metrics of the Markdown table, in order.
+	columns []string
+}
+
+// Trace is one target's throughput over time, with the moment its pairs
+// were spliced.
+type Trace struct {
+	Engine    string    `json:"engine"`
+	SplicedAt float64   `json:"spliced_at_s"`
+	AtS       []float64 `json:"at_s"`
+	Gbps      []float64 `json:"gbps"`
+}
+
+// samples collects the runs of each (target, metric) in first-seen order.
+type samples struct {
+	order []string
+	vals  map[string][]float64
+	units map[string]string
+}
+
+func newSamples() *samples {
+	return &samples{vals: map[string][]float64{}, units: map[string]string{}}
+}
+
+func (s *samples) add(target, metric, unit string, v float64) {
+	k := target + "\x00" + metric
+	if _, ok := s.vals[k]; !ok {
+		s.order = append(s.order, k)
+	}
+	s.vals[k] = append(s.vals[k], v)
+	s.units[k] = unit
+}
+
+// get returns the runs of a metric of a target.
+func (s *samples) get(target, metric string) []float64 { return s.vals[target+"\x00"+metric] }
+
+// rows summarises every (target, metric) in targets' order, then metric order.
+func (s *samples) rows(targets []string) []Row {
+	var out []Row
+	for _, t := range targets {
+		for _, k := range s.order {
+			name, metric, _ := strings.Cut(k, "\x00")
+			if name != t {
+				continue
+			}
+			out = append(out, summarize(name, metric, s.units[k], s.vals[k]))
+		}
+	}
+	return out
+}
+
+// summarize is the median and range of one metric's runs.
+func summarize(target, metric, unit string, vals []float64) Row {
+	v := slices.Clone(vals)
+	slices.Sort(v)
+	return Row{Engine: target, Metric: metric, Unit: unit, Runs: len(v),
+		Value: median(v), Min: v[0], Max: v[len(v)-1]}
+}
+
+// median of sorted values; the mean of the middle two for an even count.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// percentile of sorted values, nearest rank.
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// Row returns the row of target and metric, or false.
+func (r *Result) Row(target, metric string) (Row, bool) {
+	for _, row := range r.Rows {
+		if row.Engine == target && row.Metric == metric {
+			return row, true
+		}
+	}
+	return Row{}, false
+}
+
+// WriteJSON writes one result as a JSON object, or several (from `all`)
+// as a JSON array of such objects.
+func WriteJSON(w io.Writer, results []*Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if len(results) == 1 {
+		return enc.Encode(results[0])
+	}
+	return enc.Encode(results)
+}
+
+// WriteMarkdown prints a result as a Markdown table: a line per target, a
+// column per metric, each cell the median with the min–max range.
+func WriteMarkdown(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "### %s\n\n", r.Experiment)
+	if r.Pending != "" {
+		fmt.Fprintf(w, "%s\n\n", r.Pending)
+		return
+	}
+	cols := r.columns
+	if len(cols) == 0 {
+		for _, row := range r.Rows {
+			if !slices.Contains(cols, row.Metric) {
+				cols = append(cols, row.Metric)
+			}
+		}
+	}
+	var targets []string
+	for _, row := range r.Rows {
+		if !slices.Contains(targets, row.Engine) {
+			targets = append(targets, row.Engine)
+		}
+	}
+	if len(cols) > 0 {
+		head, rule := "| target |", "|---|"
+		for _, c := range cols {
+			head += " " + c + " (" + unitOf(r, c) + ") |"
+			rule += "---:|"
+		}
+		fmt.Fprintln(w, head)
+		fmt.Fprintln(w, rule)
+		for _, t := range targets {
+			line := "| " + t + " |"
+			for _, c := range cols {
+				row, ok := r.Row(t, c)
+				if !ok {
+					line += " n/a |"
+					continue
+				}
+				line += " " + cell(row) + " |"
+			}
+			fmt.Fprintln(w, line)
+		}
+		for _, m := range r.Unavailable {
+			fmt.Fprintf(w, "| %s |%s\n", m.Engine, strings.Repeat(" n/a |", len(cols)))
+		}
+	}
+	fmt.Fprintln(w)
+	for _, m := range r.Unavailable {
+		fmt.Fprintf(w, "- %s: n/a, %s\n", m.Engine, m.Reason)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	fmt.Fprintln(w)
+}
+
+func unitOf(r *Result, metric string) string {
+	for _, row := range r.Rows {
+		if row.Metric == metric {
+			return row.Unit
+		}
+	}
+	return ""
+}
+
+// cell formats a median with its range; a single run has no range.
+func cell(r Row) string {
+	if r.Runs < 2 || r.Min == r.Max {
+		return num(r.Value)
+	}
+	return fmt.Sprintf("%s (%s–%s)", num(r.Value), num(r.Min), num(r.Max))
+}
+
+// num prints with about three significant digits.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.2f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}

@@ -1,0 +1,107 @@
+// The throughput experiment (seed 001 Table III): bulk transfer over 1, 2, 3 and 8 connections.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// throughputConns are the connection counts of the throughput experiment.
+var throughputConns = []int{1, 2, 3, 8}
+
+// Throughput pushes bulk data from the client to the origin's sink through
+// every target over 1, 2, 3 and 8 connections and reports Gbit/s, and CPU
+// seconds per GB over all four runs of a repetition.
+func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
+	res := &Result{Experiment: "throughput", Unavailable: e.missing()}
+	targets := e.Available()
+	smp := newSamples()
+	failed := map[string]bool{}
+	seen := map[string]string{}
+	p := newProgress(s.Progress, "throughput", s.Runs*len(targets)*len(throughputConns))
+	for run := 0; run < s.Runs; run++ {
+		for _, t := range targets {
+			var gb, machine, proc float64
+			for _, n := range throughputConns {
+				p.step(fmt.Sprintf("run %d %s %d conn", run+1, t.Name, n))
+				if failed[t.Name] {
+					continue
+				}
+				b, engine, err := e.bulkSeen(ctx, t, n, s, run == 0 && n == 1)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				if err != nil {
+					failed[t.Name] = true
+					res.Unavailable = append(res.Unavailable, Missing{t.Name, "failed: " + err.Error()})
+					continue
+				}
+				if engine != "" {
+					seen[t.Name] = engine
+				}
+				smp.add(t.Name, fmt.Sprintf("gbps_%dconn", n), "Gbit/s", b.Gbps)
+				g := float64(b.Bytes) / 1e9
+				gb, machine, proc = gb+g, machine+b.MachineSPerGB*g, proc+b.ProcSPerGB*g
+			}
+			if !failed[t.Name] && gb > 0 {
+				smp.add(t.Name, "cpu_s_per_gb", "s/GB", machine/gb)
+				if len(t.Pids()) > 0 {
+					smp.add(t.Name, "proc_cpu_s_per_gb", "s/GB", proc/gb)
+				}
+			}
+		}
+	}
+	p.finish()
+	var ok []string
+	for _, t := range targets {
+		if !failed[t.Name] {
+			ok = append(ok, t.Name)
+		}
+	}
+	res.Rows = smp.rows(ok)
+	res.columns = []string{"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb", "proc_cpu_s_per_gb"}
+	res.Notes = append(res.Notes,
+		fmt.Sprintf("%d run(s) of %v per target and connection count after a 200ms warm-up, targets interleaved; client -> origin sink; cells are median (min–max)", s.Runs, s.Duration),
+		"cpu_s_per_gb: every CPU's busy time (user, system, irq, softirq) per GB over the four runs of a repetition, load generator and origin included; proc_cpu_s_per_gb: the forwarder processes' own user+system time (none for route: no process forwards)")
+	res.Notes = append(res.Notes, engineNotes(targets, seen, failed)...)
+	return res, nil
+}
+
+// bulkSeen runs one bulk measurement; with check it also reads /flows to
+// confirm which engine spliced the pairs.
+func (e *Env) bulkSeen(ctx context.Context, t *Target, conns int, s Settings, check bool) (BulkRun, string, error) {
+	if !check || t.Peer {
+		b, err := e.Bulk(ctx, t, conns, s.Duration)
+		return b, "", err
+	}
+	var b BulkRun
+	engine, err := e.EngineSeen(ctx, t, func() (err error) {
+		b, err = e.Bulk(ctx, t, conns, s.Duration)
+		return err
+	})
+	return b, engine, err
+}
+
+// engineNotes say which engine /flows showed for each engine target.
+func engineNotes(targets []*Target, seen map[string]string, failed map[string]bool) []string {
+	var confirmed, notes []string
+	for _, t := range targets {
+		if t.Peer || failed[t.Name] {
+			continue
+		}
+		switch got := seen[t.Name]; {
+		case got == t.Name:
+			confirmed = append(confirmed, t.Name)
+		case got == "":
+			notes = append(notes, t.Name+": the engine was not confirmed in /flows (the pairs were not seen spliced)")
+		default:
+			notes = append(notes, fmt.Sprintf("%s: pairs fell back to %s (per /flows)", t.Name, got))
+		}
+	}
+	if len(confirmed) > 0 {
+		slices.Sort(confirmed)
+		notes = append(notes, fmt.Sprintf("/flows showed the pairs spliced by the engine named in the row for: %v", confirmed))
+	}
+	return notes
+}
