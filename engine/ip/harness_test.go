@@ -52,15 +52,27 @@ func (t topo) withPort(port uint16) topo {
 	return t
 }
 
-// testNS is a network namespace owned by one locked OS thread; Program.Run
-// and netlink calls that must see it run on that thread through do.
+// testNS is a network namespace owned by one locked OS thread; sockets,
+// netlink calls and Program.Run that must see it run on that thread
+// through do.
 type testNS struct {
 	calls    chan func()
 	finished chan struct{}
-	ifA, ifB int
+	handle   netns.NsHandle
+	ifA, ifB int // the harness devices, for newTestNS
 }
 
+// newTestNS returns a namespace with the harness devices (setupDevices).
 func newTestNS(tb testing.TB) *testNS {
+	tb.Helper()
+	return newNS(tb, func(ns *testNS) (err error) {
+		ns.ifA, ns.ifB, err = setupDevices()
+		return err
+	})
+}
+
+// newNS returns a fresh namespace with lo up, after running setup in it.
+func newNS(tb testing.TB, setup func(*testNS) error) *testNS {
 	tb.Helper()
 	testenv.RequireRoot(tb)
 	ns := &testNS{calls: make(chan func()), finished: make(chan struct{})}
@@ -76,7 +88,11 @@ func newTestNS(tb testing.TB) *testNS {
 			return
 		}
 		defer h.Close()
-		ns.ifA, ns.ifB, err = setupDevices()
+		ns.handle = h
+		err = linkUp("lo")
+		if err == nil && setup != nil {
+			err = setup(ns)
+		}
 		ready <- err
 		if err != nil {
 			return
@@ -93,6 +109,14 @@ func newTestNS(tb testing.TB) *testNS {
 		<-ns.finished
 	})
 	return ns
+}
+
+func linkUp(name string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	return netlink.LinkSetUp(l)
 }
 
 // do runs f on the namespace's thread and waits for it.
@@ -112,13 +136,6 @@ func setupDevices() (ifA, ifB int, err error) {
 		return 0, 0, err
 	}
 	defer nl.Close()
-	lo, err := nl.LinkByName("lo")
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := nl.LinkSetUp(lo); err != nil {
-		return 0, 0, err
-	}
 	idx := make([]int, 2)
 	for i, c := range []struct {
 		name   string
