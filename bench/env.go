@@ -62,7 +62,10 @@ type Target struct {
 	// Unavailable, when set, says why the target cannot run here.
 	Unavailable string
 	addrs       [numServices]string
-	pids        func() []int
+	// lateAddr is an engine's sink listener that keeps pairs in control
+	// mode for lateSplice before splicing them, for throughput traces.
+	lateAddr string
+	pids     func() []int
 }
 
 // Addr is the address the client dials to reach service s through t.
@@ -114,6 +117,13 @@ type addressing struct {
 
 // Port blocks: origin services at 5001+s; each target at base+s.
 const originPort = 5001
+
+// lateSplice is when the late listeners splice; lateOffset is their port
+// offset within an engine's block.
+const (
+	lateSplice = time.Second
+	lateOffset = 10
+)
 
 var targetPorts = map[string]int{
 	"copy": 7100, "pipe": 7200, "sockmap": 7300, "ip": 7400,
@@ -222,6 +232,9 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 			cfg += fmt.Sprintf("  - {name: %s-%s, listen: %q, upstream: [%q], engine: %s, max_connections: 0, idle_timeout: 0s}\n",
 				name, s, t.addrs[s], net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))), name)
 		}
+		t.lateAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+lateOffset))
+		cfg += fmt.Sprintf("  - {name: %s-late, listen: %q, upstream: [%q], engine: %s, max_connections: 0, idle_timeout: 0s, splice_after: %v}\n",
+			name, t.lateAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(Sink))), name, lateSplice)
 	}
 	path := filepath.Join(e.dir, "splicer.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {

@@ -72,10 +72,10 @@ func Lookup(name string) (Experiment, bool) {
 
 // progress is a one-line counter redrawn with \r.
 type progress struct {
-	w          io.Writer
-	name       string
+	w           io.Writer
+	name        string
 	done, total int
-	start      time.Time
+	start       time.Time
 }
 
 func newProgress(w io.Writer, name string, total int) *progress {
