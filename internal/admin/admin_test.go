@@ -1,0 +1,221 @@
+// Admin endpoint tests on loopback: /metrics in Prometheus text, /flows as JSON, /healthz, and Close.
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/admin"
+	"github.com/splicer/splicer/internal/config"
+)
+
+// TestAdminEndpoints runs a forwarder with one closed and one open pair and
+// reads what an operator would: the metrics and the open flow.
+func TestAdminEndpoints(t *testing.T) {
+	upstream := echoServer(t)
+	f := startForwarder(t, upstream)
+	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	base := "http://" + srv.Addr().String()
+
+	done := dial(t, f)
+	roundTrip(t, done, "first")
+	done.Close()
+	open := dial(t, f)
+	const msg = "second pair, still open"
+	roundTrip(t, open, msg)
+
+	t.Run("flows", func(t *testing.T) {
+		var flow map[string]any
+		waitFor(t, "the open pair's bytes in /flows", func() bool {
+			var flows []map[string]any
+			getJSON(t, base+"/flows", &flows)
+			if len(flows) != 1 {
+				return false
+			}
+			flow = flows[0]
+			return flow["bytes_up"] == float64(len(msg)) && flow["bytes_down"] == float64(len(msg))
+		}, func() string { return fmt.Sprint(flow) })
+		want := map[string]any{
+			"listener": "adm",
+			"client":   open.LocalAddr().String(),
+			"upstream": upstream,
+			"state":    "spliced",
+		}
+		for k, v := range want {
+			if flow[k] != v {
+				t.Errorf("/flows %s = %v, want %v", k, flow[k], v)
+			}
+		}
+		if e, _ := flow["engine"].(string); e == "" || e == "none" {
+			t.Errorf("/flows engine = %v, want the engine forwarding the pair", flow["engine"])
+		}
+		if age, ok := flow["age_s"].(float64); !ok || age <= 0 {
+			t.Errorf("/flows age_s = %v, want a positive number of seconds", flow["age_s"])
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		waitFor(t, "the first pair counted closed", func() bool {
+			return strings.Contains(get(t, base+"/metrics", "text/plain"), `splicer_connections_closed_total{listener="adm",reason="eof"} 1`)
+		}, func() string { return "" })
+		body := get(t, base+"/metrics", "text/plain")
+		for _, want := range []string{
+			"# TYPE splicer_connections_accepted_total counter",
+			`splicer_connections_accepted_total{listener="adm"} 2`,
+			`splicer_connections_active{listener="adm"} 1`,
+			`splicer_bytes_total{direction="up",listener="adm"} 5`,
+			`splicer_bytes_total{direction="down",listener="adm"} 5`,
+			"splicer_splice_transitions_total{",
+			"splicer_pairs_spliced{",
+			"go_goroutines ",
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+		if t.Failed() {
+			t.Logf("/metrics:\n%s", body)
+		}
+	})
+
+	t.Run("healthz", func(t *testing.T) {
+		if body := get(t, base+"/healthz", ""); body != "ok\n" {
+			t.Errorf("/healthz = %q, want ok", body)
+		}
+	})
+
+	t.Run("close", func(t *testing.T) {
+		if err := srv.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			t.Error("admin still answers after Close")
+		}
+	})
+}
+
+// startForwarder runs a forwarder with one tcp listener, "adm", on loopback.
+func startForwarder(tb testing.TB, upstream string) *forwarder.Forwarder {
+	tb.Helper()
+	cfg := config.Default()
+	l := config.DefaultListener()
+	l.Name, l.Listen, l.Upstream = "adm", "127.0.0.1:0", []string{upstream}
+	cfg.Listeners = []config.Listener{l}
+	f, err := forwarder.New(&cfg, forwarder.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // no grace period: close whatever is still open
+		f.Shutdown(ctx)
+	})
+	return f
+}
+
+// echoServer echoes every connection until its FIN, on loopback.
+func echoServer(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+				c.(*net.TCPConn).CloseWrite()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// dial connects to the forwarder's listener.
+func dial(tb testing.TB, f *forwarder.Forwarder) net.Conn {
+	tb.Helper()
+	c, err := net.Dial("tcp", f.Addr("adm").String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// roundTrip sends msg through the echo upstream and expects it back.
+func roundTrip(tb testing.TB, c net.Conn, msg string) {
+	tb.Helper()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		tb.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+		tb.Fatalf("echo of %q: got %q, %v", msg, got, err)
+	}
+}
+
+// get fetches url, checks the status and the content type's prefix, and
+// returns the body.
+func get(tb testing.TB, url, contentType string) string {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, contentType) {
+		tb.Fatalf("GET %s: Content-Type %q, want %s", url, ct, contentType)
+	}
+	return string(body)
+}
+
+// getJSON fetches url and decodes its JSON body into v.
+func getJSON(tb testing.TB, url string, v any) {
+	tb.Helper()
+	if err := json.Unmarshal([]byte(get(tb, url, "application/json")), v); err != nil {
+		tb.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// waitFor polls cond until it holds, failing after 5 s with detail().
+func waitFor(tb testing.TB, what string, cond func() bool, detail func() string) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s: %s", what, detail())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
