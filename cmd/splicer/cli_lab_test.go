@@ -1,0 +1,329 @@
+// End-to-end test of `splicer run` in the lab: the example configuration carries iperf3 and curl traffic, admin answers meanwhile, SIGTERM stops it cleanly.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+)
+
+const (
+	adminAddr = "127.0.0.1:19901" // inside the forwarder namespace
+	grace     = 5 * time.Second   // shutdown_timeout of the test configuration
+)
+
+// TestRunInLab runs the binary with examples/tcp.yaml in the lab's forwarder
+// namespace, pushes iperf3 and an HTTP download through it, reads /metrics
+// and /flows while traffic flows, and stops it with SIGTERM.
+func TestRunInLab(t *testing.T) {
+	t.Parallel()
+	l := lab.NewT(t, lab.DefaultConfig())
+	requireTools(t, map[string]string{"iperf3": "iperf3", "nginx": "nginx", "curl": "curl", "ss": "iproute2"})
+	bin := splicerBinary(t)
+	cfgPath := labConfig(t, "../../examples/tcp.yaml")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	logs := &logBuffer{}
+	fwd := l.Fwd.Command(ctx, bin, "run", "--config", cfgPath)
+	fwd.Stdout, fwd.Stderr = logs, logs
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- fwd.Wait() }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("splicer log:\n%s", logs)
+		}
+	})
+	admin := adminClient(l)
+	waitUntil(t, "the admin endpoint", exited, func() bool {
+		_, err := adminGet(admin, "/healthz")
+		return err == nil
+	})
+
+	t.Run("iperf3", func(t *testing.T) { testIperf3(t, ctx, l, admin) })
+	t.Run("curl", func(t *testing.T) { testCurl(t, ctx, l) })
+
+	if err := fwd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("splicer run after SIGTERM: %v, want exit status 0", err)
+		}
+	case <-time.After(grace + 2*time.Second):
+		t.Fatalf("splicer run still running %v after SIGTERM", grace+2*time.Second)
+	}
+	for _, want := range []string{"msg=\"shutting down\" signal=terminated", "msg=stopped"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s", want)
+		}
+	}
+}
+
+// testIperf3 runs a 2-second iperf3 test through the plug listener (7000 ->
+// 10.99.2.2:5201), which carries both its control and data connections, and
+// reads the admin endpoints while it runs.
+func testIperf3(t *testing.T, ctx context.Context, l *lab.Lab, admin *http.Client) {
+	srv := l.Server.Command(ctx, "iperf3", "-s", "-1", "-B", "10.99.2.2", "-p", "5201")
+	srvDone := startCmd(t, srv)
+	waitListening(t, l.Server, 5201, srvDone)
+
+	var out, errOut bytes.Buffer
+	cli := l.Client.Command(ctx, "iperf3", "-c", "10.99.1.1", "-p", "7000", "-t", "2", "--json")
+	cli.Stdout, cli.Stderr = &out, &errOut
+	cliDone := startCmd(t, cli)
+
+	// iperf3's control and data connections: two pairs, both spliced.
+	var flows []map[string]any
+	waitUntil(t, "both iperf3 connections spliced in /flows", cliDone, func() bool {
+		body, err := adminGet(admin, "/flows")
+		if err != nil || json.Unmarshal(body, &flows) != nil {
+			return false
+		}
+		spliced := 0
+		for _, f := range flows {
+			if f["listener"] == "plug" && f["state"] == "spliced" {
+				spliced++
+			}
+		}
+		return spliced == 2
+	})
+	for _, f := range flows {
+		if e := f["engine"]; e == "none" || e == "control" || e == "" {
+			t.Errorf("/flows: spliced pair with engine %v", e)
+		}
+	}
+	metrics, err := adminGet(admin, "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics during the transfer: %v", err)
+	}
+	for _, want := range []string{`splicer_connections_active{listener="plug"} 2`, `splicer_connections_accepted_total{listener="plug"} 2`} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("/metrics during the transfer lacks %s", want)
+		}
+	}
+
+	if err := <-cliDone; err != nil {
+		t.Fatalf("iperf3 client: %v\n%s%s", err, errOut.String(), out.String())
+	}
+	var rep struct {
+		End struct {
+			SumReceived struct {
+				Bytes         float64 `json:"bytes"`
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("iperf3 --json output: %v\n%s", err, out.String())
+	}
+	if rep.Error != "" || rep.End.SumReceived.BitsPerSecond <= 0 {
+		t.Fatalf("iperf3 through splicer: %.0f bits/s, error %q", rep.End.SumReceived.BitsPerSecond, rep.Error)
+	}
+	t.Logf("iperf3 through splicer: %.2f Gbit/s", rep.End.SumReceived.BitsPerSecond/1e9)
+	select {
+	case err := <-srvDone:
+		if err != nil {
+			t.Errorf("iperf3 server: %v", err)
+		}
+	case <-time.After(waitFor):
+		t.Error("iperf3 -s -1 did not exit after its one test")
+	}
+}
+
+// testCurl downloads a 10 MiB file from nginx through the web listener
+// (8080 -> 10.99.2.2:80) and compares checksums.
+func testCurl(t *testing.T, ctx context.Context, l *lab.Lab) {
+	dir := t.TempDir()
+	file := make([]byte, 10<<20)
+	for i := range file {
+		file[i] = byte(i*7 + i>>13)
+	}
+	writeFile(t, filepath.Join(dir, "www", "file"), file)
+	writeFile(t, filepath.Join(dir, "nginx.conf"), []byte(nginxConf(dir, "10.99.2.2:80")))
+	nginx := l.Server.Command(ctx, "nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"),
+		"-c", filepath.Join(dir, "nginx.conf"), "-g", "daemon off;")
+	waitListening(t, l.Server, 80, startCmd(t, nginx))
+
+	got := filepath.Join(dir, "got")
+	out, err := l.Client.Command(ctx, "curl", "-sS", "-f", "-o", got, "http://10.99.1.1:8080/file").CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl through splicer: %v\n%s", err, out)
+	}
+	body, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(body) != sha256.Sum256(file) {
+		t.Fatalf("curl downloaded %d bytes that differ from the %d served", len(body), len(file))
+	}
+}
+
+// nginxConf serves dir/www on listen in one foreground process that keeps
+// every path inside dir. master_process off keeps it a single process
+// running as root, so it reads the test's private temporary directory.
+func nginxConf(dir, listen string) string {
+	return fmt.Sprintf(`master_process off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 64; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/tmp;
+	proxy_temp_path %[1]s/tmp;
+	fastcgi_temp_path %[1]s/tmp;
+	uwsgi_temp_path %[1]s/tmp;
+	scgi_temp_path %[1]s/tmp;
+	server {
+		listen %[2]s;
+		root %[1]s/www;
+	}
+}
+`, dir, listen)
+}
+
+// labConfig copies the example configuration at path with the admin address
+// and shutdown grace the test uses, and returns the copy's path.
+func labConfig(tb testing.TB, path string) string {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for key, value := range map[string]string{"admin": adminAddr, "shutdown_timeout": grace.String()} {
+		re := regexp.MustCompile(`(?m)^` + key + `:.*$`)
+		if !re.Match(data) {
+			tb.Fatalf("%s has no top-level %s key to set", path, key)
+		}
+		data = re.ReplaceAll(data, []byte(key+": "+value))
+	}
+	out := filepath.Join(tb.TempDir(), "splicer.yaml")
+	writeFile(tb, out, data)
+	return out
+}
+
+// requireTools fails (under CI) or skips the test unless every tool is
+// installed; tools maps each to its Debian package.
+func requireTools(tb testing.TB, tools map[string]string) {
+	tb.Helper()
+	for tool, pkg := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.SkipOrFail(tb, fmt.Sprintf("%s not installed (apt-get install %s)", tool, pkg))
+		}
+	}
+}
+
+// adminClient reaches the admin server inside the forwarder namespace.
+func adminClient(l *lab.Lab) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{DialContext: l.Fwd.Dial, DisableKeepAlives: true},
+		Timeout:   5 * time.Second,
+	}
+}
+
+// adminGet fetches path from the admin server.
+func adminGet(c *http.Client, path string) ([]byte, error) {
+	resp, err := c.Get("http://" + adminAddr + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return body, err
+}
+
+// startCmd starts cmd and returns a channel with its Wait result.
+func startCmd(tb testing.TB, cmd *exec.Cmd) <-chan error {
+	tb.Helper()
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return done
+}
+
+// waitFor bounds the waits for processes to come up or finish.
+const waitFor = 15 * time.Second
+
+// waitUntil polls cond until it holds; it fails when waitFor passes or the
+// process behind exited ends first.
+func waitUntil(tb testing.TB, what string, exited <-chan error, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		select {
+		case err := <-exited:
+			tb.Fatalf("waiting for %s: the process exited: %v", what, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitListening waits until a TCP socket listens on port in ns, asking ss
+// rather than connecting, since a probe connection would count as a client
+// (iperf3 -s -1 serves exactly one).
+func waitListening(tb testing.TB, ns *lab.NS, port int, exited <-chan error) {
+	tb.Helper()
+	waitUntil(tb, fmt.Sprintf("a listener on port %d", port), exited, func() bool {
+		out, err := ns.Command(context.Background(), "ss", "-Hltn", fmt.Sprintf("sport = :%d", port)).Output()
+		return err == nil && len(bytes.TrimSpace(out)) > 0
+	})
+}
+
+// writeFile writes data to path, creating its directory.
+func writeFile(tb testing.TB, path string, data []byte) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// logBuffer collects a process's output while tests read it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,203 @@
+// Tests of the splicer binary as a user runs it: check on good and broken configurations, usage, help.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	// binDir holds the binary built once for every test of this package.
+	binDir    string
+	buildOnce sync.Once
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "splicer-cli-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// splicerBinary builds ./cmd/splicer once and returns the binary's path.
+func splicerBinary(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(binDir, "splicer")
+	buildOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		tb.Fatalf("go build: %v", buildErr)
+	}
+	return bin
+}
+
+// splicer runs the binary with args and returns its output and exit code.
+func splicer(tb testing.TB, args ...string) (stdout, stderr string, code int) {
+	tb.Helper()
+	cmd := exec.Command(splicerBinary(tb), args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		tb.Fatalf("splicer %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// brokenProblems says, for words of each "# ERROR:" marker in
+// examples/broken.yaml, what check's message for that line must contain.
+var brokenProblems = []struct{ marker, says string }{
+	{"missing port", "missing port"},
+	{"unknown value", `unknown value "verbose"`},
+	{"invalid duration", `invalid duration "30": missing unit`},
+	{`unknown unit "KB"`, `unknown unit "KB"`},
+	{"unknown key", `unknown key "conect_timeout"`},
+	{"duplicate listener name", `duplicate listener name "plug"`},
+	{"conflicts with the listen address", "10.99.1.1:7000 of listeners[0]"},
+	{"expected a list", "expected a list"},
+	{"unknown engine", `unknown engine "splice"`},
+	{"missing required key name", `missing required key "name"`},
+	{"expected an integer", "expected an integer"},
+}
+
+// TestCheckBrokenConfig: every mistake marked in examples/broken.yaml is
+// reported on its own line with the file, the marked line and the problem,
+// and check exits 1.
+func TestCheckBrokenConfig(t *testing.T) {
+	t.Parallel()
+	const path = "../../examples/broken.yaml"
+	markers := errorMarkers(t, path)
+	_, stderr, code := splicer(t, "check", "--config", path)
+	if code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	reported := map[int]string{}
+	lineRE := regexp.MustCompile(`^` + regexp.QuoteMeta(path) + `:(\d+):`)
+	for _, ln := range strings.Split(stderr, "\n") {
+		if m := lineRE.FindStringSubmatch(ln); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			if reported[n] != "" {
+				t.Errorf("line %d reported twice:\n%s\n%s", n, reported[n], ln)
+			}
+			reported[n] = ln
+		}
+	}
+	for line, marker := range markers {
+		msg, ok := reported[line]
+		if !ok {
+			t.Errorf("broken.yaml:%d (%s) not reported", line, marker)
+			continue
+		}
+		says := ""
+		for _, p := range brokenProblems {
+			if strings.Contains(marker, p.marker) {
+				says = p.says
+			}
+		}
+		if says == "" {
+			t.Errorf("broken.yaml:%d: no expectation for marker %q; add one to brokenProblems", line, marker)
+		} else if !strings.Contains(msg, says) {
+			t.Errorf("broken.yaml:%d: message %q does not say %q", line, msg, says)
+		}
+	}
+	for line, msg := range reported {
+		if _, ok := markers[line]; !ok {
+			t.Errorf("error reported on unmarked line %d: %s", line, msg)
+		}
+	}
+	if want := strconv.Itoa(len(markers)) + " error(s)"; !strings.Contains(stderr, want) {
+		t.Errorf("no summary %q in:\n%s", want, stderr)
+	}
+	if t.Failed() {
+		t.Logf("stderr:\n%s", stderr)
+	}
+}
+
+// errorMarkers returns the "# ERROR:" comments of path by line number.
+func errorMarkers(tb testing.TB, path string) map[int]string {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	markers := map[int]string{}
+	for i, ln := range strings.Split(string(data), "\n") {
+		if _, marker, ok := strings.Cut(ln, "# ERROR:"); ok {
+			markers[i+1] = strings.TrimSpace(marker)
+		}
+	}
+	if len(markers) == 0 {
+		tb.Fatalf("%s has no # ERROR: markers", path)
+	}
+	return markers
+}
+
+// TestCheckValidConfig: the example configuration passes and is summarised.
+func TestCheckValidConfig(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := splicer(t, "check", "--config", "../../examples/tcp.yaml")
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"ok, 2 listener(s)", "plug: tcp proxy on 10.99.1.1:7000 -> [10.99.2.2:5201]", "web: tcp proxy on 10.99.1.1:8080"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("check output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestCheckMissingFile: a configuration that cannot be read is an error
+// naming the file.
+func TestCheckMissingFile(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	_, stderr, code := splicer(t, "check", "--config", missing)
+	if code != 1 || !strings.Contains(stderr, missing) {
+		t.Errorf("check of a missing file: exit %d, stderr %q; want 1 and the file named", code, stderr)
+	}
+}
+
+// TestUsage: commands without what they need print their usage and fail;
+// --help lists every command.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"check", "run"} {
+		_, stderr, code := splicer(t, cmd)
+		if code == 0 || !strings.Contains(stderr, "Usage: splicer "+cmd+" --config FILE") {
+			t.Errorf("splicer %s without --config: exit %d, stderr %q; want non-zero and its usage", cmd, code, stderr)
+		}
+	}
+	stdout, _, code := splicer(t, "--help")
+	if code != 0 {
+		t.Errorf("splicer --help: exit %d, want 0", code)
+	}
+	for _, cmd := range []string{"run", "check", "demo", "bench", "version"} {
+		if !strings.Contains(stdout, "splicer "+cmd) {
+			t.Errorf("splicer --help does not list %s:\n%s", cmd, stdout)
+		}
+	}
+	if _, stderr, code := splicer(t, "frobnicate"); code == 0 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: exit %d, stderr %q", code, stderr)
+	}
+}
