@@ -1,5 +1,150 @@
-// Plots of the experiments: bar charts of the headline metrics and the throughput-over-time trace across a splice.
+// Plots of the experiments: grouped bar charts of the headline metrics and the throughput-over-time trace across a splice.
 package bench
 
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// barPlot is one grouped bar chart: a group of bars per target, a bar per
+// metric.
+type barPlot struct {
+	experiment, file, title, ylabel string
+	metrics, labels                 []string
+}
+
+var barPlots = []barPlot{
+	{"segment", "segment_tps.png", "Request/response over one connection", "transactions/s",
+		[]string{"rr1_tps", "rr1460_tps"}, []string{"1 byte", "1460 bytes"}},
+	{"segment", "segment_cpu.png", "CPU per transaction (all CPUs, softirq included)", "µs per transaction",
+		[]string{"cpu_us_per_txn", "cpu_us_per_txn_1460"}, []string{"1 byte", "1460 bytes"}},
+	{"throughput", "throughput_gbps.png", "Bulk throughput", "Gbit/s",
+		[]string{"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn"}, []string{"1 conn", "2 conns", "3 conns", "8 conns"}},
+	{"throughput", "throughput_cpu.png", "CPU per GB moved", "CPU seconds per GB",
+		[]string{"cpu_s_per_gb", "proc_cpu_s_per_gb"}, []string{"all CPUs, softirq included", "forwarder processes"}},
+	{"splice-cost", "splice_cost.png", "Time to splice an idle pair", "µs",
+		[]string{"splice_us_p50", "splice_us_p99"}, []string{"median", "p99"}},
+	{"memory", "memory.png", "Memory per pair", "bytes per pair",
+		[]string{"bytes_per_pair_unspliced", "bytes_per_pair_spliced"}, []string{"unspliced", "spliced"}},
+}
+
 // WritePlots writes PNG plots of results into dir and returns the files.
-func WritePlots(dir string, results []*Result) ([]string, error) { return nil, nil }
+func WritePlots(dir string, results []*Result) ([]string, error) {
+	if err := mkdirAll(dir); err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, r := range results {
+		for _, bp := range barPlots {
+			if bp.experiment != r.Experiment {
+				continue
+			}
+			f, err := writeBars(dir, r, bp)
+			if err != nil {
+				return files, err
+			}
+			if f != "" {
+				files = append(files, f)
+			}
+		}
+		if len(r.Traces) > 0 {
+			f, err := writeTraces(dir, r)
+			if err != nil {
+				return files, err
+			}
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// writeBars draws bp from r; it writes nothing when r has none of the metrics.
+func writeBars(dir string, r *Result, bp barPlot) (string, error) {
+	var targets []string
+	for _, row := range r.Rows {
+		if slices.Contains(bp.metrics, row.Metric) && !slices.Contains(targets, row.Engine) {
+			targets = append(targets, row.Engine)
+		}
+	}
+	if len(targets) == 0 {
+		return "", nil
+	}
+	p := plot.New()
+	p.Title.Text = bp.title
+	p.Y.Label.Text = bp.ylabel
+	p.Legend.Top = true
+	width := vg.Points(float64(48) / float64(len(bp.metrics)))
+	top := 0.0
+	for i, m := range bp.metrics {
+		vals := make(plotter.Values, len(targets))
+		for j, t := range targets {
+			if row, ok := r.Row(t, m); ok {
+				vals[j] = row.Value
+				top = max(top, row.Value)
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return "", err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		bars.Offset = vg.Length(float64(i)-float64(len(bp.metrics)-1)/2) * width
+		p.Add(bars)
+		p.Legend.Add(bp.labels[i], bars)
+	}
+	p.NominalX(targets...)
+	// Headroom above the tallest bar keeps the legend off the bars.
+	p.Y.Min, p.Y.Max = 0, top*1.25
+	path := filepath.Join(dir, bp.file)
+	return path, p.Save(vg.Length(max(6, len(targets)))*vg.Inch, 4*vg.Inch, path)
+}
+
+// writeTraces draws the throughput traces, one line per engine, with a
+// vertical line where the pairs were spliced.
+func writeTraces(dir string, r *Result) (string, error) {
+	p := plot.New()
+	p.Title.Text = "Throughput across a splice (one connection, spliced at the dashed line)"
+	p.X.Label.Text = "seconds since the connection was up"
+	p.Y.Label.Text = "Gbit/s (50 ms samples)"
+	p.Legend.Top = true
+	p.Legend.Left = true
+	ymax, at := 0.0, 0.0
+	for i, tr := range r.Traces {
+		pts := make(plotter.XYs, len(tr.AtS))
+		for j := range tr.AtS {
+			pts[j] = plotter.XY{X: tr.AtS[j], Y: tr.Gbps[j]}
+			ymax = max(ymax, tr.Gbps[j])
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return "", err
+		}
+		line.Color = plotutil.Color(i)
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(tr.Engine, line)
+		at = tr.SplicedAt
+	}
+	mark, err := plotter.NewLine(plotter.XYs{{X: at, Y: 0}, {X: at, Y: ymax * 1.05}})
+	if err != nil {
+		return "", err
+	}
+	mark.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+	p.Add(mark)
+	p.Y.Min = 0
+	path := filepath.Join(dir, "splice_trace.png")
+	if err := p.Save(8*vg.Inch, 4*vg.Inch, path); err != nil {
+		return "", fmt.Errorf("plot %s: %w", path, err)
+	}
+	return path, nil
+}
+
+func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
