@@ -74,7 +74,7 @@ func (p *Pair) SetUpstream(c *net.TCPConn) {
 	p.mu.Unlock()
 }
 
-// Conn returns the connection bytes of direction d are read from.
+// Src returns the connection bytes of direction d are read from.
 func (p *Pair) Src(d Direction) *net.TCPConn {
 	if d == Up {
 		return p.Client

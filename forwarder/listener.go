@@ -98,12 +98,12 @@ func (l *listener) serve() {
 			c.Close()
 			continue
 		}
-		if max := l.cfg.MaxConnections; max > 0 && l.active.Load() >= int64(max) {
+		if limit := l.cfg.MaxConnections; limit > 0 && l.active.Load() >= int64(limit) {
 			// Past max_connections the connection is accepted and closed
 			// at once, so the client learns immediately instead of
 			// waiting in the accept queue.
 			l.f.metrics.Closed.WithLabelValues(l.cfg.Name, "max_connections").Inc()
-			l.log.Warn("max_connections reached, closing new connection", "client", c.RemoteAddr().String(), "max", max)
+			l.log.Warn("max_connections reached, closing new connection", "client", c.RemoteAddr().String(), "max", limit)
 			tc.Close()
 			continue
 		}
