@@ -73,6 +73,9 @@ func Load(opts Options) (*Datapath, error) {
 	if opts.MaxPairs > 1<<30 {
 		return nil, fmt.Errorf("engine ip: MaxPairs %d is too large", opts.MaxPairs)
 	}
+	if eb := opts.EventBuffer; eb&(eb-1) != 0 || eb%os.Getpagesize() != 0 {
+		return nil, fmt.Errorf("engine ip: EventBuffer %d is not a power of two multiple of the page size", eb)
+	}
 	if err := probe(); err != nil {
 		return nil, err
 	}
