@@ -103,11 +103,15 @@ type Env struct {
 	// AdminAddr is splicer's admin endpoint, dialled from Client's side.
 	AdminAddr string
 	fwd       host
-	origin    *origin.Server
-	dir       string
-	procs     []*exec.Cmd
-	cancel    context.CancelFunc
-	log       *slog.Logger
+	// splicer is the binary the forwarder runs, for extra processes.
+	splicer string
+	// addrs is where the lab's hosts listen.
+	addrs  addressing
+	origin *origin.Server
+	dir    string
+	procs  []*exec.Cmd
+	cancel context.CancelFunc
+	log    *slog.Logger
 }
 
 // addressing of one Env: where things listen.
@@ -172,6 +176,7 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 	} else {
 		e.Skipped = append(e.Skipped, "lab, route, sockmap, ip: need root (network namespaces, BPF); ran on loopback")
 	}
+	e.splicer, e.addrs = opts.Splicer, a
 	if err := e.startOrigin(server, a); err != nil {
 		return err
 	}

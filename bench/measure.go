@@ -82,10 +82,16 @@ type Flow struct {
 
 // Flows fetches splicer's /flows through the forwarder host.
 func (e *Env) Flows(ctx context.Context) ([]Flow, error) {
+	return e.flowsAt(ctx, e.AdminAddr)
+}
+
+// flowsAt fetches /flows from the splicer whose admin endpoint is addr on
+// the forwarder host.
+func (e *Env) flowsAt(ctx context.Context, addr string) ([]Flow, error) {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return e.fwd.Dialer()(ctx, network, addr)
 	}}, Timeout: 5 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+e.AdminAddr+"/flows", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/flows", nil)
 	if err != nil {
 		return nil, err
 	}

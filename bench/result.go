@@ -19,6 +19,8 @@ type Row struct {
 	Max    float64 `json:"max"`
 	Unit   string  `json:"unit"`
 	Runs   int     `json:"runs"`
+	// Pairs is the number of pairs a memory row was measured with.
+	Pairs int `json:"pairs,omitempty"`
 }
 
 // Missing is a target an experiment could not measure, and why.
@@ -158,6 +160,8 @@ func WriteMarkdown(w io.Writer, r *Result) {
 			}
 		}
 	}
+	// A column no target has (a count --quick skips) is left out.
+	cols = slices.DeleteFunc(slices.Clone(cols), func(c string) bool { return unitOf(r, c) == "" })
 	var targets []string
 	for _, row := range r.Rows {
 		if !slices.Contains(targets, row.Engine) {
