@@ -1,0 +1,175 @@
+// Tests of `splicer bench`: the help names every experiment, and a quick run of all in the lab yields well-formed tables and JSON.
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/splicer/splicer/bench"
+	"github.com/splicer/splicer/internal/testenv"
+)
+
+// requiredMetrics are the metrics every measured target must have, per
+// experiment, as the issue names them.
+var requiredMetrics = map[string][]string{
+	"segment":     {"rr1_tps", "rr1460_tps", "cpu_us_per_txn"},
+	"throughput":  {"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb"},
+	"splice-cost": {"splice_us_p50", "splice_us_p99"},
+	"memory":      {"bytes_per_pair_unspliced", "bytes_per_pair_spliced"},
+}
+
+func TestBenchHelp(t *testing.T) {
+	_, stderr, code := splicer(t, "bench", "-h")
+	if code != 0 {
+		t.Fatalf("splicer bench -h: exit %d", code)
+	}
+	for _, x := range bench.Experiments {
+		if !strings.Contains(stderr, x.Name) {
+			t.Errorf("help does not mention experiment %s", x.Name)
+		}
+	}
+	for _, want := range []string{"--json", "--plot", "--quick", "--runs", "softirq", `"metric"`} {
+		if !strings.Contains(stderr, strings.TrimPrefix(want, "--")) {
+			t.Errorf("help does not mention %s", want)
+		}
+	}
+}
+
+func TestBenchUnknownExperiment(t *testing.T) {
+	_, stderr, code := splicer(t, "bench", "nosuch")
+	if code == 0 || !strings.Contains(stderr, `unknown experiment "nosuch"`) {
+		t.Errorf("splicer bench nosuch: exit %d, stderr %q; want a failure naming the experiment", code, stderr)
+	}
+}
+
+// TestBenchAllQuick runs every experiment once, briefly, in the lab and
+// checks what a reader of the JSON relies on: every experiment present,
+// rows for every target that can run here, sane values. It asserts no speed.
+func TestBenchAllQuick(t *testing.T) {
+	testenv.RequireRoot(t)
+	out := filepath.Join(t.TempDir(), "bench.json")
+	plots := filepath.Join(t.TempDir(), "plots")
+	stdout, stderr, code := splicer(t, "bench", "all", "--quick", "--json", out, "--plot", plots)
+	if code != 0 {
+		t.Fatalf("splicer bench all --quick: exit %d\nstderr:\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []bench.Result
+	if err := json.Unmarshal(b, &results); err != nil {
+		t.Fatalf("--json output is not an array of results: %v", err)
+	}
+	var got []string
+	for _, r := range results {
+		got = append(got, r.Experiment)
+	}
+	var want []string
+	for _, x := range bench.Experiments {
+		want = append(want, x.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("experiments %v, want %v", got, want)
+	}
+
+	measured := targetsWithRows(results[0])
+	for _, name := range []string{"copy", "pipe", "route"} {
+		if !measured[name] {
+			t.Errorf("segment has no rows for %s, which runs on every host with the lab", name)
+		}
+	}
+	for _, r := range results {
+		t.Run(r.Experiment, func(t *testing.T) {
+			if !strings.Contains(stdout, "### "+r.Experiment) {
+				t.Errorf("stdout has no table for %s", r.Experiment)
+			}
+			if r.Pending != "" {
+				if len(r.Rows) > 0 {
+					t.Errorf("pending experiment has rows")
+				}
+				return
+			}
+			checkResult(t, r, measured)
+		})
+	}
+	for _, f := range []string{"segment_tps.png", "throughput_gbps.png", "splice_trace.png", "memory.png"} {
+		if st, err := os.Stat(filepath.Join(plots, f)); err != nil || st.Size() == 0 {
+			t.Errorf("plot %s missing or empty: %v", f, err)
+		}
+	}
+}
+
+// checkResult checks one experiment: every target accounted for, the
+// required metrics for every measured target, sane rows.
+func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
+	t.Helper()
+	rows := targetsWithRows(r)
+	unavailable := map[string]bool{}
+	for _, m := range r.Unavailable {
+		unavailable[m.Engine] = true
+		if m.Reason == "" {
+			t.Errorf("%s unavailable without a reason", m.Engine)
+		}
+	}
+	for _, name := range append(slices.Clone(bench.Engines), bench.Peers...) {
+		if !rows[name] && !unavailable[name] {
+			t.Errorf("%s neither has rows nor is listed unavailable", name)
+		}
+	}
+	for _, name := range bench.Engines {
+		if measured[name] && !rows[name] {
+			t.Errorf("engine %s ran in segment but has no rows here", name)
+		}
+	}
+	if r.Experiment == "segment" || r.Experiment == "throughput" {
+		for _, name := range bench.Peers {
+			if measured[name] && !rows[name] {
+				t.Errorf("peer %s ran in segment but has no rows here", name)
+			}
+		}
+	}
+	for name := range rows {
+		for _, m := range requiredMetrics[r.Experiment] {
+			if _, ok := r.Row(name, m); !ok {
+				t.Errorf("%s has no %s row", name, m)
+			}
+		}
+	}
+	for _, row := range r.Rows {
+		checkRow(t, row)
+	}
+}
+
+func checkRow(t *testing.T, row bench.Row) {
+	t.Helper()
+	id := row.Engine + " " + row.Metric
+	if row.Unit == "" || row.Runs < 1 {
+		t.Errorf("%s: unit %q, runs %d; want a unit and runs >= 1", id, row.Unit, row.Runs)
+	}
+	if math.IsNaN(row.Value) || math.IsInf(row.Value, 0) || row.Min > row.Value || row.Value > row.Max {
+		t.Errorf("%s: value %v outside min %v .. max %v", id, row.Value, row.Min, row.Max)
+	}
+	// Memory components over a baseline may be zero (no BPF maps) or, for
+	// the kernel's share, within noise of zero; everything else is a rate,
+	// a time or a size of something that happened.
+	if strings.HasPrefix(row.Metric, "bpf_") || strings.HasPrefix(row.Metric, "kernel_") {
+		return
+	}
+	if row.Value <= 0 {
+		t.Errorf("%s: value %v, want > 0", id, row.Value)
+	}
+}
+
+func targetsWithRows(r bench.Result) map[string]bool {
+	m := map[string]bool{}
+	for _, row := range r.Rows {
+		m[row.Engine] = true
+	}
+	return m
+}
