@@ -142,8 +142,6 @@ func Memory(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		}
 		r.Pairs = pairsUsed[r.Engine+"/"+mode+suffix]
 	}
-	res.columns = []string{"bytes_per_pair_unspliced", "bytes_per_pair_spliced", "bytes_per_pair_unspliced_max", "bytes_per_pair_spliced_max",
-		"rss_bytes_per_pair_unspliced", "rss_bytes_per_pair_spliced", "kernel_bytes_per_pair_unspliced", "kernel_bytes_per_pair_spliced", "bpf_bytes_per_pair_spliced"}
 	res.Notes = append(res.Notes, memoryNotes(s, pairsUsed)...)
 	return res, nil
 }

@@ -43,8 +43,17 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 	// Traces are throughput-over-time series per target, for plots.
 	Traces []Trace `json:"traces,omitempty"`
-	// columns are the metrics of the Markdown table, in order.
-	columns []string
+}
+
+// tableColumns are the metrics each experiment's Markdown table shows, in
+// order; the JSON has every metric.
+var tableColumns = map[string][]string{
+	"segment": {"rr1_tps", "rr1460_tps", "rr1_speedup", "rr1460_speedup",
+		"cpu_us_per_txn", "cpu_us_per_txn_1460", "proc_cpu_us_per_txn", "proc_cpu_us_per_txn_1460"},
+	"throughput":  {"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb", "proc_cpu_s_per_gb"},
+	"splice-cost": {"splice_us_p50", "splice_us_p99", "gbps_before_splice", "gbps_after_splice"},
+	"memory": {"bytes_per_pair_unspliced", "bytes_per_pair_spliced", "bytes_per_pair_unspliced_max", "bytes_per_pair_spliced_max",
+		"rss_bytes_per_pair_unspliced", "rss_bytes_per_pair_spliced", "kernel_bytes_per_pair_unspliced", "kernel_bytes_per_pair_spliced", "bpf_bytes_per_pair_spliced"},
 }
 
 // Trace is one target's throughput over time, with the moment its pairs
@@ -152,7 +161,7 @@ func WriteMarkdown(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "%s\n\n", r.Pending)
 		return
 	}
-	cols := r.columns
+	cols := tableColumns[r.Experiment]
 	if len(cols) == 0 {
 		for _, row := range r.Rows {
 			if !slices.Contains(cols, row.Metric) {
@@ -234,4 +243,54 @@ func num(v float64) string {
 	default:
 		return fmt.Sprintf("%.3g", v)
 	}
+}
+
+// headline is the summary table's columns: experiment, metric, heading.
+var headline = []struct{ experiment, metric, heading string }{
+	{"segment", "rr1_tps", "1-byte txn/s"},
+	{"segment", "rr1_speedup", "vs copy"},
+	{"segment", "cpu_us_per_txn", "CPU µs/txn"},
+	{"throughput", "gbps_1conn", "Gbit/s, 1 conn"},
+	{"throughput", "gbps_8conn", "Gbit/s, 8 conns"},
+	{"throughput", "cpu_s_per_gb", "CPU s/GB"},
+	{"splice-cost", "splice_us_p50", "splice µs (p50)"},
+	{"memory", "bytes_per_pair_spliced", "bytes/pair spliced"},
+}
+
+// WriteHeadline prints one table of the medians that matter most across
+// experiments, a line per target; it prints nothing for a single experiment.
+func WriteHeadline(w io.Writer, results []*Result) {
+	byName := map[string]*Result{}
+	var targets []string
+	for _, r := range results {
+		byName[r.Experiment] = r
+		for _, row := range r.Rows {
+			if !slices.Contains(targets, row.Engine) {
+				targets = append(targets, row.Engine)
+			}
+		}
+	}
+	if len(byName) < 2 || len(targets) == 0 {
+		return
+	}
+	head, rule := "| target |", "|---|"
+	for _, h := range headline {
+		head += " " + h.heading + " |"
+		rule += "---:|"
+	}
+	fmt.Fprintf(w, "### headline (medians)\n\n%s\n%s\n", head, rule)
+	for _, t := range targets {
+		line := "| " + t + " |"
+		for _, h := range headline {
+			cellText := "n/a"
+			if r := byName[h.experiment]; r != nil {
+				if row, ok := r.Row(t, h.metric); ok {
+					cellText = num(row.Value)
+				}
+			}
+			line += " " + cellText + " |"
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
 }

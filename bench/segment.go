@@ -55,8 +55,6 @@ func Segment(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		}
 	}
 	res.Rows = smp.rows(ok)
-	res.columns = []string{"rr1_tps", "rr1460_tps", "rr1_speedup", "rr1460_speedup",
-		"cpu_us_per_txn", "cpu_us_per_txn_1460", "proc_cpu_us_per_txn", "proc_cpu_us_per_txn_1460"}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("%d run(s) of %v per target and size, targets interleaved; one connection, TCP_NODELAY; cells are median (min–max)", s.Runs, s.Duration),
 		"speedup: transactions/s over copy's in the same repetition",

@@ -113,7 +113,6 @@ func SpliceCost(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		}
 	}
 	res.Rows = smp.rows(ok)
-	res.columns = []string{"splice_us_p50", "splice_us_p99", "gbps_before_splice", "gbps_after_splice"}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("splice_us: time from calling Engine.Splice to the engine's OnSpliced (forwarding in place, kernel state installed), for %d idle pairs spliced one after another while the earlier ones stay spliced; measured in the bench process in the forwarder namespace; %d run(s), cells are the median of the runs' percentiles (min–max)", s.Pairs, s.Runs),
 		fmt.Sprintf("trace: one connection pushing to the sink through a listener with splice_after %v, sampled every %v; gbps_before_splice is the mean from 0.3s to the splice, gbps_after_splice from 0.2s after it to the end (one run)", lateSplice, traceInterval))

@@ -60,7 +60,6 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		}
 	}
 	res.Rows = smp.rows(ok)
-	res.columns = []string{"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb", "proc_cpu_s_per_gb"}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("%d run(s) of %v per target and connection count after a 200ms warm-up, targets interleaved; client -> origin sink; cells are median (min–max)", s.Runs, s.Duration),
 		"cpu_s_per_gb: every CPU's busy time (user, system, irq, softirq) per GB over the four runs of a repetition, load generator and origin included; proc_cpu_s_per_gb: the forwarder processes' own user+system time (none for route: no process forwards)")

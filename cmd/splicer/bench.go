@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +44,8 @@ Output: Markdown tables on stdout, a progress line on stderr.
                "unavailable": [{"engine", "reason"}], "notes": [...],
                "traces": [...]}; several (or all): a JSON array of such objects.
   --plot DIR   PNG plots of the experiments run (DIR is created).
+  --from FILE  measure nothing: print the tables and headline of an earlier
+               --json FILE (and its plots with --plot).
 
 Options:
 `
@@ -52,10 +55,11 @@ func benchCmd(args []string) error {
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 5; 1 with --quick)")
 	dur := fs.Duration("duration", 0, "measured window of each bulk and request/response run (default 2s; 250ms with --quick)")
 	pairs := fs.Int("pairs", 0, "idle pairs splice-cost splices per engine (default 1000; 200 with --quick)")
-	quick := fs.Bool("quick", false, "one short run of everything: a smoke test, `all` in under 90s; numbers are not for reading")
+	quick := fs.Bool("quick", false, "one short run of everything: a smoke test: all in under 90s; numbers are not for reading")
 	jsonOut := fs.String("json", "", "write the results as JSON to `FILE`")
 	plotDir := fs.String("plot", "", "write PNG plots to `DIR`")
 	loopback := fs.Bool("loopback", false, "run on loopback without the lab even as root")
+	from := fs.String("from", "", "run nothing: print the tables (and --plot) of an earlier --json `FILE`")
 	fs.Usage = func() {
 		var list strings.Builder
 		for _, x := range bench.Experiments {
@@ -67,6 +71,13 @@ func benchCmd(args []string) error {
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
+	}
+	if *from != "" {
+		return renderSaved(*from, *plotDir)
+	}
+	if len(names) == 0 {
+		fs.Usage()
+		return errors.New("bench: name an experiment, or all")
 	}
 	exps, err := selectExperiments(names)
 	if err != nil {
@@ -112,22 +123,50 @@ func benchCmd(args []string) error {
 		bench.WriteMarkdown(os.Stdout, r)
 		results = append(results, r)
 	}
+	bench.WriteHeadline(os.Stdout, results)
 	if *jsonOut != "" {
 		if err := writeOutput(*jsonOut, func(w io.Writer) error { return bench.WriteJSON(w, results) }); err != nil {
 			return err
 		}
 	}
-	if *plotDir != "" {
-		files, err := bench.WritePlots(*plotDir, results)
-		if err != nil {
-			return err
-		}
-		for _, f := range files {
-			fmt.Fprintln(os.Stderr, "wrote", f)
-		}
+	if err := writePlots(*plotDir, results); err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench took %.1fs\n", time.Since(start).Seconds())
 	return nil
+}
+
+// writePlots writes the plots to dir, if one was given.
+func writePlots(dir string, results []*bench.Result) error {
+	if dir == "" {
+		return nil
+	}
+	files, err := bench.WritePlots(dir, results)
+	for _, f := range files {
+		fmt.Fprintln(os.Stderr, "wrote", f)
+	}
+	return err
+}
+
+// renderSaved prints the tables of a --json file and optionally its plots.
+func renderSaved(path, plotDir string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var results []*bench.Result
+	if err := json.Unmarshal(b, &results); err != nil {
+		var one bench.Result
+		if err1 := json.Unmarshal(b, &one); err1 != nil {
+			return fmt.Errorf("%s: not bench JSON: %w", path, err)
+		}
+		results = []*bench.Result{&one}
+	}
+	for _, r := range results {
+		bench.WriteMarkdown(os.Stdout, r)
+	}
+	bench.WriteHeadline(os.Stdout, results)
+	return writePlots(plotDir, results)
 }
 
 // parseInterleaved accepts flags before and after the experiment names.
@@ -142,10 +181,6 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		names = append(names, fs.Arg(0))
 		args = fs.Args()[1:]
-	}
-	if len(names) == 0 {
-		fs.Usage()
-		return nil, errors.New("bench: name an experiment, or all")
 	}
 	return names, nil
 }

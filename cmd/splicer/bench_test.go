@@ -98,6 +98,13 @@ func TestBenchAllQuick(t *testing.T) {
 			checkResult(t, r, measured)
 		})
 	}
+	if !strings.Contains(stdout, "### headline") {
+		t.Errorf("stdout of all has no headline table")
+	}
+	again, stderr, code := splicer(t, "bench", "--from", out)
+	if code != 0 || !strings.Contains(again, "### segment") || !strings.Contains(again, "### headline") {
+		t.Errorf("splicer bench --from %s: exit %d, stderr %s; want the tables again:\n%s", out, code, stderr, again)
+	}
 	for _, f := range []string{"segment_tps.png", "throughput_gbps.png", "splice_trace.png", "memory.png"} {
 		if st, err := os.Stat(filepath.Join(plots, f)); err != nil || st.Size() == 0 {
 			t.Errorf("plot %s missing or empty: %v", f, err)
