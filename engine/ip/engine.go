@@ -1,0 +1,553 @@
+// Engine ip's control plane: splicing an idle pair into the datapath (hold, freeze, learn the peers' clocks, publish, close the sockets) and following it to its end.
+package ip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+)
+
+const (
+	// statsEvery is how often a spliced pair's counters are copied to
+	// the pair for /flows, and its idle timeout checked.
+	statsEvery = 250 * time.Millisecond
+	// sweepEvery is how often TIME_WAIT, reset and idle pairs are removed.
+	sweepEvery = time.Second
+	// learnTimeout bounds the wait for the peers' answers to the window
+	// probes, on top of four round trips.
+	learnTimeout = 100 * time.Millisecond
+)
+
+// Engine is engine ip: the datapath's tc program forwards a spliced pair's
+// packets, and the forwarder's two sockets are closed without a trace.
+//
+// This cut splices only pairs with nothing buffered (see README.md) and
+// forwards both directions to the end: no byte limits, watches or timers,
+// which need unsplicing.
+type Engine struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	loaded   bool
+	loadErr  error
+	closed   bool
+	dp       *Datapath
+	home     *homeNS
+	attached map[int]bool          // device indexes in home
+	waiters  map[Tuple]chan notice // by A tuple, while Splice follows the pair
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// notice is news about a spliced pair for the Splice that follows it.
+type notice struct {
+	ev Event
+	// removed: Sweep removed the pair for this reason ("reset",
+	// "time_wait", "idle").
+	removed string
+}
+
+// New returns engine ip with the datapath options opts (MaxPairs, TimeWait,
+// IdleTimeout for pairs whose ends vanished). Nothing is loaded until Probe
+// or the first Splice, which must run in the network namespace whose
+// devices reach clients and servers. A nil log discards.
+func New(opts Options, log *slog.Logger) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{
+		opts:     opts,
+		log:      log.With("engine", "ip"),
+		attached: make(map[int]bool),
+		waiters:  make(map[Tuple]chan notice),
+		stop:     make(chan struct{}),
+	}
+}
+
+// Name implements engine.Engine.
+func (e *Engine) Name() string { return "ip" }
+
+// Probe implements engine.Engine: it loads the datapath (once) in the
+// calling thread's network namespace. Its error names the missing
+// privilege (CAP_BPF, CAP_NET_ADMIN) or kernel feature.
+func (e *Engine) Probe() error { return e.load() }
+
+func (e *Engine) load() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	if !e.loaded {
+		e.loaded = true
+		e.loadErr = e.loadLocked()
+	}
+	return e.loadErr
+}
+
+func (e *Engine) loadLocked() error {
+	home, err := openHomeNS()
+	if err != nil {
+		return err
+	}
+	dp, err := Load(e.opts)
+	if err != nil {
+		home.close()
+		return err
+	}
+	e.home, e.dp = home, dp
+	e.wg.Add(2)
+	go func() { defer e.wg.Done(); e.readEvents() }()
+	go func() { defer e.wg.Done(); e.sweep() }()
+	return nil
+}
+
+// Supports implements engine.Engine. Everything that would need the pair
+// back in control mode is refused, for a shallower engine to do.
+func (e *Engine) Supports(p *engine.Pair, opts engine.Options) error {
+	switch {
+	case opts.HasLimits():
+		return errors.New("byte limits need unsplicing, which engine ip does not do yet")
+	case opts.HasWatch():
+		return errors.New("watched directions need unsplicing, which engine ip does not do yet")
+	case opts.Up.Mode != engine.Forward || opts.Down.Mode != engine.Forward:
+		return errors.New("engine ip splices only pairs that forward both directions")
+	case opts.For > 0:
+		return errors.New("timed splices need unsplicing, which engine ip does not do yet")
+	case p.Upstream() == nil:
+		return errors.New("the pair has no upstream connection")
+	}
+	return nil
+}
+
+// Close implements engine.Engine: it detaches the program from every device
+// and frees the table. Pairs still spliced then reach the forwarder's
+// stack, which no longer has their sockets, and are reset.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	dp, home := e.dp, e.home
+	e.mu.Unlock()
+	if dp == nil {
+		return nil
+	}
+	close(e.stop)
+	err := dp.Close() // ends readEvents
+	e.wg.Wait()
+	home.close()
+	return err
+}
+
+// Splice implements engine.Engine. It returns a *engine.FallbackError,
+// having changed nothing on either connection, when the pair cannot be
+// spliced (data buffered, options the datapath cannot translate, a peer on
+// this host, a full table, a peer that does not answer the timestamp
+// probe). Otherwise the forwarder's sockets are closed when it returns
+// and the datapath forwards the pair; Splice follows it until both FINs
+// are acknowledged (EndEOF, the pair stays in TIME_WAIT), a reset
+// (EndReset), IdleTimeout (EndIdle) or ctx (EndCancel). On EndIdle and
+// EndCancel the pair is removed: the peers' next segments are answered
+// with resets by the forwarder's stack.
+func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options) (engine.Result, error) {
+	if err := e.Supports(p, opts); err != nil {
+		return engine.Result{}, engine.Fallback("ip", "%v", err)
+	}
+	if err := e.load(); err != nil {
+		return engine.Result{}, engine.Fallback("ip", "%v", err)
+	}
+	a, ch, err := e.splice(p)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	if opts.OnSpliced != nil {
+		opts.OnSpliced()
+	}
+	return e.follow(ctx, p, a, ch, opts), nil
+}
+
+// splice puts the pair in the datapath and closes its sockets; it returns
+// the pair's A tuple and the channel its news arrives on, or a
+// *engine.FallbackError.
+func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
+	client, up := p.Client, p.Upstream()
+	pa, err := e.locate(client)
+	if err != nil {
+		return Tuple{}, nil, engine.Fallback("ip", "client connection: %v", err)
+	}
+	pb, err := e.locate(up)
+	if err != nil {
+		return Tuple{}, nil, engine.Fallback("ip", "upstream connection: %v", err)
+	}
+	if err := e.attach(pa.Ifindex, pb.Ifindex); err != nil {
+		return Tuple{}, nil, engine.Fallback("ip", "%v", err)
+	}
+
+	// Hold first: from here on no segment of either connection reaches
+	// its socket, so what the frozen sockets report stays true.
+	hold := DirSpec{DirMode: DirMode{Mode: engine.Hold}}
+	spec := PairSpec{
+		A: Tuple{Src: pa.Remote, Dst: pa.Local}, B: Tuple{Src: pb.Remote, Dst: pb.Local},
+		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold,
+	}
+	ch := e.register(spec.A)
+	if err := e.dp.Insert(spec); err != nil {
+		e.unregister(spec.A)
+		return Tuple{}, nil, engine.Fallback("ip", "%v", err)
+	}
+	undo := func(format string, args ...any) (Tuple, <-chan notice, error) {
+		// Thaw before Delete: segments are still held meanwhile, and the
+		// peers retransmit what the hold dropped to the live sockets.
+		errs := []error{thawSock(client), thawSock(up), e.dp.Delete(spec.A)}
+		e.unregister(spec.A)
+		if err := errors.Join(errs...); err != nil {
+			e.log.Warn("undoing a splice that fell back", "pair", p.ID, "err", err)
+		}
+		return Tuple{}, nil, engine.Fallback("ip", format, args...)
+	}
+	if !quiesce() {
+		// Without a grace period, give segments already past tc ingress
+		// a moment to reach their sockets.
+		time.Sleep(time.Millisecond)
+	}
+
+	sa, err := freezeSock(client)
+	if err != nil {
+		return undo("freeze the client connection: %v", err)
+	}
+	sb, err := freezeSock(up)
+	if err != nil {
+		return undo("freeze the upstream connection: %v", err)
+	}
+	sa.params.Ifindex, sb.params.Ifindex = pa.Ifindex, pb.Ifindex
+	if reason := unspliceable(sa, sb); reason != "" {
+		return undo("%s", reason)
+	}
+	pa, pb = sa.params, sb.params
+	if err := CanTranslate(pa, pb); err != nil {
+		return undo("%v", err)
+	}
+	if pa.Timestamps {
+		if err := e.learnClocks(client, up, &pa, &pb, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
+			return undo("%v", err)
+		}
+	}
+	final, err := NewPairSpec(pa, pb)
+	if err != nil {
+		return undo("%v", err)
+	}
+	if err := e.dp.Update(final); err != nil {
+		return undo("%v", err)
+	}
+	// Both sockets are in repair mode: closing them sends nothing. The
+	// forwarder closes the connections again later, which is harmless.
+	if err := errors.Join(client.Close(), up.Close()); err != nil {
+		e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
+	}
+	return spec.A, ch, nil
+}
+
+// unspliceable says why two frozen sockets cannot be spliced by this cut,
+// or "".
+func unspliceable(a, b sockState) string {
+	switch {
+	case !a.established || !b.established:
+		return "a connection is not established (a FIN was sent or received)"
+	case a.inq+a.outq+b.inq+b.outq > 0:
+		return fmt.Sprintf("data buffered at splice time: client side %d bytes unread, %d unacknowledged; upstream side %d unread, %d unacknowledged (mid-stream splicing not implemented yet)",
+			a.inq, a.outq, b.inq, b.outq)
+	case a.params.Timestamps && a.usecTS != b.usecTS:
+		return "timestamps tick in microseconds on one connection only"
+	}
+	return ""
+}
+
+// locate returns c's addresses and the device toward its peer, after
+// checking that the datapath can see c's packets at all.
+func (e *Engine) locate(c *net.TCPConn) (ConnParams, error) {
+	var cp ConnParams
+	if c == nil {
+		return cp, errors.New("no connection")
+	}
+	local, remote, err := addrs(c)
+	if err != nil {
+		return cp, err
+	}
+	proto, err := sockProtocol(c)
+	if err != nil {
+		return cp, err
+	}
+	if proto != unix.IPPROTO_TCP {
+		return cp, errors.New("an MPTCP socket: its subflows' sequence numbers are not the socket's")
+	}
+	ino, err := sockNetnsInode(c)
+	if err != nil {
+		return cp, err
+	}
+	if ino != e.home.ino {
+		return cp, errors.New("the socket is in another network namespace than the one engine ip was loaded in")
+	}
+	ifindex, err := e.home.deviceTo(remote.Addr())
+	if err != nil {
+		return cp, err
+	}
+	return ConnParams{Local: local, Remote: remote, Ifindex: ifindex}, nil
+}
+
+// attach attaches the program to each device once.
+func (e *Engine) attach(ifindexes ...int) error {
+	for _, i := range ifindexes {
+		e.mu.Lock()
+		done := e.attached[i]
+		e.mu.Unlock()
+		if done {
+			continue
+		}
+		if err := e.home.do(func() error { return e.dp.Attach(i) }); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.attached[i] = true
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// learnClocks finds each peer's current TSval: both frozen sockets send a
+// window probe, the peers answer with an ACK, and the held pair records
+// its TSval. Then it reads the sockets' own clocks, which are at least
+// the TSval of anything they sent.
+func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeout time.Duration) error {
+	a := Tuple{Src: pa.Remote, Dst: pa.Local}
+	held, err := NewPairSpec(*pa, *pb)
+	if err != nil {
+		return err
+	}
+	// Seed the seq guard so the answers count as the peers' own.
+	held.Up.Mode, held.Down.Mode = engine.Hold, engine.Hold
+	if err := e.dp.Update(held); err != nil {
+		return err
+	}
+	if err := errors.Join(pokeSock(client), pokeSock(up)); err != nil {
+		return fmt.Errorf("window probe: %w", err)
+	}
+	deadline := time.Now().Add(timeout)
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
+		st, err := e.dp.Lookup(a)
+		if err != nil {
+			return err
+		}
+		if st.Up.TSLast != 0 && st.Down.TSLast != 0 {
+			pa.PeerTSVal, pb.PeerTSVal = st.Up.TSLast, st.Down.TSLast
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer to the timestamp probe within %v (client %v, server %v)",
+				timeout, st.Up.TSLast != 0, st.Down.TSLast != 0)
+		}
+		time.Sleep(wait)
+	}
+	if pa.TSVal, err = sockTSClock(client); err != nil {
+		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	}
+	if pb.TSVal, err = sockTSClock(up); err != nil {
+		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	}
+	return nil
+}
+
+// follow waits for the spliced pair a to end, copying its byte counters
+// to p as they grow.
+func (e *Engine) follow(ctx context.Context, p *engine.Pair, a Tuple, ch <-chan notice, opts engine.Options) engine.Result {
+	defer e.unregister(a)
+	f := follower{p: p, a: a, dp: e.dp, lastMove: time.Now()}
+	tick := time.NewTicker(statsEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			f.refresh()
+			f.remove()
+			return f.end(engine.EndCancel, nil)
+		case n := <-ch:
+			if res, done := f.onNotice(n); done {
+				return res
+			}
+		case <-tick.C:
+			if res, done := f.onTick(opts.IdleTimeout); done {
+				return res
+			}
+		}
+	}
+}
+
+// follower is the state of one followed pair.
+type follower struct {
+	p        *engine.Pair
+	a        Tuple
+	dp       *Datapath
+	counted  [2]int64 // bytes already added to p
+	eof      [2]bool
+	phase    Phase
+	resetDir engine.Direction
+	lastMove time.Time
+}
+
+// refresh copies the pair's counters to p; false when the pair is gone.
+func (f *follower) refresh() (bool, error) {
+	st, err := f.dp.Lookup(f.a)
+	if err != nil {
+		return false, err
+	}
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		ds := st.Dir(d)
+		if n := int64(ds.Bytes); n > f.counted[d] {
+			f.p.AddBytes(d, n-f.counted[d])
+			f.counted[d] = n
+			f.lastMove = time.Now()
+		}
+		f.eof[d] = f.eof[d] || ds.FIN
+	}
+	f.phase = st.Phase
+	return true, nil
+}
+
+// remove deletes the pair; one Sweep already removed needs nothing more.
+func (f *follower) remove() {
+	f.dp.Delete(f.a)
+}
+
+func (f *follower) end(end engine.End, err error) engine.Result {
+	r := engine.Result{End: end, Moved: f.counted, EOF: f.eof, Err: err}
+	if end == engine.EndReset {
+		r.Dir = f.resetDir
+	}
+	return r
+}
+
+func (f *follower) onNotice(n notice) (engine.Result, bool) {
+	if n.removed != "" {
+		return f.gone(n.removed), true
+	}
+	f.refresh()
+	switch n.ev.Kind {
+	case EventFIN:
+		f.eof[n.ev.Dir] = true
+	case EventReset:
+		f.resetDir = n.ev.Dir
+		return f.end(engine.EndReset, nil), true
+	case EventTimeWait:
+		return f.end(engine.EndEOF, nil), true
+	}
+	return engine.Result{}, false
+}
+
+// onTick catches what events may have missed (a full ring buffer) and
+// enforces the idle timeout.
+func (f *follower) onTick(idle time.Duration) (engine.Result, bool) {
+	ok, err := f.refresh()
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return f.gone(""), true
+	case err != nil || !ok:
+		return f.end(engine.EndError, err), true
+	case f.phase == PhaseTimeWait:
+		return f.end(engine.EndEOF, nil), true
+	case f.phase == PhaseClosed:
+		return f.end(engine.EndReset, nil), true
+	case idle > 0 && time.Since(f.lastMove) >= idle:
+		f.remove()
+		return f.end(engine.EndIdle, nil), true
+	}
+	return engine.Result{}, false
+}
+
+// gone ends a pair that Sweep removed, for reason if known.
+func (f *follower) gone(reason string) engine.Result {
+	switch {
+	case reason == "reset" || f.phase == PhaseClosed:
+		return f.end(engine.EndReset, nil)
+	case reason == "time_wait" || f.phase == PhaseTimeWait:
+		return f.end(engine.EndEOF, nil)
+	}
+	return f.end(engine.EndIdle, nil)
+}
+
+func (e *Engine) register(a Tuple) chan notice {
+	ch := make(chan notice, 8)
+	e.mu.Lock()
+	e.waiters[a] = ch
+	e.mu.Unlock()
+	return ch
+}
+
+func (e *Engine) unregister(a Tuple) {
+	e.mu.Lock()
+	delete(e.waiters, a)
+	e.mu.Unlock()
+}
+
+// notify passes n to the Splice following pair a, if any. It never
+// blocks: a waiter that is behind catches up from Lookup on its next tick.
+func (e *Engine) notify(a Tuple, n notice) {
+	e.mu.Lock()
+	ch := e.waiters[a]
+	e.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- n:
+	default:
+	}
+}
+
+// readEvents hands the program's events to the pairs' followers until the
+// datapath closes.
+func (e *Engine) readEvents() {
+	for {
+		ev, err := e.dp.ReadEvent()
+		switch {
+		case errors.Is(err, ErrClosed):
+			return
+		case err != nil:
+			e.log.Warn("reading datapath events", "err", err)
+			continue
+		case ev.Found:
+			e.notify(ev.Pair, notice{ev: ev})
+		}
+	}
+}
+
+// sweep removes pairs in TIME_WAIT for Options.TimeWait, reset or idle for
+// Options.IdleTimeout, every sweepEvery until Close.
+func (e *Engine) sweep() {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+		removed, err := e.dp.Sweep(Now())
+		if err != nil && !errors.Is(err, ErrClosed) {
+			e.log.Warn("sweeping the pair table", "err", err)
+		}
+		for _, r := range removed {
+			e.notify(r.Pair, notice{removed: r.Reason})
+		}
+	}
+}

@@ -1,0 +1,472 @@
+// Lab tests of the control plane: pairs of real connections through a forwarder namespace, spliced by the Engine, with traffic, half-close, resets, fallback, cancel and idle.
+package ip
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/lab"
+	"github.com/splicer/splicer/origin"
+)
+
+// waitFor bounds every wait on the network; it only matters when a test is
+// about to fail.
+const waitFor = 10 * time.Second
+
+// engineLab is a lab with an Engine loaded in its forwarder namespace.
+type engineLab struct {
+	l    *lab.Lab
+	e    *Engine
+	port atomic.Uint32 // next forwarder/server port
+}
+
+func newEngineLab(tb testing.TB, opts Options) *engineLab {
+	tb.Helper()
+	l := lab.NewT(tb, lab.DefaultConfig())
+	el := &engineLab{l: l, e: New(opts, nil)}
+	el.port.Store(7100)
+	if err := l.Fwd.Do(el.e.Probe); err != nil {
+		tb.Fatalf("Probe: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := el.e.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return el
+}
+
+// labPair is a pair as a proxy holds it, with the peers' ends.
+type labPair struct {
+	p              *engine.Pair
+	client, server *net.TCPConn // nil server when an origin serves the pair
+}
+
+// pair connects client -> forwarder -> server on fresh ports. With proto
+// set, an origin serves the server side; otherwise the server end is
+// returned for the test to drive.
+func (el *engineLab) pair(tb testing.TB, proto origin.Proto) labPair {
+	tb.Helper()
+	port := uint16(el.port.Add(1))
+	fwdAddr := netip.AddrPortFrom(el.l.Cfg.FwdClient.Addr(), port).String()
+	srvAddr := netip.AddrPortFrom(el.l.Cfg.Server.Addr(), port).String()
+	sln, err := el.l.Server.Listen("tcp", srvAddr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var lp labPair
+	accepted := make(chan *net.TCPConn, 1)
+	if proto != "" {
+		srv := origin.New(nil)
+		tb.Cleanup(func() { srv.Close() })
+		if err := srv.Serve(proto, sln); err != nil {
+			tb.Fatal(err)
+		}
+	} else {
+		tb.Cleanup(func() { sln.Close() })
+		go func() {
+			c, err := sln.Accept()
+			if err == nil {
+				accepted <- c.(*net.TCPConn)
+			}
+			close(accepted)
+		}()
+	}
+	fln, err := el.l.Fwd.Listen("tcp", fwdAddr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer fln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	c, err := el.l.Client.Dial(ctx, "tcp", fwdAddr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lp.client = c.(*net.TCPConn)
+	fa, err := fln.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fb, err := el.l.Fwd.Dial(ctx, "tcp", srvAddr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lp.p = engine.NewPair(uint64(port), "lab", fa.(*net.TCPConn))
+	lp.p.SetUpstream(fb.(*net.TCPConn))
+	if proto == "" {
+		select {
+		case lp.server = <-accepted:
+		case <-ctx.Done():
+			tb.Fatal("the server never accepted")
+		}
+	}
+	for _, c := range []*net.TCPConn{lp.client, lp.server, lp.p.Client, lp.p.Upstream()} {
+		if c != nil {
+			tb.Cleanup(func() { c.Close() })
+		}
+	}
+	return lp
+}
+
+// splice runs Splice in the background and waits until it either spliced
+// the pair or returned; the result arrives on the returned channel.
+func (el *engineLab) splice(tb testing.TB, ctx context.Context, lp labPair, opts engine.Options) <-chan spliceResult {
+	tb.Helper()
+	spliced := make(chan struct{})
+	opts.OnSpliced = func() { close(spliced) }
+	out := make(chan spliceResult, 1)
+	go func() {
+		r, err := el.e.Splice(ctx, lp.p, opts)
+		out <- spliceResult{r, err}
+	}()
+	select {
+	case <-spliced:
+	case r := <-out:
+		tb.Fatalf("Splice returned before splicing: %+v, %v", r.res, r.err)
+	case <-time.After(waitFor):
+		tb.Fatal("Splice neither spliced nor returned")
+	}
+	return out
+}
+
+type spliceResult struct {
+	res engine.Result
+	err error
+}
+
+// result waits for Splice to return and checks it ended with want.
+func result(tb testing.TB, ch <-chan spliceResult, want engine.End) engine.Result {
+	tb.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil || r.res.End != want {
+			tb.Fatalf("Splice returned %+v, %v; want end %v", r.res, r.err, want)
+		}
+		return r.res
+	case <-time.After(waitFor):
+		tb.Fatalf("Splice did not end with %v", want)
+	}
+	return engine.Result{}
+}
+
+// TestEngineStream64MiB: an idle pair spliced by the engine carries 64 MiB
+// each way of the origin's stream protocol intact, ends with EndEOF once
+// both FINs are acknowledged, and counts every byte.
+func TestEngineStream64MiB(t *testing.T) {
+	const size = 64 << 20
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, origin.Stream)
+	done := el.splice(t, context.Background(), lp, engine.Both(0))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := origin.StreamCheck(ctx, lp.client, size, size)
+	if err != nil || !rep.OK() {
+		t.Fatalf("64 MiB each way: %+v, %v", rep, err)
+	}
+	res := result(t, done, engine.EndEOF)
+	// The stream protocol adds a 16-byte header up and a 32-byte digest down.
+	want := [2]int64{size + 16, size + 32}
+	if res.Moved != want || res.EOF != [2]bool{true, true} {
+		t.Errorf("result moved %v, EOF %v; want %v, both", res.Moved, res.EOF, want)
+	}
+	if got := [2]int64{lp.p.Bytes(engine.Up), lp.p.Bytes(engine.Down)}; got != want {
+		t.Errorf("pair counted %v, want %v", got, want)
+	}
+	el.checkDrops(t, "seq_out_of_window", "ack_out_of_window", "malformed", "mtu_exceeded", "rewrite_failed")
+	c, _ := el.e.dp.Counters()
+	d, _ := el.e.dp.Drops()
+	t.Logf("datapath forwarded %d packets; drops %v", c["forwarded"], d)
+}
+
+// checkDrops fails if the datapath dropped anything for one of reasons.
+func (el *engineLab) checkDrops(tb testing.TB, reasons ...string) {
+	tb.Helper()
+	drops, err := el.e.dp.Drops()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range reasons {
+		if drops[r] != 0 {
+			tb.Errorf("%d packets dropped as %s", drops[r], r)
+		}
+	}
+}
+
+// TestEngineHalfClose: each side half-closes in turn; the other still
+// answers over the half-open pair, sees every byte then EOF, and Splice
+// ends with EndEOF while the counters in the pair grow as bytes move.
+func TestEngineHalfClose(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, first := range []engine.Direction{engine.Up, engine.Down} {
+		t.Run("from "+map[engine.Direction]string{engine.Up: "client", engine.Down: "server"}[first], func(t *testing.T) {
+			lp := el.pair(t, "")
+			done := el.splice(t, context.Background(), lp, engine.Both(0))
+			a, b := lp.client, lp.server
+			if first == engine.Down {
+				a, b = b, a
+			}
+			msg, answer := randomBytes(256<<10), randomBytes(1<<20)
+			go func() { a.Write(msg); a.CloseWrite() }()
+			if got := readAllT(t, b); !bytes.Equal(got, msg) {
+				t.Fatalf("%d bytes before EOF, want the %d sent", len(got), len(msg))
+			}
+			eventually(t, "the message counted in the pair", func() bool { return lp.p.Bytes(first) == int64(len(msg)) })
+			go func() { b.Write(answer); b.CloseWrite() }()
+			if got := readAllT(t, a); sha256.Sum256(got) != sha256.Sum256(answer) {
+				t.Fatalf("the answer arrived changed (%d bytes of %d)", len(got), len(answer))
+			}
+			res := result(t, done, engine.EndEOF)
+			if res.Moved[first] != int64(len(msg)) || res.Moved[1-first] != int64(len(answer)) {
+				t.Errorf("moved %v", res.Moved)
+			}
+		})
+	}
+}
+
+// TestEngineReset: a reset from either side reaches the other as a reset
+// and ends the splice with EndReset in that direction.
+func TestEngineReset(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, from := range []engine.Direction{engine.Up, engine.Down} {
+		t.Run("from "+map[engine.Direction]string{engine.Up: "client", engine.Down: "server"}[from], func(t *testing.T) {
+			lp := el.pair(t, "")
+			done := el.splice(t, context.Background(), lp, engine.Both(0))
+			resetter, other := lp.client, lp.server
+			if from == engine.Down {
+				resetter, other = other, resetter
+			}
+			for _, c := range [][2]*net.TCPConn{{resetter, other}, {other, resetter}} {
+				if _, err := c[0].Write([]byte{1}); err != nil {
+					t.Fatal(err)
+				}
+				readFullT(t, c[1], 1)
+			}
+			resetter.SetLinger(0)
+			resetter.Close()
+			other.SetReadDeadline(time.Now().Add(waitFor))
+			if _, err := other.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("the other end read %v, want ECONNRESET", err)
+			}
+			if res := result(t, done, engine.EndReset); res.Dir != from {
+				t.Errorf("reset reported in direction %v, want %v", res.Dir, from)
+			}
+		})
+	}
+}
+
+// TestEngineFallsBackWithBufferedData: bytes the proxy has not read yet,
+// on either connection, make Splice fall back having changed nothing:
+// another engine then carries every byte, the buffered ones first, and the
+// datapath holds no entry for the pair.
+func TestEngineFallsBackWithBufferedData(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, from := range []engine.Direction{engine.Up, engine.Down} {
+		t.Run("sent by "+map[engine.Direction]string{engine.Up: "client", engine.Down: "server"}[from], func(t *testing.T) {
+			lp := el.pair(t, "")
+			src, dst := lp.client, lp.server
+			if from == engine.Down {
+				src, dst = dst, src
+			}
+			early := []byte("sent before the splice")
+			if _, err := src.Write(early); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the early bytes in the forwarder's receive queue", func() bool {
+				n, err := queued(lp.p.Src(from))
+				return err == nil && n == len(early)
+			})
+			_, err := el.e.Splice(context.Background(), lp.p, engine.Both(0))
+			var fe *engine.FallbackError
+			if !errors.As(err, &fe) || fe.Engine != "ip" || !strings.Contains(fe.Reason, "data buffered at splice time") {
+				t.Fatalf("Splice with buffered data returned %v, want a fallback naming the buffered data", err)
+			}
+			if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
+				t.Errorf("the datapath still holds %v", pairs)
+			}
+			// Relay by hand, as a shallower engine would: the early bytes
+			// first, then more each way, then EOF.
+			go copyThenClose(lp.p.Upstream(), lp.p.Client)
+			go copyThenClose(lp.p.Client, lp.p.Upstream())
+			late := []byte(" and after")
+			src.Write(late)
+			src.CloseWrite()
+			if got := readAllT(t, dst); string(got) != string(early)+string(late) {
+				t.Fatalf("after the fallback %q arrived, want %q", got, string(early)+string(late))
+			}
+			dst.Write([]byte("answer"))
+			dst.CloseWrite()
+			if got := readAllT(t, src); string(got) != "answer" {
+				t.Fatalf("the answer arrived as %q", got)
+			}
+		})
+	}
+}
+
+// queued is SIOCINQ of c.
+func queued(c *net.TCPConn) (n int, err error) {
+	err = withFD(c, func(fd int) error {
+		var err error
+		n, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
+		return err
+	})
+	return n, err
+}
+
+func copyThenClose(dst, src *net.TCPConn) {
+	io.Copy(dst, src)
+	dst.CloseWrite()
+}
+
+// TestEngineCancel: cancelling the context ends the splice with EndCancel
+// and removes the pair from the datapath.
+func TestEngineCancel(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := el.splice(t, ctx, lp, engine.Both(0))
+	echoOnce(t, lp)
+	cancel()
+	res := result(t, done, engine.EndCancel)
+	if res.Moved != [2]int64{5, 5} {
+		t.Errorf("moved %v, want 5 each way", res.Moved)
+	}
+	if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
+		t.Errorf("the datapath still holds %v after cancel", pairs)
+	}
+}
+
+// TestEngineIdle: a pair that moves no byte for IdleTimeout ends with
+// EndIdle and leaves the datapath.
+func TestEngineIdle(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, "")
+	done := el.splice(t, context.Background(), lp, engine.Both(300*time.Millisecond))
+	echoOnce(t, lp)
+	result(t, done, engine.EndIdle)
+	if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
+		t.Errorf("the datapath still holds %v after the idle timeout", pairs)
+	}
+}
+
+// echoOnce sends five bytes each way through a spliced pair.
+func echoOnce(tb testing.TB, lp labPair) {
+	tb.Helper()
+	for _, c := range [][2]*net.TCPConn{{lp.client, lp.server}, {lp.server, lp.client}} {
+		if _, err := c[0].Write([]byte("hello")); err != nil {
+			tb.Fatal(err)
+		}
+		if got := readFullT(tb, c[1], 5); string(got) != "hello" {
+			tb.Fatalf("read %q", got)
+		}
+	}
+}
+
+// TestEngineFallsBackForLocalPeer: a pair whose client is on the
+// forwarder's own host never crosses a device, so Splice declines it.
+func TestEngineFallsBackForLocalPeer(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	fwdAddr := netip.AddrPortFrom(el.l.Cfg.FwdClient.Addr(), 7099).String()
+	ln, err := el.l.Fwd.Listen("tcp", fwdAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	c, err := el.l.Fwd.Dial(ctx, "tcp", fwdAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fa, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	p := engine.NewPair(1, "lab", fa.(*net.TCPConn))
+	p.SetUpstream(c.(*net.TCPConn)) // any second connection: the client is checked first
+	_, err = el.e.Splice(ctx, p, engine.Both(0))
+	if !engine.IsFallback(err) || !strings.Contains(err.Error(), "on this host") {
+		t.Fatalf("Splice of a local pair returned %v, want a fallback naming the local peer", err)
+	}
+}
+
+// TestEngineSupports: options that would need the pair back in control
+// mode are refused; plain forwarding both ways is accepted.
+func TestEngineSupports(t *testing.T) {
+	e := New(Options{}, nil)
+	p := engine.NewPair(1, "t", nil)
+	p.SetUpstream(&net.TCPConn{})
+	for _, tc := range []struct {
+		name string
+		opts engine.Options
+		ok   bool
+	}{
+		{"both ways", engine.Both(time.Minute), true},
+		{"limit", engine.Options{Up: engine.DirOptions{Limit: 10}}, false},
+		{"watch", engine.Options{Down: engine.DirOptions{Mode: engine.Watch}}, false},
+		{"hold", engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}, false},
+		{"timer", engine.Options{For: time.Second}, false},
+	} {
+		if err := e.Supports(p, tc.opts); (err == nil) != tc.ok {
+			t.Errorf("%s: Supports = %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+	if err := e.Supports(engine.NewPair(2, "t", nil), engine.Both(0)); err == nil {
+		t.Error("Supports accepted a pair without upstream")
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{byte(n)}).Read(b)
+	return b
+}
+
+func readAllT(tb testing.TB, c *net.TCPConn) []byte {
+	tb.Helper()
+	c.SetReadDeadline(time.Now().Add(waitFor))
+	b, err := io.ReadAll(c)
+	if err != nil {
+		tb.Fatalf("read to EOF: %d bytes, then %v", len(b), err)
+	}
+	return b
+}
+
+func readFullT(tb testing.TB, c *net.TCPConn, n int) []byte {
+	tb.Helper()
+	c.SetReadDeadline(time.Now().Add(waitFor))
+	b := make([]byte, n)
+	if got, err := io.ReadFull(c, b); err != nil {
+		tb.Fatalf("read %d bytes: got %d, then %v", n, got, err)
+	}
+	return b
+}
+
+// eventually polls cond until it holds or waitFor passes.
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

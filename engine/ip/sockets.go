@@ -1,0 +1,239 @@
+// The forwarder's sockets as the control plane sees them: freezing with TCP_REPAIR, reading sequence numbers, options and queues, and thawing.
+package ip
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// sockState is what splicing needs from one of the forwarder's sockets,
+// read while it is frozen.
+type sockState struct {
+	params ConnParams
+	// inq and outq are the bytes in the receive queue (received, not read
+	// by the proxy) and in the send queue (written, not acknowledged).
+	inq, outq int
+	// established: the socket is in TCP_ESTABLISHED (no FIN either way).
+	established bool
+	// usecTS: the connection's timestamps tick in microseconds.
+	usecTS bool
+	// rtt is the smoothed round-trip time.
+	rtt time.Duration
+}
+
+// Constants of linux/tcp.h that x/sys lacks.
+const (
+	tcpRecvQueue = 1 // TCP_RECV_QUEUE
+	tcpSendQueue = 2 // TCP_SEND_QUEUE
+
+	tcpiOptTimestamps = 1
+	tcpiOptSACK       = 2
+	tcpiOptWScale     = 4
+	tcpiOptECN        = 8
+	// tcpiOptUsecTS: microsecond timestamps (Linux 6.7).
+	tcpiOptUsecTS = 64
+	// tcpEstablished is TCP_ESTABLISHED of tcpi_state.
+	tcpEstablished = 1
+)
+
+// withFD runs f on c's descriptor without taking it from the netpoller.
+func withFD(c *net.TCPConn, f func(fd int) error) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// addrs returns c's local and remote addresses, IPv4-mapped ones unmapped.
+func addrs(c *net.TCPConn) (local, remote netip.AddrPort, err error) {
+	l, lok := c.LocalAddr().(*net.TCPAddr)
+	r, rok := c.RemoteAddr().(*net.TCPAddr)
+	if !lok || !rok || l == nil || r == nil {
+		return local, remote, errors.New("connection has no TCP addresses (closed?)")
+	}
+	lap, rap := l.AddrPort(), r.AddrPort()
+	return netip.AddrPortFrom(lap.Addr().Unmap(), lap.Port()), netip.AddrPortFrom(rap.Addr().Unmap(), rap.Port()), nil
+}
+
+// sockProtocol returns the socket's protocol (IPPROTO_TCP, or IPPROTO_MPTCP
+// for an MPTCP socket, whose TCP_REPAIR and sequence numbers are not those
+// of the wire).
+func sockProtocol(c *net.TCPConn) (proto int, err error) {
+	err = withFD(c, func(fd int) error {
+		proto, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+		return err
+	})
+	return proto, err
+}
+
+// sockNetnsInode returns the inode of the network namespace c belongs to.
+func sockNetnsInode(c *net.TCPConn) (ino uint64, err error) {
+	err = withFD(c, func(fd int) error {
+		nsfd, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+		if err != nil {
+			return fmt.Errorf("SIOCGSKNS: %w", err)
+		}
+		defer unix.Close(nsfd)
+		var st unix.Stat_t
+		if err := unix.Fstat(nsfd, &st); err != nil {
+			return err
+		}
+		ino = st.Ino
+		return nil
+	})
+	return ino, err
+}
+
+// freezeSock puts c in repair mode, in which it sends nothing, not even
+// when closed, and reads its state. The caller thaws it or closes it.
+func freezeSock(c *net.TCPConn) (sockState, error) {
+	var s sockState
+	local, remote, err := addrs(c)
+	if err != nil {
+		return s, err
+	}
+	s.params.Local, s.params.Remote = local, remote
+	err = withFD(c, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
+			return fmt.Errorf("TCP_REPAIR (needs CAP_NET_ADMIN): %w", err)
+		}
+		return readFrozen(fd, &s)
+	})
+	return s, err
+}
+
+// readFrozen reads sequence numbers, queues, options and MSS of a frozen
+// socket.
+func readFrozen(fd int, s *sockState) error {
+	var err error
+	if s.params.WriteSeq, err = queueSeq(fd, tcpSendQueue); err != nil {
+		return fmt.Errorf("send queue seq: %w", err)
+	}
+	if s.params.RcvNxt, err = queueSeq(fd, tcpRecvQueue); err != nil {
+		return fmt.Errorf("receive queue seq: %w", err)
+	}
+	if s.inq, err = unix.IoctlGetInt(fd, unix.SIOCINQ); err != nil {
+		return fmt.Errorf("SIOCINQ: %w", err)
+	}
+	if s.outq, err = unix.IoctlGetInt(fd, unix.SIOCOUTQ); err != nil {
+		return fmt.Errorf("SIOCOUTQ: %w", err)
+	}
+	// SIOCOUTQ is write_seq - snd_una.
+	s.params.SndUna = s.params.WriteSeq - uint32(s.outq)
+	info, err := rawTCPInfoOf(fd)
+	if err != nil {
+		return fmt.Errorf("TCP_INFO: %w", err)
+	}
+	// struct tcp_info: state at 0, options at 5, wscales at 6 (snd low
+	// nibble, rcv high), rtt (us) at 68, advmss at 84.
+	if len(info) < 88 {
+		return fmt.Errorf("TCP_INFO: %d bytes", len(info))
+	}
+	s.established = info[0] == tcpEstablished
+	opts := info[5]
+	s.params.Timestamps = opts&tcpiOptTimestamps != 0
+	s.params.SACK = opts&tcpiOptSACK != 0
+	s.params.WScale = opts&tcpiOptWScale != 0
+	s.params.ECN = opts&tcpiOptECN != 0
+	s.usecTS = opts&tcpiOptUsecTS != 0
+	if s.params.WScale {
+		s.params.SndWScale, s.params.RcvWScale = info[6]&0xf, info[6]>>4
+	}
+	s.rtt = time.Duration(le32(info[68:])) * time.Microsecond
+	s.params.AdvMSS = uint16(le32(info[84:]))
+	// In repair mode TCP_MAXSEG reports mss_clamp: the MSS the peer
+	// advertised (capped by the socket's own TCP_MAXSEG).
+	mss, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil {
+		return fmt.Errorf("TCP_MAXSEG: %w", err)
+	}
+	s.params.PeerMSS = uint16(mss)
+	return nil
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// queueSeq reads rcv_nxt (TCP_RECV_QUEUE) or write_seq (TCP_SEND_QUEUE) of
+// a frozen socket.
+func queueSeq(fd, queue int) (uint32, error) {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
+		return 0, err
+	}
+	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUEUE_SEQ)
+	return uint32(v), err
+}
+
+// rawTCPInfoOf returns struct tcp_info as bytes: x/sys's TCPInfo hides the
+// window-scale bitfields in its padding.
+func rawTCPInfoOf(fd int) ([]byte, error) {
+	buf := make([]byte, 256)
+	l := uint32(len(buf))
+	_, _, errno := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO,
+		uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if errno != 0 {
+		return nil, errno
+	}
+	return buf[:l], nil
+}
+
+// thawSock takes c out of repair mode without a window probe: the socket
+// carries on as if it had never been frozen.
+func thawSock(c *net.TCPConn) error {
+	return withFD(c, func(fd int) error {
+		return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF_NO_WP)
+	})
+}
+
+// pokeSock makes a frozen c send one window probe (a bare ACK one below
+// snd_una) and freezes it again. The peer answers an old sequence number
+// with an ACK carrying its current TSval, which the held pair records: the
+// only way to learn a peer's timestamp clock without reading its socket.
+// Nothing else leaves the socket: its queues are empty and the pair is
+// held, so no segment reaches it meanwhile.
+func pokeSock(c *net.TCPConn) error {
+	return withFD(c, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF); err != nil {
+			return fmt.Errorf("TCP_REPAIR off: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
+			return fmt.Errorf("TCP_REPAIR on: %w", err)
+		}
+		return nil
+	})
+}
+
+// sockTSClock reads c's timestamp clock now (TCP_TIMESTAMP, the socket's
+// offset included): the TSval its next segment would carry.
+func sockTSClock(c *net.TCPConn) (v uint32, err error) {
+	err = withFD(c, func(fd int) error {
+		x, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
+		v = uint32(x)
+		return err
+	})
+	return v, err
+}
+
+// quiesce waits for an RCU grace period (membarrier(MEMBARRIER_CMD_GLOBAL)
+// calls synchronize_rcu): every packet that passed tc ingress before a
+// pair was inserted has by then been handed to its socket, so the queues
+// read afterwards are final. It reports false when the kernel refuses
+// (nohz_full), for the caller to wait another way.
+func quiesce() bool {
+	const membarrierCmdGlobal = 1
+	_, _, errno := syscall.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0)
+	return errno == 0
+}
