@@ -42,7 +42,8 @@ type Engine struct {
 	closed   bool
 	dp       *Datapath
 	home     *homeNS
-	attached map[int]bool          // device indexes in home
+	attached map[int]bool // device indexes in home
+	graces   graces
 	waiters  map[Tuple]chan notice // by A tuple, while Splice follows the pair
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -217,11 +218,7 @@ func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
 		}
 		return Tuple{}, nil, engine.Fallback("ip", format, args...)
 	}
-	if !quiesce() {
-		// Without a grace period, give segments already past tc ingress
-		// a moment to reach their sockets.
-		time.Sleep(time.Millisecond)
-	}
+	grace := e.graces.start()
 
 	sa, err := freezeSock(client)
 	if err != nil {
@@ -235,10 +232,22 @@ func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
 	if reason := unspliceable(sa, sb); reason != "" {
 		return undo("%s", reason)
 	}
-	pa, pb = sa.params, sb.params
-	if err := CanTranslate(pa, pb); err != nil {
+	if err := CanTranslate(sa.params, sb.params); err != nil {
 		return undo("%v", err)
 	}
+	if sa.params.Timestamps {
+		// The probes' answers travel while the grace period runs.
+		if err := e.probeClocks(client, up, sa.params, sb.params); err != nil {
+			return undo("%v", err)
+		}
+	}
+	<-grace
+	// Segments that were already past tc when the pair was inserted have
+	// reached the sockets by now: this reading is final.
+	if sa, sb, err = rereadPair(client, up, sa, sb); err != nil {
+		return undo("%v", err)
+	}
+	pa, pb = sa.params, sb.params
 	if pa.Timestamps {
 		if err := e.learnClocks(client, up, &pa, &pb, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
 			return undo("%v", err)
@@ -325,13 +334,11 @@ func (e *Engine) attach(ifindexes ...int) error {
 	return nil
 }
 
-// learnClocks finds each peer's current TSval: both frozen sockets send a
-// window probe, the peers answer with an ACK, and the held pair records
-// its TSval. Then it reads the sockets' own clocks, which are at least
-// the TSval of anything they sent.
-func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeout time.Duration) error {
-	a := Tuple{Src: pa.Remote, Dst: pa.Local}
-	held, err := NewPairSpec(*pa, *pb)
+// probeClocks makes both frozen sockets send a window probe; the peers
+// answer with an ACK carrying their current TSval, which the held pair
+// records (learnClocks reads it).
+func (e *Engine) probeClocks(client, up *net.TCPConn, pa, pb ConnParams) error {
+	held, err := NewPairSpec(pa, pb)
 	if err != nil {
 		return err
 	}
@@ -343,6 +350,35 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeou
 	if err := errors.Join(pokeSock(client), pokeSock(up)); err != nil {
 		return fmt.Errorf("window probe: %w", err)
 	}
+	return nil
+}
+
+// rereadPair reads both frozen sockets again and checks that nothing
+// arrived since the first reading.
+func rereadPair(client, up *net.TCPConn, sa, sb sockState) (sockState, sockState, error) {
+	na, err := rereadSock(client, sa)
+	if err != nil {
+		return sa, sb, fmt.Errorf("read the client connection: %w", err)
+	}
+	nb, err := rereadSock(up, sb)
+	if err != nil {
+		return sa, sb, fmt.Errorf("read the upstream connection: %w", err)
+	}
+	if reason := unspliceable(na, nb); reason != "" {
+		return sa, sb, errors.New(reason)
+	}
+	if na.params.RcvNxt != sa.params.RcvNxt || nb.params.RcvNxt != sb.params.RcvNxt ||
+		na.params.WriteSeq != sa.params.WriteSeq || nb.params.WriteSeq != sb.params.WriteSeq {
+		return sa, sb, errors.New("segments reached the sockets while splicing (mid-stream splicing not implemented yet)")
+	}
+	return na, nb, nil
+}
+
+// learnClocks waits for the TSvals the probes' answers carried, then reads
+// the sockets' own clocks, which are at least the TSval of anything they
+// sent.
+func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeout time.Duration) error {
+	a := Tuple{Src: pa.Remote, Dst: pa.Local}
 	deadline := time.Now().Add(timeout)
 	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
 		st, err := e.dp.Lookup(a)
@@ -359,6 +395,7 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeou
 		}
 		time.Sleep(wait)
 	}
+	var err error
 	if pa.TSVal, err = sockTSClock(client); err != nil {
 		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -56,14 +58,24 @@ type labPair struct {
 	client, server *net.TCPConn // nil server when an origin serves the pair
 }
 
-// pair connects client -> forwarder -> server on fresh ports. With proto
-// set, an origin serves the server side; otherwise the server end is
-// returned for the test to drive.
+// pair connects client -> forwarder -> server over IPv4 on fresh ports.
+// With proto set, an origin serves the server side; otherwise the server
+// end is returned for the test to drive.
 func (el *engineLab) pair(tb testing.TB, proto origin.Proto) labPair {
 	tb.Helper()
+	return el.pairOf(tb, proto, false)
+}
+
+// pairOf is pair over IPv6 if v6.
+func (el *engineLab) pairOf(tb testing.TB, proto origin.Proto, v6 bool) labPair {
+	tb.Helper()
 	port := uint16(el.port.Add(1))
-	fwdAddr := netip.AddrPortFrom(el.l.Cfg.FwdClient.Addr(), port).String()
-	srvAddr := netip.AddrPortFrom(el.l.Cfg.Server.Addr(), port).String()
+	fwd, srv := el.l.Cfg.FwdClient.Addr(), el.l.Cfg.Server.Addr()
+	if v6 {
+		fwd, srv = el.l.Cfg.FwdClient6.Addr(), el.l.Cfg.Server6.Addr()
+	}
+	fwdAddr := netip.AddrPortFrom(fwd, port).String()
+	srvAddr := netip.AddrPortFrom(srv, port).String()
 	sln, err := el.l.Server.Listen("tcp", srvAddr)
 	if err != nil {
 		tb.Fatal(err)
@@ -166,18 +178,25 @@ func result(tb testing.TB, ch <-chan spliceResult, want engine.End) engine.Resul
 
 // TestEngineStream64MiB: an idle pair spliced by the engine carries 64 MiB
 // each way of the origin's stream protocol intact, ends with EndEOF once
-// both FINs are acknowledged, and counts every byte.
+// both FINs are acknowledged, and counts every byte. An IPv6 pair carries
+// 8 MiB each way.
 func TestEngineStream64MiB(t *testing.T) {
-	const size = 64 << 20
 	el := newEngineLab(t, Options{MaxPairs: 16})
-	lp := el.pair(t, origin.Stream)
+	t.Run("ipv4", func(t *testing.T) { testEngineStream(t, el, false, 64<<20) })
+	t.Run("ipv6", func(t *testing.T) { testEngineStream(t, el, true, 8<<20) })
+}
+
+func testEngineStream(t *testing.T, el *engineLab, v6 bool, size int64) {
+	lp := el.pairOf(t, origin.Stream, v6)
+	start := time.Now()
 	done := el.splice(t, context.Background(), lp, engine.Both(0))
+	t.Logf("spliced in %v", time.Since(start))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rep, err := origin.StreamCheck(ctx, lp.client, size, size)
 	if err != nil || !rep.OK() {
-		t.Fatalf("64 MiB each way: %+v, %v", rep, err)
+		t.Fatalf("%d bytes each way: %+v, %v", size, rep, err)
 	}
 	res := result(t, done, engine.EndEOF)
 	// The stream protocol adds a 16-byte header up and a 32-byte digest down.
@@ -192,6 +211,52 @@ func TestEngineStream64MiB(t *testing.T) {
 	c, _ := el.e.dp.Counters()
 	d, _ := el.e.dp.Drops()
 	t.Logf("datapath forwarded %d packets; drops %v", c["forwarded"], d)
+}
+
+// TestEngineFallbackMidStream: a pair handed over mid-stream, with bytes
+// in its queues, falls back (or, should its queues happen to be empty at
+// that instant, is spliced); either way 32 MiB each way arrive intact
+// across the change and the pair counts every byte.
+func TestEngineFallbackMidStream(t *testing.T) {
+	const size = 32 << 20
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, origin.Stream)
+	pp := pipe.New(0)
+	defer pp.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	checked := make(chan error, 1)
+	go func() {
+		rep, err := origin.StreamCheck(ctx, lp.client, size, size)
+		if err == nil && !rep.OK() {
+			err = fmt.Errorf("stream arrived changed: %+v", rep)
+		}
+		checked <- err
+	}()
+	// Control mode until the stream runs at full speed.
+	eventually(t, "the stream under way", func() bool {
+		r, err := pp.Splice(ctx, lp.p, engine.Options{For: 20 * time.Millisecond})
+		if err != nil || r.End != engine.EndTimer {
+			t.Fatalf("control mode: %+v, %v", r, err)
+		}
+		return lp.p.Bytes(engine.Up) > 1<<20 && lp.p.Bytes(engine.Down) > 1<<20
+	})
+	res, err := el.e.Splice(ctx, lp.p, engine.Both(0))
+	if engine.IsFallback(err) {
+		t.Logf("ip fell back: %v", err)
+		res, err = pp.Splice(ctx, lp.p, engine.Both(0))
+	} else {
+		t.Log("ip spliced mid-stream")
+	}
+	if err != nil || res.End != engine.EndEOF {
+		t.Fatalf("after the hand-over: %+v, %v", res, err)
+	}
+	if err := <-checked; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := [2]int64{lp.p.Bytes(engine.Up), lp.p.Bytes(engine.Down)}, [2]int64{size + 16, size + 32}; got != want {
+		t.Errorf("pair counted %v, want %v", got, want)
+	}
 }
 
 // checkDrops fails if the datapath dropped anything for one of reasons.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -111,6 +112,12 @@ func freezeSock(c *net.TCPConn) (sockState, error) {
 		}
 		return readFrozen(fd, &s)
 	})
+	return s, err
+}
+
+// rereadSock reads a frozen c's state again.
+func rereadSock(c *net.TCPConn, s sockState) (sockState, error) {
+	err := withFD(c, func(fd int) error { return readFrozen(fd, &s) })
 	return s, err
 }
 
@@ -228,12 +235,58 @@ func sockTSClock(c *net.TCPConn) (v uint32, err error) {
 }
 
 // quiesce waits for an RCU grace period (membarrier(MEMBARRIER_CMD_GLOBAL)
-// calls synchronize_rcu): every packet that passed tc ingress before a
-// pair was inserted has by then been handed to its socket, so the queues
-// read afterwards are final. It reports false when the kernel refuses
+// calls synchronize_rcu); it reports false when the kernel refuses
 // (nohz_full), for the caller to wait another way.
 func quiesce() bool {
 	const membarrierCmdGlobal = 1
 	_, _, errno := syscall.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0)
 	return errno == 0
+}
+
+// graces hands out RCU grace periods to many splices at once. The receive
+// path from tc ingress to the socket runs in one RCU read-side section, so
+// once a grace period that began after a pair was inserted has ended,
+// every segment that passed tc before the insert has reached its socket,
+// and the queues read afterwards are final. A grace period takes about
+// 10 ms, so splices share them instead of each blocking a thread in one.
+type graces struct {
+	mu      sync.Mutex
+	running bool
+	waiting []chan struct{}
+}
+
+// start returns a channel closed at the end of a grace period that began
+// after start was called.
+func (g *graces) start() <-chan struct{} {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.waiting = append(g.waiting, ch)
+	if !g.running {
+		g.running = true
+		go g.run()
+	}
+	return ch
+}
+
+func (g *graces) run() {
+	for {
+		g.mu.Lock()
+		batch := g.waiting
+		g.waiting = nil
+		if len(batch) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		if !quiesce() {
+			// No grace period to wait for: give segments already past
+			// tc ingress a moment to reach their sockets.
+			time.Sleep(5 * time.Millisecond)
+		}
+		for _, ch := range batch {
+			close(ch)
+		}
+	}
 }
