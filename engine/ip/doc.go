@@ -39,6 +39,16 @@
 //	st, _ := dp.Lookup(spec.A) // byte counters for /flows
 //	dp.Sweep(ip.Now())         // periodically
 //
+// Engine is that control plane as an engine.Engine: it splices pairs whose
+// queues are empty (holding them, freezing both sockets with TCP_REPAIR,
+// learning the peers' timestamp clocks, publishing, closing the sockets in
+// repair mode) and falls back with the reason otherwise:
+//
+//	e := ip.New(ip.Options{}, log)
+//	err := e.Probe()                  // in the namespace whose devices reach clients and servers
+//	res, err := e.Splice(ctx, pair, engine.Both(idle))
+//
 // Needs Linux 6.6 (tcx), CAP_BPF and CAP_NET_ADMIN; amd64 (bpfel). See
-// README.md for the state layout and its size per pair.
+// README.md for the state layout and its size per pair, and for what the
+// control plane does not do yet.
 package ip

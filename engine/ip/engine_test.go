@@ -414,6 +414,14 @@ func TestEngineCancel(t *testing.T) {
 	if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
 		t.Errorf("the datapath still holds %v after cancel", pairs)
 	}
+	// The forwarder's stack has no socket for the pair any more.
+	if _, err := lp.client.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	lp.client.SetReadDeadline(time.Now().Add(waitFor))
+	if _, err := lp.client.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the client read %v after the cancel, want ECONNRESET", err)
+	}
 }
 
 // TestEngineIdle: a pair that moves no byte for IdleTimeout ends with
