@@ -140,6 +140,9 @@ func (f *Forwarder) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	f.cancel()
+	for _, l := range f.listeners {
+		l.closeProxy()
+	}
 	f.closeEngines()
 	return err
 }

@@ -3,7 +3,7 @@ package forwarder
 
 import (
 	"errors"
-	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync/atomic"
@@ -12,7 +12,7 @@ import (
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy"
-	"github.com/splicer/splicer/proxy/tcp"
+	proxyall "github.com/splicer/splicer/proxy/all"
 )
 
 type listener struct {
@@ -29,7 +29,7 @@ type listener struct {
 var pairIDs atomic.Uint64
 
 func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
-	p, err := newProxy(lc)
+	p, err := proxyall.New(lc, proxyall.Deps{Dial: f.dial, Log: f.log.With("listener", lc.Name)})
 	if err != nil {
 		return nil, err
 	}
@@ -53,15 +53,6 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	return l, nil
 }
 
-// newProxy builds the proxy kind a listener is configured with.
-func newProxy(lc config.Listener) (proxy.Proxy, error) {
-	switch lc.Proxy {
-	case "tcp", "":
-		return &tcp.Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std()}, nil
-	}
-	return nil, fmt.Errorf("proxy kind %q is not implemented", lc.Proxy)
-}
-
 func (l *listener) bind() error {
 	ln, err := l.f.listen("tcp", l.cfg.Listen)
 	if err != nil {
@@ -75,6 +66,14 @@ func (l *listener) bind() error {
 func (l *listener) close() {
 	if l.ln != nil {
 		l.ln.Close()
+	}
+}
+
+// closeProxy releases what the proxy holds in the background (health
+// checks, caches), once no pair uses it any more.
+func (l *listener) closeProxy() {
+	if c, ok := l.proxy.(io.Closer); ok {
+		c.Close()
 	}
 }
 

@@ -111,6 +111,16 @@ type Listener struct {
 	// SpliceAfter keeps a pair in control mode this long before splicing,
 	// to demonstrate and measure splicing mid-stream.
 	SpliceAfter Duration `yaml:"splice_after"`
+	// ProxyProtocol sends a PROXY protocol header (v1 or v2) to the
+	// upstream before any client byte; empty sends none.
+	ProxyProtocol string `yaml:"proxy_protocol,omitempty"`
+
+	// Proxy-specific sections, each read only by its proxy kind.
+	SOCKS5 *SOCKS5 `yaml:"socks5,omitempty"`
+	HTTP   *HTTP   `yaml:"http,omitempty"`
+	Filter *Filter `yaml:"filter,omitempty"`
+	Routes []Route `yaml:"routes,omitempty"`
+	Pools  []Pool  `yaml:"pools,omitempty"`
 
 	// Line is the line of the listener's list item, for messages about the
 	// listener found after loading (e.g. a failed bind).

@@ -215,10 +215,14 @@ func TestParseErrors(t *testing.T) {
 			"engines: {xdp: {enabled: true}}",
 			"listeners:", okListener,
 		), []wantErr{{1, "engines.xdp", "known keys: copy, pipe, sockmap, ip"}}},
-		{"proxy-specific section is not known yet", lines(
+		{"unknown proxy-specific section", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], grpc: {}}",
+		), []wantErr{{2, "listeners[0].grpc", `unknown key "grpc"`}}},
+		{"section of another proxy kind", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], socks5: {}}",
-		), []wantErr{{2, "listeners[0].socks5", `unknown key "socks5"`}}},
+		), []wantErr{{2, "listeners[0].socks5", `not used by proxy tcp`}}},
 
 		// Type errors.
 		{"string where a duration is expected", lines(

@@ -64,6 +64,15 @@ func (d *decoder) decode(n *yaml.Node, ptr any, path string) {
 func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	n = resolveAlias(n)
 	d.nodes[path] = n
+	if v.Kind() == reflect.Pointer && !isNull(n) {
+		// An optional section: allocate it and decode into it, before
+		// enter, which would take the same node for a self-reference.
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.value(n, v.Elem(), path)
+		return
+	}
 	if isNull(n) || !d.enter(n, path) {
 		return
 	}
@@ -79,11 +88,6 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		d.mapping(n, v, path)
 	case reflect.Slice:
 		d.sequence(n, v, path)
-	case reflect.Pointer:
-		if v.IsNil() {
-			v.Set(reflect.New(v.Type().Elem()))
-		}
-		d.value(n, v.Elem(), path)
 	case reflect.String:
 		if d.wantScalar(n, path, "a string") {
 			v.SetString(n.Value)

@@ -120,6 +120,8 @@ func (v *validator) listeners() {
 		v.proxyKind(p, l)
 		v.upstreams(p, l)
 		v.engine(p, l)
+		v.oneOf(p+".proxy_protocol", l.ProxyProtocol, ProxyProtocols)
+		v.kindSections(p, l)
 		if l.ConnectTimeout <= 0 {
 			v.errorf(p+".connect_timeout", "must be greater than 0, got %s", l.ConnectTimeout)
 		}

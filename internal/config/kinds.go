@@ -1,0 +1,49 @@
+// Proxy-specific configuration sections: which kind reads which section, and the checks common to all of them.
+package config
+
+import "strconv"
+
+// ProxyProtocols are the values of a listener's proxy_protocol key.
+var ProxyProtocols = []string{"", "v1", "v2"}
+
+// kindSections maps each proxy-specific section to the kinds that read it.
+var kindSections = map[string][]string{
+	"socks5": {"socks5"},
+	"http":   {"http-forward", "http-reverse", "filter"},
+	"filter": {"filter"},
+	"routes": {"http-reverse"},
+	"pools":  {"http-reverse"},
+}
+
+// kindSections reports sections that the listener's kind does not read
+// (almost surely a mistake), then checks the kind's own sections.
+func (v *validator) kindSections(p string, l *Listener) {
+	present := map[string]bool{
+		"socks5": l.SOCKS5 != nil, "http": l.HTTP != nil, "filter": l.Filter != nil,
+		"routes": len(l.Routes) > 0, "pools": len(l.Pools) > 0,
+	}
+	for section, kinds := range kindSections {
+		if present[section] && !contains(kinds, l.Proxy) {
+			v.errorf(p+"."+section, "section %s is not used by proxy %s (it is for: %v)", section, l.Proxy, kinds)
+		}
+	}
+	switch l.Proxy {
+	case "socks5":
+		v.socks5(p, l)
+	case "http-forward", "http-reverse":
+		v.http(p, l)
+	case "filter":
+		v.filter(p, l)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

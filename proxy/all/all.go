@@ -1,0 +1,31 @@
+// Package all builds the proxy kind a listener is configured with.
+package all
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/tcp"
+)
+
+// Deps are what proxies may need beyond their configuration: a dialer that
+// works where the forwarder runs (for background work such as health
+// checks; per-pair connections go through Session.Dial) and a logger.
+type Deps struct {
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Log  *slog.Logger
+}
+
+// New builds the proxy for lc. A proxy that holds background resources
+// implements io.Closer; the forwarder closes it at shutdown.
+func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
+	switch lc.Proxy {
+	case "tcp", "":
+		return &tcp.Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std()}, nil
+	}
+	return nil, fmt.Errorf("proxy kind %q is not implemented", lc.Proxy)
+}
