@@ -1,20 +1,71 @@
 // The http section (http-forward, http-reverse, filter) and http-reverse's routes and pools.
 package config
 
-// HTTP configures the HTTP proxies' limits and cache.
-type HTTP struct {
-	// ConnectPorts are the ports CONNECT may reach (http-forward).
-	ConnectPorts []int `yaml:"connect_ports"`
-	// HeaderTimeout bounds reading a request head (slowloris).
-	HeaderTimeout Duration `yaml:"header_timeout"`
-	// MaxHeaderBytes and MaxHeaders bound a request head.
-	MaxHeaderBytes Size `yaml:"max_header_bytes"`
-	MaxHeaders     int  `yaml:"max_headers"`
-	// CacheBytes bounds the in-memory response cache (http-forward); 0 disables it.
-	CacheBytes Size `yaml:"cache_bytes"`
+import (
+	"strings"
+	"time"
+)
+
+func init() {
+	// The HTTP kinds are implemented (proxy/httpfwd, proxy/httprev).
+	ProxyKinds = append(ProxyKinds, "http-forward", "http-reverse")
 }
 
-// Route sends requests matching Host and a path rule to a pool (http-reverse).
+// HTTP configures the HTTP proxies' limits and cache. A key left out (or 0)
+// takes the default that WithDefaults fills in; cache_bytes: 0 disables the
+// cache, which is why it is a pointer.
+type HTTP struct {
+	// ConnectPorts are the ports CONNECT may reach (http-forward); default [443].
+	ConnectPorts []int `yaml:"connect_ports"`
+	// HeaderTimeout bounds reading a request head once its first byte
+	// arrived (slowloris); default 10s.
+	HeaderTimeout Duration `yaml:"header_timeout"`
+	// MaxHeaderBytes bounds a request head (request line and headers);
+	// default 32KiB. MaxHeaders bounds its header lines; default 100.
+	MaxHeaderBytes Size `yaml:"max_header_bytes"`
+	MaxHeaders     int  `yaml:"max_headers"`
+	// CacheBytes bounds the in-memory response cache (http-forward);
+	// default 64MiB, 0 disables it.
+	CacheBytes *Size `yaml:"cache_bytes"`
+}
+
+// Defaults of the http section's keys.
+const (
+	DefaultHTTPHeaderTimeout  = 10 * time.Second
+	DefaultHTTPMaxHeaderBytes = 32 << 10
+	DefaultHTTPMaxHeaders     = 100
+	DefaultHTTPCacheBytes     = 64 << 20
+)
+
+// WithDefaults returns h (which may be nil: no http section) with every key
+// left out set to its default.
+func (h *HTTP) WithDefaults() HTTP {
+	var out HTTP
+	if h != nil {
+		out = *h
+	}
+	if len(out.ConnectPorts) == 0 {
+		out.ConnectPorts = []int{443}
+	}
+	if out.HeaderTimeout == 0 {
+		out.HeaderTimeout = Duration(DefaultHTTPHeaderTimeout)
+	}
+	if out.MaxHeaderBytes == 0 {
+		out.MaxHeaderBytes = DefaultHTTPMaxHeaderBytes
+	}
+	if out.MaxHeaders == 0 {
+		out.MaxHeaders = DefaultHTTPMaxHeaders
+	}
+	if out.CacheBytes == nil {
+		n := Size(DefaultHTTPCacheBytes)
+		out.CacheBytes = &n
+	}
+	return out
+}
+
+// Route sends requests matching Host and a path rule to a pool
+// (http-reverse). An empty Host matches any host; at most one of Path
+// (exact), PathPrefix and PathSuffix may be set, none matches any path.
 type Route struct {
 	Host       string `yaml:"host"`
 	Path       string `yaml:"path"`
@@ -25,13 +76,16 @@ type Route struct {
 
 // Pool is a group of back-ends and how to pick one (http-reverse).
 type Pool struct {
-	Name        string       `yaml:"name"`
+	Name string `yaml:"name"`
+	// Balance is one of Balances; default round_robin.
 	Balance     string       `yaml:"balance"`
 	Servers     []string     `yaml:"servers"`
 	HealthCheck *HealthCheck `yaml:"health_check"`
 }
 
-// HealthCheck is an active HTTP health check of a pool's servers.
+// HealthCheck is an active HTTP health check of a pool's servers: GET Path
+// every Interval; a server that does not answer 2xx or 3xx within Timeout is
+// skipped until it does again.
 type HealthCheck struct {
 	Path     string   `yaml:"path"`
 	Interval Duration `yaml:"interval"`
@@ -42,11 +96,23 @@ type HealthCheck struct {
 var Balances = []string{"round_robin", "least_conn", "consistent_hash"}
 
 func (v *validator) http(p string, l *Listener) {
+	v.httpSection(p+".http", l.HTTP)
+	if l.Proxy != "http-reverse" {
+		return // kindSections reported routes and pools a kind does not read
+	}
+	if len(l.Pools) == 0 {
+		v.errorf(p+".pools", "proxy http-reverse needs at least one pool")
+	}
+	if len(l.Routes) == 0 {
+		v.errorf(p+".routes", "proxy http-reverse needs at least one route")
+	}
 	pools := map[string]bool{}
 	for i, pl := range l.Pools {
 		pp := p + ".pools[" + itoa(i) + "]"
 		if pl.Name == "" {
 			v.errorf(pp+".name", "a pool needs a name")
+		} else if pools[pl.Name] {
+			v.errorf(pp+".name", "duplicate pool name %q", pl.Name)
 		}
 		pools[pl.Name] = true
 		if pl.Balance != "" {
@@ -60,10 +126,63 @@ func (v *validator) http(p string, l *Listener) {
 				v.errorf(pp+".servers["+itoa(j)+"]", "%v", err)
 			}
 		}
+		v.healthCheck(pp+".health_check", pl.HealthCheck)
 	}
 	for i, r := range l.Routes {
-		if !pools[r.Pool] {
-			v.errorf(p+".routes["+itoa(i)+"].pool", "unknown pool %q", r.Pool)
+		v.route(p+".routes["+itoa(i)+"]", r, pools)
+	}
+}
+
+func (v *validator) httpSection(p string, h *HTTP) {
+	if h == nil {
+		return
+	}
+	for i, port := range h.ConnectPorts {
+		if port < 1 || port > 65535 {
+			v.errorf(p+".connect_ports["+itoa(i)+"]", "port %d: expected a number from 1 to 65535", port)
 		}
+	}
+	v.notNegative(p+".header_timeout", h.HeaderTimeout)
+	if h.MaxHeaderBytes < 0 {
+		v.errorf(p+".max_header_bytes", "must not be negative")
+	}
+	if h.MaxHeaders < 0 {
+		v.errorf(p+".max_headers", "must not be negative")
+	}
+}
+
+func (v *validator) route(p string, r Route, pools map[string]bool) {
+	if !pools[r.Pool] {
+		v.errorf(p+".pool", "unknown pool %q", r.Pool)
+	}
+	rules := 0
+	for _, rule := range []struct{ key, val string }{{"path", r.Path}, {"path_prefix", r.PathPrefix}, {"path_suffix", r.PathSuffix}} {
+		if rule.val == "" {
+			continue
+		}
+		rules++
+		if rule.key != "path_suffix" && !strings.HasPrefix(rule.val, "/") {
+			v.errorf(p+"."+rule.key, "%q must start with /", rule.val)
+		}
+	}
+	if rules > 1 {
+		v.errorf(p, "a route takes at most one of path, path_prefix and path_suffix")
+	}
+}
+
+func (v *validator) healthCheck(p string, hc *HealthCheck) {
+	if hc == nil {
+		return
+	}
+	if !strings.HasPrefix(hc.Path, "/") {
+		v.errorf(p+".path", "a health check needs a path starting with /")
+	}
+	if hc.Interval <= 0 {
+		v.errorf(p+".interval", "must be more than 0")
+	}
+	if hc.Timeout <= 0 {
+		v.errorf(p+".timeout", "must be more than 0")
+	} else if hc.Interval > 0 && hc.Timeout > hc.Interval {
+		v.errorf(p+".timeout", "must not be longer than interval (%s)", hc.Interval)
 	}
 }

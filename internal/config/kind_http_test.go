@@ -1,0 +1,124 @@
+// Tests of the http section, routes and pools: defaults, and each mistake reported on its line.
+package config
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestHTTPDefaults(t *testing.T) {
+	cfg := mustParse(t, lines(
+		"listeners:",
+		"  - {name: a, listen: ':1', proxy: http-forward}",
+		"  - {name: b, listen: ':2', proxy: http-forward, http: {cache_bytes: 0, connect_ports: [443, 8443], header_timeout: 2s}}",
+	))
+	a := cfg.Listeners[0].HTTP.WithDefaults()
+	if !slices.Equal(a.ConnectPorts, []int{443}) || a.HeaderTimeout.Std() != 10*time.Second ||
+		a.MaxHeaderBytes != 32<<10 || a.MaxHeaders != 100 || *a.CacheBytes != 64<<20 {
+		t.Errorf("defaults without an http section = %+v (cache %d)", a, *a.CacheBytes)
+	}
+	b := cfg.Listeners[1].HTTP.WithDefaults()
+	if !slices.Equal(b.ConnectPorts, []int{443, 8443}) || b.HeaderTimeout.Std() != 2*time.Second || *b.CacheBytes != 0 {
+		t.Errorf("explicit values = %+v (cache %d), want ports [443 8443], 2s and the cache off", b, *b.CacheBytes)
+	}
+}
+
+func TestHTTPReverseParses(t *testing.T) {
+	cfg := mustParse(t, lines(
+		"listeners:",
+		"  - name: web",
+		"    listen: ':80'",
+		"    proxy: http-reverse",
+		"    routes:",
+		"      - {host: example.com, path_prefix: /api/, pool: api}",
+		"      - {path_suffix: .png, pool: static}",
+		"      - {pool: static}",
+		"    pools:",
+		"      - {name: api, balance: least_conn, servers: ['10.0.0.1:80', '10.0.0.2:80'],",
+		"         health_check: {path: /health, interval: 1s, timeout: 500ms}}",
+		"      - {name: static, balance: consistent_hash, servers: ['10.0.0.3:80']}",
+	))
+	l := cfg.Listeners[0]
+	if len(l.Routes) != 3 || l.Routes[0].PathPrefix != "/api/" || l.Pools[0].HealthCheck.Timeout.Std() != 500*time.Millisecond {
+		t.Errorf("parsed %+v", l)
+	}
+}
+
+func TestHTTPErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want []wantErr
+	}{
+		{"reverse without pools and routes", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', proxy: http-reverse}",
+		), []wantErr{{2, "listeners[0].pools", "at least one pool"}, {2, "listeners[0].routes", "at least one route"}}},
+		{"route to an unknown pool", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    pools: [{name: p, servers: ['h:1']}]",
+			"    routes: [{pool: q}]",
+		), []wantErr{{6, "listeners[0].routes[0].pool", `unknown pool "q"`}}},
+		{"two path rules", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    pools: [{name: p, servers: ['h:1']}]",
+			"    routes:",
+			"      - {path: /a, path_prefix: /b, pool: p}",
+		), []wantErr{{7, "listeners[0].routes[0]", "at most one of path, path_prefix and path_suffix"}}},
+		{"path without slash", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    pools: [{name: p, servers: ['h:1']}]",
+			"    routes:",
+			"      - {path_prefix: api, pool: p}",
+		), []wantErr{{7, "listeners[0].routes[0].path_prefix", "must start with /"}}},
+		{"unknown balance and duplicate pool", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    routes: [{pool: p}]",
+			"    pools:",
+			"      - {name: p, balance: random, servers: ['h:1']}",
+			"      - {name: p, servers: ['h:2']}",
+		), []wantErr{{7, "listeners[0].pools[0].balance", `unknown value "random"`}, {8, "listeners[0].pools[1].name", `duplicate pool name "p"`}}},
+		{"bad health check", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    routes: [{pool: p}]",
+			"    pools:",
+			"      - name: p",
+			"        servers: ['h:1']",
+			"        health_check: {path: health, interval: 1s, timeout: 2s}",
+		), []wantErr{{9, "listeners[0].pools[0].health_check.path", "starting with /"}, {9, "listeners[0].pools[0].health_check.timeout", "not be longer than interval"}}},
+		{"bad connect port and negative cache", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-forward",
+			"    http:",
+			"      connect_ports: [443, 70000]",
+			"      cache_bytes: -1",
+		), []wantErr{{6, "listeners[0].http.connect_ports[1]", "from 1 to 65535"}, {7, "listeners[0].http.cache_bytes", `invalid size "-1"`}}},
+		{"routes on http-forward", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-forward",
+			"    routes: [{pool: p}]",
+		), []wantErr{{5, "listeners[0].routes", "not used by proxy http-forward"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkErrors(t, parseErrors(t, tc.data), tc.want) })
+	}
+}
