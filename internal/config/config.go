@@ -129,11 +129,11 @@ type Listener struct {
 
 // ProxyKinds are the proxy kinds a listener may name. A package that
 // implements a new kind appends it here (from an init function).
-var ProxyKinds = []string{"tcp"}
+var ProxyKinds = []string{"tcp", "socks5", "filter"}
 
 // plannedProxyKinds are kinds the schema reserves but nobody implements yet;
 // naming one gets "not implemented yet" rather than "unknown".
-var plannedProxyKinds = []string{"socks5", "http-forward", "http-reverse", "filter"}
+var plannedProxyKinds = []string{"http-forward", "http-reverse"}
 
 // EngineNames are the values of a listener's engine key. auto picks the
 // deepest engine that works for each pair.

@@ -1,21 +1,36 @@
 // The filter section: what the filtering proxy blocks.
 package config
 
+import "path"
+
 // Filter configures proxy filter: it inspects both directions and is never spliced.
 type Filter struct {
-	// BlockPaths are request path patterns (path.Match syntax) answered 403.
+	// BlockPaths are request path patterns (path.Match syntax, matched
+	// against the cleaned path) answered 403.
 	BlockPaths []string `yaml:"block_paths"`
-	// BlockContentTypes are response media types replaced by a 403.
+	// BlockContentTypes are response media type patterns (path.Match
+	// syntax, e.g. image/* or application/zip) replaced by a 403.
 	BlockContentTypes []string `yaml:"block_content_types"`
 }
 
 func (v *validator) filter(p string, l *Listener) {
+	if len(l.Upstream) == 0 {
+		v.errorf(p+".upstream", "proxy filter needs at least one upstream host:port")
+	}
 	if l.Filter == nil {
 		return
 	}
-	for i, pat := range l.Filter.BlockPaths {
+	v.patterns(p+".filter.block_paths", l.Filter.BlockPaths)
+	v.patterns(p+".filter.block_content_types", l.Filter.BlockContentTypes)
+}
+
+// patterns checks path.Match patterns, which fail only when matched.
+func (v *validator) patterns(p string, pats []string) {
+	for i, pat := range pats {
 		if pat == "" {
-			v.errorf(p+".filter.block_paths["+itoa(i)+"]", "empty pattern")
+			v.errorf(p+"["+itoa(i)+"]", "empty pattern")
+		} else if _, err := path.Match(pat, ""); err != nil {
+			v.errorf(p+"["+itoa(i)+"]", "bad pattern %q: %v", pat, err)
 		}
 	}
 }

@@ -1,0 +1,70 @@
+// Tests of the socks5 section: hashed users parse, and every mistake is reported on its line.
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/splicer/splicer/proxy/socks5/passwd"
+)
+
+func TestSOCKS5SectionParses(t *testing.T) {
+	hash, err := passwd.New("pw", passwd.MinIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustParse(t, lines(
+		"listeners:",
+		"  - name: s",
+		"    listen: 10.99.1.1:1080",
+		"    proxy: socks5",
+		"    socks5:",
+		"      handshake_timeout: 3s",
+		"      users:",
+		"        - {name: alice, password_hash: '"+hash+"'}",
+	))
+	s := cfg.Listeners[0].SOCKS5
+	if s == nil || len(s.Users) != 1 || s.Users[0].Name != "alice" || s.Users[0].PasswordHash != hash || s.HandshakeTimeout.Std().String() != "3s" {
+		t.Errorf("socks5 section = %+v", s)
+	}
+	// No section at all means no authentication.
+	if cfg := mustParse(t, lines("listeners:", "  - {name: s, listen: ':1080', proxy: socks5}")); cfg.Listeners[0].SOCKS5 != nil {
+		t.Errorf("socks5 section without the key = %+v, want nil", cfg.Listeners[0].SOCKS5)
+	}
+}
+
+func TestSOCKS5SectionErrors(t *testing.T) {
+	hash, _ := passwd.New("pw", passwd.MinIterations)
+	errs := parseErrors(t, lines(
+		"listeners:",
+		"  - name: s",
+		"    listen: 10.99.1.1:1080",
+		"    proxy: socks5",
+		"    upstream: ['10.99.2.2:80']",
+		"    socks5:",
+		"      handshake_timeout: -1s",
+		"      users:",
+		"        - {name: alice, password_hash: 'hunter2'}",
+		"        - {name: alice, password_hash: '"+hash+"'}",
+		"        - {name: '', password_hash: ''}",
+	))
+	want := []struct {
+		line       int
+		path, text string
+	}{
+		{5, "listeners[0].upstream", "connects where each client asks"},
+		{7, "listeners[0].socks5.handshake_timeout", ""},
+		{9, "listeners[0].socks5.users[0].password_hash", "not a password hash"},
+		{10, "listeners[0].socks5.users[1].name", `duplicate user "alice"`},
+		{11, "listeners[0].socks5.users[2].name", "needs a name"},
+		{11, "listeners[0].socks5.users[2].password_hash", "hash-password"},
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), errs)
+	}
+	for i, w := range want {
+		if e := errs[i]; e.Line != w.line || e.Path != w.path || !strings.Contains(e.Msg, w.text) {
+			t.Errorf("error %d = %v, want line %d, %s, containing %q", i, e, w.line, w.path, w.text)
+		}
+	}
+}
