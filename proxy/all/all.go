@@ -9,6 +9,9 @@ import (
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/httpfwd"
+	"github.com/splicer/splicer/proxy/httprev"
+	"github.com/splicer/splicer/proxy/socks5"
 	"github.com/splicer/splicer/proxy/tcp"
 )
 
@@ -25,7 +28,14 @@ type Deps struct {
 func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 	switch lc.Proxy {
 	case "tcp", "":
-		return &tcp.Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std()}, nil
+		return &tcp.Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std(),
+			ProxyProtocol: lc.ProxyProtocol}, nil
+	case "socks5":
+		return socks5.FromConfig(lc)
+	case "http-forward":
+		return httpfwd.New(lc), nil
+	case "http-reverse":
+		return httprev.New(lc, deps.Dial, deps.Log), nil
 	}
 	return nil, fmt.Errorf("proxy kind %q is not implemented", lc.Proxy)
 }

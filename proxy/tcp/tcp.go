@@ -9,6 +9,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
 // Proxy forwards every connection to one of its upstreams.
@@ -20,6 +21,9 @@ type Proxy struct {
 	// SpliceAfter keeps the pair in control mode (the proxy copies) this
 	// long before splicing; 0 splices at once.
 	SpliceAfter time.Duration
+	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
+	// the upstream before any client byte.
+	ProxyProtocol string
 
 	next atomic.Uint64
 }
@@ -59,12 +63,13 @@ func (p *Proxy) dial(ctx context.Context, s proxy.Session) error {
 	var errs []error
 	for i := range p.Upstreams {
 		addr := p.Upstreams[(start+uint64(i))%uint64(len(p.Upstreams))]
-		if _, err := s.Dial(ctx, addr); err != nil {
+		up, err := s.Dial(ctx, addr)
+		if err != nil {
 			errs = append(errs, err)
 			s.Log().Warn("upstream connect failed", "upstream", addr, "err", err)
 			continue
 		}
-		return nil
+		return proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up)
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,217 @@
+// Package proxyproto writes (and, for upstreams written in Go and for tests, reads) PROXY protocol v1 and v2 headers.
+//
+// A listener with `proxy_protocol: v1` or `v2` sends the header to each
+// upstream right after connecting and before any client byte, so the
+// upstream learns the client's address although the connection comes from
+// the forwarder. The header names the client (source) and the address the
+// client connected to on the forwarder (destination), as HAProxy does. See
+// https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt.
+//
+//	hdr, err := proxyproto.Header("v2", client.RemoteAddr(), client.LocalAddr())
+//	...
+//	upstream.Write(hdr)
+package proxyproto
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// signature starts every v2 header; it cannot start a v1 header or an HTTP request.
+var signature = []byte("\r\n\r\n\x00\r\nQUIT\n")
+
+const (
+	v2VersionProxy = 0x21 // version 2, command PROXY
+	v2TCP4         = 0x11 // AF_INET, STREAM
+	v2TCP6         = 0x21 // AF_INET6, STREAM
+	v2Unspec       = 0x00
+	v1MaxLen       = 107 // the longest v1 line, CRLF included
+)
+
+// Header returns the header of version v ("v1" or "v2") for a connection from
+// client to local. An address that is not TCP gives the protocol's
+// "unknown" form, which tells the upstream to use the connection's own
+// addresses. An IPv4 address paired with an IPv6 one is sent as IPv4-mapped
+// IPv6, since a header has one family.
+func Header(v string, client, local net.Addr) ([]byte, error) {
+	src, sok := addrPort(client)
+	dst, dok := addrPort(local)
+	known := sok && dok
+	if known && src.Addr().Is4() != dst.Addr().Is4() {
+		src = netip.AddrPortFrom(netip.AddrFrom16(src.Addr().As16()), src.Port())
+		dst = netip.AddrPortFrom(netip.AddrFrom16(dst.Addr().As16()), dst.Port())
+	}
+	switch v {
+	case "v1":
+		return v1(src, dst, known), nil
+	case "v2":
+		return v2(src, dst, known), nil
+	}
+	return nil, fmt.Errorf("unknown PROXY protocol version %q (want v1 or v2)", v)
+}
+
+// addrPort returns a TCP address with IPv4-mapped addresses unmapped.
+func addrPort(a net.Addr) (netip.AddrPort, bool) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok || ta == nil {
+		return netip.AddrPort{}, false
+	}
+	ap := ta.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ap.Addr().IsValid()
+}
+
+func v1(src, dst netip.AddrPort, known bool) []byte {
+	if !known {
+		return []byte("PROXY UNKNOWN\r\n")
+	}
+	fam := "TCP4"
+	if !src.Addr().Is4() {
+		fam = "TCP6"
+	}
+	return fmt.Appendf(nil, "PROXY %s %s %s %d %d\r\n", fam, src.Addr(), dst.Addr(), src.Port(), dst.Port())
+}
+
+func v2(src, dst netip.AddrPort, known bool) []byte {
+	b := append([]byte(nil), signature...)
+	b = append(b, v2VersionProxy)
+	if !known {
+		return append(b, v2Unspec, 0, 0)
+	}
+	fam := byte(v2TCP4)
+	if !src.Addr().Is4() {
+		fam = v2TCP6
+	}
+	s, d := src.Addr().AsSlice(), dst.Addr().AsSlice()
+	b = append(b, fam)
+	b = binary.BigEndian.AppendUint16(b, uint16(2*len(s)+4))
+	b = append(b, s...)
+	b = append(b, d...)
+	b = binary.BigEndian.AppendUint16(b, src.Port())
+	return binary.BigEndian.AppendUint16(b, dst.Port())
+}
+
+// Send writes the header of version v for client's connection to upstream;
+// an empty v sends nothing.
+func Send(v string, client net.Conn, upstream io.Writer) error {
+	if v == "" {
+		return nil
+	}
+	hdr, err := Header(v, client.RemoteAddr(), client.LocalAddr())
+	if err != nil {
+		return err
+	}
+	if _, err := upstream.Write(hdr); err != nil {
+		return fmt.Errorf("write PROXY protocol header: %w", err)
+	}
+	return nil
+}
+
+// Info is what a header says; Source and Destination are invalid for the
+// unknown/LOCAL forms.
+type Info struct {
+	Version             int
+	Source, Destination netip.AddrPort
+}
+
+// ErrNoHeader means the stream does not start with a PROXY protocol header.
+var ErrNoHeader = errors.New("no PROXY protocol header")
+
+// Read reads one v1 or v2 header from r, consuming exactly the header's bytes.
+func Read(r *bufio.Reader) (Info, error) {
+	if peek, _ := r.Peek(len(signature)); bytes.Equal(peek, signature) {
+		return readV2(r)
+	}
+	if peek, _ := r.Peek(6); string(peek) == "PROXY " {
+		return readV1(r)
+	}
+	return Info{}, ErrNoHeader
+}
+
+func readV1(r *bufio.Reader) (Info, error) {
+	var line []byte
+	for len(line) < v1MaxLen {
+		c, err := r.ReadByte()
+		if err != nil {
+			return Info{}, fmt.Errorf("v1 header: %w", err)
+		}
+		line = append(line, c)
+		if c == '\n' {
+			break
+		}
+	}
+	s, ok := strings.CutSuffix(string(line), "\r\n")
+	if !ok {
+		return Info{}, errors.New("v1 header: no CRLF within 107 bytes")
+	}
+	f := strings.Split(s, " ")
+	if len(f) >= 2 && f[1] == "UNKNOWN" {
+		return Info{Version: 1}, nil
+	}
+	if len(f) != 6 || (f[1] != "TCP4" && f[1] != "TCP6") {
+		return Info{}, fmt.Errorf("v1 header: malformed %q", s)
+	}
+	src, err1 := v1Addr(f[2], f[4], f[1] == "TCP4")
+	dst, err2 := v1Addr(f[3], f[5], f[1] == "TCP4")
+	if err := errors.Join(err1, err2); err != nil {
+		return Info{}, fmt.Errorf("v1 header %q: %w", s, err)
+	}
+	return Info{Version: 1, Source: src, Destination: dst}, nil
+}
+
+func v1Addr(ip, port string, want4 bool) (netip.AddrPort, error) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if a.Is4() != want4 {
+		return netip.AddrPort{}, fmt.Errorf("address %s is not of the header's family", a)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	return netip.AddrPortFrom(a, uint16(p)), nil
+}
+
+func readV2(r *bufio.Reader) (Info, error) {
+	var fixed [16]byte
+	if _, err := io.ReadFull(r, fixed[:]); err != nil {
+		return Info{}, fmt.Errorf("v2 header: %w", err)
+	}
+	if fixed[12]>>4 != 2 {
+		return Info{}, fmt.Errorf("v2 header: version %d", fixed[12]>>4)
+	}
+	body := make([]byte, binary.BigEndian.Uint16(fixed[14:]))
+	if _, err := io.ReadFull(r, body); err != nil {
+		return Info{}, fmt.Errorf("v2 header: %w", err)
+	}
+	info := Info{Version: 2}
+	if fixed[12]&0xf == 0 { // LOCAL: the sender's own connection, no addresses
+		return info, nil
+	}
+	var n int
+	switch fixed[13] {
+	case v2TCP4:
+		n = 4
+	case v2TCP6:
+		n = 16
+	default:
+		return info, nil // a family this reader does not know: addresses unknown
+	}
+	if len(body) < 2*n+4 {
+		return Info{}, fmt.Errorf("v2 header: %d address bytes, want %d", len(body), 2*n+4)
+	}
+	src, _ := netip.AddrFromSlice(body[:n])
+	dst, _ := netip.AddrFromSlice(body[n : 2*n])
+	info.Source = netip.AddrPortFrom(src, binary.BigEndian.Uint16(body[2*n:]))
+	info.Destination = netip.AddrPortFrom(dst, binary.BigEndian.Uint16(body[2*n+2:]))
+	return info, nil
+}
