@@ -1,0 +1,321 @@
+// Conn: one client connection, its current upstream, and relaying one request and its response.
+package httpcore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/proxy"
+)
+
+// readerSize is the buffer of the head readers: a request head usually fits,
+// and whatever body it reads ahead is written out before splicing.
+const readerSize = 16 << 10
+
+// Conn is one client connection of an HTTP proxy and the upstream its last
+// request went to.
+type Conn struct {
+	// S is the pair's session.
+	S proxy.Session
+	// Limits bound request heads.
+	Limits Limits
+	// Idle bounds waiting for the next request, for a response head, and
+	// splices in which nothing moves; 0 never times out.
+	Idle time.Duration
+
+	client *bufio.Reader
+	up     *upstream
+}
+
+// upstream is an upstream connection kept for the next request to the same
+// place.
+type upstream struct {
+	key     string
+	conn    *net.TCPConn
+	r       *bufio.Reader
+	release func()
+	reused  bool // it already carried a request
+}
+
+// NewConn starts serving the client of s.
+func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
+	return &Conn{S: s, Limits: lim, Idle: idle, client: bufio.NewReaderSize(s.Pair().Client, readerSize)}
+}
+
+// Close closes the current upstream and runs its release function.
+func (c *Conn) Close() {
+	if c.up != nil {
+		c.up.conn.Close()
+		if c.up.release != nil {
+			c.up.release()
+		}
+		c.up = nil
+	}
+}
+
+// interrupt makes every blocked read of the pair fail at once (shutdown).
+func (c *Conn) interrupt() {
+	p := c.S.Pair()
+	p.Client.SetReadDeadline(past)
+	if up := p.Upstream(); up != nil {
+		up.SetReadDeadline(past)
+	}
+}
+
+// Dialer connects to one upstream through the Session.
+type Dialer func(ctx context.Context) (*net.TCPConn, error)
+
+// Use makes the upstream named key current: the kept connection when the
+// last request went to key too, else a new connection from dial, which
+// replaces (and closes) the kept one. release, if not nil, runs when the
+// connection is given up.
+func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func()) error {
+	if c.up != nil && c.up.key == key {
+		if release != nil {
+			release() // the kept connection's own release still stands
+		}
+		return nil
+	}
+	conn, err := dial(ctx)
+	if err != nil {
+		if release != nil {
+			release()
+		}
+		return err
+	}
+	c.Close()
+	c.up = &upstream{key: key, conn: conn, r: bufio.NewReaderSize(conn, readerSize), release: release}
+	return nil
+}
+
+// RoundTrip sends req to the current upstream (head, then body) and reads
+// the response head. A kept connection that the upstream closed in the
+// meantime is replaced by a new one from redial, once, for a request without
+// a body. Any error means the request failed before a byte of the response
+// reached the client.
+func (c *Conn) RoundTrip(ctx context.Context, req *http.Request, redial Dialer) (*http.Response, error) {
+	resp, err := c.roundTrip(ctx, req)
+	if err != nil && c.up.reused && requestBody(req) == bodyNone && isStale(err) && redial != nil {
+		key, release := c.up.key, c.up.release
+		c.up.release = nil
+		c.Close()
+		if err := c.Use(ctx, key, redial, release); err != nil {
+			return nil, err
+		}
+		resp, err = c.roundTrip(ctx, req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.up.reused = true
+	return resp, nil
+}
+
+// isStale says err is what a kept connection the upstream closed gives.
+func isStale(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+	if err := c.writeUp(requestHead(req)); err != nil {
+		return nil, err
+	}
+	if err := c.relayRequestBody(ctx, req); err != nil {
+		return nil, err
+	}
+	if c.Idle > 0 {
+		c.up.conn.SetReadDeadline(time.Now().Add(c.Idle))
+		defer c.up.conn.SetReadDeadline(time.Time{})
+	}
+	return c.readResponse(ctx, req)
+}
+
+// relayRequestBody sends the request body upstream: spliced when its length
+// is known, streamed chunk by chunk otherwise.
+func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
+	kind := requestBody(req)
+	if kind != bodyNone && strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		// The client waits for this before sending the body; the proxy
+		// says it for the upstream, as it relays the body anyway.
+		if err := c.writeClient([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
+			return err
+		}
+	}
+	switch kind {
+	case bodyLength:
+		return c.spliceBody(ctx, engine.Up, c.client, req.ContentLength)
+	case bodyChunked:
+		c.S.NoSplice("chunked request body streamed in control mode")
+		return copyChunked(c.upWriter(), c.client)
+	}
+	return nil
+}
+
+// Relay sends the response to the client: the head, then the body, spliced
+// when its length is known. When capture is not nil and the body's length is
+// at most capture's limit, the body is copied in control mode instead and
+// returned, for a cache. Relay reports whether the client connection can
+// carry another request.
+func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response, capture int64) (keep bool, body []byte, err error) {
+	kind := responseBody(req, resp)
+	keep = !req.Close && kind != bodyUntilClose
+	upKeep := keep && !resp.Close
+	if err := c.writeClient(responseHead(req, resp, kind, keep)); err != nil {
+		return false, nil, err
+	}
+	switch kind {
+	case bodyLength:
+		if capture > 0 && resp.ContentLength <= capture {
+			body, err = c.captureBody(resp.ContentLength)
+		} else {
+			err = c.spliceBody(ctx, engine.Down, c.up.r, resp.ContentLength)
+		}
+	case bodyChunked:
+		c.S.NoSplice("chunked response body streamed in control mode")
+		err = copyChunked(c.clientWriter(), c.up.r)
+	case bodyUntilClose:
+		err = c.spliceToEOF(ctx)
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	if !upKeep {
+		c.Close()
+	}
+	return keep, body, nil
+}
+
+// captureBody copies n bytes of body from the upstream to the client in
+// control mode and returns them.
+func (c *Conn) captureBody(n int64) ([]byte, error) {
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c.up.r, body); err != nil {
+		return nil, err
+	}
+	return body, c.writeClient(body)
+}
+
+// spliceBody forwards exactly n bytes in direction d: first what src (the
+// head reader of d's source) already holds, then the rest through the
+// listener's engine with a byte limit, the other direction held, so the
+// proxy is back in control mode right after the body.
+func (c *Conn) spliceBody(ctx context.Context, d engine.Direction, src *bufio.Reader, n int64) error {
+	if k := min(int64(src.Buffered()), n); k > 0 {
+		b, _ := src.Peek(int(k))
+		if err := c.write(d, b); err != nil {
+			return err
+		}
+		src.Discard(int(k))
+		n -= k
+	}
+	if n == 0 {
+		return nil
+	}
+	opts := engine.Options{IdleTimeout: c.Idle}
+	limited := engine.DirOptions{Mode: engine.Forward, Limit: n}
+	held := engine.DirOptions{Mode: engine.Hold}
+	if d == engine.Up {
+		opts.Up, opts.Down = limited, held
+	} else {
+		opts.Up, opts.Down = held, limited
+	}
+	r, err := c.S.Splice(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if r.End != engine.EndLimit {
+		if r.End == engine.EndEOF {
+			return fmt.Errorf("%s body ended after %d of %d bytes", d, r.Moved[d], n)
+		}
+		return proxy.EndErr(r)
+	}
+	return nil
+}
+
+// spliceToEOF forwards the rest of a response that ends when the upstream
+// closes: what the head reader holds, then everything until EOF.
+func (c *Conn) spliceToEOF(ctx context.Context) error {
+	if k := c.up.r.Buffered(); k > 0 {
+		b, _ := c.up.r.Peek(k)
+		if err := c.writeClient(b); err != nil {
+			return err
+		}
+		c.up.r.Discard(k)
+	}
+	r, err := c.S.Splice(ctx, engine.Options{IdleTimeout: c.Idle, Up: engine.DirOptions{Mode: engine.Hold}})
+	if err != nil {
+		return err
+	}
+	return proxy.EndErr(r)
+}
+
+// write sends b in direction d in control mode and counts it.
+func (c *Conn) write(d engine.Direction, b []byte) error {
+	p := c.S.Pair()
+	n, err := p.Dst(d).Write(b)
+	p.AddBytes(d, int64(n))
+	return err
+}
+
+func (c *Conn) writeClient(b []byte) error { return c.write(engine.Down, b) }
+func (c *Conn) writeUp(b []byte) error     { return c.write(engine.Up, b) }
+
+// dirWriter writes in one direction of the pair, counting bytes.
+type dirWriter struct {
+	c *Conn
+	d engine.Direction
+}
+
+func (w dirWriter) Write(b []byte) (int, error) {
+	if err := w.c.write(w.d, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (c *Conn) clientWriter() io.Writer { return dirWriter{c, engine.Down} }
+func (c *Conn) upWriter() io.Writer     { return dirWriter{c, engine.Up} }
+
+// WriteResponse writes a complete response (head and body) to the client,
+// for answers the proxy has without an upstream (a cache hit, CONNECT).
+func (c *Conn) WriteResponse(b []byte) error { return c.writeClient(b) }
+
+// ClientBuffered returns and consumes what the client sent past the last
+// request head that the proxy has read but not relayed.
+func (c *Conn) ClientBuffered() []byte {
+	n := c.client.Buffered()
+	b, _ := c.client.Peek(n)
+	out := append([]byte(nil), b...)
+	c.client.Discard(n)
+	return out
+}
+
+// WriteUp sends b to the current upstream in control mode.
+func (c *Conn) WriteUp(b []byte) error { return c.writeUp(b) }
+
+// ClientIP is the client's address without the port.
+func (c *Conn) ClientIP() string {
+	addr := c.S.Pair().Client.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// HostPort returns host with port def added when it has none.
+func HostPort(host string, def int) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(def))
+}

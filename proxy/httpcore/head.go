@@ -1,0 +1,160 @@
+// Reading request and response heads within limits, without consuming any byte of the body.
+package httpcore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+// Errors of readHead; ReadRequest turns them into statuses.
+var (
+	errHeadTooLarge   = errors.New("head too large")
+	errTooManyHeaders = errors.New("too many header lines")
+)
+
+// readHead reads one message head (start line, header lines, empty line)
+// from br and returns it. Empty lines before the start line are skipped, as
+// RFC 9112 section 2.2 allows. br may have read ahead into the body; the
+// body's bytes stay in br.
+func readHead(br *bufio.Reader, lim Limits) ([]byte, error) {
+	var head []byte
+	lines := 0 // complete lines in head
+	for {
+		line, err := br.ReadSlice('\n')
+		if lim.MaxHeaderBytes > 0 && len(head)+len(line) > lim.MaxHeaderBytes {
+			return nil, errHeadTooLarge
+		}
+		head = append(head, line...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // a line longer than br's buffer: keep reading it
+		}
+		if err != nil {
+			if err == io.EOF && len(head) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if !isEmptyLine(head[lineStart(head):]) {
+			lines++
+			if lim.MaxHeaders > 0 && lines-1 > lim.MaxHeaders {
+				return nil, errTooManyHeaders
+			}
+			continue
+		}
+		if lines == 0 {
+			head = head[:0]
+			continue
+		}
+		return head, nil
+	}
+}
+
+// lineStart is the offset of the last line in head, which ends with '\n'.
+func lineStart(head []byte) int {
+	return bytes.LastIndexByte(head[:len(head)-1], '\n') + 1
+}
+
+func isEmptyLine(line []byte) bool {
+	return string(line) == "\r\n" || string(line) == "\n"
+}
+
+// ReadRequest reads the next request head from the client. It waits for the
+// first byte up to the idle timeout (ErrNoRequest when none comes or the
+// client closes), then for the whole head up to the header timeout. A bad
+// head gives a *StatusError: 400 malformed, 408 too slow, 431 too large or
+// too many headers. The request's Body must not be read: the body's bytes are
+// relayed by RoundTrip.
+func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
+	client := c.S.Pair().Client
+	if c.client.Buffered() == 0 {
+		c.setClientDeadline(ctx, c.Idle)
+		if _, err := c.client.Peek(1); err != nil {
+			return nil, errors.Join(ErrNoRequest, err)
+		}
+	}
+	c.setClientDeadline(ctx, c.Limits.HeaderTimeout)
+	head, err := readHead(c.client, c.Limits)
+	client.SetReadDeadline(time.Time{})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &StatusError{Status: http.StatusRequestTimeout, Reason: "request head not complete within the header timeout"}
+	case errors.Is(err, errHeadTooLarge), errors.Is(err, errTooManyHeaders):
+		return nil, &StatusError{Status: http.StatusRequestHeaderFieldsTooLarge, Reason: err.Error()}
+	case err != nil:
+		return nil, errors.Join(ErrNoRequest, err) // the client went away mid-head: nobody to answer
+	}
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+	if err != nil {
+		return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
+	}
+	if hasField(head, "Content-Length") && hasField(head, "Transfer-Encoding") {
+		// RFC 9112 section 6.1: a request with both is a smuggling attempt
+		// or a broken client; either way its framing cannot be trusted.
+		return nil, Errorf(http.StatusBadRequest, "request has both Content-Length and Transfer-Encoding")
+	}
+	if req.ProtoMajor != 1 {
+		return nil, Errorf(http.StatusHTTPVersionNotSupported, "only HTTP/1.x is proxied")
+	}
+	return req, nil
+}
+
+// setClientDeadline bounds the next client read by d from now (0: no bound),
+// unless ctx is done, in which case the read must fail at once.
+func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration) {
+	client := c.S.Pair().Client
+	if d > 0 {
+		client.SetReadDeadline(time.Now().Add(d))
+	} else {
+		client.SetReadDeadline(time.Time{})
+	}
+	if ctx.Err() != nil {
+		client.SetReadDeadline(past) // interrupt may have run before the line above
+	}
+}
+
+// past is a deadline that interrupts a blocked read at once.
+var past = time.Unix(1, 0)
+
+// hasField reports whether the head has a header line named name. The
+// parsed request cannot say: net/http drops Content-Length when the request
+// is chunked.
+func hasField(head []byte, name string) bool {
+	lines := bytes.Split(head, []byte("\n"))
+	for _, line := range lines[1:] {
+		colon := bytes.IndexByte(line, ':')
+		if colon > 0 && bytes.EqualFold(bytes.TrimSpace(line[:colon]), []byte(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// readResponse reads the response head to req from the upstream, relaying
+// interim 1xx responses (100 Continue, 103 Early Hints) to the client.
+func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Response, error) {
+	for {
+		head, err := readHead(c.up.r, responseLimits)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			return nil, errors.New("upstream switched protocols, which the proxy does not relay")
+		}
+		if resp.StatusCode >= 200 {
+			return resp, nil
+		}
+		if err := c.writeClient(head); err != nil {
+			return nil, err
+		}
+	}
+}

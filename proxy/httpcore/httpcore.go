@@ -1,0 +1,150 @@
+// Package httpcore is what the HTTP proxy kinds (http-forward, http-reverse) share: reading HTTP/1.1 heads within limits, relaying one exchange with the body spliced when its length is known, and the answers to bad input.
+//
+// A Conn is one client connection. Its proxy loops: ReadRequest (in control
+// mode, with the slowloris timeout and the size and count limits), decide
+// where the request goes, Use an upstream connection (dialled through the
+// Session, so it becomes the pair's upstream), RoundTrip the request and
+// Relay the response. A body whose length is known is spliced by the
+// listener's engine with an exact byte limit, after which the proxy is back in
+// control mode for the next request on the same connection; a chunked body is
+// streamed by the proxy itself, parsed chunk by chunk so that it knows where
+// the body ends.
+//
+// Bytes are never lost between the two modes: the proxy reads heads through a
+// bufio.Reader, and before a splice it writes out whatever that reader
+// already holds of the body and splices only the rest.
+package httpcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
+)
+
+// Limits bound what a client may send before the proxy decides.
+type Limits struct {
+	// HeaderTimeout bounds reading a request head from its first byte.
+	HeaderTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers together.
+	MaxHeaderBytes int
+	// MaxHeaders bounds the number of header lines.
+	MaxHeaders int
+}
+
+// LimitsFrom takes the limits of an http section with its defaults filled in.
+func LimitsFrom(h config.HTTP) Limits {
+	return Limits{HeaderTimeout: h.HeaderTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
+}
+
+// responseLimits bound a response head from an upstream: generous, since
+// upstreams are trusted more than clients, but still bounded.
+var responseLimits = Limits{MaxHeaderBytes: 256 << 10, MaxHeaders: 1000}
+
+// StatusError is a request the proxy answers itself with Status and then
+// closes the client connection.
+type StatusError struct {
+	Status int
+	Reason string
+	Err    error
+}
+
+func (e *StatusError) Error() string {
+	msg := strconv.Itoa(e.Status) + " " + http.StatusText(e.Status) + ": " + e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *StatusError) Unwrap() error { return e.Err }
+
+// Errorf returns a *StatusError with a formatted reason.
+func Errorf(status int, format string, args ...any) *StatusError {
+	return &StatusError{Status: status, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ErrNoRequest says the client closed the connection, or left it idle,
+// between requests: the end of a keep-alive connection, answered with nothing.
+var ErrNoRequest = errors.New("no request")
+
+// Serve runs handle for each request on c until the client is done, a
+// request asks for the connection to close, or something fails. A failure
+// that carries a *StatusError is answered with that status before closing.
+// Serve returns nil when the client simply went away.
+func Serve(ctx context.Context, c *Conn, handle func(ctx context.Context, req *http.Request) (keep bool, err error)) error {
+	stop := context.AfterFunc(ctx, c.interrupt)
+	defer stop()
+	defer c.Close()
+	for {
+		req, err := c.ReadRequest(ctx)
+		if err == nil {
+			var keep bool
+			keep, err = handle(ctx, req)
+			if err == nil && keep {
+				continue
+			}
+		}
+		return c.finish(ctx, err)
+	}
+}
+
+// finish answers err if it asks for a status, and says how the pair ended.
+func (c *Conn) finish(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var se *StatusError
+	switch {
+	case errors.Is(err, ErrNoRequest):
+		return nil
+	case errors.As(err, &se):
+		c.S.Log().Info("request refused", "status", se.Status, "reason", se.Error())
+		c.Fail(se.Status, se.Reason)
+	}
+	return err
+}
+
+// Fail answers the client with status and a one-line text body, then closes
+// its sending side and drains what the client still sends for a moment, so
+// that unread request bytes do not turn the close into a reset that would
+// destroy the answer before the client read it.
+func (c *Conn) Fail(status int, reason string) {
+	body := strconv.Itoa(status) + " " + http.StatusText(status) + ": " + reason + "\n"
+	head := "HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n" +
+		"Connection: close\r\n\r\n"
+	client := c.S.Pair().Client
+	client.SetWriteDeadline(time.Now().Add(lingerFor))
+	if err := c.writeClient([]byte(head + body)); err != nil {
+		return
+	}
+	client.CloseWrite()
+	client.SetReadDeadline(time.Now().Add(lingerFor))
+	io.CopyN(io.Discard, client, lingerBytes)
+}
+
+// lingerFor and lingerBytes bound the drain after an error answer.
+const (
+	lingerFor   = time.Second
+	lingerBytes = 1 << 20
+)
+
+// UpstreamError answers a request whose upstream failed: 504 when it timed
+// out, 502 otherwise. The cause stays wrapped, so the pair's close reason
+// still names it.
+func UpstreamError(err error) *StatusError {
+	status := http.StatusBadGateway
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, proxy.ErrUpstreamTimeout) {
+		status = http.StatusGatewayTimeout
+	}
+	return &StatusError{Status: status, Reason: "upstream failed", Err: err}
+}

@@ -1,0 +1,253 @@
+// Package httplab runs the HTTP proxies' lab tests: an in-process forwarder in a lab's forwarder namespace, HTTP servers in the server namespace, curl in the client namespace.
+//
+// It is test support for proxy/httpfwd and proxy/httprev, kept out of their
+// _test files so that both use the same helpers.
+package httplab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	engineall "github.com/splicer/splicer/engine/all"
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+	"github.com/splicer/splicer/origin"
+)
+
+// WaitFor bounds every wait for something asynchronous; generous, since it
+// only matters when a test is about to fail.
+const WaitFor = 10 * time.Second
+
+// Forwarder is an in-process forwarder whose listeners and upstream
+// connections live in a lab's forwarder namespace.
+type Forwarder struct {
+	*forwarder.Forwarder
+	Lab  *lab.Lab
+	Logs *LogBuffer
+}
+
+// New builds a lab for tb (root only: skipped outside CI, failed in it).
+func New(tb testing.TB) *lab.Lab {
+	tb.Helper()
+	testenv.RequireRoot(tb)
+	return lab.NewT(tb, lab.DefaultConfig())
+}
+
+// FwdAddr is the forwarder's client-side address with port.
+func FwdAddr(l *lab.Lab, port uint16) string {
+	return netip.AddrPortFrom(l.Cfg.FwdClient.Addr(), port).String()
+}
+
+// ServerAddr is the server's address with port.
+func ServerAddr(l *lab.Lab, port uint16) string {
+	return netip.AddrPortFrom(l.Cfg.Server.Addr(), port).String()
+}
+
+// ClientIP is the client host's address.
+func ClientIP(l *lab.Lab) string { return l.Cfg.Client.Addr().String() }
+
+// Listener is a listener of the given kind with every other key at its default.
+func Listener(name, listen, kind string) config.Listener {
+	lc := config.DefaultListener()
+	lc.Name, lc.Listen, lc.Proxy = name, listen, kind
+	return lc
+}
+
+// Start runs listeners in l's forwarder namespace with the engines built
+// there; Cleanup shuts it down and prints its log if the test failed.
+func Start(tb testing.TB, l *lab.Lab, listeners ...config.Listener) *Forwarder {
+	tb.Helper()
+	cfg := config.Default()
+	cfg.Listeners = listeners
+	if err := cfg.Validate(); err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	f := &Forwarder{Lab: l, Logs: &LogBuffer{}}
+	log := slog.New(slog.NewTextHandler(f.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var engines *engineall.Set
+	err := l.Fwd.Do(func() error {
+		engines = engineall.Build(cfg.Engines, log)
+		var err error
+		f.Forwarder, err = forwarder.New(&cfg, forwarder.Options{
+			Log: log, Engines: engines, Listen: l.Fwd.Listen, Dial: l.Fwd.Dialer(),
+		})
+		return err
+	})
+	if engines != nil {
+		tb.Cleanup(func() { engines.Close() })
+	}
+	if err != nil {
+		tb.Fatalf("forwarder: %v", err)
+	}
+	if err := f.Start(); err != nil {
+		tb.Fatalf("start forwarder: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.Shutdown(ctx)
+		if tb.Failed() {
+			tb.Logf("forwarder log:\n%s", f.Logs)
+		}
+	})
+	return f
+}
+
+// Metric is the value of the counter or gauge name whose labels are exactly
+// the given name, value pairs, or 0 when there is no such series.
+func (f *Forwarder) Metric(name string, labels ...string) float64 {
+	families, err := f.Metrics().Registry.Gather()
+	if err != nil {
+		panic(err) // the forwarder's own registry: a programming error
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels)/2 {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				found := false
+				for i := 0; i+1 < len(labels); i += 2 {
+					found = found || (labels[i] == lp.GetName() && labels[i+1] == lp.GetValue())
+				}
+				if !found {
+					continue series
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// Splices is how many splices engine ended with outcome (limit, eof, ...).
+func (f *Forwarder) Splices(engine, outcome string) float64 {
+	return f.Metric("splicer_splice_transitions_total", "engine", engine, "outcome", outcome)
+}
+
+// Engine is the deepest engine this forwarder runs (auto's first choice).
+func (f *Forwarder) Engine() string { return engineall.Names()[0] }
+
+// Eventually polls cond until it holds or WaitFor passes, then fails with what.
+func Eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(WaitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Curl runs curl in the client namespace with args (silent, failing on
+// HTTP errors unless args say otherwise) and returns its standard output.
+func Curl(tb testing.TB, l *lab.Lab, args ...string) ([]byte, error) {
+	tb.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		testenv.SkipOrFail(tb, "curl is not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*WaitFor)
+	defer cancel()
+	cmd := l.Client.Command(ctx, "curl", append([]string{"-sS", "--max-time", "15"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("curl %v: %v: %s", args, err, errb.String())
+	}
+	return out.Bytes(), nil
+}
+
+// ServeOrigin serves the origin's http protocol on addr in the server
+// namespace until the test ends.
+func ServeOrigin(tb testing.TB, l *lab.Lab, addr string, opts ...origin.Option) *origin.Server {
+	tb.Helper()
+	ln, err := l.Server.Listen("tcp", addr)
+	if err != nil {
+		tb.Fatalf("origin listen %s: %v", addr, err)
+	}
+	srv := origin.New(nil)
+	tb.Cleanup(func() { srv.Close() })
+	if err := srv.Serve(origin.HTTP, ln, opts...); err != nil {
+		tb.Fatalf("origin %s: %v", addr, err)
+	}
+	return srv
+}
+
+// ServeHTTP serves h on addr in the server namespace until the test ends.
+func ServeHTTP(tb testing.TB, l *lab.Lab, addr string, h http.Handler) {
+	tb.Helper()
+	ln, err := l.Server.Listen("tcp", addr)
+	if err != nil {
+		tb.Fatalf("listen %s: %v", addr, err)
+	}
+	ServeHTTPOn(tb, ln, &http.Server{Handler: h, ReadHeaderTimeout: WaitFor})
+}
+
+// ServeHTTPOn runs hs on ln until the test ends.
+func ServeHTTPOn(tb testing.TB, ln net.Listener, hs *http.Server) {
+	tb.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hs.Serve(ln)
+	}()
+	tb.Cleanup(func() {
+		hs.Close()
+		<-done
+	})
+}
+
+// Dial connects from the client namespace to addr.
+func Dial(tb testing.TB, l *lab.Lab, addr string) *net.TCPConn {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), WaitFor)
+	defer cancel()
+	c, err := l.Client.Dial(ctx, "tcp", addr)
+	if err != nil {
+		tb.Fatalf("client dial %s: %v", addr, err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// LogBuffer collects log output from many goroutines.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Contains reports whether some log line contains s.
+func (b *LogBuffer) Contains(s string) bool {
+	return bytes.Contains([]byte(b.String()), []byte(s))
+}

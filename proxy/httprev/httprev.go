@@ -1,0 +1,204 @@
+// Package httprev is the reverse proxy, the content-aware switch of seed 003: each request is routed on Host and path to a pool of back-ends, balanced, and its response body spliced.
+//
+// Binding is delayed and per request: the proxy reads a request head in
+// control mode, picks the route (the first whose host and path rule match),
+// picks a healthy server of the route's pool (round_robin, least_conn, or
+// consistent_hash on the client's IP address), adds Forwarded and
+// X-Forwarded-For, sends the request and splices the response body with a
+// byte limit. The next request on the same keep-alive client connection may
+// go to another server; the proxy keeps the upstream connection while
+// successive requests go to the same server and replaces it when they do not.
+//
+// Pools with a health_check are probed in the background (GET path every
+// interval); a server that fails is skipped until it passes again. Close
+// stops the probes.
+package httprev
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/httpcore"
+)
+
+// Proxy is an http-reverse listener's proxy.
+type Proxy struct {
+	// Routes are tried in order; the first match picks the pool.
+	Routes []Route
+	// Limits bound request heads.
+	Limits httpcore.Limits
+	// IdleTimeout bounds waiting for a request or a response and splices
+	// in which nothing moves; 0 never times out.
+	IdleTimeout time.Duration
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// Route sends requests that match Host and one path rule to Pool.
+type Route struct {
+	config.Route
+	Pool *Pool
+}
+
+// Matches reports whether a request for host and path takes this route.
+// Host is compared without its port and case; an empty rule matches all.
+func (r *Route) Matches(host, path string) bool {
+	if r.Host != "" && !strings.EqualFold(stripPort(host), r.Host) {
+		return false
+	}
+	switch {
+	case r.Path != "":
+		return path == r.Path
+	case r.PathPrefix != "":
+		return strings.HasPrefix(path, r.PathPrefix)
+	case r.PathSuffix != "":
+		return strings.HasSuffix(path, r.PathSuffix)
+	}
+	return true
+}
+
+func stripPort(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return host
+}
+
+// New builds the proxy for a listener configured with proxy http-reverse and
+// starts the health checks of its pools, dialling with dial.
+func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := lc.HTTP.WithDefaults()
+	p := &Proxy{Limits: httpcore.LimitsFrom(h), IdleTimeout: lc.IdleTimeout.Std()}
+	pools := map[string]*Pool{}
+	for _, pc := range lc.Pools {
+		pools[pc.Name] = NewPool(pc)
+	}
+	for _, rc := range lc.Routes {
+		p.Routes = append(p.Routes, Route{Route: rc, Pool: pools[rc.Pool]})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
+	for _, pl := range pools {
+		if pl.Health == nil || dial == nil {
+			continue
+		}
+		for _, s := range pl.Servers {
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				checkHealth(ctx, pl, s, dial, log)
+			}()
+		}
+	}
+	return p
+}
+
+// Close stops the health checks.
+func (p *Proxy) Close() error {
+	if p.stop != nil {
+		p.stop()
+	}
+	p.wg.Wait()
+	return nil
+}
+
+// Serve implements proxy.Proxy.
+func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
+	c := httpcore.NewConn(s, p.Limits, p.IdleTimeout)
+	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
+		return p.handle(ctx, c, req)
+	})
+}
+
+// handle routes one request, relays it and its response.
+func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request) (bool, error) {
+	rt := p.route(req)
+	if rt == nil {
+		return false, httpcore.Errorf(http.StatusNotFound, "no route for host %q path %q", req.Host, req.URL.Path)
+	}
+	addForwarded(req, c.ClientIP())
+	srv, err := p.connect(ctx, c, rt.Pool, c.ClientIP())
+	if err != nil {
+		return false, err
+	}
+	resp, err := c.RoundTrip(ctx, req, dialer(c.S, srv.Addr))
+	if err != nil {
+		return false, httpcore.UpstreamError(err)
+	}
+	c.S.Log().Debug("relay", "method", req.Method, "host", req.Host, "path", req.URL.Path,
+		"pool", rt.Pool.Name, "server", srv.Addr, "status", resp.StatusCode, "length", resp.ContentLength)
+	keep, _, err := c.Relay(ctx, req, resp, 0)
+	return keep, err
+}
+
+func (p *Proxy) route(req *http.Request) *Route {
+	for i := range p.Routes {
+		if r := &p.Routes[i]; r.Matches(req.Host, req.URL.Path) {
+			return r
+		}
+	}
+	return nil
+}
+
+// connect makes a server of pool the current upstream, trying the next
+// pick when one cannot be reached: 503 when no server is healthy, 502 when
+// none of the healthy ones answers.
+func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *Pool, key string) (*Server, error) {
+	failed := map[*Server]bool{}
+	var lastErr error
+	for {
+		srv := pool.Pick(key, failed)
+		if srv == nil {
+			if lastErr != nil {
+				return nil, httpcore.UpstreamError(lastErr)
+			}
+			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no healthy server in pool %s", pool.Name)
+		}
+		srv.active.Add(1)
+		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), func() { srv.active.Add(-1) })
+		if err == nil {
+			return srv, nil
+		}
+		c.S.Log().Warn("back-end connect failed", "pool", pool.Name, "server", srv.Addr, "err", err)
+		failed[srv], lastErr = true, err
+	}
+}
+
+// dialer dials addr through the session, making it the pair's upstream.
+func dialer(s proxy.Session, addr string) httpcore.Dialer {
+	return func(ctx context.Context) (*net.TCPConn, error) { return s.Dial(ctx, addr) }
+}
+
+// addForwarded tells the back-end who the client is (RFC 7239 Forwarded and
+// the older X-Forwarded-For), appending to what earlier proxies said.
+func addForwarded(req *http.Request, clientIP string) {
+	node := clientIP
+	if strings.Contains(node, ":") {
+		node = `"[` + node + `]"` // an IPv6 node must be quoted
+	}
+	fwd := "for=" + node + ";proto=http"
+	if req.Host != "" {
+		fwd += `;host="` + req.Host + `"`
+	}
+	appendHeader(req.Header, "Forwarded", fwd)
+	appendHeader(req.Header, "X-Forwarded-For", clientIP)
+	req.Header.Set("X-Forwarded-Proto", "http")
+}
+
+func appendHeader(h http.Header, name, value string) {
+	if prior := h.Values(name); len(prior) > 0 {
+		value = strings.Join(prior, ", ") + ", " + value
+	}
+	h.Set(name, value)
+}

@@ -1,0 +1,141 @@
+// Pools of back-end servers and the three ways of picking one: round robin, least connections, consistent hash.
+package httprev
+
+import (
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/splicer/splicer/internal/config"
+)
+
+// Server is one back-end of a pool.
+type Server struct {
+	Addr    string
+	healthy atomic.Bool
+	active  atomic.Int64 // upstream connections client connections hold to it
+}
+
+// Healthy reports whether the last health check passed (always, without checks).
+func (s *Server) Healthy() bool { return s.healthy.Load() }
+
+// Pool is a named group of servers and its balancing policy.
+type Pool struct {
+	Name    string
+	Balance string
+	Servers []*Server
+	Health  *config.HealthCheck
+
+	next atomic.Uint64
+	ring []ringPoint // consistent_hash only, sorted by hash
+}
+
+// ringPoint is one of a server's virtual nodes on the hash ring.
+type ringPoint struct {
+	hash uint64
+	srv  *Server
+}
+
+// vnodes is how many points each server has on the ring: enough that keys
+// spread evenly and a removed server's keys spread over all the others.
+const vnodes = 100
+
+// NewPool builds a pool from its configuration; every server starts healthy.
+func NewPool(pc config.Pool) *Pool {
+	p := &Pool{Name: pc.Name, Balance: pc.Balance, Health: pc.HealthCheck}
+	if p.Balance == "" {
+		p.Balance = "round_robin"
+	}
+	for _, addr := range pc.Servers {
+		s := &Server{Addr: addr}
+		s.healthy.Store(true)
+		p.Servers = append(p.Servers, s)
+	}
+	if p.Balance == "consistent_hash" {
+		for _, s := range p.Servers {
+			for i := range vnodes {
+				p.ring = append(p.ring, ringPoint{hash: hash64(s.Addr + "#" + strconv.Itoa(i)), srv: s})
+			}
+		}
+		slices.SortFunc(p.ring, func(a, b ringPoint) int { return cmpUint64(a.hash, b.hash) })
+	}
+	return p
+}
+
+// Pick returns the server for the next request, or nil when every server is
+// unhealthy or in skip. key is what consistent_hash hashes (the client IP);
+// skip holds servers that already failed for this request.
+func (p *Pool) Pick(key string, skip map[*Server]bool) *Server {
+	usable := func(s *Server) bool { return s.Healthy() && !skip[s] }
+	switch p.Balance {
+	case "least_conn":
+		return p.leastConn(usable)
+	case "consistent_hash":
+		return p.consistentHash(key, usable)
+	}
+	return p.roundRobin(usable)
+}
+
+func (p *Pool) roundRobin(usable func(*Server) bool) *Server {
+	start := p.next.Add(1) - 1
+	n := uint64(len(p.Servers))
+	for i := range n {
+		if s := p.Servers[(start+i)%n]; usable(s) {
+			return s
+		}
+	}
+	return nil
+}
+
+// leastConn takes the usable server with the fewest held connections, the
+// first in configuration order among equals.
+func (p *Pool) leastConn(usable func(*Server) bool) *Server {
+	var best *Server
+	for _, s := range p.Servers {
+		if usable(s) && (best == nil || s.active.Load() < best.active.Load()) {
+			best = s
+		}
+	}
+	return best
+}
+
+// consistentHash walks the ring clockwise from key's hash to the first
+// usable server, so a key keeps its server while that server is up.
+func (p *Pool) consistentHash(key string, usable func(*Server) bool) *Server {
+	if len(p.ring) == 0 {
+		return nil
+	}
+	h := hash64(key)
+	i, _ := slices.BinarySearchFunc(p.ring, h, func(pt ringPoint, h uint64) int { return cmpUint64(pt.hash, h) })
+	for j := range p.ring {
+		if s := p.ring[(i+j)%len(p.ring)].srv; usable(s) {
+			return s
+		}
+	}
+	return nil
+}
+
+func hash64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	// fnv's low bits mix poorly for short, similar keys; a final avalanche
+	// step (from splitmix64) spreads them over the ring.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
