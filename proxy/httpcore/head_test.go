@@ -1,0 +1,130 @@
+// Tests of head reading and framing: limits, body bytes left unread, chunked streaming, the heads the proxy writes.
+package httpcore
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestReadHeadStopsAtTheBody(t *testing.T) {
+	br := bufio.NewReaderSize(strings.NewReader("\r\nGET / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbodyNEXT"), 16)
+	head, err := readHead(br, Limits{MaxHeaderBytes: 1024, MaxHeaders: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(head) != "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\n" {
+		t.Errorf("head %q", head)
+	}
+	rest, _ := io.ReadAll(br)
+	if string(rest) != "bodyNEXT" {
+		t.Errorf("left %q in the reader, want the body and what follows", rest)
+	}
+}
+
+func TestReadHeadLimits(t *testing.T) {
+	lim := Limits{MaxHeaderBytes: 100, MaxHeaders: 2}
+	for _, tc := range []struct {
+		name, in string
+		want     error
+	}{
+		{"two headers", "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n", nil},
+		{"three headers", "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", errTooManyHeaders},
+		{"long line", "GET / HTTP/1.1\r\nA: " + strings.Repeat("x", 100) + "\r\n\r\n", errHeadTooLarge},
+		{"cut short", "GET / HTTP/1.1\r\nA: 1\r\n", io.ErrUnexpectedEOF},
+	} {
+		_, err := readHead(bufio.NewReaderSize(strings.NewReader(tc.in), 16), lim)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestHasField(t *testing.T) {
+	head := []byte("POST / HTTP/1.1\r\nHost: h\r\ntransfer-encoding : chunked\r\n\r\n")
+	if !hasField(head, "Transfer-Encoding") || hasField(head, "Content-Length") {
+		t.Error("hasField misread the head")
+	}
+	if hasField([]byte("GET /Content-Length: HTTP/1.1\r\n\r\n"), "Content-Length") {
+		t.Error("hasField took the request line for a header")
+	}
+}
+
+func TestCopyChunkedCopiesExactlyOneBody(t *testing.T) {
+	body := "5;ext=1\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: x\r\n\r\n"
+	br := bufio.NewReaderSize(strings.NewReader(body+"GET /next"), 16)
+	var out bytes.Buffer
+	if err := copyChunked(&out, br); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != body {
+		t.Errorf("copied %q, want %q", out.String(), body)
+	}
+	rest, _ := io.ReadAll(br)
+	if string(rest) != "GET /next" {
+		t.Errorf("left %q", rest)
+	}
+}
+
+func TestCopyChunkedRejectsMalformed(t *testing.T) {
+	for _, in := range []string{"zz\r\n", "5\r\nhelloXX\r\n", "5\r\nhel", strings.Repeat("0", 20) + "1\r\n"} {
+		err := copyChunked(io.Discard, bufio.NewReader(strings.NewReader(in)))
+		if err == nil {
+			t.Errorf("%q: copied without error", in)
+		}
+	}
+}
+
+func TestResponseBodyKinds(t *testing.T) {
+	get := &http.Request{Method: http.MethodGet}
+	head := &http.Request{Method: http.MethodHead}
+	for _, tc := range []struct {
+		req  *http.Request
+		resp *http.Response
+		want bodyKind
+	}{
+		{get, &http.Response{StatusCode: 200, ContentLength: 10}, bodyLength},
+		{get, &http.Response{StatusCode: 200, ContentLength: 0}, bodyNone},
+		{get, &http.Response{StatusCode: 200, ContentLength: -1}, bodyUntilClose},
+		{get, &http.Response{StatusCode: 200, ContentLength: -1, TransferEncoding: []string{"chunked"}}, bodyChunked},
+		{head, &http.Response{StatusCode: 200, ContentLength: 10}, bodyNone},
+		{get, &http.Response{StatusCode: 204, ContentLength: -1}, bodyNone},
+		{get, &http.Response{StatusCode: 304, ContentLength: 10}, bodyNone},
+	} {
+		if got := responseBody(tc.req, tc.resp); got != tc.want {
+			t.Errorf("%s %d (length %d, te %v): kind %d, want %d", tc.req.Method, tc.resp.StatusCode,
+				tc.resp.ContentLength, tc.resp.TransferEncoding, got, tc.want)
+		}
+	}
+}
+
+func TestRequestHeadForwardsEndToEndHeadersOnly(t *testing.T) {
+	raw := "GET http://h.example:8080/p?q=1 HTTP/1.1\r\nHost: h.example:8080\r\nProxy-Connection: keep-alive\r\n" +
+		"Connection: X-Hop\r\nX-Hop: 1\r\nX-End: 2\r\nProxy-Authorization: secret\r\n\r\n"
+	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(requestHead(req))
+	want := "GET /p?q=1 HTTP/1.1\r\nHost: h.example:8080\r\nX-End: 2\r\n\r\n"
+	if got != want {
+		t.Errorf("head\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestResponseHeadSaysWhetherTheConnectionStays(t *testing.T) {
+	req := &http.Request{Method: http.MethodGet, ProtoMajor: 1, ProtoMinor: 0}
+	resp := &http.Response{Status: "200 OK", StatusCode: 200, ProtoMajor: 1, ProtoMinor: 1, ContentLength: 3,
+		Header: http.Header{"Keep-Alive": {"timeout=5"}, "X-A": {"b"}}}
+	if got := string(responseHead(req, resp, bodyLength, true)); got != "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 3\r\nX-A: b\r\n\r\n" {
+		t.Errorf("keep-alive to an HTTP/1.0 client: %q", got)
+	}
+	req.ProtoMinor = 1
+	if got := string(responseHead(req, resp, bodyLength, false)); got != "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\nX-A: b\r\n\r\n" {
+		t.Errorf("closing: %q", got)
+	}
+}

@@ -1,0 +1,104 @@
+// Tests of the cache: which responses are cacheable for how long, LRU eviction within the byte bound, expiry.
+package httpfwd
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLifetime(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	date := now.Format(http.TimeFormat)
+	for _, tc := range []struct {
+		name      string
+		reqHeader http.Header
+		status    int
+		length    int64
+		header    http.Header
+		want      time.Duration
+	}{
+		{"max-age", nil, 200, 10, http.Header{"Cache-Control": {"max-age=60"}}, time.Minute},
+		{"s-maxage wins", nil, 200, 10, http.Header{"Cache-Control": {"max-age=60, s-maxage=120"}}, 2 * time.Minute},
+		{"expires", nil, 200, 10, http.Header{"Date": {date}, "Expires": {now.Add(time.Hour).Format(http.TimeFormat)}}, time.Hour},
+		{"expired", nil, 200, 10, http.Header{"Date": {date}, "Expires": {now.Add(-time.Hour).Format(http.TimeFormat)}}, 0},
+		{"no lifetime", nil, 200, 10, http.Header{"Cache-Control": {"public"}}, 0},
+		{"no-store", nil, 200, 10, http.Header{"Cache-Control": {"max-age=60, no-store"}}, 0},
+		{"private", nil, 200, 10, http.Header{"Cache-Control": {"private, max-age=60"}}, 0},
+		{"not 200", nil, 404, 10, http.Header{"Cache-Control": {"max-age=60"}}, 0},
+		{"unknown length", nil, 200, -1, http.Header{"Cache-Control": {"max-age=60"}}, 0},
+		{"vary", nil, 200, 10, http.Header{"Cache-Control": {"max-age=60"}, "Vary": {"Accept"}}, 0},
+		{"authorization", http.Header{"Authorization": {"x"}}, 200, 10, http.Header{"Cache-Control": {"max-age=60"}}, 0},
+		{"authorization, public", http.Header{"Authorization": {"x"}}, 200, 10, http.Header{"Cache-Control": {"public, max-age=60"}}, time.Minute},
+	} {
+		req := &http.Request{Method: http.MethodGet, Header: tc.reqHeader}
+		if req.Header == nil {
+			req.Header = http.Header{}
+		}
+		resp := &http.Response{StatusCode: tc.status, ContentLength: tc.length, Header: tc.header}
+		if got := lifetime(req, resp, now); got != tc.want {
+			t.Errorf("%s: lifetime %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRequestCacheable(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		header http.Header
+		want   bool
+	}{
+		{http.MethodGet, http.Header{}, true},
+		{http.MethodPost, http.Header{}, false},
+		{http.MethodGet, http.Header{"Cache-Control": {"no-cache"}}, false},
+		{http.MethodGet, http.Header{"Pragma": {"no-cache"}}, false},
+	} {
+		if got := requestCacheable(&http.Request{Method: tc.method, Header: tc.header}); got != tc.want {
+			t.Errorf("%s %v: cacheable %v, want %v", tc.method, tc.header, got, tc.want)
+		}
+	}
+}
+
+func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	c := NewCache(1000)
+	now := time.Now()
+	put := func(key string) {
+		c.put(&entry{key: key, header: http.Header{}, body: []byte(strings.Repeat("x", 300-len(key))), stored: now, expires: now.Add(time.Hour)})
+	}
+	put("a")
+	put("b")
+	put("c")
+	if _, ok := c.get("a"); !ok { // a is now the most recently used
+		t.Fatal("a missing")
+	}
+	put("d") // 1200 bytes: evicts b, the least recently used
+	if _, ok := c.get("b"); ok {
+		t.Error("b survived; it was the least recently used")
+	}
+	for _, k := range []string{"a", "c", "d"} {
+		if _, ok := c.get(k); !ok {
+			t.Errorf("%s evicted", k)
+		}
+	}
+	if c.Bytes() != 900 {
+		t.Errorf("cache holds %d bytes, want 900", c.Bytes())
+	}
+}
+
+func TestCacheDropsExpiredEntries(t *testing.T) {
+	c := NewCache(1000)
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	c.put(&entry{key: "k", header: http.Header{}, body: []byte("v"), stored: now, expires: now.Add(time.Minute)})
+	if _, ok := c.get("k"); !ok {
+		t.Fatal("fresh entry missing")
+	}
+	now = now.Add(time.Minute)
+	if _, ok := c.get("k"); ok {
+		t.Error("expired entry served")
+	}
+	if c.Bytes() != 0 {
+		t.Errorf("expired entry still takes %d bytes", c.Bytes())
+	}
+}
