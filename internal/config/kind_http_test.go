@@ -122,3 +122,15 @@ func TestHTTPErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { checkErrors(t, parseErrors(t, tc.data), tc.want) })
 	}
 }
+
+func TestHTTPExamplesParse(t *testing.T) {
+	for _, tc := range []struct{ file, kind string }{{"http-forward.yaml", "http-forward"}, {"http-reverse.yaml", "http-reverse"}} {
+		cfg, err := Load(examplePath(tc.file))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if len(cfg.Listeners) != 1 || cfg.Listeners[0].Proxy != tc.kind {
+			t.Errorf("%s: listeners %+v, want one %s", tc.file, cfg.Listeners, tc.kind)
+		}
+	}
+}

@@ -19,8 +19,9 @@ import (
 
 // Ports: the proxy listener, and the back-ends on the server host.
 const (
-	proxyPort = 8080
-	portA     = 8001
+	proxyPort = 8090
+	shopPort  = 8080 // examples/http-reverse.yaml's listener
+	portA     = 8001 // the example's back-ends
 	portB     = 8002
 	portSick  = 8003 // serves objects but fails its health check
 	portEcho  = 8004 // answers with the forwarding headers it got
@@ -67,7 +68,8 @@ func TestLabHTTPReverse(t *testing.T) {
 		{Name: "dead", Servers: []string{httplab.ServerAddr(l, portDead)}, HealthCheck: check},
 		{Name: "echo", Servers: []string{httplab.ServerAddr(l, portEcho)}},
 	}
-	rl := &revLab{Forwarder: httplab.Start(t, l, lc), addr: httplab.FwdAddr(l, proxyPort)}
+	shop := httplab.ExampleListener(t, "../../examples/http-reverse.yaml", "shop")
+	rl := &revLab{Forwarder: httplab.Start(t, l, lc, shop), addr: httplab.FwdAddr(l, proxyPort)}
 
 	t.Run("keep-alive-alternates", rl.testAlternates)
 	t.Run("curl-keep-alive", rl.testCurlKeepAlive)
@@ -112,9 +114,9 @@ func (rl *revLab) testAlternates(t *testing.T) {
 }
 
 // testCurlKeepAlive does the same with curl, which reuses its connection
-// for the URLs of one command line.
+// for the URLs of one command line, through the example's listener.
 func (rl *revLab) testCurlKeepAlive(t *testing.T) {
-	url := "http://" + rl.addr + origin.ObjectPath(100<<10)
+	url := "http://" + httplab.FwdAddr(rl.Lab, shopPort) + origin.ObjectPath(100<<10)
 	out, err := httplab.Curl(t, rl.Lab, "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null",
 		"-w", `%header{x-origin-name} %{size_download} %{num_connects}\n`, url, url, url)
 	if err != nil {

@@ -143,6 +143,15 @@ func (f *Forwarder) Splices(engine, outcome string) float64 {
 	return f.Metric("splicer_splice_transitions_total", "engine", engine, "outcome", outcome)
 }
 
+// SplicesEnded is how many splices engine ran, however they ended.
+func (f *Forwarder) SplicesEnded(engine string) float64 {
+	var n float64
+	for _, outcome := range []string{"eof", "limit", "data", "reset", "idle", "cancel", "error", "timer"} {
+		n += f.Splices(engine, outcome)
+	}
+	return n
+}
+
 // Engine is the deepest engine this forwarder runs (auto's first choice).
 func (f *Forwarder) Engine() string { return engineall.Names()[0] }
 
@@ -250,4 +259,21 @@ func (b *LogBuffer) String() string {
 // Contains reports whether some log line contains s.
 func (b *LogBuffer) Contains(s string) bool {
 	return bytes.Contains([]byte(b.String()), []byte(s))
+}
+
+// ExampleListener is the listener named name of the example configuration
+// at path, so that a lab test serves traffic exactly as the example says.
+func ExampleListener(tb testing.TB, path, name string) config.Listener {
+	tb.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		tb.Fatalf("example: %v", err)
+	}
+	for _, lc := range cfg.Listeners {
+		if lc.Name == name {
+			return lc
+		}
+	}
+	tb.Fatalf("example %s has no listener %q", path, name)
+	return config.Listener{}
 }
