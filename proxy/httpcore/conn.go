@@ -63,12 +63,13 @@ func (c *Conn) Close() {
 	}
 }
 
-// interrupt makes every blocked read of the pair fail at once (shutdown).
+// interrupt makes every blocked read or write of the pair in control mode
+// fail at once (shutdown); a splice in progress ends by the same context.
 func (c *Conn) interrupt() {
 	p := c.S.Pair()
-	p.Client.SetReadDeadline(past)
+	p.Client.SetDeadline(past)
 	if up := p.Upstream(); up != nil {
-		up.SetReadDeadline(past)
+		up.SetDeadline(past)
 	}
 }
 
@@ -136,6 +137,9 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 	if c.Idle > 0 {
 		c.up.conn.SetReadDeadline(time.Now().Add(c.Idle))
 		defer c.up.conn.SetReadDeadline(time.Time{})
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // interrupt may have run before the deadline above
 	}
 	return c.readResponse(ctx, req)
 }
