@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Settings control how long and how often the experiments measure.
@@ -45,7 +48,7 @@ type Experiment struct {
 	Name string
 	// Help is one line for `splicer bench -h`.
 	Help string
-	// NeedsPeers is set for experiments that wait for the proxies issue.
+	// Pending, when set, says what the experiment waits for; it has no Run.
 	Pending string
 	Run     func(ctx context.Context, e *Env, s Settings) (*Result, error)
 }
@@ -70,9 +73,11 @@ func Lookup(name string) (Experiment, bool) {
 	return Experiment{}, false
 }
 
-// progress is a one-line counter redrawn with \r.
+// progress is a one-line counter redrawn with \r on a terminal; elsewhere
+// (a log file) it writes a line per tenth of the way.
 type progress struct {
 	w           io.Writer
+	tty         bool
 	name        string
 	done, total int
 	start       time.Time
@@ -82,18 +87,37 @@ func newProgress(w io.Writer, name string, total int) *progress {
 	if w == nil {
 		w = io.Discard
 	}
-	return &progress{w: w, name: name, total: total, start: time.Now()}
+	return &progress{w: w, tty: isTerminal(w), name: name, total: total, start: time.Now()}
 }
 
 // step shows what is being measured now.
 func (p *progress) step(what string) {
 	p.done++
-	fmt.Fprintf(p.w, "\r\033[K%s %d/%d %s (%.0fs)", p.name, p.done, p.total, what, time.Since(p.start).Seconds())
+	switch {
+	case p.tty:
+		fmt.Fprintf(p.w, "\r\033[K%s %d/%d %s (%.0fs)", p.name, p.done, p.total, what, time.Since(p.start).Seconds())
+	case p.total >= 10 && p.done%(p.total/10) == 0 || p.done == 1:
+		// A log gets a line per tenth of the way, not one per measurement.
+		fmt.Fprintf(p.w, "%s %d/%d %s (%.0fs)\n", p.name, p.done, p.total, what, time.Since(p.start).Seconds())
+	}
 }
 
 // finish ends the line.
 func (p *progress) finish() {
-	fmt.Fprintf(p.w, "\r\033[K%s done in %.1fs\n", p.name, time.Since(p.start).Seconds())
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "%s: %d measurements in %.1fs\n", p.name, p.done, time.Since(p.start).Seconds())
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // missing lists the unavailable targets of the Env.
