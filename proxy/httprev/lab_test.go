@@ -75,6 +75,8 @@ func TestLabHTTPReverse(t *testing.T) {
 	t.Run("curl-keep-alive", rl.testCurlKeepAlive)
 	t.Run("forwarded", rl.testForwarded)
 	t.Run("post", rl.testPost)
+	t.Run("pipelined", rl.testPipelined)
+	t.Run("http-1.0", rl.testHTTP10)
 	t.Run("health-check", rl.testHealthCheck)
 }
 
@@ -183,6 +185,53 @@ func (rl *revLab) testPost(t *testing.T) {
 	}
 	if got := rl.Splices(rl.Engine(), "limit") - before; got != 1 {
 		t.Errorf("%v splices ended at their limit, want 1 (the request body with a length)", got)
+	}
+}
+
+// testPipelined sends three requests in one write: while a response body
+// is spliced the next requests wait in the client socket, and each is
+// answered in order.
+func (rl *revLab) testPipelined(t *testing.T) {
+	c := httplab.Dial(t, rl.Lab, rl.addr)
+	c.SetDeadline(time.Now().Add(httplab.WaitFor))
+	sizes := []int64{200 << 10, 10, 500 << 10}
+	var reqs bytes.Buffer
+	for _, size := range sizes {
+		fmt.Fprintf(&reqs, "GET %s HTTP/1.1\r\nHost: shop.test\r\n\r\n", origin.ObjectPath(size))
+	}
+	if _, err := c.Write(reqs.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for _, size := range sizes {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response to /obj/%d: %v", size, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || sha256.Sum256(body) != origin.ObjectSHA256(size) {
+			t.Fatalf("/obj/%d: %d bytes, %v, or wrong content", size, len(body), err)
+		}
+	}
+}
+
+// testHTTP10 checks an HTTP/1.0 request without keep-alive is answered and
+// the connection closed after the body.
+func (rl *revLab) testHTTP10(t *testing.T) {
+	c := httplab.Dial(t, rl.Lab, rl.addr)
+	c.SetDeadline(time.Now().Add(httplab.WaitFor))
+	fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: shop.test\r\n\r\n", origin.ObjectPath(100<<10))
+	all, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read to close: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(all)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if sha256.Sum256(body) != origin.ObjectSHA256(100<<10) || !resp.Close {
+		t.Errorf("got %d bytes, Connection: %q; want the object and close", len(body), resp.Header.Get("Connection"))
 	}
 }
 
