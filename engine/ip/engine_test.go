@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -256,6 +257,54 @@ func TestEngineFallbackMidStream(t *testing.T) {
 	}
 	if got, want := [2]int64{lp.p.Bytes(engine.Up), lp.p.Bytes(engine.Down)}, [2]int64{size + 16, size + 32}; got != want {
 		t.Errorf("pair counted %v, want %v", got, want)
+	}
+}
+
+// TestEngineManyPairs: 100 idle pairs spliced at once (sharing grace
+// periods and the event reader) each echo a message, half-close, and end
+// with EndEOF, leaving 100 pairs in TIME_WAIT.
+func TestEngineManyPairs(t *testing.T) {
+	const n = 100
+	el := newEngineLab(t, Options{MaxPairs: 2 * n})
+	lps := make([]labPair, n)
+	for i := range lps {
+		lps[i] = el.pair(t, origin.Echo)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	results := make(chan error, n)
+	for i, lp := range lps {
+		go func() {
+			res, err := el.e.Splice(ctx, lp.p, engine.Both(0))
+			if err == nil && res.End != engine.EndEOF {
+				err = fmt.Errorf("pair %d ended with %v", i, res.End)
+			}
+			results <- err
+		}()
+	}
+	eventually(t, "every pair spliced", func() bool { return len(el.e.dp.Pairs()) == n })
+	var clients sync.WaitGroup
+	for i, lp := range lps {
+		clients.Go(func() {
+			msg := fmt.Sprintf("pair %03d says hello", i)
+			lp.client.Write([]byte(msg))
+			lp.client.CloseWrite()
+			lp.client.SetReadDeadline(time.Now().Add(waitFor))
+			if got, err := io.ReadAll(lp.client); string(got) != msg || err != nil {
+				t.Errorf("pair %d: sent %q, got back %q, %v", i, msg, got, err)
+			}
+		})
+	}
+	clients.Wait()
+	for range n {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+	for _, a := range el.e.dp.Pairs() {
+		if st, err := el.e.dp.Lookup(a); err != nil || st.Phase != PhaseTimeWait {
+			t.Errorf("pair %v: phase %v, %v; want time_wait", a, st.Phase, err)
+		}
 	}
 }
 
