@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
@@ -85,7 +86,7 @@ func TestLabHTTPForward(t *testing.T) {
 func (fl *fwdLab) testGet(t *testing.T) {
 	for _, size := range []int64{1 << 10, 64 << 10, 1 << 20, 64 << 20} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			before := fl.Splices(fl.Engine(), "limit")
+			before := fl.Spliced("limit")
 			body, err := httplab.Curl(t, fl.Lab, "-x", fl.proxyURL, fl.objectURL(size))
 			if err != nil {
 				t.Fatal(err)
@@ -94,8 +95,8 @@ func (fl *fwdLab) testGet(t *testing.T) {
 				t.Fatalf("got %d bytes, sha256 mismatch or short (want %d)", len(body), size)
 			}
 			if size >= 64<<10 {
-				if got := fl.Splices(fl.Engine(), "limit") - before; got != 1 {
-					t.Errorf("engine %s ended %v splices at their byte limit, want 1 (the body)", fl.Engine(), got)
+				if got := fl.Spliced("limit") - before; got != 1 {
+					t.Errorf("%v splices ended at their byte limit, want 1 (the body)", got)
 				}
 			}
 		})
@@ -111,7 +112,7 @@ func (fl *fwdLab) objectURL(size int64) string {
 // after each spliced body.
 func (fl *fwdLab) testKeepAlive(t *testing.T) {
 	accepted := fl.Metric("splicer_connections_accepted_total", "listener", "proxy")
-	before := fl.Splices(fl.Engine(), "limit")
+	before := fl.Spliced("limit")
 	sizes := []int64{300 << 10, 1 << 20, 200 << 10}
 	args := []string{"-x", fl.proxyURL}
 	for _, s := range sizes {
@@ -131,7 +132,7 @@ func (fl *fwdLab) testKeepAlive(t *testing.T) {
 	if got := fl.Metric("splicer_connections_accepted_total", "listener", "proxy") - accepted; got != 1 {
 		t.Errorf("curl opened %v connections to the proxy, want 1 (keep-alive)", got)
 	}
-	if got := fl.Splices(fl.Engine(), "limit") - before; got != 3 {
+	if got := fl.Spliced("limit") - before; got != 3 {
 		t.Errorf("%v bodies spliced with a limit, want 3", got)
 	}
 }
@@ -155,7 +156,7 @@ func object(size int64) []byte {
 // proxy splices both ways until it closes (curl may close with the
 // server's session ticket unread, which resets, so any end counts).
 func (fl *fwdLab) testConnectTLS(t *testing.T) {
-	ended := func() float64 { return fl.SplicesEnded(fl.Engine()) }
+	ended := func() float64 { return fl.SplicesEnded() }
 	before := ended()
 	body, err := httplab.Curl(t, fl.Lab, "-k", "-x", fl.proxyURL, "https://"+httplab.ServerAddr(fl.Lab, tlsPort)+"/hello")
 	if err != nil {
@@ -181,6 +182,7 @@ func (fl *fwdLab) testConnectHandshakes(t *testing.T) {
 			if err != nil || resp.StatusCode != http.StatusOK {
 				t.Fatalf("CONNECT: %v %v", resp, err)
 			}
+			fl.waitTunnelSpliced(t)
 			fmt.Fprintf(c, "%s\n", hs.name) // tells the server which sequence follows
 			if err := runHandshake(br, c, hs.msgs, true); err != nil {
 				t.Fatal(err)
@@ -199,6 +201,22 @@ func (fl *fwdLab) testConnectHandshakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitTunnelSpliced waits until /flows shows the only pair of the example's
+// listener spliced by an engine (not copied by the proxy in control mode).
+func (fl *fwdLab) waitTunnelSpliced(t *testing.T) {
+	t.Helper()
+	var last []forwarder.Flow
+	httplab.Eventually(t, "the tunnel's pair to be spliced", func() bool {
+		last = last[:0]
+		for _, f := range fl.Flows().Snapshot() {
+			if f.Listener == "proxy" {
+				last = append(last, f)
+			}
+		}
+		return len(last) == 1 && last[0].State == "spliced" && last[0].Engine != "control"
+	})
 }
 
 // testConnectPortRefused checks CONNECT outside the allowlist gets 403.

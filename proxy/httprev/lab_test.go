@@ -87,7 +87,7 @@ func (rl *revLab) testAlternates(t *testing.T) {
 	c := httplab.Dial(t, rl.Lab, rl.addr)
 	c.SetDeadline(time.Now().Add(httplab.WaitFor))
 	br := bufio.NewReader(c)
-	before := rl.Splices(rl.Engine(), "limit")
+	before := rl.Spliced("limit")
 	sizes := []int64{256 << 10, 1 << 20, 300 << 10, 2 << 20}
 	var names []string
 	for _, size := range sizes {
@@ -107,8 +107,8 @@ func (rl *revLab) testAlternates(t *testing.T) {
 			t.Fatalf("back-ends in order %v, want a and b in turn", names)
 		}
 	}
-	if got := rl.Splices(rl.Engine(), "limit") - before; got != float64(len(sizes)) {
-		t.Errorf("%v response bodies spliced by %s, want %d", got, rl.Engine(), len(sizes))
+	if got := rl.Spliced("limit") - before; got != float64(len(sizes)) {
+		t.Errorf("%v response bodies spliced, want %d", got, len(sizes))
 	}
 	if got := rl.Metric("splicer_connections_accepted_total", "listener", "rev"); got != 1 {
 		t.Errorf("%v client connections, want 1", got)
@@ -161,7 +161,7 @@ func (rl *revLab) testForwarded(t *testing.T) {
 func (rl *revLab) testPost(t *testing.T) {
 	body := bytes.Repeat([]byte("posted bytes "), 100_000)
 	want := fmt.Sprintf("%d %x\n", len(body), sha256.Sum256(body))
-	before := rl.Splices(rl.Engine(), "limit")
+	before := rl.Spliced("limit")
 	c := httplab.Dial(t, rl.Lab, rl.addr)
 	c.SetDeadline(time.Now().Add(httplab.WaitFor))
 	br := bufio.NewReader(c)
@@ -183,7 +183,7 @@ func (rl *revLab) testPost(t *testing.T) {
 			t.Errorf("chunked %v: back-end got %q, want %q", chunked, got, want)
 		}
 	}
-	if got := rl.Splices(rl.Engine(), "limit") - before; got != 1 {
+	if got := rl.Spliced("limit") - before; got != 1 {
 		t.Errorf("%v splices ended at their limit, want 1 (the request body with a length)", got)
 	}
 }
