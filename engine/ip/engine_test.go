@@ -432,6 +432,32 @@ func TestEngineFallsBackWithBufferedData(t *testing.T) {
 	}
 }
 
+// TestEngineFallsBackWithoutClockAnswer: when the client never answers the
+// timestamp probe (everything toward the forwarder is lost), Splice falls
+// back after its timeout, and the connections work on as before once the
+// link heals.
+func TestEngineFallsBackWithoutClockAnswer(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, "")
+	link := el.l.ClientLink()
+	if err := el.l.SetLoss(link, lab.TowardServer, 100); err != nil {
+		t.Fatal(err)
+	}
+	_, err := el.e.Splice(context.Background(), lp.p, engine.Both(0))
+	if err := el.l.SetLoss(link, lab.TowardServer, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !engine.IsFallback(err) || !strings.Contains(err.Error(), "no answer to the timestamp probe") {
+		t.Fatalf("Splice without the client's answer returned %v, want a fallback naming the probe", err)
+	}
+	if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
+		t.Errorf("the datapath still holds %v", pairs)
+	}
+	go copyThenClose(lp.p.Upstream(), lp.p.Client)
+	go copyThenClose(lp.p.Client, lp.p.Upstream())
+	echoOnce(t, lp)
+}
+
 // queued is SIOCINQ of c.
 func queued(c *net.TCPConn) (n int, err error) {
 	err = withFD(c, func(fd int) error {
