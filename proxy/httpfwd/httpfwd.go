@@ -75,7 +75,8 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, req *http.Request
 	if !slices.Contains(p.ConnectPorts, port) {
 		return httpcore.Errorf(http.StatusForbidden, "CONNECT to port %d is not allowed (allowed: %v)", port, p.ConnectPorts)
 	}
-	if err := c.Use(ctx, req.Host, dialer(c.S, req.Host), nil); err != nil {
+	// A tunnel never shares a connection kept for plain requests.
+	if err := c.Use(ctx, "CONNECT "+req.Host, dialer(c.S, req.Host), nil); err != nil {
 		return httpcore.UpstreamError(err)
 	}
 	c.S.Log().Debug("tunnel", "target", req.Host)
