@@ -1,0 +1,158 @@
+// Loading of the sk_skb programs and maps the sockmap engine shares among all pairs, and the checks that say why they cannot load.
+package sockmap
+
+//go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type ctl -type flow splice splice.c
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Event kinds sent by the parser through the events ring buffer (enum event_kind).
+const (
+	eventLimit   = 1
+	eventStopped = 2
+	eventCredit  = 3
+)
+
+// Counter indexes of the per-CPU counters map (enum counter).
+const (
+	counterRedirectMsgs = iota
+	counterRedirectBytes
+	counterParserStops
+	counterDropNoState
+	counterDropNoPeer
+	counterMax
+)
+
+// Capability bits (linux/capability.h).
+const (
+	capNetAdmin = 12
+	capSysAdmin = 21
+	capBPF      = 39
+)
+
+// checkPrivileges names the capabilities the process lacks to load sk_skb
+// programs and fill sockhash maps.
+func checkPrivileges() error {
+	eff, err := effectiveCaps()
+	if err != nil {
+		return nil // cannot tell; let the load itself fail with its own error
+	}
+	var missing []string
+	if eff&(1<<capBPF) == 0 && eff&(1<<capSysAdmin) == 0 {
+		missing = append(missing, "CAP_BPF")
+	}
+	if eff&(1<<capNetAdmin) == 0 {
+		missing = append(missing, "CAP_NET_ADMIN")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sockmap engine needs %s", strings.Join(missing, " and "))
+	}
+	return nil
+}
+
+// effectiveCaps reads the process's effective capability set.
+func effectiveCaps() (uint64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, errors.New("no CapEff in /proc/self/status")
+}
+
+// checkKernel names the kernel feature missing for sockmap splicing.
+func checkKernel() error {
+	if err := features.HaveMapType(ebpf.SockHash); err != nil {
+		return fmt.Errorf("kernel lacks BPF sockhash maps (CONFIG_BPF_STREAM_PARSER): %w", err)
+	}
+	if err := features.HaveProgramType(ebpf.SkSKB); err != nil {
+		return fmt.Errorf("kernel lacks sk_skb programs (CONFIG_BPF_STREAM_PARSER): %w", err)
+	}
+	return nil
+}
+
+// datapath is the loaded programs and maps, shared by every pair.
+type datapath struct {
+	objs spliceObjects
+}
+
+// loadDatapath loads the programs with maps sized for maxPairs pairs and
+// attaches parser and verdict to rx_socks.
+func loadDatapath(maxPairs int) (*datapath, error) {
+	if err := checkPrivileges(); err != nil {
+		return nil, err
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
+	_ = rlimit.RemoveMemlock()
+	if err := checkKernel(); err != nil {
+		return nil, err
+	}
+	spec, err := loadSplice()
+	if err != nil {
+		return nil, fmt.Errorf("read sockmap BPF object: %w", err)
+	}
+	for _, name := range []string{"rx_socks", "tx_socks", "ctls", "flows"} {
+		spec.Maps[name].MaxEntries = uint32(maxPairs)
+	}
+	d := &datapath{}
+	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+		return nil, fmt.Errorf("load sockmap BPF programs: %w", err)
+	}
+	for _, a := range []struct {
+		prog *ebpf.Program
+		typ  ebpf.AttachType
+	}{
+		{d.objs.SpliceParser, ebpf.AttachSkSKBStreamParser},
+		{d.objs.SpliceVerdict, ebpf.AttachSkSKBStreamVerdict},
+	} {
+		err := link.RawAttachProgram(link.RawAttachProgramOptions{Target: d.objs.RxSocks.FD(), Program: a.prog, Attach: a.typ})
+		if err != nil {
+			d.close()
+			return nil, fmt.Errorf("attach %v to sockhash: %w", a.typ, err)
+		}
+	}
+	return d, nil
+}
+
+// close releases programs and maps; the kernel detaches the programs when
+// the map goes away.
+func (d *datapath) close() error { return d.objs.Close() }
+
+// counters sums the per-CPU counters.
+func (d *datapath) counters() [counterMax]uint64 {
+	var out [counterMax]uint64
+	for i := uint32(0); i < counterMax; i++ {
+		var per []uint64
+		if err := d.objs.Counters.Lookup(i, &per); err != nil {
+			continue
+		}
+		for _, v := range per {
+			out[i] += v
+		}
+	}
+	return out
+}
+
+// Available loads the programs and closes them at once: nil means the
+// sockmap engine can run here; the error names what is missing.
+func Available() error {
+	d, err := loadDatapath(16)
+	if err != nil {
+		return err
+	}
+	return d.close()
+}
