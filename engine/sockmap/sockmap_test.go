@@ -1,11 +1,28 @@
-// Tests of the sockmap engine on real loopback TCP connections: conformance, bulk integrity, limits, flow control, resets and scale.
+// Tests of the sockmap engine on real loopback TCP connections: conformance, bulk integrity, flow control, exact limits across give-backs, FIN and RST, scale, fallback.
 package sockmap_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/enginetest"
+	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/engine/sockmap"
 	"github.com/splicer/splicer/internal/testenv"
 )
@@ -14,7 +31,7 @@ import (
 func newEngine(tb testing.TB, opts sockmap.Options) *sockmap.Engine {
 	tb.Helper()
 	testenv.RequireRoot(tb)
-	e, err := sockmap.New(opts, slog.Default())
+	e, err := sockmap.New(opts, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatalf("sockmap.New: %v", err)
 	}
@@ -22,6 +39,483 @@ func newEngine(tb testing.TB, opts sockmap.Options) *sockmap.Engine {
 	return e
 }
 
+// spliceAsync runs e.Splice in the background.
+func spliceAsync(tb testing.TB, e engine.Engine, p *engine.Pair, opts engine.Options) <-chan engine.Result {
+	tb.Helper()
+	ch := make(chan engine.Result, 1)
+	go func() {
+		r, err := e.Splice(context.Background(), p, opts)
+		if err != nil {
+			tb.Errorf("Splice: %v", err)
+		}
+		ch <- r
+	}()
+	return ch
+}
+
+func waitResult(tb testing.TB, ch <-chan engine.Result) engine.Result {
+	tb.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(30 * time.Second):
+		tb.Fatal("splice did not end within 30s")
+	}
+	return engine.Result{}
+}
+
+func readExactly(tb testing.TB, c *net.TCPConn, n int) []byte {
+	tb.Helper()
+	b := make([]byte, n)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
+	if _, err := io.ReadFull(c, b); err != nil {
+		tb.Fatalf("read %d bytes: %v", n, err)
+	}
+	return b
+}
+
 func TestConformance(t *testing.T) {
 	enginetest.Run(t, newEngine(t, sockmap.Options{}))
+}
+
+// TestBulkBothWays moves 256 MiB each way at once and compares digests.
+func TestBulkBothWays(t *testing.T) {
+	e := newEngine(t, sockmap.Options{})
+	c := enginetest.NewPair(t)
+	const n = 256 << 20
+	res := spliceAsync(t, e, c.Pair, engine.Both(0))
+	up, down := enginetest.Random(n, 11), enginetest.Random(n, 12)
+	gotUp, gotDown := make(chan [32]byte, 1), make(chan [32]byte, 1)
+	go sendAndClose(t, c.Client, up)
+	go sendAndClose(t, c.Server, down)
+	go func() { gotUp <- digest(t, c.Server) }()
+	go func() { gotDown <- digest(t, c.Client) }()
+	if <-gotUp != sha256.Sum256(up) {
+		t.Error("upstream received a different stream than the client sent")
+	}
+	if <-gotDown != sha256.Sum256(down) {
+		t.Error("client received a different stream than the server sent")
+	}
+	r := waitResult(t, res)
+	if r.End != engine.EndEOF || r.Moved != [2]int64{n, n} || r.EOF != [2]bool{true, true} {
+		t.Errorf("result %+v, want EOF both ways with %d bytes each", r, n)
+	}
+	if st := e.Stats(); st.KernelBytes < n/2 {
+		t.Errorf("kernel redirected %d bytes, want most of the %d bytes down", st.KernelBytes, n)
+	}
+}
+
+func sendAndClose(tb testing.TB, c *net.TCPConn, b []byte) {
+	if _, err := c.Write(b); err != nil {
+		tb.Errorf("write: %v", err)
+	}
+	c.CloseWrite()
+}
+
+func digest(tb testing.TB, c *net.TCPConn) [32]byte {
+	h := sha256.New()
+	if _, err := io.Copy(h, c); err != nil {
+		tb.Errorf("read: %v", err)
+	}
+	var d [32]byte
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// TestSlowReader: a client reading 1 KiB per millisecond keeps receiving,
+// while the server cannot push more than the engine's window plus socket
+// buffers into the forwarder: the server's connection feels the pressure
+// instead of the forwarder's memory.
+func TestSlowReader(t *testing.T) {
+	const window = 1 << 20
+	e := newEngine(t, sockmap.Options{Window: window})
+	c := enginetest.NewPair(t)
+	res := spliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Watch}})
+	const total = 128 << 20
+	data := enginetest.Random(total, 13)
+	var mu sync.Mutex
+	sent := 0
+	go func() {
+		for off := 0; off < total; off += 64 << 10 {
+			n, err := c.Server.Write(data[off : off+64<<10])
+			mu.Lock()
+			sent += n
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+		c.Server.CloseWrite()
+	}()
+
+	// Slow phase: 1 KiB per millisecond for a second.
+	got := make([]byte, 0, total)
+	buf := make([]byte, 1024)
+	tick := time.NewTicker(time.Millisecond)
+	for start := time.Now(); time.Since(start) < time.Second; {
+		<-tick.C
+		n, err := io.ReadFull(c.Client, buf)
+		if err != nil {
+			t.Fatalf("slow read: %v", err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	tick.Stop()
+	mu.Lock()
+	pushed := sent
+	mu.Unlock()
+	// Socket buffers on the path hold at most a few MiB each; without flow
+	// control the kernel would take the whole 128 MiB at once.
+	if pushed > 48<<20 {
+		t.Errorf("server pushed %d MiB while the client read %d KiB: forwarder memory is not bounded", pushed>>20, len(got)>>10)
+	}
+	if len(got) < 256<<10 {
+		t.Errorf("slow client received only %d bytes in a second: stalled", len(got))
+	}
+	if e.Stats().Pauses == 0 {
+		t.Error("source was never paused")
+	}
+
+	// Fast phase: the rest arrives intact.
+	rest, err := io.ReadAll(c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, rest...)
+	if !bytes.Equal(got, data) {
+		t.Fatalf("client received %d bytes, not the %d bytes sent", len(got), total)
+	}
+	if r := waitResult(t, res); r.End != engine.EndEOF || r.Moved[engine.Down] != total {
+		t.Errorf("result %+v, want EOF after %d bytes", r, total)
+	}
+}
+
+// TestKeepAliveCycles runs 100 request/response cycles on one pair, each
+// response spliced with an exact byte limit and the next request watched;
+// bytes past each limit stay on the upstream socket, and every boundary is
+// exact.
+func TestKeepAliveCycles(t *testing.T) {
+	e := newEngine(t, sockmap.Options{})
+	c := enginetest.NewPair(t)
+	up := c.Pair.Upstream()
+	for i := range 100 {
+		req := []byte("request " + strings.Repeat("r", i))
+		if _, err := c.Client.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		if got := readExactly(t, c.Pair.Client, len(req)); !bytes.Equal(got, req) {
+			t.Fatalf("cycle %d: proxy read %q", i, got)
+		}
+		c.Pair.Client.SetReadDeadline(time.Time{})
+		if _, err := up.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		readExactly(t, c.Server, len(req))
+
+		body := enginetest.Random(1+(i*7919)%300000, uint64(i))
+		extra := []byte("extra after the body " + strings.Repeat("x", i%13))
+		go func() {
+			c.Server.Write(body)
+			if i%3 == 0 {
+				time.Sleep(time.Millisecond) // sometimes a separate segment
+			}
+			c.Server.Write(extra)
+		}()
+		opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Forward, Limit: int64(len(body))}}
+		res := spliceAsync(t, e, c.Pair, opts)
+		if got := readExactly(t, c.Client, len(body)); !bytes.Equal(got, body) {
+			t.Fatalf("cycle %d: client received a different body", i)
+		}
+		r := waitResult(t, res)
+		if r.End != engine.EndLimit || r.Dir != engine.Down || r.Moved[engine.Down] != int64(len(body)) {
+			t.Fatalf("cycle %d: result %+v, want limit down after %d bytes", i, r, len(body))
+		}
+		if got := readExactly(t, up, len(extra)); !bytes.Equal(got, extra) {
+			t.Fatalf("cycle %d: bytes past the limit were %q, want %q", i, got, extra)
+		}
+		up.SetReadDeadline(time.Time{})
+	}
+	c.Client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, _ := c.Client.Read(make([]byte, 1)); n != 0 {
+		t.Fatal("client received bytes past the last limit")
+	}
+}
+
+// TestGiveBackOnData: a response streams down while the client's next
+// request ends the splice; nothing of either is lost, and the response
+// resumes in the next splice.
+func TestGiveBackOnData(t *testing.T) {
+	e := newEngine(t, sockmap.Options{})
+	c := enginetest.NewPair(t)
+	data := enginetest.Random(8<<20, 14)
+	go sendAndClose(t, c.Server, data)
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(c.Client); got <- b }()
+	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}}
+	res := spliceAsync(t, e, c.Pair, opts)
+	time.Sleep(5 * time.Millisecond)
+	c.Client.Write([]byte("next"))
+	r := waitResult(t, res)
+	if r.End != engine.EndData && r.End != engine.EndEOF {
+		t.Fatalf("result %+v, want data up (or EOF if the response was already done)", r)
+	}
+	if r.End == engine.EndData {
+		if b := readExactly(t, c.Pair.Client, 4); string(b) != "next" {
+			t.Fatalf("watched bytes %q", b)
+		}
+		c.Pair.Client.SetReadDeadline(time.Time{})
+		r2 := waitResult(t, spliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}))
+		if r2.End != engine.EndEOF || r.Moved[engine.Down]+r2.Moved[engine.Down] != int64(len(data)) {
+			t.Fatalf("second splice %+v after %+v", r2, r)
+		}
+	}
+	if b := <-got; !bytes.Equal(b, data) {
+		t.Fatalf("client received %d bytes, want the %d bytes sent", len(b), len(data))
+	}
+}
+
+// TestOneWayFINAndRST checks FIN and RST in each direction when only that
+// direction is forwarded (by the kernel), the other watched.
+func TestOneWayFINAndRST(t *testing.T) {
+	e := newEngine(t, sockmap.Options{})
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		for _, reset := range []bool{false, true} {
+			c := enginetest.NewPair(t)
+			src, dst := c.Client, c.Server
+			if d == engine.Down {
+				src, dst = c.Server, c.Client
+			}
+			var opts engine.Options
+			if d == engine.Up {
+				opts.Down.Mode = engine.Hold
+			} else {
+				opts.Up.Mode = engine.Hold
+			}
+			res := spliceAsync(t, e, c.Pair, opts)
+			msg := enginetest.Random(200000, 15)
+			src.Write(msg)
+			if got := readExactly(t, dst, len(msg)); !bytes.Equal(got, msg) {
+				t.Fatalf("%v: bytes before the end differ", d)
+			}
+			if reset {
+				engine.ResetConn(src)
+			} else {
+				src.CloseWrite()
+			}
+			r := waitResult(t, res)
+			dst.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := dst.Read(make([]byte, 1))
+			switch {
+			case reset && (r.End != engine.EndReset || !errors.Is(err, syscall.ECONNRESET)):
+				t.Errorf("%v reset: end %v, peer read %d %v; want reset both", d, r.End, n, err)
+			case !reset && (r.End != engine.EndEOF || !r.EOF[d] || n != 0 || err != io.EOF):
+				t.Errorf("%v FIN: result %+v, peer read %d %v; want EOF", d, r, n, err)
+			}
+		}
+	}
+}
+
+// TestManyPairs splices 10,000 pairs at once.
+func TestManyPairs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 pairs")
+	}
+	// Four descriptors per pair live in this process (the pair's two sockets
+	// and the two far ends); a hard RLIMIT_NOFILE below 40,000 that this
+	// process may not raise caps the count.
+	pairs := 10000
+	if limit := raiseNoFile(t, 4*uint64(pairs)+1000); limit < 4*uint64(pairs)+1000 {
+		pairs = int(limit-1000) / 4
+		t.Logf("RLIMIT_NOFILE hard limit %d: splicing %d pairs at once instead of 10,000", limit, pairs)
+	}
+	e := newEngine(t, sockmap.Options{})
+	ps := make([]*enginetest.Conns, pairs)
+	mk := pairMaker(t)
+	for i := range ps {
+		ps[i] = mk()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, pairs)
+	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}}
+	for i, c := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := enginetest.Random(1000+i%3000, uint64(i))
+			done := make(chan engine.Result, 1)
+			go func() { r, _ := e.Splice(context.Background(), c.Pair, opts); done <- r }()
+			sendAndClose(t, c.Server, msg)
+			c.Client.SetReadDeadline(time.Now().Add(60 * time.Second))
+			got, err := io.ReadAll(c.Client)
+			if err != nil || !bytes.Equal(got, msg) {
+				errs <- errors.New("pair received a different stream")
+				return
+			}
+			if r := <-done; r.End != engine.EndEOF || r.Moved[engine.Down] != int64(len(msg)) {
+				errs <- errors.New("pair ended " + r.End.String())
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	bad := 0
+	for err := range errs {
+		if bad++; bad <= 3 {
+			t.Error(err)
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d pairs failed", bad, pairs)
+	}
+	if st := e.Stats(); st.Splices < uint64(pairs) || st.Active != 0 {
+		t.Errorf("stats %+v, want %d splices and none active", st, pairs)
+	}
+}
+
+// pairMaker returns a function making pairs through two shared listeners.
+func pairMaker(tb testing.TB) func() *enginetest.Conns {
+	tb.Helper()
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	connect := func() (*net.TCPConn, *net.TCPConn) {
+		d, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		a, err := l.AcceptTCP()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { a.Close(); d.Close() })
+		return a, d
+	}
+	id := uint64(0)
+	return func() *enginetest.Conns {
+		fc, client := connect()
+		fu, server := connect()
+		id++
+		p := engine.NewPair(id, "many", fc)
+		p.SetUpstream(fu)
+		return &enginetest.Conns{Pair: p, Client: client, Server: server}
+	}
+}
+
+// raiseNoFile raises the soft RLIMIT_NOFILE toward n, as far as the hard
+// limit allows (or further if the process may raise that), and returns the
+// soft limit in force.
+func raiseNoFile(tb testing.TB, n uint64) uint64 {
+	tb.Helper()
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		tb.Fatal(err)
+	}
+	if old.Cur >= n {
+		return old.Cur
+	}
+	tb.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &old) })
+	if unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: max(n, old.Max)}) == nil {
+		return n
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: old.Max, Max: old.Max}); err != nil {
+		tb.Fatal(err)
+	}
+	return old.Max
+}
+
+// TestFallbackWhenMapsFull: a pair the engine cannot take gets a
+// FallbackError with no byte touched, and the pipe engine splices it.
+func TestFallbackWhenMapsFull(t *testing.T) {
+	e := newEngine(t, sockmap.Options{MaxPairs: 1})
+	first := enginetest.NewPair(t)
+	busy := spliceAsync(t, e, first.Pair, engine.Both(0))
+	time.Sleep(20 * time.Millisecond) // let the first pair take the only slot
+
+	c := enginetest.NewPair(t)
+	c.Server.Write([]byte("queued before the splice"))
+	_, err := e.Splice(context.Background(), c.Pair, engine.Both(0))
+	if !engine.IsFallback(err) {
+		t.Fatalf("Splice on full maps: %v, want a FallbackError", err)
+	}
+	if e.Stats().Fallbacks == 0 {
+		t.Error("fallback not counted")
+	}
+	p := pipe.New(0)
+	t.Cleanup(func() { p.Close() })
+	res := spliceAsync(t, p, c.Pair, engine.Both(0))
+	c.Server.CloseWrite()
+	c.Client.CloseWrite()
+	if got, _ := io.ReadAll(c.Client); string(got) != "queued before the splice" {
+		t.Fatalf("after fallback the client got %q", got)
+	}
+	waitResult(t, res)
+	first.Client.CloseWrite()
+	first.Server.CloseWrite()
+	waitResult(t, busy)
+}
+
+// TestFallbackWithoutPrivilege: without CAP_BPF and CAP_NET_ADMIN the engine
+// does not load, and says which capability is missing.
+func TestFallbackWithoutPrivilege(t *testing.T) {
+	testenv.RequireRoot(t)
+	if os.Getenv("SOCKMAP_UNPRIVILEGED_CHILD") == "1" {
+		return
+	}
+	// The child runs as nobody, who cannot enter the go build cache: run a
+	// copy of this test binary from a directory nobody can read.
+	bin := copyExecutable(t)
+	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedChild$", "-test.v")
+	cmd.Dir = filepath.Dir(bin)
+	cmd.Env = append(os.Environ(), "SOCKMAP_UNPRIVILEGED_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("unprivileged child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "CAP_BPF") || !strings.Contains(string(out), "CAP_NET_ADMIN") {
+		t.Fatalf("error does not name the missing capabilities:\n%s", out)
+	}
+}
+
+// copyExecutable copies the running test binary into a fresh directory
+// everyone may enter, removed after the test.
+func copyExecutable(tb testing.TB) string {
+	tb.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "sockmap-nopriv-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sockmap.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return bin
+}
+
+// TestUnprivilegedChild runs as nobody, started by TestFallbackWithoutPrivilege.
+func TestUnprivilegedChild(t *testing.T) {
+	if os.Getenv("SOCKMAP_UNPRIVILEGED_CHILD") != "1" {
+		t.Skip("helper of TestFallbackWithoutPrivilege")
+	}
+	errA := sockmap.Available()
+	_, errN := sockmap.New(sockmap.Options{}, nil)
+	if errA == nil || errN == nil {
+		t.Fatalf("Available() = %v, New() = %v; want both to fail without privilege", errA, errN)
+	}
+	t.Logf("Available: %v", errA)
 }

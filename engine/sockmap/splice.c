@@ -30,7 +30,7 @@ struct ctl {
 	__u64 credit; // flow control: forward no further than this for now
 	__u64 notify; // tell user space when moved crosses this
 	__u32 stop;   // 1: forward nothing more
-	__u32 _pad;
+	__u32 gen;    // bumped by user space each time the socket enters rx_socks
 };
 
 // flow is written by the programs only.
@@ -39,6 +39,8 @@ struct flow {
 	__u64 redirected; // bytes the verdict queued on the destination
 	__u64 pending;    // length of the message between parser and verdict
 	__u64 msgs;       // messages redirected
+	__u32 stopped;    // ctl.gen of the parser's last refusal
+	__u32 _pad;
 };
 
 // event tells user space that a socket's parser reached a boundary.
@@ -121,9 +123,14 @@ static __always_inline void notify(__u64 cookie, __u32 kind)
 }
 
 // refuse stops the stream parser on this socket without consuming the
-// message it was offered: the kernel turns the error into a parser abort.
-static __always_inline int refuse(__u64 cookie)
+// message it was offered: the kernel turns the error into a parser abort,
+// leaves the bytes in the TCP receive queue and marks the socket with
+// ENOMSG. flow.stopped tells user space, authoritatively, which parser
+// generation stopped (signals about it may arrive late).
+static __always_inline int refuse(__u64 cookie, struct ctl *c, struct flow *f)
 {
+	if (c && f)
+		f->stopped = c->gen;
 	count(COUNTER_PARSER_STOPS, 1);
 	notify(cookie, EVENT_STOPPED);
 	return -ENOMSG;
@@ -139,15 +146,15 @@ int splice_parser(struct __sk_buff *skb)
 
 	// Why refuse: a socket without state has nowhere to send its bytes.
 	if (!c || !f)
-		return refuse(cookie);
+		return refuse(cookie, c, f);
 	// Why refuse: user space is taking the socket back.
 	if (c->stop)
-		return refuse(cookie);
+		return refuse(cookie, c, f);
 	if (c->limit) {
 		left = c->limit > f->moved ? c->limit - f->moved : 0;
 		// Why refuse: the limit is reached; these bytes are the proxy's.
 		if (!left)
-			return refuse(cookie);
+			return refuse(cookie, c, f);
 		// The only cut: the kernel shows the parser the whole skb, even
 		// when the message starts inside it, so after a cut skb->len
 		// overstates what is left; a cut is therefore always followed by
@@ -160,7 +167,7 @@ int splice_parser(struct __sk_buff *skb)
 	// sender. Credit is soft: a whole skb may overshoot it, so messages end
 	// on skb boundaries.
 	if (f->moved >= c->credit)
-		return refuse(cookie);
+		return refuse(cookie, c, f);
 	old = f->moved;
 	f->moved = old + len;
 	f->pending = len;

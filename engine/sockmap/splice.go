@@ -142,7 +142,7 @@ func (s *splice) setup() error {
 	if k.w0, err = writtenExact(k.dst); err != nil {
 		return s.userSpace(fmt.Errorf("read destination position: %w", err))
 	}
-	k.ctl = spliceCtl{Peer: k.dstCk, Credit: k.window, Notify: k.window / 2}
+	k.ctl = spliceCtl{Peer: k.dstCk, Credit: k.window, Notify: k.window / 2, Gen: 1}
 	if k.limit > 0 {
 		k.ctl.Limit = k.limit - k.pre
 	}
@@ -382,9 +382,6 @@ func (s *splice) progress() int64 {
 // It returns true when it waits for something that sends no event.
 func (s *splice) check() (pending bool) {
 	flags := s.flags.Swap(0)
-	if flags&flagStopped != 0 {
-		s.k.refused = true
-	}
 	if s.checkErrors() || s.checkPump() || s.checkWatch() {
 		return false
 	}
@@ -408,9 +405,7 @@ func (s *splice) checkErrors() bool {
 		switch {
 		case errno == 0:
 		case errno == unix.ENOMSG:
-			if s.kernel && c == s.k.src {
-				s.k.refused = true
-			}
+			// The parser's stop mark; flow.stopped says which parser.
 		case engine.IsReset(errno):
 			s.end(engine.EndReset, s.dirFrom(c), errno)
 			return true
@@ -501,6 +496,7 @@ func (s *splice) checkKernel(flags uint32) (pending bool) {
 		return false
 	}
 	delivered := dw - k.w0
+	k.refused = k.inRx && k.flow.Stopped == k.ctl.Gen || !k.inRx && k.refused
 	if k.needTail {
 		return s.startTail(delivered, nil)
 	}
@@ -573,6 +569,7 @@ func (s *splice) pauseOrResume(delivered uint64) (pending bool) {
 	if k.flow.Redirected-min(delivered, k.flow.Redirected) > k.window/2 {
 		return true
 	}
+	k.ctl.Gen++
 	s.extendCredit(delivered)
 	soError(k.src)
 	if err := putSock(s.e.dp.objs.RxSocks, k.srcCk, k.src); err != nil {
@@ -750,10 +747,10 @@ func (s *splice) waitQuiet() {
 	k := &s.k
 	deadline := time.Now().Add(lingerCap)
 	for d := minPoll; time.Now().Before(deadline); d = min(2*d, maxPoll) {
-		if s.flags.Load()&flagStopped != 0 || k.refused || !s.inMap(s.e.dp.objs.RxSocks, k.srcCk) {
+		if err := s.e.dp.objs.Flows.Lookup(k.srcCk, &k.flow); err != nil {
 			return
 		}
-		if err := s.e.dp.objs.Flows.Lookup(k.srcCk, &k.flow); err != nil {
+		if k.flow.Stopped == k.ctl.Gen || !s.inMap(s.e.dp.objs.RxSocks, k.srcCk) {
 			return
 		}
 		ti, err := tcpInfo(k.src)

@@ -20,7 +20,7 @@ type spliceCtl struct {
 	Credit uint64
 	Notify uint64
 	Stop   uint32
-	Pad    uint32
+	Gen    uint32
 }
 
 type spliceFlow struct {
@@ -29,6 +29,8 @@ type spliceFlow struct {
 	Redirected uint64
 	Pending    uint64
 	Msgs       uint64
+	Stopped    uint32
+	Pad        uint32
 }
 
 // Names of all BPF objects in the ELF.
