@@ -630,6 +630,7 @@ func (s *splice) startWaiters() {
 		if err != nil {
 			continue
 		}
+		c.SetReadDeadline(time.Time{}) // a control-mode deadline would end the waiter at once
 		exited := make(chan struct{})
 		s.waiters[c] = exited
 		go func() {
@@ -738,6 +739,12 @@ func (s *splice) stopKernel(ctx context.Context) {
 	}
 	s.leaveTx()
 	s.dropState()
+	// A parser that was inside a read while the source left rx_socks may
+	// have set its stop mark after the one taken above; the proxy must
+	// not read it as the peer's error.
+	if errno := soError(k.src); errno != 0 && errno != unix.ENOMSG && s.res.End.KeepsPair() {
+		s.res.End, s.res.Dir, s.res.Err = engine.EndReset, k.d, errno
+	}
 }
 
 // waitQuiet waits until the stopped parser can no longer be inside a read:
