@@ -41,7 +41,7 @@ var memModes = []string{"unspliced", "spliced"}
 // memUse is one reading of the memory a set of pairs costs.
 type memUse struct {
 	rss    float64 // the forwarder processes' resident set
-	kernel float64 // slab (sockets, files, pipes, epoll) plus TCP buffer pages, machine-wide
+	kernel float64 // the process's files, sockets, pipes, epoll entries and socket buffers
 	bpf    float64 // memlock of the BPF maps the forwarder holds
 	fds    float64 // open files of the forwarder
 }
@@ -52,8 +52,8 @@ func (a memUse) minus(b memUse) memUse {
 
 // Memory holds idle pairs through a fresh splicer process per engine, mode
 // and count, unspliced (in control mode) and spliced, and reports the
-// bytes each pair costs: the process's RSS, kernel memory over what the
-// same connections cost the end hosts without a forwarder, and BPF maps.
+// bytes each pair costs: the process's RSS, the kernel objects and socket
+// buffers it holds, and BPF maps.
 func Memory(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "memory"}
 	for _, t := range e.Targets {
@@ -83,18 +83,13 @@ func Memory(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	failed := map[string]bool{}
 	fdsPerPair := map[string]float64{}
 	pairsUsed := map[string]int{}
-	p := newProgress(s.Progress, "memory", len(s.MemoryPairs)*s.Runs*(1+2*len(engines)))
+	p := newProgress(s.Progress, "memory", len(s.MemoryPairs)*s.Runs*2*len(engines))
 	for ci, n := range s.MemoryPairs {
 		suffix := ""
 		if ci > 0 {
 			suffix = "_max"
 		}
 		for run := 0; run < s.Runs; run++ {
-			p.step(fmt.Sprintf("run %d: %d direct connections (end hosts' kernel memory)", run+1, n))
-			endHosts, err := e.directKernel(ctx, n)
-			if err != nil {
-				return nil, fmt.Errorf("direct connections: %w", err)
-			}
 			for _, t := range engines {
 				for _, mode := range memModes {
 					key := t.Name + "/" + mode
@@ -121,7 +116,7 @@ func Memory(ctx context.Context, e *Env, s Settings) (*Result, error) {
 					}
 					pairsUsed[key+suffix] = count
 					c := float64(count)
-					rss, kernel, bpf := d.rss/c, d.kernel/c-endHosts, d.bpf/c
+					rss, kernel, bpf := d.rss/c, d.kernel/c, d.bpf/c
 					smp.add(t.Name, "bytes_per_pair_"+mode+suffix, "B", rss+kernel+bpf)
 					smp.add(t.Name, "rss_bytes_per_pair_"+mode+suffix, "B", rss)
 					smp.add(t.Name, "kernel_bytes_per_pair_"+mode+suffix, "B", kernel)
@@ -151,7 +146,7 @@ func Memory(ctx context.Context, e *Env, s Settings) (*Result, error) {
 func memoryNotes(s Settings, pairsUsed map[string]int) []string {
 	notes := []string{
 		fmt.Sprintf("each cell: a fresh splicer process with one listener; idle pairs opened from the client namespace to the origin's sink, held unspliced (splice_after %v: control mode) or spliced; %d run(s), median (min–max)", heldFor, s.Runs),
-		"bytes_per_pair = rss + kernel + bpf: rss is the process's VmRSS growth (no forced GC); kernel is the machine's Slab (/proc/meminfo) plus TCP buffer pages (/proc/net/sockstat mem) growth, minus what the same number of direct client-server connections costs (the end hosts' sockets); bpf is the growth of the memlock of the BPF maps the process holds (/proc/PID/fdinfo). Preallocated maps cost the same with 0 pairs, so their growth is 0",
+		"bytes_per_pair = rss + kernel + bpf: rss is the process's VmRSS growth (no forced GC); kernel is accounted, not read machine-wide (other processes move that by megabytes): the growth of the objects the process's descriptors pin (struct file and dentry per descriptor, TCP sock and socket inode per socket, inode, pipe_inode_info and slot array per pipe, an entry per epoll registration) at their /proc/slabinfo object sizes, plus the socket buffers of the forwarder namespace's TCP sockets from sock_diag (ss -tm skmem); bpf is the growth of the memlock of the BPF maps the process holds (/proc/PID/fdinfo). Preallocated maps cost the same with 0 pairs, so their growth is 0",
 	}
 	if len(s.MemoryPairs) > 1 {
 		var counts []string
@@ -204,7 +199,11 @@ func (e *Env) memoryOf(ctx context.Context, engine, mode string, count int) (mem
 		return memUse{}, err
 	}
 	settle()
-	before := readMemUse(pid)
+	sizes := slabSizes()
+	before, err := e.readMemUse(ctx, pid, sizes)
+	if err != nil {
+		return memUse{}, err
+	}
 	var conns []net.Conn
 	defer func() { closeAll(conns) }()
 	// In batches that the forwarder has taken before the next: a full
@@ -227,22 +226,8 @@ func (e *Env) memoryOf(ctx context.Context, engine, mode string, count int) (mem
 		return memUse{}, err
 	}
 	settle()
-	return readMemUse(pid).minus(before), nil
-}
-
-// directKernel is the kernel memory per connection of count direct
-// client-server connections: the end hosts' share, which every forwarder
-// adds its own to.
-func (e *Env) directKernel(ctx context.Context, count int) (float64, error) {
-	settle()
-	before := readMemUse(0)
-	conns, err := e.dialMany(ctx, net.JoinHostPort(e.addrs.server, strconv.Itoa(originPort+int(Sink))), count)
-	defer closeAll(conns)
-	if err != nil {
-		return 0, err
-	}
-	settle()
-	return (readMemUse(0).kernel - before.kernel) / float64(count), nil
+	held, err := e.readMemUse(ctx, pid, sizes)
+	return held.minus(before), err
 }
 
 // settle lets connections that just changed state finish their work and
@@ -302,24 +287,21 @@ func (e *Env) waitFlows(ctx context.Context, state string, count int) error {
 	}
 }
 
-// readMemUse reads the memory of the process tree rooted at pid (none for
-// pid 0) and the machine's kernel memory.
-func readMemUse(pid int) memUse {
-	m := memUse{kernel: meminfo("Slab") + tcpMemBytes()}
-	if pid == 0 {
-		return m
-	}
+// readMemUse reads the memory of the process tree rooted at pid and the
+// socket buffers of the forwarder's namespace.
+func (e *Env) readMemUse(ctx context.Context, pid int, sizes map[string]float64) (memUse, error) {
+	var m memUse
 	for _, p := range append([]int{pid}, descendants(pid)...) {
 		m.rss += statusField(p, "VmRSS")
 		bpf, fds := bpfMapMemory(p)
 		m.bpf += bpf
 		m.fds += fds
+		m.kernel += countKernelObjects(p).bytes(sizes)
 	}
-	return m
+	buffers, err := socketBuffers(ctx, e.fwd)
+	m.kernel += buffers
+	return m, err
 }
-
-// meminfo returns a /proc/meminfo field in bytes.
-func meminfo(field string) float64 { return kbField("/proc/meminfo", field) }
 
 // statusField returns a kB field of /proc/PID/status in bytes.
 func statusField(pid int, field string) float64 {
@@ -340,28 +322,6 @@ func kbField(path, field string) float64 {
 		}
 		v, _ := strconv.ParseFloat(strings.Fields(rest)[0], 64)
 		return v * 1024
-	}
-	return 0
-}
-
-// tcpMemBytes is the TCP buffer memory of the whole machine: the "mem"
-// pages of /proc/net/sockstat's TCP line.
-func tcpMemBytes() float64 {
-	b, err := os.ReadFile("/proc/net/sockstat")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "TCP:" {
-			continue
-		}
-		for i := 1; i+1 < len(f); i += 2 {
-			if f[i] == "mem" {
-				v, _ := strconv.ParseFloat(f[i+1], 64)
-				return v * float64(os.Getpagesize())
-			}
-		}
 	}
 	return 0
 }
