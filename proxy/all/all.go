@@ -9,6 +9,7 @@ import (
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/filter"
 	"github.com/splicer/splicer/proxy/httpfwd"
 	"github.com/splicer/splicer/proxy/httprev"
 	"github.com/splicer/splicer/proxy/socks5"
@@ -32,6 +33,8 @@ func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 			ProxyProtocol: lc.ProxyProtocol}, nil
 	case "socks5":
 		return socks5.FromConfig(lc)
+	case "filter":
+		return filter.FromConfig(lc)
 	case "http-forward":
 		return httpfwd.New(lc), nil
 	case "http-reverse":

@@ -20,8 +20,9 @@ type dialSession struct {
 	dialed []string
 }
 
-func (s *dialSession) Pair() *engine.Pair { return s.pair }
-func (s *dialSession) Log() *slog.Logger  { return slog.New(slog.DiscardHandler) }
+func (s *dialSession) Pair() *engine.Pair        { return s.pair }
+func (s *dialSession) Stopping() <-chan struct{} { return nil }
+func (s *dialSession) Log() *slog.Logger         { return slog.New(slog.DiscardHandler) }
 func (s *dialSession) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	s.dialed = append(s.dialed, addr)
 	var d net.Dialer

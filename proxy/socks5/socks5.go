@@ -132,27 +132,12 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 		timeout = DefaultHandshakeTimeout
 	}
 	c.SetDeadline(time.Now().Add(timeout))
-	user, err := p.authenticate(c)
+	up, err := p.handshake(ctx, s, timeout)
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: whatever failed, failed because of it
+	}
 	if err != nil {
 		return err
-	}
-	if user != "" {
-		s.Log().Debug("socks5 user authenticated", "user", user)
-	}
-	dst, err := readRequest(c)
-	if err != nil {
-		if errors.Is(err, ErrVersion) || isReadError(err) {
-			return err // not a SOCKS5 request we could answer
-		}
-		return p.fail(c, replyFor(err), err)
-	}
-	up, err := p.connect(ctx, s, dst, timeout)
-	if err != nil {
-		s.Log().Info("socks5 connect failed", "destination", dst.String(), "err", err)
-		return p.fail(c, replyFor(err), err)
-	}
-	if err := proxyproto.Send(p.ProxyProtocol, c, up); err != nil {
-		return p.fail(c, RepGeneralFailure, err)
 	}
 	if err := writeReply(c, RepSucceeded, up.LocalAddr()); err != nil {
 		return err
@@ -163,6 +148,38 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 		return err
 	}
 	return proxy.EndErr(r)
+}
+
+// handshake authenticates the client, reads its request and connects to the
+// destination; on failure the client has had its reply.
+func (p *Proxy) handshake(ctx context.Context, s proxy.Session, timeout time.Duration) (*net.TCPConn, error) {
+	c := s.Pair().Client
+	// A shutdown ends a handshake at once rather than after the timeout.
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	user, err := p.authenticate(c)
+	if err != nil {
+		return nil, err
+	}
+	if user != "" {
+		s.Log().Debug("socks5 user authenticated", "user", user)
+	}
+	dst, err := readRequest(c)
+	if err != nil {
+		if errors.Is(err, ErrVersion) || isReadError(err) {
+			return nil, err // not a SOCKS5 request we could answer
+		}
+		return nil, p.fail(c, replyFor(err), err)
+	}
+	up, err := p.connect(ctx, s, dst, timeout)
+	if err != nil {
+		s.Log().Info("socks5 connect failed", "destination", dst.String(), "err", err)
+		return nil, p.fail(c, replyFor(err), err)
+	}
+	if err := proxyproto.Send(p.ProxyProtocol, c, up); err != nil {
+		return nil, p.fail(c, RepGeneralFailure, err)
+	}
+	return up, nil
 }
 
 // authenticate reads the greeting, picks a method and, for username/password,

@@ -1,0 +1,440 @@
+// Package filter is the filtering proxy (class 4 in the papers): it reads every HTTP/1.1 request and response in both directions, so it never splices.
+//
+// For each request on a (keep-alive) client connection the filter reads the
+// head, answers 403 and closes if the path matches a blocked pattern,
+// otherwise forwards the head and streams the body (Content-Length or
+// chunked) to the upstream, reads the response head and, if its media type
+// is blocked, closes the upstream and answers 403 instead; an allowed
+// response is streamed back. Heads are forwarded byte for byte, bodies are
+// streamed without being held in memory.
+//
+// Since both directions are inspected all the time there is never a moment
+// when only forwarding is left: the pair stays in control mode and /flows
+// shows engine copy with the note "filter inspects both directions".
+// A 101 Switching Protocols response leaves nothing to inspect: the pair is
+// then forwarded in control mode until it ends.
+//
+// Bad input gets a response and a close: 400 for a malformed head or a
+// request with both Content-Length and Transfer-Encoding, 431 for a head
+// over the size or header-count limit, 408 when the head does not arrive
+// within the header timeout, 502 when no upstream answers.
+package filter
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"path"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/proxyproto"
+)
+
+// NoSpliceReason is what /flows shows for every filter pair.
+const NoSpliceReason = "filter inspects both directions"
+
+// Defaults for the limits left at zero.
+const (
+	DefaultHeaderTimeout  = 10 * time.Second
+	DefaultMaxHeaderBytes = 64 << 10
+	DefaultMaxHeaders     = 100
+)
+
+// Proxy filters HTTP/1.1 between clients and its upstreams.
+type Proxy struct {
+	// Upstreams are host:port addresses taken in turn for each client
+	// connection (and again after a blocked response closed the upstream).
+	Upstreams []string
+	// BlockPaths are path.Match patterns matched against the cleaned
+	// request path, or against its last element for a pattern without a
+	// slash; a match is answered 403 and the connection closed.
+	BlockPaths []string
+	// BlockContentTypes are path.Match patterns matched against the
+	// response's media type (lower case, without parameters); a match is
+	// replaced by a 403.
+	BlockContentTypes []string
+	// IdleTimeout bounds the wait for the next request and every read of a
+	// body or response; 0 waits forever.
+	IdleTimeout time.Duration
+	// HeaderTimeout bounds reading a request head once its first byte
+	// arrived (slowloris); 0 means DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// MaxHeaderBytes and MaxHeaders bound a head; 0 means the defaults.
+	MaxHeaderBytes, MaxHeaders int
+	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
+	// each upstream before any client byte.
+	ProxyProtocol string
+
+	next atomic.Uint64
+}
+
+// FromConfig builds the proxy of a filter listener.
+func FromConfig(lc config.Listener) (proxy.Proxy, error) {
+	p := &Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
+	if lc.Filter != nil {
+		p.BlockPaths, p.BlockContentTypes = lc.Filter.BlockPaths, lc.Filter.BlockContentTypes
+	}
+	if h := lc.HTTP; h != nil {
+		p.HeaderTimeout, p.MaxHeaderBytes, p.MaxHeaders = h.HeaderTimeout.Std(), int(h.MaxHeaderBytes), h.MaxHeaders
+	}
+	return p, nil
+}
+
+// Serve implements proxy.Proxy: one request and response after another
+// until either side closes or asks to.
+func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
+	s.NoSplice(NoSpliceReason)
+	c := &conn{p: p, s: s, client: s.Pair().Client}
+	c.clientIn.c, c.clientIn.idle = c.client, p.IdleTimeout
+	c.cr = bufio.NewReader(&c.clientIn)
+	defer c.closeUpstream()
+	// The filter blocks in reads, not in an engine: on shutdown, closing
+	// the client ends whatever it waits for.
+	stop := context.AfterFunc(ctx, func() { c.client.Close() })
+	defer stop()
+	for {
+		done, err := c.exchange(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// conn is one client connection's state.
+type conn struct {
+	p        *Proxy
+	s        proxy.Session
+	client   *net.TCPConn
+	clientIn deadlineReader
+	cr       *bufio.Reader
+	up       *net.TCPConn // nil until dialled and after a blocked response
+	upr      *bufio.Reader
+}
+
+// exchange relays one request and its response. done means the connection
+// is to be closed without error.
+func (c *conn) exchange(ctx context.Context) (done bool, err error) {
+	req, err := c.readRequest()
+	if err != nil {
+		if errors.Is(err, errClientGone) {
+			return true, nil
+		}
+		var he *httpError
+		if errors.As(err, &he) {
+			c.refuse(he.status, he.msg)
+		}
+		return true, err
+	}
+	if pat, blocked := blockedPath(c.p.BlockPaths, req.path); blocked {
+		c.s.Log().Info("filter blocked request", "path", req.path, "pattern", pat)
+		c.refuse(http.StatusForbidden, "blocked by filter: path matches "+pat)
+		return true, nil
+	}
+	if err := c.ensureUpstream(ctx); err != nil {
+		c.refuse(http.StatusBadGateway, "no upstream answered")
+		return true, err
+	}
+	if err := c.toUpstream(req.head); err != nil {
+		return true, err
+	}
+	bodyDone := make(chan error, 1)
+	upw := c.upWriter()
+	go func() { bodyDone <- copyBody(upw, c.cr, req.body) }()
+
+	resp, err := c.readResponse(req)
+	if err != nil {
+		c.closeUpstream()
+		return true, errors.Join(err, c.waitBody(bodyDone))
+	}
+	if pat, blocked := c.blockedType(resp); blocked {
+		return c.blockResponse(resp, pat, bodyDone)
+	}
+	if err := c.toClient(resp.head); err != nil {
+		return true, err
+	}
+	if resp.status == http.StatusSwitchingProtocols {
+		return true, c.tunnel(ctx, bodyDone)
+	}
+	if err := copyBody(c.clientWriter(), c.upr, resp.body); err != nil {
+		c.closeUpstream()
+		return true, errors.Join(err, c.waitBody(bodyDone))
+	}
+	if err := <-bodyDone; err != nil {
+		return true, err
+	}
+	return req.close || resp.close || resp.body.kind == untilEOF, nil
+}
+
+// readResponse reads response heads, forwarding interim (1xx) ones, until
+// the final response.
+func (c *conn) readResponse(req *message) (*message, error) {
+	for {
+		resp, err := readMessage(c.upr, false, req.method, c.p.maxHeaderBytes(), c.p.maxHeaders())
+		if err != nil {
+			return nil, fmt.Errorf("upstream response: %w", err)
+		}
+		if resp.status >= 200 || resp.status == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		if err := c.toClient(resp.head); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// blockedType returns the pattern that blocks resp's media type, if any.
+func (c *conn) blockedType(resp *message) (string, bool) {
+	if len(c.p.BlockContentTypes) == 0 {
+		return "", false
+	}
+	mt, _, err := mime.ParseMediaType(resp.header.Get("Content-Type"))
+	if err != nil {
+		return "", false
+	}
+	return matchAny(c.p.BlockContentTypes, strings.ToLower(mt))
+}
+
+// blockResponse drops a response the filter blocks: the upstream is closed
+// (its body is never read) and the client gets a 403. The client
+// connection stays usable only if its request body was complete.
+func (c *conn) blockResponse(resp *message, pat string, bodyDone chan error) (bool, error) {
+	c.s.Log().Info("filter blocked response", "content_type", resp.header.Get("Content-Type"), "pattern", pat)
+	c.closeUpstream()
+	bodyErr := c.waitBody(bodyDone)
+	msg := "blocked by filter: content type matches " + pat
+	if bodyErr != nil {
+		c.refuse(http.StatusForbidden, msg)
+		return true, nil
+	}
+	if _, err := io.WriteString(c.client, errorResponse(http.StatusForbidden, msg, false)); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// tunnel forwards an upgraded connection (101) in control mode until it ends.
+func (c *conn) tunnel(ctx context.Context, bodyDone chan error) error {
+	if err := <-bodyDone; err != nil {
+		return err
+	}
+	if err := c.flush(c.cr, c.upWriter()); err != nil {
+		return err
+	}
+	if err := c.flush(c.upr, c.clientWriter()); err != nil {
+		return err
+	}
+	c.client.SetReadDeadline(time.Time{})
+	c.up.SetReadDeadline(time.Time{})
+	r, err := c.s.Forward(ctx, engine.Both(c.p.IdleTimeout))
+	if err != nil {
+		return err
+	}
+	return proxy.EndErr(r)
+}
+
+// flush writes out what r has buffered.
+func (c *conn) flush(r *bufio.Reader, w io.Writer) error {
+	if n := r.Buffered(); n > 0 {
+		b, _ := r.Peek(n)
+		_, err := w.Write(b)
+		return err
+	}
+	return nil
+}
+
+// ensureUpstream dials the next upstream (trying the others in turn) if
+// there is none, and sends the PROXY protocol header.
+func (c *conn) ensureUpstream(ctx context.Context) error {
+	if c.up != nil {
+		return nil
+	}
+	if len(c.p.Upstreams) == 0 {
+		return errors.New("filter proxy has no upstream")
+	}
+	start := c.p.next.Add(1) - 1
+	var errs []error
+	for i := range c.p.Upstreams {
+		addr := c.p.Upstreams[(start+uint64(i))%uint64(len(c.p.Upstreams))]
+		up, err := c.s.Dial(ctx, addr)
+		if err != nil {
+			errs = append(errs, err)
+			c.s.Log().Warn("upstream connect failed", "upstream", addr, "err", err)
+			continue
+		}
+		if err := proxyproto.Send(c.p.ProxyProtocol, c.client, up); err != nil {
+			up.Close()
+			return err
+		}
+		c.up, c.upr = up, bufio.NewReader(&deadlineReader{c: up, idle: c.p.IdleTimeout})
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// closeUpstream closes the current upstream, if any.
+func (c *conn) closeUpstream() {
+	if c.up != nil {
+		c.up.Close()
+		c.up, c.upr = nil, nil
+	}
+}
+
+func (c *conn) toUpstream(b []byte) error {
+	_, err := c.upWriter().Write(b)
+	return err
+}
+
+func (c *conn) toClient(b []byte) error {
+	_, err := c.clientWriter().Write(b)
+	return err
+}
+
+// upWriter and clientWriter count what they forward in the pair's counters.
+func (c *conn) upWriter() io.Writer {
+	return &countingWriter{w: c.up, pair: c.s.Pair(), dir: engine.Up}
+}
+
+func (c *conn) clientWriter() io.Writer {
+	return &countingWriter{w: c.client, pair: c.s.Pair(), dir: engine.Down}
+}
+
+// refuse answers the client with an error response and closes its side,
+// reading what it still sends for a moment: closing with unread data would
+// reset the connection, and the reset can destroy the response before the
+// client reads it.
+func (c *conn) refuse(status int, msg string) {
+	c.client.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(c.client, errorResponse(status, msg, true))
+	c.client.CloseWrite()
+	c.client.SetReadDeadline(time.Now().Add(time.Second))
+	io.CopyN(io.Discard, c.client, 1<<20)
+}
+
+// errorResponse is a small text/plain response.
+func errorResponse(status int, msg string, close bool) string {
+	body := msg + "\n"
+	conn := ""
+	if close {
+		conn = "Connection: close\r\n"
+	}
+	return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n%s\r\n%s",
+		status, http.StatusText(status), len(body), conn, body)
+}
+
+// waitBody returns how the request body copy ended, cutting short a copy
+// still waiting for the client (the exchange is over either way).
+func (c *conn) waitBody(done chan error) error {
+	select {
+	case err := <-done:
+		return err
+	default:
+	}
+	c.clientIn.stop.Store(true)
+	c.client.SetReadDeadline(time.Now())
+	err := <-done
+	c.clientIn.stop.Store(false)
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("request body cut short: %w", err)
+}
+
+// blockedPath returns the pattern that blocks the request path p. The path
+// is cleaned first, so /x/../admin and //admin are /admin; a pattern
+// without a slash matches the last element, as in .gitignore (*.exe).
+func blockedPath(patterns []string, p string) (string, bool) {
+	p = path.Clean("/" + p)
+	for _, pat := range patterns {
+		subject := p
+		if !strings.Contains(pat, "/") {
+			subject = path.Base(p)
+		}
+		if ok, _ := path.Match(pat, subject); ok {
+			return pat, true
+		}
+	}
+	return "", false
+}
+
+// matchAny returns the first pattern that matches s.
+func matchAny(patterns []string, s string) (string, bool) {
+	for _, pat := range patterns {
+		if ok, _ := path.Match(pat, s); ok {
+			return pat, true
+		}
+	}
+	return "", false
+}
+
+func (p *Proxy) headerTimeout() time.Duration {
+	if p.HeaderTimeout > 0 {
+		return p.HeaderTimeout
+	}
+	return DefaultHeaderTimeout
+}
+
+func (p *Proxy) maxHeaderBytes() int {
+	if p.MaxHeaderBytes > 0 {
+		return p.MaxHeaderBytes
+	}
+	return DefaultMaxHeaderBytes
+}
+
+func (p *Proxy) maxHeaders() int {
+	if p.MaxHeaders > 0 {
+		return p.MaxHeaders
+	}
+	return DefaultMaxHeaders
+}
+
+// countingWriter adds what it writes to one direction of the pair.
+type countingWriter struct {
+	w    io.Writer
+	pair *engine.Pair
+	dir  engine.Direction
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	n, err := w.w.Write(b)
+	w.pair.AddBytes(w.dir, int64(n))
+	return n, err
+}
+
+// deadlineReader sets a read deadline before every read: the fixed one if
+// set (a head being read), else idle from now. stop makes reads fail, so a
+// body copy can be cut short although it sets its own deadlines.
+type deadlineReader struct {
+	c     *net.TCPConn
+	idle  time.Duration
+	fixed time.Time
+	stop  atomic.Bool
+}
+
+var errStopped = errors.New("read stopped")
+
+func (r *deadlineReader) Read(b []byte) (int, error) {
+	d := r.fixed
+	if d.IsZero() && r.idle > 0 {
+		d = time.Now().Add(r.idle)
+	}
+	r.c.SetReadDeadline(d)
+	// Checked after setting the deadline: a stop that comes later also
+	// sets a deadline in the past, which ends this read.
+	if r.stop.Load() {
+		return 0, errStopped
+	}
+	return r.c.Read(b)
+}

@@ -1,0 +1,370 @@
+// Loopback tests through a real forwarder and a Go HTTP origin: allowed and blocked traffic, keep-alive, both body framings, bad input, PROXY protocol.
+package filter_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy/filter"
+	"github.com/splicer/splicer/proxy/proxyproto"
+)
+
+const waitFor = 10 * time.Second
+
+// origin is a Go HTTP server that counts its connections and requests and
+// records the PROXY protocol headers it received, if told to expect them.
+type origin struct {
+	addr     string
+	conns    atomic.Int64
+	requests atomic.Int64
+	mu       sync.Mutex
+	headers  []proxyproto.Info
+}
+
+// payload is deterministic data of n bytes.
+func payload(n int) []byte {
+	b := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{1})
+	r.Read(b)
+	return b
+}
+
+func startOrigin(tb testing.TB, proxyProtocol bool) *origin {
+	tb.Helper()
+	o := &origin{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/obj/{size}", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.PathValue("size"))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if r.URL.Query().Get("chunked") == "" {
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+		}
+		w.Write(payload(n))
+	})
+	mux.HandleFunc("/type/{major}/{minor}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", r.PathValue("major")+"/"+r.PathValue("minor")+"; charset=utf-8")
+		w.Write(payload(100 << 10))
+	})
+	mux.HandleFunc("/upload", func(w http.ResponseWriter, r *http.Request) {
+		sum := sha256.New()
+		n, _ := io.Copy(sum, r.Body)
+		fmt.Fprintf(w, "%d %x", n, sum.Sum(nil))
+	})
+	mux.HandleFunc("/empty", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "origin "+r.URL.Path) })
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			o.requests.Add(1)
+			mux.ServeHTTP(w, r)
+		}),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				o.conns.Add(1)
+			}
+		},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o.addr = ln.Addr().String()
+	var l net.Listener = ln
+	if proxyProtocol {
+		l = &headerListener{Listener: ln, o: o}
+	}
+	go srv.Serve(l)
+	tb.Cleanup(func() { srv.Close() })
+	return o
+}
+
+// headerListener reads a PROXY protocol header from each connection before
+// net/http sees it.
+type headerListener struct {
+	net.Listener
+	o *origin
+}
+
+func (l *headerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(waitFor))
+	info, err := proxyproto.Read(r)
+	c.SetReadDeadline(time.Time{})
+	if err == nil {
+		l.o.mu.Lock()
+		l.o.headers = append(l.o.headers, info)
+		l.o.mu.Unlock()
+	}
+	return &bufConn{Conn: c, r: r}, nil
+}
+
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// filterListener is a filter listener on loopback in front of upstream.
+func filterListener(upstream string) config.Listener {
+	lc := config.DefaultListener()
+	lc.Name, lc.Listen, lc.Proxy, lc.Upstream = "filter", "127.0.0.1:0", "filter", []string{upstream}
+	lc.Filter = &config.Filter{BlockPaths: []string{"/admin/*", "*.exe"}, BlockContentTypes: []string{"image/*", "application/zip"}}
+	return lc
+}
+
+func startForwarder(tb testing.TB, lc config.Listener) *forwarder.Forwarder {
+	tb.Helper()
+	cfg := config.Default()
+	cfg.Listeners = []config.Listener{lc}
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := forwarder.New(&cfg, forwarder.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.Shutdown(ctx)
+	})
+	return f
+}
+
+// client is an HTTP client whose connections all go to the filter.
+func client(tb testing.TB, f *forwarder.Forwarder) *http.Client {
+	addr := f.Addr("filter").String()
+	tr := &http.Transport{
+		DisableCompression: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		},
+	}
+	// Idle keep-alive connections would hold the forwarder's shutdown.
+	tb.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Timeout: waitFor, Transport: tr}
+}
+
+func get(tb testing.TB, c *http.Client, path string) (*http.Response, []byte) {
+	tb.Helper()
+	resp, err := c.Get("http://origin.test" + path)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("GET %s: body: %v", path, err)
+	}
+	return resp, body
+}
+
+func TestAllowedTrafficOnOneConnection(t *testing.T) {
+	o := startOrigin(t, false)
+	f := startForwarder(t, filterListener(o.addr))
+	c := client(t, f)
+	for _, path := range []string{"/obj/1000", "/obj/8388608", "/obj/3000000?chunked=1", "/type/text/html", "/admin", "/empty", "/obj/0"} {
+		resp, body := get(t, c, path)
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+		var n int
+		if _, err := fmt.Sscanf(path, "/obj/%d", &n); err == nil && sha256.Sum256(body) != sha256.Sum256(payload(n)) {
+			t.Errorf("GET %s: %d bytes with the wrong sha256", path, len(body))
+		}
+		if path == "/obj/3000000?chunked=1" && resp.ContentLength != -1 {
+			t.Errorf("GET %s: Content-Length %d; the origin sent it chunked and the filter must stream it so", path, resp.ContentLength)
+		}
+	}
+	req, _ := http.NewRequest("HEAD", "http://origin.test/obj/5000", nil)
+	if resp, err := c.Do(req); err != nil || resp.ContentLength != 5000 {
+		t.Fatalf("HEAD: %v, %v", resp, err)
+	}
+	for _, size := range []int{0, 1, 5 << 20} {
+		for _, chunked := range []bool{false, true} {
+			data := payload(size)
+			var body io.Reader = bytes.NewReader(data)
+			if chunked {
+				body = io.MultiReader(body) // hides the length: net/http sends it chunked
+			}
+			resp, err := c.Post("http://origin.test/upload", "application/octet-stream", body)
+			if err != nil {
+				t.Fatalf("POST %d bytes (chunked %v): %v", size, chunked, err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("%d %x", size, sha256.Sum256(data)); string(got) != want {
+				t.Errorf("POST %d bytes (chunked %v): origin saw %q, want %q", size, chunked, got, want)
+			}
+		}
+	}
+	if n := o.conns.Load(); n != 1 {
+		t.Errorf("the origin saw %d connections for %d requests, want 1 (keep-alive through the filter)", n, o.requests.Load())
+	}
+}
+
+func TestBlockedPath(t *testing.T) {
+	o := startOrigin(t, false)
+	f := startForwarder(t, filterListener(o.addr))
+	for _, path := range []string{"/admin/users", "/setup.exe", "/x/../admin/panel", "//admin/users", "/%61dmin/users"} {
+		resp, body := get(t, client(t, f), path)
+		if resp.StatusCode != http.StatusForbidden || !resp.Close || !strings.Contains(string(body), "blocked by filter") {
+			t.Errorf("GET %s: %s (close %v) %q, want 403 and close", path, resp.Status, resp.Close, body)
+		}
+	}
+	if n := o.requests.Load(); n != 0 {
+		t.Errorf("the origin got %d requests, want none", n)
+	}
+}
+
+func TestBlockedContentType(t *testing.T) {
+	o := startOrigin(t, false)
+	f := startForwarder(t, filterListener(o.addr))
+	c := client(t, f)
+	for _, path := range []string{"/type/image/png", "/type/IMAGE/jpeg", "/type/application/zip"} {
+		resp, body := get(t, c, path)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "content type") {
+			t.Errorf("GET %s: %s %q, want 403", path, resp.Status, body)
+		}
+	}
+	// The client connection survives a blocked response; the upstream does
+	// not, so the next request needs a new one.
+	resp, body := get(t, c, "/type/text/plain")
+	if resp.StatusCode != 200 || len(body) != 100<<10 {
+		t.Fatalf("GET after blocked responses: %s, %d bytes", resp.Status, len(body))
+	}
+	if got := o.conns.Load(); got != 4 {
+		t.Errorf("origin connections = %d, want 4 (each blocked response closes the upstream)", got)
+	}
+}
+
+// TestFlowsShowCopy checks that /flows reports why a filter pair is never spliced.
+func TestFlowsShowCopy(t *testing.T) {
+	o := startOrigin(t, false)
+	f := startForwarder(t, filterListener(o.addr))
+	c, err := net.Dial("tcp", f.Addr("filter").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /obj/10 HTTP/1.1\r\nHost: x\r\n\r\n")
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	fl := f.Flows().Snapshot()
+	if len(fl) != 1 || fl[0].Engine != "copy" || fl[0].Note != filter.NoSpliceReason || fl[0].State != "control" {
+		t.Fatalf("/flows = %+v, want one pair in control mode with engine copy and note %q", fl, filter.NoSpliceReason)
+	}
+	if fl[0].BytesUp == 0 || fl[0].BytesDown == 0 {
+		t.Errorf("/flows counts %d bytes up, %d down; the filter forwarded both ways", fl[0].BytesUp, fl[0].BytesDown)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	o := startOrigin(t, false)
+	lc := filterListener(o.addr)
+	lc.HTTP = &config.HTTP{HeaderTimeout: config.Duration(300 * time.Millisecond), MaxHeaderBytes: 4096, MaxHeaders: 10}
+	f := startForwarder(t, lc)
+	many := strings.Repeat("X-A: b\r\n", 11)
+	for _, c := range []struct {
+		name, send string
+		status     int
+	}{
+		{"not HTTP", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\r\n\r\n", 400},
+		{"no Host", "GET / HTTP/1.1\r\n\r\n", 400},
+		{"Content-Length and Transfer-Encoding", "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+		{"two Content-Lengths", "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400},
+		{"head too large", "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 5000) + "\r\n\r\n", 431},
+		{"too many headers", "GET / HTTP/1.1\r\nHost: x\r\n" + many + "\r\n", 431},
+		{"slow head", "GET / HTTP/1.1\r\nHost: x\r\n", 408},
+		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", f.Addr("filter").String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(waitFor))
+			io.WriteString(conn, c.send)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil || resp.StatusCode != c.status || !resp.Close {
+				t.Fatalf("response %v, %v; want %d and close", resp, err, c.status)
+			}
+		})
+	}
+	if n := o.requests.Load(); n != 0 {
+		t.Errorf("the origin got %d requests, want none", n)
+	}
+	// A good request still works after all that.
+	if resp, _ := get(t, client(t, f), "/obj/10"); resp.StatusCode != 200 {
+		t.Errorf("after bad requests: %s", resp.Status)
+	}
+}
+
+func TestUpstreamDown(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ln.Close()
+	f := startForwarder(t, filterListener(ln.Addr().String()))
+	if resp, _ := get(t, client(t, f), "/"); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("with the upstream down: %s, want 502", resp.Status)
+	}
+}
+
+func TestProxyProtocol(t *testing.T) {
+	for _, v := range []string{"v1", "v2"} {
+		t.Run(v, func(t *testing.T) {
+			o := startOrigin(t, true)
+			lc := filterListener(o.addr)
+			lc.ProxyProtocol = v
+			f := startForwarder(t, lc)
+			conn, err := net.Dial("tcp", f.Addr("filter").String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if string(body) != "origin /hello" {
+				t.Fatalf("body %q", body)
+			}
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			want := proxyproto.Info{Version: int(v[1] - '0'), Source: conn.LocalAddr().(*net.TCPAddr).AddrPort(),
+				Destination: conn.RemoteAddr().(*net.TCPAddr).AddrPort()}
+			if len(o.headers) != 1 || o.headers[0] != want {
+				t.Errorf("origin got headers %+v, want [%+v]", o.headers, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,284 @@
+// HTTP/1.1 message heads read byte for byte within limits, and bodies streamed by their framing.
+package filter
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// message is a request or response head as read, and how its body is framed.
+type message struct {
+	head   []byte // exactly as received, forwarded unchanged
+	header http.Header
+	method string // requests
+	status int    // responses
+	body   framing
+	close  bool   // the sender asked to close after this message
+	path   string // requests: the target's path, decoded
+}
+
+// bodyKind is how a body's end is found.
+type bodyKind uint8
+
+const (
+	noBody   bodyKind = iota
+	sized             // Content-Length
+	chunked           // Transfer-Encoding: chunked
+	untilEOF          // a response without either: ends when the upstream closes
+)
+
+type framing struct {
+	kind bodyKind
+	size int64
+}
+
+// httpError is a bad request and the response it gets.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return fmt.Sprintf("%d %s", e.status, e.msg) }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// errClientGone means the client closed (or went idle) between requests.
+var errClientGone = errors.New("client closed between requests")
+
+// readRequest waits (up to the idle timeout) for the next request, then
+// reads its head within the header timeout.
+func (c *conn) readRequest() (*message, error) {
+	c.clientIn.fixed = time.Time{}
+	if _, err := c.cr.Peek(1); err != nil {
+		return nil, errClientGone
+	}
+	c.clientIn.fixed = time.Now().Add(c.p.headerTimeout())
+	defer func() { c.clientIn.fixed = time.Time{} }()
+	m, err := readMessage(c.cr, true, "", c.p.maxHeaderBytes(), c.p.maxHeaders())
+	if isTimeout(err) {
+		return nil, &httpError{http.StatusRequestTimeout, "request head not received in time"}
+	}
+	return m, err
+}
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}
+
+// readMessage reads one head and works out its body's framing. method is
+// the request's, for a response (a response to HEAD has no body).
+func readMessage(r *bufio.Reader, isRequest bool, method string, maxBytes, maxHeaders int) (*message, error) {
+	head, err := readHead(r, isRequest, maxBytes, maxHeaders)
+	if err != nil {
+		return nil, err
+	}
+	m := &message{head: head}
+	if isRequest {
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+		if err != nil {
+			return nil, badRequest("malformed request: %v", err)
+		}
+		if req.ProtoMajor != 1 {
+			return nil, badRequest("unsupported protocol %s", req.Proto)
+		}
+		m.header, m.method, m.close = req.Header, req.Method, req.Close
+		m.path = req.URL.Path
+	} else {
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), &http.Request{Method: method})
+		if err != nil {
+			return nil, fmt.Errorf("malformed response: %w", err)
+		}
+		m.header, m.status, m.close = resp.Header, resp.StatusCode, resp.Close
+	}
+	m.body, err = bodyFraming(head, isRequest, method, m.status)
+	return m, err
+}
+
+// readHead reads a head up to and including its empty line, enforcing the
+// limits. Empty lines before a request line are skipped (RFC 9112 2.2).
+func readHead(r *bufio.Reader, isRequest bool, maxBytes, maxHeaders int) ([]byte, error) {
+	var head []byte
+	lines := 0
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) || len(head)+len(line) > maxBytes {
+			return nil, &httpError{http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("head larger than %d bytes", maxBytes)}
+		}
+		if err != nil {
+			if len(head) == 0 && len(line) == 0 && errors.Is(err, io.EOF) {
+				return nil, errClientGone
+			}
+			if isTimeout(err) {
+				return nil, err
+			}
+			return nil, badRequest("head cut short: %v", err)
+		}
+		blank := string(line) == "\r\n" || string(line) == "\n"
+		if blank && len(head) == 0 && isRequest {
+			continue
+		}
+		head = append(head, line...)
+		if blank {
+			return head, nil
+		}
+		if lines++; lines > maxHeaders+1 {
+			return nil, &httpError{http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("more than %d header fields", maxHeaders)}
+		}
+	}
+}
+
+// bodyFraming applies RFC 9112 6.3 to the raw head: net/http's parsed
+// headers hide a Content-Length next to Transfer-Encoding, which must be
+// refused, not resolved.
+func bodyFraming(head []byte, isRequest bool, method string, status int) (framing, error) {
+	var cls, tes []string
+	for _, line := range strings.Split(string(head), "\n")[1:] {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		switch strings.ToLower(name) {
+		case "content-length":
+			cls = append(cls, value)
+		case "transfer-encoding":
+			tes = append(tes, value)
+		}
+	}
+	if !isRequest && (method == http.MethodHead || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified) {
+		return framing{kind: noBody}, nil
+	}
+	if len(cls) > 0 && len(tes) > 0 {
+		if isRequest {
+			return framing{}, badRequest("both Content-Length and Transfer-Encoding")
+		}
+		return framing{}, errors.New("response has both Content-Length and Transfer-Encoding")
+	}
+	if len(tes) > 0 {
+		codings := strings.Split(strings.Join(tes, ","), ",")
+		if !strings.EqualFold(strings.TrimSpace(codings[len(codings)-1]), "chunked") {
+			if isRequest {
+				return framing{}, badRequest("transfer coding %q without chunked last", strings.Join(tes, ", "))
+			}
+			return framing{kind: untilEOF}, nil
+		}
+		return framing{kind: chunked}, nil
+	}
+	if len(cls) > 0 {
+		n, err := contentLength(cls)
+		if err != nil {
+			if isRequest {
+				return framing{}, badRequest("%v", err)
+			}
+			return framing{}, err
+		}
+		return framing{kind: sized, size: n}, nil
+	}
+	if isRequest {
+		return framing{kind: noBody}, nil
+	}
+	return framing{kind: untilEOF}, nil
+}
+
+// contentLength parses Content-Length values, which must all agree.
+func contentLength(values []string) (int64, error) {
+	var n int64 = -1
+	for _, v := range strings.Split(strings.Join(values, ","), ",") {
+		m, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || m < 0 || (n >= 0 && m != n) {
+			return 0, fmt.Errorf("bad Content-Length %q", strings.Join(values, ", "))
+		}
+		n = m
+	}
+	return n, nil
+}
+
+// maxChunkLine bounds a chunk-size or trailer line.
+const maxChunkLine = 4096
+
+// copyBody streams a body from r to w as framed, byte for byte.
+func copyBody(w io.Writer, r *bufio.Reader, f framing) error {
+	switch f.kind {
+	case sized:
+		n, err := io.CopyN(w, r, f.size)
+		if err != nil {
+			return fmt.Errorf("body: %d of %d bytes: %w", n, f.size, err)
+		}
+	case chunked:
+		return copyChunked(w, r)
+	case untilEOF:
+		_, err := io.Copy(w, r)
+		return err
+	}
+	return nil
+}
+
+// copyChunked copies a chunked body, trailers included.
+func copyChunked(w io.Writer, r *bufio.Reader) error {
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			return fmt.Errorf("chunk size: %w", err)
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		sizeText, _, _ := strings.Cut(strings.TrimSpace(string(line)), ";")
+		size, err := strconv.ParseInt(strings.TrimSpace(sizeText), 16, 64)
+		if err != nil || size < 0 {
+			return fmt.Errorf("bad chunk size line %q", line)
+		}
+		if size == 0 {
+			return copyTrailers(w, r)
+		}
+		if _, err := io.CopyN(w, r, size); err != nil {
+			return fmt.Errorf("chunk data: %w", err)
+		}
+		crlf, err := readLine(r)
+		if err != nil || strings.TrimSpace(string(crlf)) != "" {
+			return fmt.Errorf("chunk not followed by CRLF (%q, %v)", crlf, err)
+		}
+		if _, err := w.Write(crlf); err != nil {
+			return err
+		}
+	}
+}
+
+// copyTrailers copies trailer lines up to and including the empty line.
+func copyTrailers(w io.Writer, r *bufio.Reader) error {
+	for range 100 {
+		line, err := readLine(r)
+		if err != nil {
+			return fmt.Errorf("trailer: %w", err)
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		if strings.TrimSpace(string(line)) == "" {
+			return nil
+		}
+	}
+	return errors.New("too many trailer fields")
+}
+
+// readLine reads one line, LF included, of at most maxChunkLine bytes.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) || len(line) > maxChunkLine {
+		return nil, errors.New("line too long")
+	}
+	return line, err
+}
+
+// BadInput marks the error as the client's fault, for the close reason.
+func (e *httpError) BadInput() bool { return true }
