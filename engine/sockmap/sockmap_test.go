@@ -2,18 +2,23 @@
 package sockmap_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -316,92 +321,226 @@ func TestOneWayFINAndRST(t *testing.T) {
 	}
 }
 
-// TestManyPairs splices 10,000 pairs at once.
+// TestManyPairs splices up to 10,000 pairs at once in one engine. The far
+// ends (client and server applications) live in two helper processes, so
+// this process holds only the pairs' two descriptors each.
 func TestManyPairs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 pairs")
 	}
-	// Four descriptors per pair live in this process (the pair's two sockets
-	// and the two far ends); a hard RLIMIT_NOFILE below 40,000 that this
-	// process may not raise caps the count.
+	testenv.RequireRoot(t)
 	pairs := 10000
-	if limit := raiseNoFile(t, 4*uint64(pairs)+1000); limit < 4*uint64(pairs)+1000 {
-		pairs = int(limit-1000) / 4
-		t.Logf("RLIMIT_NOFILE hard limit %d: splicing %d pairs at once instead of 10,000", limit, pairs)
+	if limit := raiseNoFile(t, 2*uint64(pairs)+200); limit < 2*uint64(pairs)+200 {
+		pairs = int(limit-200) / 2
+		t.Logf("RLIMIT_NOFILE hard limit %d (not raisable here): %d pairs at once instead of 10,000", limit, pairs)
 	}
 	e := newEngine(t, sockmap.Options{})
-	ps := make([]*enginetest.Conns, pairs)
-	mk := pairMaker(t)
-	for i := range ps {
-		ps[i] = mk()
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, pairs)
-	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}}
-	for i, c := range ps {
-		wg.Add(1)
+	defer l.Close()
+
+	servers := startHelper(t, "servers", pairs, "")
+	serverAddr, err := net.ResolveTCPAddr("tcp", servers.readLine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := startHelper(t, "clients", pairs, l.Addr().String())
+
+	var spliced sync.WaitGroup
+	spliced.Add(pairs)
+	results := make(chan error, pairs)
+	var conns []*net.TCPConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range pairs {
+		fc, err := l.AcceptTCP()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var idx [4]byte
+		if _, err := io.ReadFull(fc, idx[:]); err != nil {
+			t.Fatal(err)
+		}
+		fu, err := net.DialTCP("tcp", nil, serverAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fu.Write(idx[:]); err != nil { // the proxy forwards the request
+			t.Fatal(err)
+		}
+		conns = append(conns, fc, fu)
+		p := engine.NewPair(uint64(len(conns)), "many", fc)
+		p.SetUpstream(fu)
+		want := int64(len(manyPairsMessage(binary.BigEndian.Uint32(idx[:]))))
+		opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, OnSpliced: spliced.Done}
 		go func() {
-			defer wg.Done()
-			msg := enginetest.Random(1000+i%3000, uint64(i))
-			done := make(chan engine.Result, 1)
-			go func() { r, _ := e.Splice(context.Background(), c.Pair, opts); done <- r }()
-			sendAndClose(t, c.Server, msg)
-			c.Client.SetReadDeadline(time.Now().Add(60 * time.Second))
-			got, err := io.ReadAll(c.Client)
-			if err != nil || !bytes.Equal(got, msg) {
-				errs <- errors.New("pair received a different stream")
-				return
-			}
-			if r := <-done; r.End != engine.EndEOF || r.Moved[engine.Down] != int64(len(msg)) {
-				errs <- errors.New("pair ended " + r.End.String())
+			r, err := e.Splice(context.Background(), p, opts)
+			switch {
+			case err != nil:
+				spliced.Done()
+				results <- err
+			case r.End != engine.EndEOF || r.Moved[engine.Down] != want:
+				results <- fmt.Errorf("pair ended %+v, want EOF after %d bytes", r, want)
+			default:
+				results <- nil
 			}
 		}()
 	}
-	wg.Wait()
-	close(errs)
+	spliced.Wait()
+	if a := e.Stats().Active; a != int64(pairs) {
+		t.Errorf("%d splices active, want all %d at once", a, pairs)
+	}
+	servers.send(t, "go") // every pair is spliced: the servers answer now
 	bad := 0
-	for err := range errs {
-		if bad++; bad <= 3 {
-			t.Error(err)
+	for range pairs {
+		if err := <-results; err != nil {
+			if bad++; bad <= 3 {
+				t.Error(err)
+			}
 		}
+	}
+	if got := clients.readLine(t); got != fmt.Sprintf("ok %d", pairs) {
+		t.Errorf("clients report %q, want every stream intact", got)
 	}
 	if bad > 0 {
 		t.Fatalf("%d of %d pairs failed", bad, pairs)
 	}
-	if st := e.Stats(); st.Splices < uint64(pairs) || st.Active != 0 {
-		t.Errorf("stats %+v, want %d splices and none active", st, pairs)
-	}
 }
 
-// pairMaker returns a function making pairs through two shared listeners.
-func pairMaker(tb testing.TB) func() *enginetest.Conns {
+// manyPairsMessage is what server i sends, and client i must receive.
+func manyPairsMessage(i uint32) []byte { return enginetest.Random(500+int(i%3000), uint64(i)) }
+
+// helper is a child process playing the far ends of TestManyPairs.
+type helper struct {
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startHelper(tb testing.TB, role string, n int, addr string) *helper {
 	tb.Helper()
-	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestManyPairsHelper$")
+	cmd.Env = append(os.Environ(), "SOCKMAP_HELPER="+role, "SOCKMAP_N="+strconv.Itoa(n), "SOCKMAP_ADDR="+addr)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { l.Close() })
-	connect := func() (*net.TCPConn, *net.TCPConn) {
-		d, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		a, err := l.AcceptTCP()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { a.Close(); d.Close() })
-		return a, d
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	id := uint64(0)
-	return func() *enginetest.Conns {
-		fc, client := connect()
-		fu, server := connect()
-		id++
-		p := engine.NewPair(id, "many", fc)
-		p.SetUpstream(fu)
-		return &enginetest.Conns{Pair: p, Client: client, Server: server}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return &helper{in: in, out: bufio.NewReader(out)}
+}
+
+// readLine returns the helper's next protocol line ("> ..."), skipping the
+// test framework's own output.
+func (h *helper) readLine(tb testing.TB) string {
+	tb.Helper()
+	for {
+		line, err := h.out.ReadString('\n')
+		if err != nil {
+			tb.Fatalf("helper: %v", err)
+		}
+		if rest, ok := strings.CutPrefix(line, "> "); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+}
+
+func (h *helper) send(tb testing.TB, line string) {
+	tb.Helper()
+	if _, err := io.WriteString(h.in, line+"\n"); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestManyPairsHelper is a far-end process of TestManyPairs: "servers"
+// accepts n connections, waits for "go", then answers each; "clients" makes
+// n connections and checks every answer.
+func TestManyPairsHelper(t *testing.T) {
+	role := os.Getenv("SOCKMAP_HELPER")
+	if role == "" {
+		t.Skip("helper process of TestManyPairs")
+	}
+	n, _ := strconv.Atoi(os.Getenv("SOCKMAP_N"))
+	raiseNoFile(t, uint64(n)+200)
+	if role == "servers" {
+		helperServers(t, n)
+	} else {
+		helperClients(t, n, os.Getenv("SOCKMAP_ADDR"))
+	}
+}
+
+func helperServers(t *testing.T, n int) {
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("> %s\n", l.Addr())
+	conns := make([]*net.TCPConn, n)
+	idx := make([]uint32, n)
+	for i := range conns {
+		c, err := l.AcceptTCP()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [4]byte
+		if _, err := io.ReadFull(c, b[:]); err != nil {
+			t.Fatal(err)
+		}
+		conns[i], idx[i] = c, binary.BigEndian.Uint32(b[:])
+	}
+	bufio.NewReader(os.Stdin).ReadString('\n') // "go"
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Write(manyPairsMessage(idx[i]))
+			c.CloseWrite()
+			io.Copy(io.Discard, c)
+			c.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+func helperClients(t *testing.T, n int, addr string) {
+	raddr, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		c, err := net.DialTCP("tcp", nil, raddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(i))
+		c.Write(b[:])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := io.ReadAll(c)
+			if err == nil && bytes.Equal(got, manyPairsMessage(uint32(i))) {
+				ok.Add(1)
+			}
+			c.Close()
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("> ok %d\n", ok.Load())
 }
 
 // raiseNoFile raises the soft RLIMIT_NOFILE toward n, as far as the hard
