@@ -432,14 +432,18 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, a Tuple, ch <-chan 
 
 // follower is the state of one followed pair.
 type follower struct {
-	p        *engine.Pair
-	a        Tuple
-	dp       *Datapath
-	counted  [2]int64 // bytes already added to p
-	eof      [2]bool
-	phase    Phase
-	resetDir engine.Direction
-	lastMove time.Time
+	p       *engine.Pair
+	a       Tuple
+	dp      *Datapath
+	counted [2]int64 // bytes already added to p
+	eof     [2]bool
+	phase   Phase
+	// closedClean: both FINs were acknowledged. A reset after that (say,
+	// a peer that already forgot the connection answering a late
+	// segment) does not turn the clean end into a reset.
+	closedClean bool
+	resetDir    engine.Direction
+	lastMove    time.Time
 }
 
 // refresh copies the pair's counters to p; false when the pair is gone.
@@ -458,6 +462,7 @@ func (f *follower) refresh() (bool, error) {
 		f.eof[d] = f.eof[d] || ds.FIN
 	}
 	f.phase = st.Phase
+	f.closedClean = f.closedClean || (st.Up.FIN && st.Up.FINAcked && st.Down.FIN && st.Down.FINAcked)
 	return true, nil
 }
 
@@ -483,6 +488,9 @@ func (f *follower) onNotice(n notice) (engine.Result, bool) {
 	case EventFIN:
 		f.eof[n.ev.Dir] = true
 	case EventReset:
+		if f.closedClean {
+			return f.end(engine.EndEOF, nil), true
+		}
 		f.resetDir = n.ev.Dir
 		return f.end(engine.EndReset, nil), true
 	case EventTimeWait:
@@ -500,7 +508,7 @@ func (f *follower) onTick(idle time.Duration) (engine.Result, bool) {
 		return f.gone(""), true
 	case err != nil || !ok:
 		return f.end(engine.EndError, err), true
-	case f.phase == PhaseTimeWait:
+	case f.closedClean || f.phase == PhaseTimeWait:
 		return f.end(engine.EndEOF, nil), true
 	case f.phase == PhaseClosed:
 		return f.end(engine.EndReset, nil), true
@@ -514,6 +522,8 @@ func (f *follower) onTick(idle time.Duration) (engine.Result, bool) {
 // gone ends a pair that Sweep removed, for reason if known.
 func (f *follower) gone(reason string) engine.Result {
 	switch {
+	case f.closedClean:
+		return f.end(engine.EndEOF, nil)
 	case reason == "reset" || f.phase == PhaseClosed:
 		return f.end(engine.EndReset, nil)
 	case reason == "time_wait" || f.phase == PhaseTimeWait:

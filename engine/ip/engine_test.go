@@ -618,3 +618,41 @@ func eventually(tb testing.TB, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestFollowerEndOfPair: the end a follower reports from the datapath's
+// state. A reset after both FINs were acknowledged (a peer that already
+// forgot the connection answering a late segment) leaves the end EOF; a
+// reset before that is a reset.
+func TestFollowerEndOfPair(t *testing.T) {
+	h := newHarness(t, Options{})
+	follow := func(a Tuple) (engine.Result, bool) {
+		f := follower{p: engine.NewPair(1, "t", nil), a: a, dp: h.dp, lastMove: time.Now()}
+		return f.onTick(0)
+	}
+
+	tp := topo4
+	spec := h.baseSpec(tp)
+	h.insert(spec)
+	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN, payload: payload}), verdictRedirect)
+	clientFINEnd := uint32(upNxt + len(payload) + 1)
+	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
+	if res, done := follow(spec.A); done {
+		t.Fatalf("with both FINs sent, one acknowledged, the follower ended: %+v", res)
+	}
+	h.send(tp.up(seg{seq: clientFINEnd, ack: upAcked + 1, flags: tcpACK}), verdictRedirect)
+	h.send(tp.down(seg{seq: downNxt + 1, flags: tcpRST}), verdictRedirect)
+	if got := h.stats(spec.A).Phase; got != PhaseClosed {
+		t.Fatalf("phase %v after the late reset, want closed", got)
+	}
+	if res, done := follow(spec.A); !done || res.End != engine.EndEOF || res.Moved != [2]int64{int64(len(payload)), 0} {
+		t.Errorf("reset after TIME_WAIT: follower ended %v with %+v, want EOF", done, res)
+	}
+
+	tp = topo4.withPort(40001)
+	spec = h.baseSpec(tp)
+	h.insert(spec)
+	h.send(tp.down(seg{seq: downNxt, flags: tcpRST}), verdictRedirect)
+	if res, done := follow(spec.A); !done || res.End != engine.EndReset {
+		t.Errorf("reset of an open pair: follower ended %v with %+v, want reset", done, res)
+	}
+}
