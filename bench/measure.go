@@ -108,6 +108,12 @@ func (e *Env) flowsAt(ctx context.Context, addr string) ([]Flow, error) {
 // target t's sink listener while fn runs: the proof that a row measured the
 // engine it names.
 func (e *Env) EngineSeen(ctx context.Context, t *Target, fn func() error) (string, error) {
+	return e.engineSeenOn(ctx, t.Name+"-sink", fn)
+}
+
+// engineSeenOn reports the engine /flows shows for the first spliced pair of
+// listener while fn runs.
+func (e *Env) engineSeenOn(ctx context.Context, listener string, fn func() error) (string, error) {
 	seen := make(chan string, 1)
 	done := make(chan struct{})
 	go func() {
@@ -125,7 +131,7 @@ func (e *Env) EngineSeen(ctx context.Context, t *Target, fn func() error) (strin
 				continue
 			}
 			for _, f := range flows {
-				if f.Listener == t.Name+"-sink" && f.State == "spliced" {
+				if f.Listener == listener && f.State == "spliced" {
 					seen <- f.Engine
 					return
 				}

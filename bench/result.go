@@ -59,8 +59,10 @@ var tableColumns = map[string][]string{
 // Trace is one target's throughput over time, with the moment its pairs
 // were spliced.
 type Trace struct {
-	Engine    string    `json:"engine"`
-	SplicedAt float64   `json:"spliced_at_s"`
+	Engine    string  `json:"engine"`
+	SplicedAt float64 `json:"spliced_at_s"`
+	// SplicedBy is the engine /flows showed for the pair after the splice.
+	SplicedBy string    `json:"spliced_by,omitempty"`
 	AtS       []float64 `json:"at_s"`
 	Gbps      []float64 `json:"gbps"`
 }

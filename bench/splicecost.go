@@ -98,6 +98,9 @@ func SpliceCost(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			continue
 		}
 		res.Traces = append(res.Traces, tr)
+		if tr.SplicedBy != t.Name {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s trace: /flows showed the pair spliced by %q (it may decline a pair with bytes in flight and fall back)", t.Name, tr.SplicedBy))
+		}
 		traced = append(traced, t.Name)
 		before, after := meanGbps(tr, 0.3, tr.SplicedAt), meanGbps(tr, tr.SplicedAt+0.2, 1e9)
 		if before > 0 && after > 0 {
@@ -214,11 +217,15 @@ func (e *Env) idlePairs(ctx context.Context, n int) ([]*engine.Pair, func(), err
 // trace samples throughput through t's late listener, which splices the
 // pair lateSplice after it was set up.
 func (e *Env) trace(ctx context.Context, t *Target, dur time.Duration) (Trace, error) {
-	samples, err := loadgen.Trace(ctx, e.Dial, t.lateAddr, dur, traceInterval, loadgen.WithDir(loadgen.Up))
+	var samples []loadgen.Sample
+	seen, err := e.engineSeenOn(ctx, t.Name+"-late", func() (err error) {
+		samples, err = loadgen.Trace(ctx, e.Dial, t.lateAddr, dur, traceInterval, loadgen.WithDir(loadgen.Up))
+		return err
+	})
 	if err != nil {
 		return Trace{}, err
 	}
-	tr := Trace{Engine: t.Name, SplicedAt: lateSplice.Seconds()}
+	tr := Trace{Engine: t.Name, SplicedAt: lateSplice.Seconds(), SplicedBy: seen}
 	for _, s := range samples {
 		tr.AtS = append(tr.AtS, s.At.Seconds())
 		tr.Gbps = append(tr.Gbps, s.Gbps)
