@@ -658,3 +658,90 @@ func TestUnprivilegedChild(t *testing.T) {
 	}
 	t.Logf("Available: %v", errA)
 }
+
+// TestLimitUpWithDownForwarded: a byte limit on the way up while the way
+// down forwards too (one of them is pumped in user space); the limit is
+// exact and the rest stays on the client socket.
+func TestLimitUpWithDownForwarded(t *testing.T) {
+	e := newEngine(t, sockmap.Options{})
+	c := enginetest.NewPair(t)
+	const n = 123457
+	up := enginetest.Random(n+999, 16)
+	go c.Client.Write(up)
+	down := enginetest.Random(50000, 17)
+	go c.Server.Write(down)
+	res := spliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Forward, Limit: n}})
+	if got := readExactly(t, c.Server, n); !bytes.Equal(got, up[:n]) {
+		t.Fatal("server received different bytes before the limit")
+	}
+	r := waitResult(t, res)
+	if r.End != engine.EndLimit || r.Dir != engine.Up || r.Moved[engine.Up] != n {
+		t.Fatalf("result %+v, want limit up after %d bytes", r, n)
+	}
+	if got := readExactly(t, c.Pair.Client, 999); !bytes.Equal(got, up[n:]) {
+		t.Fatal("bytes past the limit not left on the client socket")
+	}
+	if got := readExactly(t, c.Client, int(r.Moved[engine.Down])); !bytes.Equal(got, down[:r.Moved[engine.Down]]) {
+		t.Fatal("client received different bytes down")
+	}
+}
+
+// TestLiveCounters: the pair's byte counters move while it is spliced, for
+// /flows, not only when the splice ends.
+func TestLiveCounters(t *testing.T) {
+	e := newEngine(t, sockmap.Options{StatsInterval: 10 * time.Millisecond})
+	c := enginetest.NewPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Splice(ctx, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}); close(done) }()
+	msg := enginetest.Random(1<<20, 18)
+	c.Server.Write(msg)
+	readExactly(t, c.Client, len(msg))
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Pair.Bytes(engine.Down) != int64(len(msg)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pair counter at %d while spliced, want %d", c.Pair.Bytes(engine.Down), len(msg))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := c.Pair.Bytes(engine.Down); got != int64(len(msg)) {
+		t.Errorf("pair counter %d after the splice, want %d", got, len(msg))
+	}
+}
+
+// TestLimitUpInKernel: a byte limit on the way up forwarded by the kernel
+// (down held), with the bytes past it already queued in the same segments.
+func TestLimitUpInKernel(t *testing.T) {
+	e := newEngine(t, sockmap.Options{})
+	for _, pre := range []bool{false, true} {
+		c := enginetest.NewPair(t)
+		const n = 77777
+		up := enginetest.Random(n+4321, 19)
+		var res <-chan engine.Result
+		opts := engine.Options{Up: engine.DirOptions{Mode: engine.Forward, Limit: n}, Down: engine.DirOptions{Mode: engine.Hold}}
+		if pre { // queued before the splice: predrain moves part, the kernel the rest
+			c.Client.Write(up[:1000])
+			readExactly(t, c.Pair.Client, 10) // the proxy read part of a segment
+			up = up[10:]
+		}
+		res = spliceAsync(t, e, c.Pair, opts)
+		if pre {
+			go c.Client.Write(up[990:])
+		} else {
+			go c.Client.Write(up)
+		}
+		if got := readExactly(t, c.Server, n); !bytes.Equal(got, up[:n]) {
+			t.Fatalf("pre=%v: server received different bytes before the limit", pre)
+		}
+		r := waitResult(t, res)
+		if r.End != engine.EndLimit || r.Moved[engine.Up] != n {
+			t.Fatalf("pre=%v: result %+v, want limit up after %d bytes", pre, r, n)
+		}
+		rest := len(up) - n
+		if got := readExactly(t, c.Pair.Client, rest); !bytes.Equal(got, up[n:]) {
+			t.Fatalf("pre=%v: bytes past the limit not left on the client socket", pre)
+		}
+	}
+}

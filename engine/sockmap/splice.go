@@ -17,12 +17,8 @@ import (
 	"github.com/splicer/splicer/engine"
 )
 
-// Event bits a splice collects between two checks.
-const (
-	flagLimit = 1 << iota
-	flagStopped
-	flagCredit
-)
+// flagCredit: the parser used half its credit since the last check.
+const flagCredit = 1
 
 // Poll intervals while waiting for something no socket event announces
 // (a destination catching up, the parser finishing a queue).
@@ -275,14 +271,10 @@ func (s *splice) poke() {
 	}
 }
 
-// event records a parser event for the loop.
+// event records a parser event for the loop. Stops and limits only wake
+// it: flow.stopped and flow.moved are the truth, the event may be late.
 func (s *splice) event(kind uint32) {
-	switch kind {
-	case eventLimit:
-		s.flags.Or(flagLimit)
-	case eventStopped:
-		s.flags.Or(flagStopped)
-	case eventCredit:
+	if kind == eventCredit {
 		s.flags.Or(flagCredit)
 	}
 	s.poke()
