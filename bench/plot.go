@@ -3,6 +3,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,21 +19,24 @@ import (
 type barPlot struct {
 	experiment, file, title, ylabel string
 	metrics, labels                 []string
+	// log draws points on a logarithmic axis instead of bars, for values
+	// that span orders of magnitude (splice times: µs for copy, ms for ip).
+	log bool
 }
 
 var barPlots = []barPlot{
 	{"segment", "segment_tps.png", "Request/response over one connection", "transactions/s",
-		[]string{"rr1_tps", "rr1460_tps"}, []string{"1 byte", "1460 bytes"}},
+		[]string{"rr1_tps", "rr1460_tps"}, []string{"1 byte", "1460 bytes"}, false},
 	{"segment", "segment_cpu.png", "CPU per transaction (all CPUs, softirq included)", "µs per transaction",
-		[]string{"cpu_us_per_txn", "cpu_us_per_txn_1460"}, []string{"1 byte", "1460 bytes"}},
+		[]string{"cpu_us_per_txn", "cpu_us_per_txn_1460"}, []string{"1 byte", "1460 bytes"}, false},
 	{"throughput", "throughput_gbps.png", "Bulk throughput", "Gbit/s",
-		[]string{"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn"}, []string{"1 conn", "2 conns", "3 conns", "8 conns"}},
+		[]string{"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn"}, []string{"1 conn", "2 conns", "3 conns", "8 conns"}, false},
 	{"throughput", "throughput_cpu.png", "CPU per GB moved", "CPU seconds per GB",
-		[]string{"cpu_s_per_gb", "proc_cpu_s_per_gb"}, []string{"all CPUs, softirq included", "forwarder processes"}},
-	{"splice-cost", "splice_cost.png", "Time to splice an idle pair", "µs",
-		[]string{"splice_us_p50", "splice_us_p99"}, []string{"median", "p99"}},
+		[]string{"cpu_s_per_gb", "proc_cpu_s_per_gb"}, []string{"all CPUs, softirq included", "forwarder processes"}, false},
+	{"splice-cost", "splice_cost.png", "Time to splice an idle pair", "µs (log scale)",
+		[]string{"splice_us_p50", "splice_us_p99"}, []string{"median", "p99"}, true},
 	{"memory", "memory.png", "Memory per pair", "bytes per pair",
-		[]string{"bytes_per_pair_unspliced", "bytes_per_pair_spliced"}, []string{"unspliced", "spliced"}},
+		[]string{"bytes_per_pair_unspliced", "bytes_per_pair_spliced"}, []string{"unspliced", "spliced"}, false},
 }
 
 // WritePlots writes PNG plots of results into dir and returns the files.
@@ -76,6 +80,9 @@ func writeBars(dir string, r *Result, bp barPlot) (string, error) {
 	if len(targets) == 0 {
 		return "", nil
 	}
+	if bp.log {
+		return writePoints(dir, r, bp, targets)
+	}
 	p := plot.New()
 	p.Title.Text = bp.title
 	p.Y.Label.Text = bp.ylabel
@@ -103,6 +110,48 @@ func writeBars(dir string, r *Result, bp barPlot) (string, error) {
 	p.NominalX(targets...)
 	// Headroom above the tallest bar keeps the legend off the bars.
 	p.Y.Min, p.Y.Max = 0, top*1.25
+	path := filepath.Join(dir, bp.file)
+	return path, p.Save(vg.Length(max(6, len(targets)))*vg.Inch, 4*vg.Inch, path)
+}
+
+// writePoints draws bp as points on a logarithmic axis, one column per
+// target and a marker per metric.
+func writePoints(dir string, r *Result, bp barPlot, targets []string) (string, error) {
+	p := plot.New()
+	p.Title.Text = bp.title
+	p.Y.Label.Text = bp.ylabel
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	lo, hi := math.Inf(1), 0.0
+	for i, m := range bp.metrics {
+		var pts plotter.XYs
+		for j, t := range targets {
+			// A log axis has no place for zero or less.
+			if row, ok := r.Row(t, m); ok && row.Value > 0 {
+				pts = append(pts, plotter.XY{X: float64(j), Y: row.Value})
+				lo, hi = min(lo, row.Value), max(hi, row.Value)
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return "", err
+		}
+		sc.GlyphStyle.Color = plotutil.Color(i)
+		sc.GlyphStyle.Shape = plotutil.Shape(i)
+		sc.GlyphStyle.Radius = vg.Points(5)
+		p.Add(sc)
+		p.Legend.Add(bp.labels[i], sc)
+	}
+	if hi == 0 {
+		return "", nil
+	}
+	p.NominalX(targets...)
+	p.Y.Min, p.Y.Max = lo/2, hi*4
 	path := filepath.Join(dir, bp.file)
 	return path, p.Save(vg.Length(max(6, len(targets)))*vg.Inch, 4*vg.Inch, path)
 }
