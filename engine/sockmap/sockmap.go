@@ -67,7 +67,7 @@ type Stats struct {
 	Splices       uint64 // Splice calls that spliced (not fallen back)
 	Active        int64  // splices running now
 	Fallbacks     uint64 // Splice calls answered with a FallbackError
-	GiveBacks     uint64 // splices that handed the pair back (limit or data)
+	GiveBacks     uint64 // splices that handed the pair back (limit, data, timer)
 	Pauses        uint64 // flow-control pauses of a source socket
 	KernelBytes   uint64 // bytes the kernel redirected
 	UserBytes     uint64 // bytes the engine pumped in user space

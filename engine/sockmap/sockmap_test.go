@@ -257,9 +257,10 @@ func TestGiveBackOnData(t *testing.T) {
 	go sendAndClose(t, c.Server, data)
 	got := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(c.Client); got <- b }()
-	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}}
+	installed := make(chan struct{})
+	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, OnSpliced: func() { close(installed) }}
 	res := spliceAsync(t, e, c.Pair, opts)
-	time.Sleep(5 * time.Millisecond)
+	<-installed
 	c.Client.Write([]byte("next"))
 	r := waitResult(t, res)
 	if r.End != engine.EndData && r.End != engine.EndEOF {
@@ -570,8 +571,9 @@ func raiseNoFile(tb testing.TB, n uint64) uint64 {
 func TestFallbackWhenMapsFull(t *testing.T) {
 	e := newEngine(t, sockmap.Options{MaxPairs: 1})
 	first := enginetest.NewPair(t)
-	busy := spliceAsync(t, e, first.Pair, engine.Both(0))
-	time.Sleep(20 * time.Millisecond) // let the first pair take the only slot
+	installed := make(chan struct{})
+	busy := spliceAsync(t, e, first.Pair, engine.Options{OnSpliced: func() { close(installed) }})
+	<-installed // the first pair holds the only slot
 
 	c := enginetest.NewPair(t)
 	c.Server.Write([]byte("queued before the splice"))
