@@ -166,4 +166,3 @@ func waitFlow(tb testing.TB, f *httplab.Forwarder, listener string, ok func(forw
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
