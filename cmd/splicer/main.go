@@ -21,6 +21,7 @@ Usage:
   splicer check --config FILE    validate a configuration, report every error with its line
   splicer demo                   build a lab, push traffic through every engine, print a table
   splicer bench EXPERIMENT       reproduce the papers' experiments (see 'splicer bench -h')
+  splicer hash-password          hash a socks5 user's password (read from stdin) for the configuration
   splicer version
 
 Run 'splicer COMMAND -h' for a command's options.
@@ -46,6 +47,8 @@ func main() {
 		err = demoCmd(args)
 	case "bench":
 		err = benchCmd(args)
+	case "hash-password":
+		err = hashPasswordCmd(args)
 	case "version", "--version":
 		fmt.Println("splicer", version)
 	case "help", "-h", "--help":
