@@ -199,9 +199,11 @@ func TestSlowReader(t *testing.T) {
 // TestKeepAliveCycles runs 100 request/response cycles on one pair, each
 // response spliced with an exact byte limit and the next request watched;
 // bytes past each limit stay on the upstream socket, and every boundary is
-// exact.
+// exact. Every tenth response goes through the pipe engine instead.
 func TestKeepAliveCycles(t *testing.T) {
 	e := newEngine(t, sockmap.Options{})
+	pipeEngine := pipe.New(0)
+	t.Cleanup(func() { pipeEngine.Close() })
 	c := enginetest.NewPair(t)
 	up := c.Pair.Upstream()
 	for i := range 100 {
@@ -228,7 +230,11 @@ func TestKeepAliveCycles(t *testing.T) {
 			c.Server.Write(extra)
 		}()
 		opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Forward, Limit: int64(len(body))}}
-		res := spliceAsync(t, e, c.Pair, opts)
+		var eng engine.Engine = e
+		if i%10 == 9 {
+			eng = pipeEngine // the sockets handed back are plain sockets any engine can take
+		}
+		res := spliceAsync(t, eng, c.Pair, opts)
 		if got := readExactly(t, c.Client, len(body)); !bytes.Equal(got, body) {
 			t.Fatalf("cycle %d: client received a different body", i)
 		}

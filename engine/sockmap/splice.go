@@ -8,7 +8,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -53,6 +52,7 @@ type kernelDir struct {
 	tail *pump
 }
 
+// splice is one Splice call: the pair, its options, and what the engine did.
 type splice struct {
 	e    *Engine
 	p    *engine.Pair
