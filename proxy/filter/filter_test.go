@@ -368,3 +368,126 @@ func TestProxyProtocol(t *testing.T) {
 		})
 	}
 }
+
+// rawUpstream serves each connection with handle, for responses net/http
+// would not send (close-delimited, trailers) or protocol switches.
+func rawUpstream(tb testing.TB, handle func(c net.Conn, r *bufio.Reader)) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(waitFor))
+				handle(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// exchangeRaw sends req on a new connection to the filter and returns all
+// it reads until the filter closes.
+func exchangeRaw(tb testing.TB, f *forwarder.Forwarder, req string) string {
+	tb.Helper()
+	c, err := net.Dial("tcp", f.Addr("filter").String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(waitFor))
+	io.WriteString(c, req)
+	b, err := io.ReadAll(c)
+	if err != nil {
+		tb.Fatalf("read: %v after %q", err, b)
+	}
+	return string(b)
+}
+
+func TestCloseDelimitedAndTrailers(t *testing.T) {
+	const chunkedWithTrailer = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n"
+	const closeDelimited = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the upstream closes"
+	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			return
+		}
+		if req.URL.Path == "/trailer" {
+			io.WriteString(c, chunkedWithTrailer)
+			return
+		}
+		io.WriteString(c, closeDelimited)
+	})
+	f := startForwarder(t, filterListener(up))
+	if got := exchangeRaw(t, f, "GET /trailer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); got != chunkedWithTrailer {
+		t.Errorf("chunked with trailer arrived as %q, want it byte for byte", got)
+	}
+	if got := exchangeRaw(t, f, "GET /eof HTTP/1.1\r\nHost: x\r\n\r\n"); got != closeDelimited {
+		t.Errorf("close-delimited response arrived as %q", got)
+	}
+}
+
+func TestExpectContinue(t *testing.T) {
+	o := startOrigin(t, false)
+	f := startForwarder(t, filterListener(o.addr))
+	c, err := net.Dial("tcp", f.Addr("filter").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(waitFor))
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	r := bufio.NewReader(c)
+	// The body is sent only after the interim response, as a client would.
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("first response line %q, %v; want 100 Continue", line, err)
+	}
+	r.ReadString('\n') // the empty line ending the interim response
+	io.WriteString(c, "hello")
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if want := fmt.Sprintf("5 %x", sha256.Sum256([]byte("hello"))); string(body) != want {
+		t.Errorf("origin saw %q, want %q", body, want)
+	}
+}
+
+func TestSwitchingProtocols(t *testing.T) {
+	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+		if _, err := http.ReadRequest(r); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		io.Copy(c, r)
+	})
+	f := startForwarder(t, filterListener(up))
+	c, err := net.Dial("tcp", f.Addr("filter").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(waitFor))
+	// The first echoed bytes ride along with the request, as clients that
+	// speak first after an upgrade do.
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nping ")
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("response %v, %v; want 101", resp, err)
+	}
+	io.WriteString(c, "pong")
+	got := make([]byte, len("ping pong"))
+	if _, err := io.ReadFull(r, got); err != nil || string(got) != "ping pong" {
+		t.Fatalf("after the upgrade: %q, %v", got, err)
+	}
+}
