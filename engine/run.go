@@ -236,6 +236,7 @@ func isStop(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 func IsReset(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, syscall.ENOTCONN) ||
 		errors.Is(err, syscall.EHOSTUNREACH)
 }
 

@@ -48,8 +48,12 @@ type Forwarder struct {
 	// engine returns and the pair is closed.
 	hard   context.Context
 	cancel context.CancelFunc
-	pairs  sync.WaitGroup
-	once   sync.Once
+	// stopping is closed when Shutdown begins, so proxies can end idle
+	// keep-alive pairs without waiting for the grace period.
+	stopping chan struct{}
+	stopOnce sync.Once
+	pairs    sync.WaitGroup
+	once     sync.Once
 }
 
 // New builds a forwarder for cfg; Start binds its listeners.
@@ -77,6 +81,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		}
 	}
 	f.hard, f.cancel = context.WithCancel(context.Background())
+	f.stopping = make(chan struct{})
 	for _, lc := range cfg.Listeners {
 		l, err := newListener(f, lc)
 		if err != nil {
@@ -125,6 +130,7 @@ func (f *Forwarder) Addr(name string) net.Addr {
 // cancels the rest and waits for them to close. It returns ctx's error when
 // pairs had to be cut.
 func (f *Forwarder) Shutdown(ctx context.Context) error {
+	f.stopOnce.Do(func() { close(f.stopping) })
 	for _, l := range f.listeners {
 		l.close()
 	}

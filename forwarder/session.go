@@ -70,16 +70,16 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 			note = s.fallback(e, chain, i, err)
 			continue
 		}
-		s.p.SetEngine(e.Name(), note)
-		s.p.SetState(engine.StateSpliced)
-		m.Spliced.WithLabelValues(e.Name()).Inc()
-		res, err := e.Splice(ctx, s.p, opts)
-		m.Spliced.WithLabelValues(e.Name()).Dec()
+		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), note, opts))
 		if engine.IsFallback(err) {
-			s.p.SetState(engine.StateControl)
+			m.Spliced.WithLabelValues(e.Name()).Dec()
 			note = s.fallback(e, chain, i, err)
 			continue
 		}
+		if name, _ := s.p.Engine(); name != e.Name() {
+			s.p.SetEngine(e.Name(), note) // an engine that ended before forwarding was in place
+		}
+		m.Spliced.WithLabelValues(e.Name()).Dec()
 		if err != nil {
 			m.Splices.WithLabelValues(e.Name(), "error").Inc()
 			return res, err
@@ -91,6 +91,24 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 		return res, nil
 	}
 	return engine.Result{}, errors.New("no engine could splice the pair")
+}
+
+// markSpliced wraps opts.OnSpliced so that /flows shows the pair spliced by
+// engine only once forwarding is in place: an engine may still decline the
+// pair (and fall back) up to that moment, and a client that saw "spliced"
+// too early would race it.
+func (s *session) markSpliced(name, note string, opts engine.Options) engine.Options {
+	inner := opts.OnSpliced
+	m := s.l.f.metrics
+	m.Spliced.WithLabelValues(name).Inc()
+	opts.OnSpliced = func() {
+		s.p.SetEngine(name, note)
+		s.p.SetState(engine.StateSpliced)
+		if inner != nil {
+			inner()
+		}
+	}
+	return opts
 }
 
 // fallback logs and counts that chain[i] declined the pair, returning the
@@ -120,6 +138,9 @@ func (s *session) Forward(ctx context.Context, opts engine.Options) (engine.Resu
 	}
 	return ctl.Splice(ctx, s.p, opts)
 }
+
+// Stopping is closed when a graceful shutdown begins.
+func (s *session) Stopping() <-chan struct{} { return s.l.f.stopping }
 
 // NoSplice records why the pair stays in control mode.
 func (s *session) NoSplice(reason string) {

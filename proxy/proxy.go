@@ -44,6 +44,10 @@ type Session interface {
 	Forward(ctx context.Context, opts engine.Options) (engine.Result, error)
 	// NoSplice records why the pair is kept in control mode (for /flows).
 	NoSplice(reason string)
+	// Stopping is closed when a graceful shutdown begins: a proxy between
+	// requests (an idle keep-alive connection) should end the pair then,
+	// and one in the middle of a request should finish it first.
+	Stopping() <-chan struct{}
 }
 
 // Upstream errors, classified for metrics and logs.
@@ -67,6 +71,10 @@ func CloseReason(err error) string {
 		return "upstream_timeout"
 	case errors.Is(err, context.Canceled):
 		return "shutdown"
+	}
+	var bad interface{ BadInput() bool }
+	if errors.As(err, &bad) && bad.BadInput() {
+		return "bad_request"
 	}
 	var se *SpliceEnd
 	if errors.As(err, &se) {

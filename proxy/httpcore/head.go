@@ -74,7 +74,7 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	client := c.S.Pair().Client
 	if c.client.Buffered() == 0 {
 		c.setClientDeadline(ctx, c.Idle)
-		if _, err := c.client.Peek(1); err != nil {
+		if _, err := c.peekUnlessStopping(); err != nil {
 			return nil, errors.Join(ErrNoRequest, err)
 		}
 	}
@@ -116,6 +116,23 @@ func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration) {
 	if ctx.Err() != nil {
 		client.SetReadDeadline(past) // interrupt may have run before the line above
 	}
+}
+
+// peekUnlessStopping waits for the first byte of the next request, giving up
+// when a graceful shutdown begins: an idle keep-alive connection is closed
+// then rather than holding the shutdown for its whole grace period.
+func (c *Conn) peekUnlessStopping() ([]byte, error) {
+	client := c.S.Pair().Client
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-c.S.Stopping():
+			client.SetReadDeadline(past)
+		case <-done:
+		}
+	}()
+	return c.client.Peek(1)
 }
 
 // past is a deadline that interrupts a blocked read at once.

@@ -66,6 +66,9 @@ func (e *StatusError) Error() string {
 
 func (e *StatusError) Unwrap() error { return e.Err }
 
+// BadInput marks client errors (4xx) for the close reason bad_request.
+func (e *StatusError) BadInput() bool { return e.Status >= 400 && e.Status < 500 }
+
 // Errorf returns a *StatusError with a formatted reason.
 func Errorf(status int, format string, args ...any) *StatusError {
 	return &StatusError{Status: status, Reason: fmt.Sprintf(format, args...)}
