@@ -24,6 +24,8 @@ const flagCredit = 1
 const (
 	minPoll = 200 * time.Microsecond
 	maxPoll = 20 * time.Millisecond
+	// maxPauseCheck bounds the wait between two looks at a paused source.
+	maxPauseCheck = 50 * time.Millisecond
 	// lingerCap bounds the wait for a destination to take its bytes when
 	// the pair is being torn down anyway (idle, cancel, error).
 	lingerCap = 5 * time.Second
@@ -47,6 +49,9 @@ type kernelDir struct {
 	eof          bool   // every byte before the FIN was handed to the verdict
 	finSent      bool
 	flow         spliceFlow // last read
+	// delivery rate sample while paused
+	sampleAt        time.Time
+	sampleDelivered uint64
 	// tail pumps the rest in user space once the source cannot re-enter
 	// rx_socks after a pause (it received a FIN meanwhile).
 	tail *pump
@@ -72,6 +77,8 @@ type splice struct {
 	mu       sync.Mutex
 	finished bool
 	reported [2]int64
+
+	hint time.Duration // when to look again, if check knows better than backoff
 
 	idleTimer  *time.Timer
 	lastTotal  int64
@@ -322,7 +329,11 @@ func (s *splice) run(ctx context.Context) engine.Result {
 		if s.progress() != before {
 			interval = minPoll
 		}
-		if pending {
+		switch {
+		case pending && s.hint > 0:
+			poll.Reset(s.hint)
+			s.hint = 0
+		case pending:
 			poll.Reset(interval)
 			interval = min(2*interval, maxPoll)
 		}
@@ -558,13 +569,18 @@ func (s *splice) pauseOrResume(delivered uint64) (pending bool) {
 		soError(k.src) // the parser's ENOMSG, not the proxy's business
 		s.e.pauses.Add(1)
 	}
-	if k.flow.Redirected-min(delivered, k.flow.Redirected) > k.window/2 {
+	if behind := k.flow.Redirected - min(delivered, k.flow.Redirected); behind > k.window/2 {
+		s.hint = k.drainTime(delivered, behind-k.window/2)
 		return true
 	}
 	k.ctl.Gen++
 	s.extendCredit(delivered)
 	soError(k.src)
 	if err := putSock(s.e.dp.objs.RxSocks, k.srcCk, k.src); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			// The old psock is still being released: try again shortly.
+			return true
+		}
 		k.needTail = true
 		return s.startTail(delivered, err)
 	}
@@ -572,6 +588,20 @@ func (s *splice) pauseOrResume(delivered uint64) (pending bool) {
 	k.inRx = true
 	s.kick()
 	return false
+}
+
+// drainTime guesses how long the destination needs to take n more bytes,
+// from how fast it took the last ones, so a paused source is resumed soon
+// after it may be without polling a slow reader often.
+func (k *kernelDir) drainTime(delivered, n uint64) time.Duration {
+	now := time.Now()
+	d := time.Duration(0)
+	if !k.sampleAt.IsZero() && delivered > k.sampleDelivered {
+		rate := float64(delivered-k.sampleDelivered) / now.Sub(k.sampleAt).Seconds()
+		d = time.Duration(float64(n) / rate * float64(time.Second))
+	}
+	k.sampleAt, k.sampleDelivered = now, delivered
+	return min(max(d, minPoll), maxPauseCheck)
 }
 
 // startTail moves what is left of the kernel direction in user space, once
