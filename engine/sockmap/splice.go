@@ -52,6 +52,7 @@ type kernelDir struct {
 	// delivery rate sample while paused
 	sampleAt        time.Time
 	sampleDelivered uint64
+	busySince       time.Time // first EBUSY while re-entering rx_socks
 	// tail pumps the rest in user space once the source cannot re-enter
 	// rx_socks after a pause (it received a FIN meanwhile).
 	tail *pump
@@ -578,13 +579,19 @@ func (s *splice) pauseOrResume(delivered uint64) (pending bool) {
 	soError(k.src)
 	if err := putSock(s.e.dp.objs.RxSocks, k.srcCk, k.src); err != nil {
 		if errors.Is(err, unix.EBUSY) {
-			// The old psock is still being released: try again shortly.
-			return true
+			// The old psock is still being released: try again shortly,
+			// for a while.
+			if k.busySince.IsZero() {
+				k.busySince = time.Now()
+			}
+			if time.Since(k.busySince) < time.Second {
+				return true
+			}
 		}
 		k.needTail = true
 		return s.startTail(delivered, err)
 	}
-	k.refused = false
+	k.refused, k.busySince = false, time.Time{}
 	k.inRx = true
 	s.kick()
 	return false
