@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/filter"
 	"github.com/splicer/splicer/proxy/httpcore/httplab"
@@ -107,21 +108,20 @@ func TestLabCurl(t *testing.T) {
 			t.Fatal(err)
 		}
 		n, _ := io.Copy(io.Discard, resp.Body)
-		var found bool
-		for _, fl := range f.Flows().Snapshot() {
-			if fl.Listener != "filter" {
-				continue
+		// The filter counts bytes once each write returned, which may be
+		// just after the client read them: wait for the count.
+		var flows []forwarder.Flow
+		httplab.Eventually(t, fmt.Sprintf("/flows counting the %d-byte body", n), func() bool {
+			flows = flows[:0]
+			for _, fl := range f.Flows().Snapshot() {
+				if fl.Listener == "filter" {
+					flows = append(flows, fl)
+				}
 			}
-			found = true
-			if fl.Engine != "copy" || fl.Note != filter.NoSpliceReason || fl.State != "control" {
-				t.Errorf("/flows: engine %q note %q state %q, want copy, %q, control", fl.Engine, fl.Note, fl.State, filter.NoSpliceReason)
-			}
-			if fl.BytesDown < n {
-				t.Errorf("/flows: %d bytes down, but the client read a %d-byte body", fl.BytesDown, n)
-			}
-		}
-		if !found {
-			t.Error("/flows has no pair of the filter listener while its client is connected")
+			return len(flows) == 1 && flows[0].BytesDown >= n
+		})
+		if fl := flows[0]; fl.Engine != "copy" || fl.Note != filter.NoSpliceReason || fl.State != "control" {
+			t.Errorf("/flows: engine %q note %q state %q, want copy, %q, control", fl.Engine, fl.Note, fl.State, filter.NoSpliceReason)
 		}
 	})
 	t.Run("bad request", func(t *testing.T) {
