@@ -498,3 +498,32 @@ func TestSwitchingProtocols(t *testing.T) {
 		t.Fatalf("after the upgrade: %q, %v", got, err)
 	}
 }
+
+// TestShutdownClosesIdleKeepAlive checks that a graceful shutdown does not
+// wait out its grace period for a client idle between requests.
+func TestShutdownClosesIdleKeepAlive(t *testing.T) {
+	o := startOrigin(t, false)
+	f := startForwarder(t, filterListener(o.addr))
+	c, err := net.Dial("tcp", f.Addr("filter").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(waitFor))
+	fmt.Fprintf(c, "GET /obj/10 HTTP/1.1\r\nHost: x\r\n\r\n")
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := f.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v (the idle keep-alive pair held it)", err)
+	}
+	if n, err := r.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("idle keep-alive connection still open after shutdown (read %d, %v)", n, err)
+	}
+}

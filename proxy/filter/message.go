@@ -58,7 +58,7 @@ var errClientGone = errors.New("client closed between requests")
 // reads its head within the header timeout.
 func (c *conn) readRequest() (*message, error) {
 	c.clientIn.fixed = time.Time{}
-	if _, err := c.cr.Peek(1); err != nil {
+	if err := c.peekUnlessStopping(); err != nil {
 		return nil, errClientGone
 	}
 	c.clientIn.fixed = time.Now().Add(c.p.headerTimeout())
@@ -68,6 +68,30 @@ func (c *conn) readRequest() (*message, error) {
 		return nil, &httpError{http.StatusRequestTimeout, "request head not received in time"}
 	}
 	return m, err
+}
+
+// peekUnlessStopping waits for the first byte of the next request, giving up
+// when a graceful shutdown begins: an idle keep-alive connection is closed
+// then rather than holding the shutdown for its whole grace period. A
+// request that arrived just as the shutdown began is still served.
+func (c *conn) peekUnlessStopping() error {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-c.s.Stopping():
+			c.clientIn.stop.Store(true)
+			c.client.SetReadDeadline(time.Unix(1, 0))
+		case <-done:
+		}
+	}()
+	_, err := c.cr.Peek(1)
+	close(done)
+	<-exited
+	if err == nil {
+		c.clientIn.stop.Store(false)
+	}
+	return err
 }
 
 func isTimeout(err error) bool {
