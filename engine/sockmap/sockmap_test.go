@@ -753,3 +753,44 @@ func TestLimitUpInKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleNotWhileReaderReads: a paused direction whose reader still takes
+// bytes is not idle.
+func TestIdleNotWhileReaderReads(t *testing.T) {
+	e := newEngine(t, sockmap.Options{Window: 64 << 10})
+	c := enginetest.NewPair(t)
+	data := enginetest.Random(8<<20, 20)
+	go sendAndClose(t, c.Server, data)
+	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Hold}, IdleTimeout: 100 * time.Millisecond}
+	res := spliceAsync(t, e, c.Pair, opts)
+	got := make([]byte, 0, len(data))
+	buf := make([]byte, 16<<10)
+	for start := time.Now(); time.Since(start) < 400*time.Millisecond; {
+		n, err := c.Client.Read(buf) // slowly: 16 KiB per 5 ms
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.Client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	rest, err := io.ReadAll(c.Client)
+	if err != nil {
+		t.Fatalf("after the slow phase: %v", err)
+	}
+	got = append(got, rest...)
+	if r := waitResult(t, res); r.End != engine.EndEOF {
+		t.Errorf("end %v while the reader was reading, want EOF", r.End)
+	}
+	if !bytes.Equal(got, data) {
+		t.Error("client received a different stream")
+	}
+}
+
+// TestAvailable: as root on this kernel the engine can load.
+func TestAvailable(t *testing.T) {
+	testenv.RequireRoot(t)
+	if err := sockmap.Available(); err != nil {
+		t.Fatalf("Available: %v", err)
+	}
+}

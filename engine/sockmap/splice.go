@@ -631,13 +631,20 @@ func (s *splice) startTail(delivered uint64, why error) (pending bool) {
 	return false
 }
 
-// checkIdle ends the splice when nothing moved for the idle timeout.
+// checkIdle ends the splice when nothing moved for the idle timeout. Bytes
+// a slow reader takes from the destination's send queue count as moving: a
+// paused direction with a reader is not idle.
 func (s *splice) checkIdle() {
+	t := int64(0)
 	if s.kernel {
 		s.e.dp.objs.Flows.Lookup(s.k.srcCk, &s.k.flow)
+		if ti, err := tcpInfo(s.k.dst); err == nil {
+			t = int64(ti.Bytes_acked)
+		}
 	}
+	t += s.progress()
 	now := time.Now()
-	if t := s.progress(); t != s.lastTotal {
+	if t != s.lastTotal {
 		s.lastTotal, s.lastChange = t, now
 	}
 	left := s.opts.IdleTimeout - now.Sub(s.lastChange)
