@@ -191,7 +191,7 @@ func (p *Proxy) authenticate(c *net.TCPConn) (string, error) {
 		return "", fmt.Errorf("socks5 greeting: %w", err)
 	}
 	if hdr[0] != version5 {
-		return "", fmt.Errorf("%w (version byte %#x)", ErrVersion, hdr[0])
+		return "", badInput{fmt.Errorf("%w (version byte %#x)", ErrVersion, hdr[0])}
 	}
 	methods := make([]byte, hdr[1])
 	if _, err := io.ReadFull(c, methods); err != nil {
@@ -239,7 +239,7 @@ func readUserPass(c io.Reader) (user, pass string, err error) {
 		return "", "", fmt.Errorf("socks5 auth: %w", err)
 	}
 	if ver[0] != userPassVersion {
-		return "", "", fmt.Errorf("socks5 auth: version %#x, want 1", ver[0])
+		return "", "", badInput{fmt.Errorf("socks5 auth: version %#x, want 1", ver[0])}
 	}
 	if user, err = readString(c); err == nil {
 		pass, err = readString(c)
@@ -284,6 +284,16 @@ type requestError struct {
 func (e *requestError) Error() string { return e.err.Error() }
 func (e *requestError) Unwrap() error { return e.err }
 
+// BadInput counts a refused request as the client's fault (close reason
+// bad_request).
+func (e *requestError) BadInput() bool { return true }
+
+// badInput marks a protocol violation for the close reason bad_request.
+type badInput struct{ error }
+
+func (e badInput) BadInput() bool { return true }
+func (e badInput) Unwrap() error  { return e.error }
+
 // readRequest reads a request and returns its destination if it is a
 // CONNECT. The whole request is read even when it is refused, so that the
 // reply is not lost to a reset for unread data.
@@ -293,7 +303,7 @@ func readRequest(c io.Reader) (destination, error) {
 		return destination{}, fmt.Errorf("socks5 request: %w", err)
 	}
 	if hdr[0] != version5 {
-		return destination{}, fmt.Errorf("%w (request version %#x)", ErrVersion, hdr[0])
+		return destination{}, badInput{fmt.Errorf("%w (request version %#x)", ErrVersion, hdr[0])}
 	}
 	var d destination
 	switch hdr[3] {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
@@ -360,6 +362,26 @@ func TestNotSOCKS5(t *testing.T) {
 				t.Fatalf("got %x, want at most the method reply before the close", b)
 			}
 		})
+	}
+	// "empty method" is a well-formed greeting that offers nothing
+	// acceptable; the other three break the protocol.
+	waitClosed(t, f, "bad_request", 3)
+}
+
+// waitClosed waits until n pairs were counted closed for reason.
+func waitClosed(tb testing.TB, f *forwarder.Forwarder, reason string, n float64) {
+	tb.Helper()
+	var got float64
+	for deadline := time.Now().Add(waitFor); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		var m dto.Metric
+		f.Metrics().Closed.WithLabelValues("socks", reason).Write(&m)
+		got = m.GetCounter().GetValue()
+		if got >= n {
+			break
+		}
+	}
+	if got != n {
+		tb.Errorf("splicer_connections_closed_total{reason=%q} = %v, want %v", reason, got, n)
 	}
 }
 
