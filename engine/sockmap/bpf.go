@@ -30,6 +30,7 @@ const (
 	counterParserStops
 	counterDropNoState
 	counterDropNoPeer
+	counterEventsLost
 	counterMax
 )
 

@@ -75,6 +75,7 @@ type Stats struct {
 	ParserStops   uint64 // times a parser refused bytes (limit, pause, stop)
 	DropsNoState  uint64 // messages dropped: socket without state
 	DropsNoPeer   uint64 // messages dropped: destination gone
+	EventsLost    uint64 // parser events dropped because the ring was full
 	RingbufErrors uint64 // events that could not be read
 }
 
@@ -178,6 +179,7 @@ func (e *Engine) Stats() Stats {
 		ParserStops:   c[counterParserStops],
 		DropsNoState:  c[counterDropNoState],
 		DropsNoPeer:   c[counterDropNoPeer],
+		EventsLost:    c[counterEventsLost],
 		RingbufErrors: e.rbErrors.Load(),
 	}
 }

@@ -63,6 +63,7 @@ enum counter {
 	COUNTER_PARSER_STOPS,
 	COUNTER_DROP_NO_STATE,
 	COUNTER_DROP_NO_PEER,
+	COUNTER_EVENTS_LOST,
 	COUNTER_MAX,
 };
 
@@ -118,8 +119,10 @@ static __always_inline void notify(__u64 cookie, __u32 kind)
 {
 	struct event ev = { .cookie = cookie, .kind = kind };
 
-	// A lost event is recovered by user space's periodic check.
-	bpf_ringbuf_output(&events, &ev, sizeof(ev), 0);
+	// A lost event (ring full) is recovered by user space's slow periodic
+	// check; the counter shows it happened.
+	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), 0))
+		count(COUNTER_EVENTS_LOST, 1);
 }
 
 // refuse stops the stream parser on this socket without consuming the

@@ -26,6 +26,9 @@ const (
 	maxPoll = 20 * time.Millisecond
 	// maxPauseCheck bounds the wait between two looks at a paused source.
 	maxPauseCheck = 50 * time.Millisecond
+	// limitRecheck is how often a limited direction is looked at without
+	// an event.
+	limitRecheck = time.Second
 	// lingerCap bounds the wait for a destination to take its bytes when
 	// the pair is being torn down anyway (idle, cancel, error).
 	lingerCap = 5 * time.Second
@@ -546,6 +549,11 @@ func (s *splice) checkKernel(flags uint32) (pending bool) {
 	}
 	if k.eof && !drained {
 		pending = true
+	}
+	if !pending && k.limit > 0 {
+		// The limit event may be lost if the ring was full: look again
+		// now and then (nothing else would wake a limit reached exactly).
+		pending, s.hint = true, limitRecheck
 	}
 	return pending
 }
