@@ -132,7 +132,10 @@ func (s *splice) setup() error {
 	}
 	k.inTx = true
 	// From here on bytes move: errors no longer fall back.
-	if err := s.predrain(); err != nil {
+	s.p.SetState(engine.StateDraining)
+	err = s.predrain()
+	s.p.SetState(engine.StateSpliced)
+	if err != nil {
 		if engine.IsReset(err) {
 			s.end(engine.EndReset, k.d, err)
 			return nil
@@ -779,6 +782,7 @@ func (s *splice) stopKernel(ctx context.Context) {
 	}
 	objs.Flows.Lookup(k.srcCk, &k.flow)
 	if s.res.End != engine.EndReset {
+		s.p.SetState(engine.StateDraining)
 		s.waitDrained(ctx)
 	}
 	s.leaveTx()
