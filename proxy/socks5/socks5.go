@@ -169,15 +169,15 @@ func (p *Proxy) handshake(ctx context.Context, s proxy.Session, timeout time.Dur
 		if errors.Is(err, ErrVersion) || isReadError(err) {
 			return nil, err // not a SOCKS5 request we could answer
 		}
-		return nil, p.fail(c, replyFor(err), err)
+		return nil, fail(c, replyFor(err), err)
 	}
 	up, err := p.connect(ctx, s, dst, timeout)
 	if err != nil {
 		s.Log().Info("socks5 connect failed", "destination", dst.String(), "err", err)
-		return nil, p.fail(c, replyFor(err), err)
+		return nil, fail(c, replyFor(err), err)
 	}
 	if err := proxyproto.Send(p.ProxyProtocol, c, up); err != nil {
-		return nil, p.fail(c, RepGeneralFailure, err)
+		return nil, fail(c, RepGeneralFailure, err)
 	}
 	return up, nil
 }
@@ -203,7 +203,7 @@ func (p *Proxy) authenticate(c *net.TCPConn) (string, error) {
 	}
 	if !contains(methods, want) {
 		c.Write([]byte{version5, methodNoAcceptable})
-		return "", p.closeAfterReply(c, ErrNoMethod)
+		return "", closeAfterReply(c, ErrNoMethod)
 	}
 	if _, err := c.Write([]byte{version5, want}); err != nil {
 		return "", err
@@ -217,7 +217,7 @@ func (p *Proxy) authenticate(c *net.TCPConn) (string, error) {
 	}
 	if !p.Users.Check(user, pass) {
 		c.Write([]byte{userPassVersion, userPassFailed})
-		return "", p.closeAfterReply(c, fmt.Errorf("%w for user %q", ErrAuthFailed, user))
+		return "", closeAfterReply(c, fmt.Errorf("%w for user %q", ErrAuthFailed, user))
 	}
 	_, err = c.Write([]byte{userPassVersion, userPassOK})
 	return user, err
@@ -416,9 +416,9 @@ func writeReply(c io.Writer, rep byte, bound net.Addr) error {
 }
 
 // fail answers a request with rep and closes the connection.
-func (p *Proxy) fail(c *net.TCPConn, rep byte, err error) error {
+func fail(c *net.TCPConn, rep byte, err error) error {
 	writeReply(c, rep, nil)
-	return p.closeAfterReply(c, err)
+	return closeAfterReply(c, err)
 }
 
 // isReadError reports whether the request could not even be read (the
@@ -437,7 +437,7 @@ func isTimeout(err error) bool {
 // client to close, discarding what it still sends: closing with unread data
 // would reset the connection, and a reset can destroy the reply before the
 // client reads it.
-func (p *Proxy) closeAfterReply(c *net.TCPConn, err error) error {
+func closeAfterReply(c *net.TCPConn, err error) error {
 	c.CloseWrite()
 	c.SetReadDeadline(time.Now().Add(time.Second))
 	io.CopyN(io.Discard, c, 64<<10)

@@ -475,3 +475,26 @@ func TestFlowsShowSplice(t *testing.T) {
 	}
 	echoes(t, c, []byte(strings.Repeat("x", 1000)))
 }
+
+// TestBytesBeforeTheReply sends greeting, request and the first payload
+// bytes in one write, as optimistic clients do: the handshake must not read
+// past the request, so the payload reaches the destination.
+func TestBytesBeforeTheReply(t *testing.T) {
+	o := startEcho(t, "tcp", "127.0.0.1:0", nil)
+	f := startForwarder(t, socksListener(t))
+	c := dial(t, f)
+	ap := netip.MustParseAddrPort(o.addr)
+	msg := []byte{5, 1, 0, 5, 1, 0, 1}
+	msg = append(msg, ap.Addr().AsSlice()...)
+	msg = binary.BigEndian.AppendUint16(msg, ap.Port())
+	c.Write(append(msg, "early bytes"...))
+	if b := readN(t, c, 2); b[1] != 0 {
+		t.Fatalf("method reply %x", b)
+	}
+	if rep, _ := readReply(t, c); rep != socks5.RepSucceeded {
+		t.Fatalf("reply %#x", rep)
+	}
+	if b := readN(t, c, len("early bytes")); string(b) != "early bytes" {
+		t.Fatalf("echoed %q", b)
+	}
+}
