@@ -143,21 +143,14 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		c.refuse(http.StatusForbidden, "blocked by filter: path matches "+pat)
 		return true, nil
 	}
-	if err := c.ensureUpstream(ctx); err != nil {
-		c.refuse(http.StatusBadGateway, "no upstream answered")
-		return true, err
-	}
-	if err := c.toUpstream(req.head); err != nil {
-		return true, err
-	}
-	bodyDone := make(chan error, 1)
-	upw := c.upWriter()
-	go func() { bodyDone <- copyBody(upw, c.cr, req.body) }()
-
-	resp, err := c.readResponse(req)
+	resp, bodyDone, err := c.roundTrip(ctx, req)
 	if err != nil {
 		c.closeUpstream()
-		return true, errors.Join(err, c.waitBody(bodyDone))
+		if bodyDone != nil {
+			err = errors.Join(err, c.waitBody(bodyDone))
+		}
+		c.refuse(http.StatusBadGateway, "no valid response from the upstream")
+		return true, err
 	}
 	if pat, blocked := c.blockedType(resp); blocked {
 		return c.blockResponse(resp, pat, bodyDone)
@@ -178,10 +171,43 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 	return req.close || resp.close || resp.body.kind == untilEOF, nil
 }
 
+// roundTrip sends req to the upstream, its body in the background (done
+// reports how that ended), and reads the final response head. A request
+// without a body that finds a reused upstream connection closed (the
+// upstream's keep-alive timeout ran out while the client was idle) is sent
+// once more on a new connection.
+func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done chan error, err error) {
+	for attempt := 0; ; attempt++ {
+		reused := c.up != nil
+		if err := c.ensureUpstream(ctx); err != nil {
+			return nil, nil, err
+		}
+		if err := c.toUpstream(req.head); err != nil && !(reused && req.body.kind == noBody) {
+			return nil, nil, err
+		}
+		done = make(chan error, 1)
+		upw := c.upWriter()
+		go func() { done <- copyBody(upw, c.cr, req.body) }()
+		resp, err = c.readResponse(req)
+		if err == nil || !reused || req.body.kind != noBody || attempt > 0 || !errors.Is(err, errNoResponse) {
+			return resp, done, err
+		}
+		<-done // no body: already finished
+		c.s.Log().Debug("reused upstream connection closed, retrying on a new one", "err", err)
+		c.closeUpstream()
+	}
+}
+
+// errNoResponse means the upstream closed without a byte of response.
+var errNoResponse = errors.New("upstream closed without responding")
+
 // readResponse reads response heads, forwarding interim (1xx) ones, until
 // the final response.
 func (c *conn) readResponse(req *message) (*message, error) {
-	for {
+	for first := true; ; first = false {
+		if _, err := c.upr.Peek(1); err != nil && first {
+			return nil, fmt.Errorf("%w: %w", errNoResponse, err)
+		}
 		resp, err := readMessage(c.upr, false, req.method, c.p.maxHeaderBytes(), c.p.maxHeaders())
 		if err != nil {
 			return nil, fmt.Errorf("upstream response: %w", err)

@@ -527,3 +527,28 @@ func TestShutdownClosesIdleKeepAlive(t *testing.T) {
 		t.Fatalf("idle keep-alive connection still open after shutdown (read %d, %v)", n, err)
 	}
 }
+
+// TestStaleUpstreamRetried: an upstream that closes its keep-alive
+// connection after a response (its idle timeout, say) must not cost the
+// client's next request a 502.
+func TestStaleUpstreamRetried(t *testing.T) {
+	var accepted atomic.Int64
+	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+		accepted.Add(1)
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
+	})
+	f := startForwarder(t, filterListener(up))
+	c := client(t, f)
+	for _, path := range []string{"/one", "/two", "/three"} {
+		if resp, body := get(t, c, path); resp.StatusCode != 200 || string(body) != path {
+			t.Fatalf("GET %s: %s %q", path, resp.Status, body)
+		}
+	}
+	if n := accepted.Load(); n != 3 {
+		t.Errorf("upstream connections = %d, want 3 (one per request, each after the last closed)", n)
+	}
+}
