@@ -195,7 +195,11 @@ func TestLabSpliceAfter(t *testing.T) {
 	lc := tcpListener("later", fwdAddr(l, 7601), serverAddr(l, 9601))
 	lc.SpliceAfter = config.Duration(200 * time.Millisecond)
 	lf := startLabForwarder(t, l, lc)
-	spliced := lf.engines.Engines[0].Name()
+	auto, err := lf.engines.Chain("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spliced := auto[0].Name()
 
 	client := dialClient(t, l, lf.Addr("later").String())
 	lf.waitFlow(t, "later", "in control mode", func(f forwarder.Flow) bool {

@@ -7,13 +7,18 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	copyengine "github.com/splicer/splicer/engine/copy"
+	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/engine/pipe"
+	"github.com/splicer/splicer/engine/sockmap"
 	"github.com/splicer/splicer/internal/config"
 )
 
 // Factory builds one engine from the configuration.
 type Factory struct {
 	Name string
+	// OptIn engines are used only when a listener names them (or a
+	// shallower engine falls back to them); auto skips them.
+	OptIn bool
 	// New builds the engine; a nil engine with a nil error means the
 	// engine is switched off in the configuration.
 	New func(cfg config.Engines, log *slog.Logger) (engine.Engine, error)
@@ -21,6 +26,22 @@ type Factory struct {
 
 // Ladder is every engine, deepest first: auto tries them in this order.
 var Ladder = []Factory{
+	// ip is opt-in until it can splice mid-stream (issue 4): today it
+	// declines any pair with bytes buffered at splice time, after a
+	// freeze that costs milliseconds, so auto would pay that for nothing
+	// on busy pairs.
+	{Name: "ip", OptIn: true, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
+		if !cfg.IP.Enabled {
+			return nil, nil
+		}
+		return ip.New(ip.Options{MaxPairs: cfg.IP.MaxPairs, TimeWait: cfg.IP.TimeWait.Std(), IdleTimeout: cfg.IP.IdleTimeout.Std()}, log), nil
+	}},
+	{Name: "sockmap", New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
+		if !cfg.Sockmap.Enabled {
+			return nil, nil
+		}
+		return sockmap.New(sockmap.Options{}, log)
+	}},
 	{Name: "pipe", New: func(cfg config.Engines, _ *slog.Logger) (engine.Engine, error) {
 		return pipe.New(int(cfg.Pipe.PipeSize)), nil
 	}},
@@ -79,7 +100,13 @@ func Build(cfg config.Engines, log *slog.Logger) *Set {
 // shallower one as fallbacks. It errors when name is unknown.
 func (s *Set) Chain(name string) ([]engine.Engine, error) {
 	if name == "" || name == "auto" {
-		return s.Engines, nil
+		var chain []engine.Engine
+		for _, e := range s.Engines {
+			if !optIn(e.Name()) {
+				chain = append(chain, e)
+			}
+		}
+		return chain, nil
 	}
 	depth := -1
 	for i, f := range Ladder {
@@ -88,11 +115,6 @@ func (s *Set) Chain(name string) ([]engine.Engine, error) {
 		}
 	}
 	if depth < 0 {
-		if name == "sockmap" || name == "ip" {
-			// Engines listed in the configuration but not built into this
-			// binary yet: everything we have is shallower.
-			return s.Engines, nil
-		}
 		return nil, fmt.Errorf("unknown engine %q", name)
 	}
 	var chain []engine.Engine
@@ -119,6 +141,15 @@ func (s *Set) Close() {
 	for _, e := range s.Engines {
 		e.Close()
 	}
+}
+
+func optIn(name string) bool {
+	for _, f := range Ladder {
+		if f.Name == name {
+			return f.OptIn
+		}
+	}
+	return false
 }
 
 func rank(name string) int {
