@@ -133,7 +133,7 @@ var ProxyKinds = []string{"tcp", "socks5", "filter"}
 
 // plannedProxyKinds are kinds the schema reserves but nobody implements yet;
 // naming one gets "not implemented yet" rather than "unknown".
-var plannedProxyKinds = []string{"http-forward", "http-reverse"}
+var plannedProxyKinds []string
 
 // EngineNames are the values of a listener's engine key. auto picks the
 // deepest engine that works for each pair.
