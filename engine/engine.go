@@ -230,3 +230,10 @@ func IsFallback(err error) bool {
 	var fe *FallbackError
 	return errors.As(err, &fe)
 }
+
+// Counters is implemented by engines that keep counters of their own (BPF
+// redirects, drops by reason, give-backs). The forwarder exports them as
+// splicer_engine_events_total{engine, event}.
+type Counters interface {
+	Counters() map[string]uint64
+}

@@ -80,6 +80,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 			f.log.Warn("engine unavailable", "engine", u.Name, "reason", u.Reason)
 		}
 	}
+	f.metrics.RegisterEngines(f.engines.Engines)
 	f.hard, f.cancel = context.WithCancel(context.Background())
 	f.stopping = make(chan struct{})
 	for _, lc := range cfg.Listeners {
