@@ -17,11 +17,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -108,10 +110,13 @@ type Env struct {
 	// addrs is where the lab's hosts listen.
 	addrs  addressing
 	origin *origin.Server
-	dir    string
-	procs  []*exec.Cmd
-	cancel context.CancelFunc
-	log    *slog.Logger
+	// adminClient talks to splicer's admin endpoints (see admin).
+	adminClient *http.Client
+	adminOnce   sync.Once
+	dir         string
+	procs       []*exec.Cmd
+	cancel      context.CancelFunc
+	log         *slog.Logger
 }
 
 // addressing of one Env: where things listen.

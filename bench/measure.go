@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/splicer/splicer/loadgen"
@@ -27,8 +29,9 @@ type BulkRun struct {
 // conns connections for dur, and accounts CPU over the measured window.
 func (e *Env) Bulk(ctx context.Context, t *Target, conns int, dur time.Duration) (BulkRun, error) {
 	pids := t.Pids()
-	start := sampleCPU(pids)
-	r, err := loadgen.Bulk(ctx, e.Dial, t.Addr(Sink), conns, dur, loadgen.Up)
+	var start CPUSample
+	dial := e.dialSpliced(t, conns, func() { start = sampleCPU(pids) })
+	r, err := loadgen.Bulk(ctx, dial, t.Addr(Sink), conns, dur, loadgen.Up)
 	use := start.Since(pids)
 	if err != nil {
 		return BulkRun{}, fmt.Errorf("%s bulk: %w", t.Name, err)
@@ -36,8 +39,9 @@ func (e *Env) Bulk(ctx context.Context, t *Target, conns int, dur time.Duration)
 	if r.Bytes == 0 || use.Wall <= 0 {
 		return BulkRun{}, fmt.Errorf("%s bulk: no bytes moved", t.Name)
 	}
-	// CPU was sampled around warm-up and measured window together: charge
-	// the window its share of the wall time.
+	// CPU was sampled from the moment every pair was spliced, around
+	// warm-up and measured window together: charge the window its share of
+	// the wall time.
 	share := r.Elapsed.Seconds() / use.Wall.Seconds()
 	gb := float64(r.Bytes) / 1e9
 	return BulkRun{Gbps: r.Gbps, Bytes: r.Bytes,
@@ -56,8 +60,9 @@ type RRRun struct {
 // RR ping-pongs size-byte messages with the origin's echo through t.
 func (e *Env) RR(ctx context.Context, t *Target, size int, dur time.Duration) (RRRun, error) {
 	pids := t.Pids()
-	start := sampleCPU(pids)
-	r, err := loadgen.RR(ctx, e.Dial, t.Addr(Echo), size, dur)
+	var start CPUSample
+	dial := e.dialSpliced(t, 1, func() { start = sampleCPU(pids) })
+	r, err := loadgen.RR(ctx, dial, t.Addr(Echo), size, dur)
 	use := start.Since(pids)
 	if err != nil {
 		return RRRun{}, fmt.Errorf("%s rr%d: %w", t.Name, size, err)
@@ -72,12 +77,71 @@ func (e *Env) RR(ctx context.Context, t *Target, size int, dur time.Duration) (R
 		MachineUSPerTxn: use.Machine.Seconds() * share / n * 1e6}, nil
 }
 
+// spliceWait bounds how long a load generator's connection waits for its
+// pair to be spliced; a pair still in control mode after it (an engine
+// that declined and fell back, say) is measured as it is.
+const spliceWait = 3 * time.Second
+
+// dialSpliced is the load generators' dialer for target t. For an engine it
+// hands a connection over only once /flows shows the pair spliced, so that
+// the measurement sees the engine, not the proxy's control mode, and an
+// engine that splices only idle pairs (ip) gets them idle. When the last of
+// conns connections is ready it calls ready, where CPU accounting starts.
+func (e *Env) dialSpliced(t *Target, conns int, ready func()) loadgen.DialFunc {
+	var mu sync.Mutex
+	n := 0
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := e.Dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if !t.Peer {
+			e.waitSpliced(ctx, c.LocalAddr().String())
+		}
+		mu.Lock()
+		n++
+		last := n == conns
+		mu.Unlock()
+		if last {
+			ready()
+		}
+		return c, nil
+	}
+}
+
+// waitSpliced polls /flows until the pair of the client at addr is spliced,
+// for at most spliceWait.
+func (e *Env) waitSpliced(ctx context.Context, client string) {
+	deadline := time.Now().Add(spliceWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		flows, err := e.Flows(ctx)
+		if err == nil && slices.ContainsFunc(flows, func(f Flow) bool {
+			return f.Client == client && f.State == "spliced"
+		}) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // Flow is the part of splicer's /flows entries the harness reads.
 type Flow struct {
+	Client   string `json:"client"`
 	Listener string `json:"listener"`
 	Engine   string `json:"engine"`
 	State    string `json:"state"`
 	Note     string `json:"note"`
+}
+
+// admin is the HTTP client for splicer's admin endpoints in the forwarder
+// namespace; one per Env, so that frequent polls reuse their connections.
+func (e *Env) admin() *http.Client {
+	e.adminOnce.Do(func() {
+		e.adminClient = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return e.fwd.Dialer()(ctx, network, addr)
+		}}, Timeout: 5 * time.Second}
+	})
+	return e.adminClient
 }
 
 // Flows fetches splicer's /flows through the forwarder host.
@@ -88,9 +152,7 @@ func (e *Env) Flows(ctx context.Context) ([]Flow, error) {
 // flowsAt fetches /flows from the splicer whose admin endpoint is addr on
 // the forwarder host.
 func (e *Env) flowsAt(ctx context.Context, addr string) ([]Flow, error) {
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return e.fwd.Dialer()(ctx, network, addr)
-	}}, Timeout: 5 * time.Second}
+	hc := e.admin()
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/flows", nil)
 	if err != nil {
 		return nil, err
