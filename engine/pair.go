@@ -1,4 +1,5 @@
 // Pair: the two TCP connections a proxy joins, with the state and counters /flows reports.
+
 package engine
 
 import (

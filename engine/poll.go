@@ -1,4 +1,5 @@
 // Readiness helpers on TCP connections that go through Go's netpoller, so waits are cancellable by deadlines.
+
 package engine
 
 import (

@@ -1,4 +1,5 @@
 // Run: the splice loop shared by engines that move bytes through the forwarder process (copy, pipe).
+
 package engine
 
 import (

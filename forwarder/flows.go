@@ -1,4 +1,5 @@
 // Flows: the registry of open pairs that /flows reports.
+
 package forwarder
 
 import (

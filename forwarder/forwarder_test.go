@@ -1,4 +1,5 @@
 // Forwarder tests on loopback: a tcp listener forwarding to a local origin through each engine.
+
 package forwarder_test
 
 import (

@@ -1,4 +1,5 @@
 // Lab tests of connections the forwarder turns away: upstream refused, unreachable or timing out, and max_connections.
+
 package forwarder_test
 
 import (

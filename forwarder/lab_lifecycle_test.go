@@ -1,4 +1,5 @@
 // Lab tests of pairs over their life: 1,000 at once, graceful shutdown, and splice_after's move from control mode to an engine mid-stream.
+
 package forwarder_test
 
 import (

@@ -1,4 +1,5 @@
 // Lab tests of every engine through the forwarder: 64 MiB each way at once, half-close and reset each way, with /flows and metrics checked.
+
 package forwarder_test
 
 import (

@@ -1,4 +1,5 @@
 // Helpers for the lab tests: an in-process forwarder in the lab's forwarder namespace, servers in the server namespace, /flows, metrics and captured logs.
+
 package forwarder_test
 
 import (

@@ -1,4 +1,5 @@
 // One listener: accept loop, connection limit, and the life of each pair from accept to close.
+
 package forwarder
 
 import (

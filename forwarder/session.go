@@ -1,4 +1,5 @@
 // session implements proxy.Session: dialling the upstream, splicing with fallback down the engine ladder, control-mode forwarding.
+
 package forwarder
 
 import (

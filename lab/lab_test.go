@@ -1,4 +1,5 @@
 // Tests that build real labs: reachability, commands, sysctls, loss, rate limits, cleanup and isolation.
+
 package lab
 
 import (

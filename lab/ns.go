@@ -1,4 +1,5 @@
 // One host of the lab: a named network namespace and the ways to run code, sockets and commands inside it.
+
 package lab
 
 import (

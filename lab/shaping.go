@@ -1,4 +1,5 @@
 // Impairing the lab's links: random loss through a tcx BPF program and rate limits through a tbf qdisc.
+
 package lab
 
 import (

@@ -1,4 +1,5 @@
 // Removing lab namespaces that crashed runs left behind.
+
 package lab
 
 import (

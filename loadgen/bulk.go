@@ -1,4 +1,5 @@
 // Bulk and Trace: long-lived connections moving as many bytes as they can, measured over a window or sampled over time.
+
 package loadgen
 
 import (

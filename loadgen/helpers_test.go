@@ -1,4 +1,5 @@
 // Test helpers: origin servers on loopback and a goroutine leak check.
+
 package loadgen
 
 import (

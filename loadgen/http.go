@@ -1,4 +1,5 @@
 // HTTPGet: a fixed number of GETs at a fixed concurrency, checked for length and optionally content.
+
 package loadgen
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the generators against origin servers on loopback; they check numbers exist and runs stay bounded, never speeds.
+
 package loadgen
 
 import (

@@ -1,4 +1,5 @@
 // RR: request/response transactions on one connection, netperf TCP_RR style.
+
 package loadgen
 
 import (

@@ -1,4 +1,5 @@
 // Test helpers: a served origin, TCP clients, a corrupting proxy and a goroutine leak check.
+
 package origin
 
 import (

@@ -1,4 +1,5 @@
 // The http protocol: deterministic objects of any size, a health check, and the size syntax they share with clients.
+
 package origin
 
 import (

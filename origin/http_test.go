@@ -1,4 +1,5 @@
 // Tests of the http protocol and of the size syntax.
+
 package origin
 
 import (

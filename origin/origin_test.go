@@ -1,4 +1,5 @@
 // Tests of the raw TCP protocols and of the Server's lifecycle.
+
 package origin
 
 import (

@@ -1,4 +1,5 @@
 // A seekable pseudo-random byte stream, cheap enough to generate at line rate, for payloads that can be verified.
+
 package origin
 
 import "encoding/binary"

@@ -1,4 +1,5 @@
 // Tests that the payload pattern is seekable, deterministic and random-looking.
+
 package origin
 
 import (

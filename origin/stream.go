@@ -1,4 +1,5 @@
 // The stream protocol and its client, StreamCheck: both directions of a connection verified byte for byte.
+
 package origin
 
 import (

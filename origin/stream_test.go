@@ -1,4 +1,5 @@
 // Tests of the stream protocol and StreamCheck, including that it catches corruption.
+
 package origin
 
 import (

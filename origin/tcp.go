@@ -1,4 +1,5 @@
 // The raw TCP protocols: echo, sink, source and rr.
+
 package origin
 
 import (

@@ -1,4 +1,5 @@
 // splicer bench: the papers' experiments against every engine and peer, as Markdown tables, JSON and plots.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // Tests of `splicer bench`: the help names every experiment, and a quick run of all in the lab yields well-formed tables and JSON.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // splicer check: validate a configuration and report every error with its file and line.
+
 package main
 
 import (

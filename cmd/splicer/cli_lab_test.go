@@ -1,4 +1,5 @@
 // End-to-end test of `splicer run` in the lab: the example configuration carries iperf3 and curl traffic, admin answers meanwhile, SIGTERM stops it cleanly.
+
 package main
 
 import (

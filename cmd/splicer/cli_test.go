@@ -1,4 +1,5 @@
 // Tests of the splicer binary as a user runs it: check on good and broken configurations, usage, help.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // splicer demo: the embedded default run. Builds a lab, an origin and traffic, runs every engine and peer, prints a table.
+
 package main
 
 import (

@@ -1,4 +1,5 @@
 // splicer hash-password: hash a socks5 user's password for the configuration file.
+
 package main
 
 import (

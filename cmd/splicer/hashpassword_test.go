@@ -1,4 +1,5 @@
 // Tests of splicer hash-password: the printed hash checks the password given on standard input and no other.
+
 package main
 
 import (

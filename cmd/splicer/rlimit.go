@@ -1,4 +1,5 @@
 // Raising the open-file limit: every pair holds two sockets, and the peers the bench starts inherit the limit.
+
 package main
 
 import (

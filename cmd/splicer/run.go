@@ -1,4 +1,5 @@
 // splicer run: start the forwarder from a configuration, serve admin endpoints, shut down gracefully on SIGINT/SIGTERM.
+
 package main
 
 import (

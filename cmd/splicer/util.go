@@ -1,4 +1,5 @@
 // Small helpers shared by the subcommands.
+
 package main
 
 import (

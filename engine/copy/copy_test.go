@@ -1,4 +1,5 @@
 // Conformance of the copy engine.
+
 package copy_test
 
 import (

@@ -1,4 +1,5 @@
 // Conformance of the pipe engine.
+
 package pipe_test
 
 import (

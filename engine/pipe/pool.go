@@ -1,4 +1,5 @@
 // A bounded pool of kernel pipes, so pairs do not pay two pipe() calls and an fcntl per splice.
+
 package pipe
 
 import (

@@ -1,4 +1,5 @@
 // Loading of the sk_skb programs and maps the sockmap engine shares among all pairs, and the checks that say why they cannot load.
+
 package sockmap
 
 //go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type ctl -type flow splice splice.c

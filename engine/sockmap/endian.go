@@ -1,4 +1,5 @@
 // Decoding of ring buffer records, which the kernel writes in host byte order.
+
 package sockmap
 
 import "encoding/binary"

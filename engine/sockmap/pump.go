@@ -1,4 +1,5 @@
 // User-space pumps: a pair's second forwarded direction, and the tail of the kernel direction when its source cannot re-enter the map; exact to the byte and stoppable without losing one.
+
 package sockmap
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the sockmap engine on real loopback TCP connections: conformance, bulk integrity, flow control, exact limits across give-backs, FIN and RST, scale, fallback.
+
 package sockmap_test
 
 import (

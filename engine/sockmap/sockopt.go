@@ -1,4 +1,5 @@
 // Socket queries the sockmap engine needs: cookies, TCP byte counts, pending errors, readiness without consuming.
+
 package sockmap
 
 import (

@@ -1,4 +1,5 @@
 // One pair's splice: entering the maps, watching for limit, EOF, reset, data and idle, flow control, and leaving the maps without losing a byte.
+
 package sockmap
 
 import (

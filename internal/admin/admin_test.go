@@ -1,4 +1,5 @@
 // Admin endpoint tests on loopback: /metrics in Prometheus text, /flows as JSON, /healthz, and Close.
+
 package admin_test
 
 import (

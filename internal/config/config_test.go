@@ -1,4 +1,5 @@
 // Tests for Parse and Load: defaults, round trips, and every kind of error with its line.
+
 package config
 
 import (

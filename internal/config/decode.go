@@ -1,4 +1,5 @@
 // A strict decoder from a yaml.Node tree into the config structs, reporting every problem with its position.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Error and Errors: configuration problems located by file, line and key path.
+
 package config
 
 import (

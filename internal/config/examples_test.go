@@ -1,4 +1,5 @@
 // Tests that the shipped example configurations say what they claim.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // The filter section: what the filtering proxy blocks.
+
 package config
 
 import "path"

@@ -1,4 +1,5 @@
 // Tests of the filter section: patterns parse, bad patterns and a missing upstream are reported on their lines.
+
 package config
 
 import (

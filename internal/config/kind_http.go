@@ -1,4 +1,5 @@
 // The http section (http-forward, http-reverse, filter) and http-reverse's routes and pools.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the http section, routes and pools: defaults, and each mistake reported on its line.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // The socks5 section: RFC 1929 users with hashed passwords.
+
 package config
 
 import "github.com/splicer/splicer/proxy/socks5/passwd"

@@ -1,4 +1,5 @@
 // Tests of the socks5 section: hashed users parse, and every mistake is reported on its line.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Proxy-specific configuration sections: which kind reads which section, and the checks common to all of them.
+
 package config
 
 import "strconv"

@@ -1,4 +1,5 @@
 // Duration and Size: the two unit-carrying scalar types of the configuration.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Tests for the Duration and Size scalar types.
+
 package config
 
 import (

@@ -1,4 +1,5 @@
 // Validation rules that need more than a value's type: ranges, enums, addresses, required keys and uniqueness.
+
 package config
 
 import (

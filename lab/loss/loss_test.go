@@ -1,4 +1,5 @@
 // Tests for the loss program, run on synthetic packets with Program.Run so that no interface is needed.
+
 package loss
 
 import (

@@ -1,4 +1,5 @@
 // Loopback tests through a real forwarder and a Go HTTP origin: allowed and blocked traffic, keep-alive, both body framings, bad input, PROXY protocol.
+
 package filter_test
 
 import (

@@ -1,4 +1,5 @@
 // Lab tests with curl through the listener of examples/filter.yaml: allowed downloads intact, blocked paths and media types answered 403, /flows says why the pair is never spliced.
+
 package filter_test
 
 import (

@@ -1,4 +1,5 @@
 // HTTP/1.1 message heads read byte for byte within limits, and bodies streamed by their framing.
+
 package filter
 
 import (

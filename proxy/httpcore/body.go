@@ -1,4 +1,5 @@
 // Message framing: where a body ends, the heads the proxy writes, hop-by-hop headers, and streaming chunked bodies.
+
 package httpcore
 
 import (

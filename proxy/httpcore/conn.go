@@ -1,4 +1,5 @@
 // Conn: one client connection, its current upstream, and relaying one request and its response.
+
 package httpcore
 
 import (

@@ -1,4 +1,5 @@
 // Reading request and response heads within limits, without consuming any byte of the body.
+
 package httpcore
 
 import (

@@ -1,4 +1,5 @@
 // Tests of head reading and framing: limits, body bytes left unread, chunked streaming, the heads the proxy writes.
+
 package httpcore
 
 import (

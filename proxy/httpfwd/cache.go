@@ -1,4 +1,5 @@
 // The response cache: which exchanges may be cached, and an LRU bounded in bytes.
+
 package httpfwd
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the cache: which responses are cacheable for how long, LRU eviction within the byte bound, expiry.
+
 package httpfwd
 
 import (

@@ -1,4 +1,5 @@
 // Lab tests of http-forward with curl: GET bodies spliced, keep-alive, CONNECT (TLS and the seed 002 handshake sequence), the cache, chunked bodies and bad input.
+
 package httpfwd_test
 
 import (

@@ -1,4 +1,5 @@
 // Active health checks: GET a pool's health path on each server every interval; a server that fails is skipped until it passes again.
+
 package httprev
 
 import (

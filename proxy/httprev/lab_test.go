@@ -1,4 +1,5 @@
 // Lab tests of http-reverse: per-request routing on one keep-alive connection with bodies spliced, health checks, forwarding headers.
+
 package httprev_test
 
 import (

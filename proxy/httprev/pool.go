@@ -1,4 +1,5 @@
 // Pools of back-end servers and the three ways of picking one: round robin, least connections, consistent hash.
+
 package httprev
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the balancing policies and route matching.
+
 package httprev
 
 import (

@@ -1,4 +1,5 @@
 // Tests a tcp listener with proxy_protocol through a real forwarder on loopback: the upstream reads exactly the header, then the client's bytes.
+
 package proxyproto_test
 
 import (

@@ -1,4 +1,5 @@
 // Interoperability in the lab: curl through tcp listeners with proxy_protocol v1 and v2, over IPv4 and IPv6, to an nginx that accepts the header and echoes the addresses it read.
+
 package proxyproto_test
 
 import (

@@ -1,4 +1,5 @@
 // Tests of the exact header bytes of both versions for each address family, and that Read takes back what Header wrote.
+
 package proxyproto
 
 import (

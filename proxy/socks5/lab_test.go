@@ -1,4 +1,5 @@
 // Lab tests with curl: the listeners of examples/socks5.yaml carry real downloads over IPv4, IPv6 and names, spliced; bad credentials and garbage are refused without disturbing other pairs.
+
 package socks5_test
 
 import (

@@ -1,4 +1,5 @@
 // Tests the domain-name path with a resolver hook: a name only the hook knows, every address tried in turn.
+
 package socks5
 
 import (

@@ -1,4 +1,5 @@
 // Loopback tests through a real forwarder: every reply code a raw SOCKS5 client can provoke, authentication, domain names, PROXY protocol and bad input.
+
 package socks5_test
 
 import (

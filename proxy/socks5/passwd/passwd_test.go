@@ -1,4 +1,5 @@
 // Tests that hashes round-trip, wrong passwords and unknown users fail, and malformed hashes are refused with a reason.
+
 package passwd
 
 import (
