@@ -36,7 +36,11 @@ all at once. Exits 0 when the configuration is valid, 1 otherwise.
 	}
 	fmt.Printf("%s: ok, %d listener(s)\n", *path, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
-		fmt.Printf("  %s: %s proxy on %s -> %v, engine %s\n", l.Name, l.Proxy, l.Listen, l.Upstream, l.Engine)
+		to := ""
+		if len(l.Upstream) > 0 {
+			to = fmt.Sprintf(" -> %v", l.Upstream)
+		}
+		fmt.Printf("  %s: %s proxy on %s%s, engine %s\n", l.Name, l.Proxy, l.Listen, to, l.Engine)
 	}
 	return nil
 }
