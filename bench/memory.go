@@ -261,7 +261,10 @@ func closeAll(conns []net.Conn) {
 // waitFlows waits until the memory splicer's /flows lists exactly count
 // pairs, all in state (any state when state is empty).
 func (e *Env) waitFlows(ctx context.Context, state string, count int) error {
-	deadline := time.Now().Add(60 * time.Second)
+	// The ip engine takes milliseconds per splice (it freezes the sockets
+	// and probes the peers), so thousands of pairs take a while.
+	limit := 60*time.Second + time.Duration(count)*30*time.Millisecond
+	deadline := time.Now().Add(limit)
 	var n int
 	for {
 		flows, err := e.flowsAt(ctx, memAdmin)
@@ -277,7 +280,7 @@ func (e *Env) waitFlows(ctx context.Context, state string, count int) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("waiting for %d pairs in state %q: %d after 60s (last error %v)", count, state, n, err)
+			return fmt.Errorf("waiting for %d pairs in state %q: %d after %v (last error %v)", count, state, n, limit, err)
 		}
 		select {
 		case <-ctx.Done():
