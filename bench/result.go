@@ -238,9 +238,7 @@ func num(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	case a >= 100:
 		return fmt.Sprintf("%.1f", v)
-	case a >= 10:
-		return fmt.Sprintf("%.2f", v)
-	case a >= 1:
+	case a >= 0.1:
 		return fmt.Sprintf("%.2f", v)
 	default:
 		return fmt.Sprintf("%.3g", v)
