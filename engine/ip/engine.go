@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,9 +45,12 @@ type Engine struct {
 	home     *homeNS
 	attached map[int]bool // device indexes in home
 	graces   graces
-	waiters  map[Tuple]chan notice // by A tuple, while Splice follows the pair
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	inject   *injector
+	// drained counts pairs spliced with owed bytes, and those bytes.
+	drainedPairs, drainedBytes atomic.Int64
+	waiters                    map[Tuple]chan notice // by A tuple, while Splice follows the pair
+	stop                       chan struct{}
+	wg                         sync.WaitGroup
 }
 
 // notice is news about a spliced pair for the Splice that follows it.
@@ -71,6 +75,7 @@ func New(opts Options, log *slog.Logger) *Engine {
 		attached: make(map[int]bool),
 		waiters:  make(map[Tuple]chan notice),
 		stop:     make(chan struct{}),
+		inject:   newInjector(),
 	}
 }
 
@@ -148,6 +153,7 @@ func (e *Engine) Close() error {
 	close(e.stop)
 	err := dp.Close() // ends readEvents
 	e.wg.Wait()
+	e.inject.close()
 	home.close()
 	return err
 }
@@ -169,31 +175,43 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	if err := e.load(); err != nil {
 		return engine.Result{}, engine.Fallback("ip", "%v", err)
 	}
-	a, ch, err := e.splice(p)
+	sp, err := e.splice(p)
 	if err != nil {
 		return engine.Result{}, err
 	}
 	if opts.OnSpliced != nil {
 		opts.OnSpliced()
 	}
-	return e.follow(ctx, p, a, ch, opts), nil
+	return e.follow(ctx, p, sp, opts), nil
+}
+
+// spliced is a pair splice put in the datapath.
+type spliced struct {
+	a  Tuple
+	ch <-chan notice
+	// drain delivers the bytes the forwarder held at splice time; nil
+	// when it held none.
+	drain *drainer
+	// unread counts, per direction, the bytes of the input socket's
+	// receive queue that the drain delivers: the proxy never counted them.
+	unread [2]int64
 }
 
 // splice puts the pair in the datapath and closes its sockets; it returns
-// the pair's A tuple and the channel its news arrives on, or a
-// *engine.FallbackError.
-func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
+// the pair's A tuple, the channel its news arrives on and the bytes still
+// to deliver, or a *engine.FallbackError.
+func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	client, up := p.Client, p.Upstream()
 	pa, err := e.locate(client)
 	if err != nil {
-		return Tuple{}, nil, engine.Fallback("ip", "client connection: %v", err)
+		return spliced{}, engine.Fallback("ip", "client connection: %v", err)
 	}
 	pb, err := e.locate(up)
 	if err != nil {
-		return Tuple{}, nil, engine.Fallback("ip", "upstream connection: %v", err)
+		return spliced{}, engine.Fallback("ip", "upstream connection: %v", err)
 	}
 	if err := e.attach(pa.Ifindex, pb.Ifindex); err != nil {
-		return Tuple{}, nil, engine.Fallback("ip", "%v", err)
+		return spliced{}, engine.Fallback("ip", "%v", err)
 	}
 
 	// Hold first: from here on no segment of either connection reaches
@@ -206,9 +224,9 @@ func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
 	ch := e.register(spec.A)
 	if err := e.dp.Insert(spec); err != nil {
 		e.unregister(spec.A)
-		return Tuple{}, nil, engine.Fallback("ip", "%v", err)
+		return spliced{}, engine.Fallback("ip", "%v", err)
 	}
-	undo := func(format string, args ...any) (Tuple, <-chan notice, error) {
+	undo := func(format string, args ...any) (spliced, error) {
 		// Thaw before Delete: segments are still held meanwhile, and the
 		// peers retransmit what the hold dropped to the live sockets.
 		errs := []error{thawSock(client), thawSock(up), e.dp.Delete(spec.A)}
@@ -216,7 +234,7 @@ func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
 		if err := errors.Join(errs...); err != nil {
 			e.log.Warn("undoing a splice that fell back", "pair", p.ID, "err", err)
 		}
-		return Tuple{}, nil, engine.Fallback("ip", format, args...)
+		return spliced{}, engine.Fallback("ip", format, args...)
 	}
 	grace := e.graces.start()
 
@@ -237,7 +255,7 @@ func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
 	}
 	if sa.params.Timestamps {
 		// The probes' answers travel while the grace period runs.
-		if err := e.probeClocks(client, up, sa.params, sb.params); err != nil {
+		if err := e.probeClocks(client, up, sa, sb); err != nil {
 			return undo("%v", err)
 		}
 	}
@@ -253,11 +271,12 @@ func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
 			return undo("%v", err)
 		}
 	}
-	final, err := NewPairSpec(pa, pb)
+	sa.params, sb.params = pa, pb
+	d, err := e.owedBytes(client, up, sa, sb)
 	if err != nil {
 		return undo("%v", err)
 	}
-	if err := e.dp.Update(final); err != nil {
+	if err := e.dp.Update(d.spec); err != nil {
 		return undo("%v", err)
 	}
 	// Both sockets are in repair mode: closing them sends nothing. The
@@ -265,18 +284,121 @@ func (e *Engine) splice(p *engine.Pair) (Tuple, <-chan notice, error) {
 	if err := errors.Join(client.Close(), up.Close()); err != nil {
 		e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
 	}
-	return spec.A, ch, nil
+	sp := spliced{a: spec.A, ch: ch, unread: [2]int64{int64(sa.inq), int64(sb.inq)}}
+	if len(d.dirs) > 0 {
+		sp.drain = d
+		e.drainedPairs.Add(1)
+		for _, o := range d.dirs {
+			e.drainedBytes.Add(int64(len(o.data)))
+		}
+	}
+	return sp, nil
 }
+
+// owedBytes reads what the frozen sockets hold for their peers and returns
+// the final spec, with offsets that leave room for those bytes, and the
+// drainer that delivers them: toward the server, the upstream socket's
+// send queue then the client socket's receive queue; toward the client,
+// the mirror.
+func (e *Engine) owedBytes(client, up *net.TCPConn, sa, sb sockState) (*drainer, error) {
+	pa, pb := sa.params, sb.params
+	// A FIN received and acknowledged is owed too, after the bytes.
+	pa.WriteSeq += uint32(sb.inq) + b2u(sb.finReceived)
+	pb.WriteSeq += uint32(sa.inq) + b2u(sa.finReceived)
+	spec, err := NewPairSpec(pa, pb)
+	if err != nil {
+		return nil, err
+	}
+	spec.Up.FINSeen, spec.Down.FINSeen = sa.finReceived, sb.finReceived
+	d := &drainer{dp: e.dp, in: e.inject, a: spec.A, spec: spec}
+	upOwed := sb.outq + sa.inq + int(b2u(sa.finReceived))
+	downOwed := sa.outq + sb.inq + int(b2u(sb.finReceived))
+	// The datapath drops acks lagging more than a window's span behind
+	// what was sent; the receiver acknowledges the owed bytes from below.
+	if lim := guardSpan(spec.Down.OutShift); upOwed >= lim {
+		return nil, fmt.Errorf("%d bytes owed to the server, more than the ack guard's span of %d", upOwed, lim)
+	}
+	if lim := guardSpan(spec.Up.OutShift); downOwed >= lim {
+		return nil, fmt.Errorf("%d bytes owed to the client, more than the ack guard's span of %d", downOwed, lim)
+	}
+	for _, o := range []struct {
+		dir       engine.Direction
+		out, in   *net.TCPConn
+		sOut, sIn sockState
+		n         int
+	}{{engine.Up, up, client, sb, sa, upOwed}, {engine.Down, client, up, sa, sb, downOwed}} {
+		if o.n == 0 {
+			continue
+		}
+		ow, err := e.owedDir(o.dir, o.out, o.in, o.sOut, o.sIn)
+		if err != nil {
+			return nil, err
+		}
+		d.dirs = append(d.dirs, ow)
+	}
+	if len(d.dirs) > 0 {
+		fd, err := e.inject.open(pa.Local.Addr().Is6(), e.home.do)
+		if err != nil {
+			return nil, err
+		}
+		d.fd = fd
+	}
+	return d, nil
+}
+
+// owedDir reads one direction's owed bytes: out's send queue and in's
+// receive queue, which follows it on the output connection.
+func (e *Engine) owedDir(dir engine.Direction, out, in *net.TCPConn, sOut, sIn sockState) (*owed, error) {
+	sent, err := peekQueue(out, tcpSendQueue, sOut.outq)
+	if err != nil {
+		return nil, fmt.Errorf("read the %v send queue: %w", dir, err)
+	}
+	unread, err := peekQueue(in, tcpRecvQueue, sIn.inq)
+	if err != nil {
+		return nil, fmt.Errorf("read the %v receive queue: %w", dir, err)
+	}
+	w, err := readRepairWindow(out)
+	if err != nil {
+		return nil, err
+	}
+	po := sOut.params
+	win := uint64(w.rcvWup+w.rcvWnd-po.RcvNxt) >> po.RcvWScale
+	mss := sOut.sndMSS
+	if mss <= 0 {
+		mss = 536
+	}
+	return &owed{
+		dir:   dir,
+		fin:   sIn.finReceived,
+		src:   po.Local,
+		dst:   po.Remote,
+		start: po.SndUna,
+		data:  append(sent, unread...),
+		mss:   mss,
+		ts:    po.Timestamps,
+		edge0: po.SndUna + w.sndWnd,
+		ack0:  po.RcvNxt,
+		win0:  uint16(min(win, 0xffff)),
+		rto0:  max(drainMinRTO, 4*sOut.rtt),
+	}, nil
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// guardSpan is win_span of the datapath: how far acks may lag.
+func guardSpan(shift uint8) int { return 65536 << min(shift, 14) }
 
 // unspliceable says why two frozen sockets cannot be spliced by this cut,
 // or "".
 func unspliceable(a, b sockState) string {
 	switch {
 	case !a.established || !b.established:
-		return "a connection is not established (a FIN was sent or received)"
-	case a.inq+a.outq+b.inq+b.outq > 0:
-		return fmt.Sprintf("data buffered at splice time: client side %d bytes unread, %d unacknowledged; upstream side %d unread, %d unacknowledged (mid-stream splicing not implemented yet)",
-			a.inq, a.outq, b.inq, b.outq)
+		return fmt.Sprintf("a connection is not established (the forwarder sent a FIN, or is not connected): client side state %d, upstream side %d", a.state, b.state)
 	case a.params.Timestamps && a.usecTS != b.usecTS:
 		return "timestamps tick in microseconds on one connection only"
 	}
@@ -337,8 +459,8 @@ func (e *Engine) attach(ifindexes ...int) error {
 // probeClocks makes both frozen sockets send a window probe; the peers
 // answer with an ACK carrying their current TSval, which the held pair
 // records (learnClocks reads it).
-func (e *Engine) probeClocks(client, up *net.TCPConn, pa, pb ConnParams) error {
-	held, err := NewPairSpec(pa, pb)
+func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb sockState) error {
+	held, err := NewPairSpec(sa.params, sb.params)
 	if err != nil {
 		return err
 	}
@@ -347,14 +469,35 @@ func (e *Engine) probeClocks(client, up *net.TCPConn, pa, pb ConnParams) error {
 	if err := e.dp.Update(held); err != nil {
 		return err
 	}
-	if err := errors.Join(pokeSock(client), pokeSock(up)); err != nil {
+	if err := errors.Join(e.poke(client, sa), e.poke(up, sb)); err != nil {
 		return fmt.Errorf("window probe: %w", err)
 	}
 	return nil
 }
 
-// rereadPair reads both frozen sockets again and checks that nothing
-// arrived since the first reading.
+// poke makes c's peer send an ACK with its current TSval: c sends a
+// window probe, or, in CLOSE_WAIT where Linux sends none, the engine
+// injects the same probe itself.
+func (e *Engine) poke(c *net.TCPConn, s sockState) error {
+	if !s.finReceived {
+		return pokeSock(c)
+	}
+	ts, err := sockTSClock(c)
+	if err != nil {
+		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	}
+	p := s.params
+	fd, err := e.inject.open(p.Local.Addr().Is6(), e.home.do)
+	if err != nil {
+		return err
+	}
+	var buf [60 + tsOptLen]byte
+	pkt := buildSegment(buf[:], p.Local, p.Remote, p.SndUna-1, segFields{ack: p.RcvNxt, win: 0xffff, ts: true, tsVal: ts}, nil)
+	return e.inject.send(fd, p.Remote.Addr(), pkt)
+}
+
+// rereadPair reads both frozen sockets again: segments may have reached
+// them since the first reading.
 func rereadPair(client, up *net.TCPConn, sa, sb sockState) (sockState, sockState, error) {
 	na, err := rereadSock(client, sa)
 	if err != nil {
@@ -366,10 +509,6 @@ func rereadPair(client, up *net.TCPConn, sa, sb sockState) (sockState, sockState
 	}
 	if reason := unspliceable(na, nb); reason != "" {
 		return sa, sb, errors.New(reason)
-	}
-	if na.params.RcvNxt != sa.params.RcvNxt || nb.params.RcvNxt != sb.params.RcvNxt ||
-		na.params.WriteSeq != sa.params.WriteSeq || nb.params.WriteSeq != sb.params.WriteSeq {
-		return sa, sb, errors.New("segments reached the sockets while splicing (mid-stream splicing not implemented yet)")
 	}
 	return na, nb, nil
 }
@@ -405,15 +544,35 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeou
 	return nil
 }
 
-// follow waits for the spliced pair a to end, copying its byte counters
-// to p as they grow.
-func (e *Engine) follow(ctx context.Context, p *engine.Pair, a Tuple, ch <-chan notice, opts engine.Options) engine.Result {
+// follow waits for the spliced pair to end, copying its byte counters
+// to p as they grow; meanwhile it delivers the bytes owed at splice time,
+// with the pair in StateDraining until they are acknowledged.
+func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
+	a, ch := sp.a, sp.ch
 	defer e.unregister(a)
-	f := follower{p: p, a: a, dp: e.dp, lastMove: time.Now()}
+	f := follower{p: p, a: a, dp: e.dp, lastMove: time.Now(), extra: sp.unread}
+	for d, n := range sp.unread {
+		p.AddBytes(engine.Direction(d), n)
+		f.counted[d] = n
+	}
+	var drained chan error
+	if sp.drain != nil {
+		p.SetState(engine.StateDraining)
+		drained = make(chan error, 1)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { drained <- sp.drain.run(stop) }()
+	}
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
 	for {
 		select {
+		case err := <-drained:
+			drained = nil
+			if err == nil {
+				p.SetState(engine.StateSpliced)
+			}
+			sp.drain.logDone(e.log, p.ID, err)
 		case <-ctx.Done():
 			f.refresh()
 			f.remove()
@@ -436,8 +595,11 @@ type follower struct {
 	a       Tuple
 	dp      *Datapath
 	counted [2]int64 // bytes already added to p
-	eof     [2]bool
-	phase   Phase
+	// extra: bytes counted at splice time (the unread receive queues)
+	// on top of the datapath's counters.
+	extra [2]int64
+	eof   [2]bool
+	phase Phase
 	// closedClean: both FINs were acknowledged. A reset after that (say,
 	// a peer that already forgot the connection answering a late
 	// segment) does not turn the clean end into a reset.
@@ -454,7 +616,7 @@ func (f *follower) refresh() (bool, error) {
 	}
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		ds := st.Dir(d)
-		if n := int64(ds.Bytes); n > f.counted[d] {
+		if n := int64(ds.Bytes) + f.extra[d]; n > f.counted[d] {
 			f.p.AddBytes(d, n-f.counted[d])
 			f.counted[d] = n
 			f.lastMove = time.Now()

@@ -260,6 +260,81 @@ func TestEngineFallbackMidStream(t *testing.T) {
 	}
 }
 
+// TestEngineSpliceMidStream: pairs carrying the origin's stream protocol
+// (size bytes each way at once) are forwarded by pipe in control mode for
+// exactly K bytes up, K random, then spliced by ip with whatever the
+// queues hold at that instant; both streams arrive intact (sha256), every
+// pair ends with EndEOF and counts every byte. Short mode carries 32 MiB
+// each way instead of 256.
+func TestEngineSpliceMidStream(t *testing.T) {
+	const pairs, parallel = 20, 2
+	size := int64(256 << 20)
+	if testing.Short() {
+		size = 32 << 20
+	}
+	el := newEngineLab(t, Options{MaxPairs: 64})
+	pp := pipe.New(0)
+	defer pp.Close()
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 0))
+	t.Logf("seed %d", seed)
+	offsets := make([]int64, pairs)
+	for i := range offsets {
+		// Before three quarters of the stream: the download must not
+		// have ended (a FIN seen makes the engine fall back).
+		offsets[i] = 16 + rng.Int64N(size*3/4)
+	}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, k := range offsets {
+		lp := el.pair(t, origin.Stream)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := spliceAt(el, pp, lp, size, k); err != nil {
+				t.Errorf("pair %d spliced after %d bytes up: %v", i, k, err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d of %d pairs had bytes to drain, %d bytes in all", el.e.drainedPairs.Load(), pairs, el.e.drainedBytes.Load())
+	if el.e.drainedPairs.Load() == 0 {
+		t.Error("no pair had bytes buffered at splice time: the test did not test draining")
+	}
+	el.checkDrops(t, "malformed", "mtu_exceeded", "rewrite_failed")
+}
+
+// spliceAt runs the stream protocol over lp: pipe forwards exactly k bytes
+// up (and what it may down), then ip takes the pair over to the end.
+func spliceAt(el *engineLab, pp *pipe.Engine, lp labPair, size, k int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	checked := make(chan error, 1)
+	go func() {
+		rep, err := origin.StreamCheck(ctx, lp.client, size, size)
+		if err == nil && !rep.OK() {
+			err = fmt.Errorf("stream arrived changed: %+v", rep)
+		}
+		checked <- err
+	}()
+	r, err := pp.Splice(ctx, lp.p, engine.Options{Up: engine.DirOptions{Limit: k}})
+	if err != nil || r.End != engine.EndLimit || r.Moved[engine.Up] != k {
+		return fmt.Errorf("control mode: %+v, %v", r, err)
+	}
+	down := r.Moved[engine.Down]
+	res, err := el.e.Splice(ctx, lp.p, engine.Both(0))
+	if err != nil || res.End != engine.EndEOF {
+		return fmt.Errorf("ip after %d bytes down: %+v, %v", down, res, err)
+	}
+	if err := <-checked; err != nil {
+		return fmt.Errorf("after %d bytes down: %w", down, err)
+	}
+	if got, want := [2]int64{lp.p.Bytes(engine.Up), lp.p.Bytes(engine.Down)}, [2]int64{size + 16, size + 32}; got != want {
+		return fmt.Errorf("pair counted %v, want %v", got, want)
+	}
+	return nil
+}
+
 // TestEngineManyPairs: 100 idle pairs spliced at once (sharing grace
 // periods and the event reader) each echo a message, half-close, and end
 // with EndEOF, leaving 100 pairs in TIME_WAIT.
@@ -387,8 +462,11 @@ func TestEngineReset(t *testing.T) {
 // TestEngineFallsBackWithBufferedData: bytes the proxy has not read yet,
 // on either connection, make Splice fall back having changed nothing:
 // another engine then carries every byte, the buffered ones first, and the
-// datapath holds no entry for the pair.
-func TestEngineFallsBackWithBufferedData(t *testing.T) {
+// TestEngineSplicesBufferedData: bytes the forwarder acknowledged but the
+// proxy never read (in either socket's receive queue) are delivered by the
+// engine after splicing, before the bytes sent later; the pair shows
+// draining until they are acknowledged, then spliced, and counts them.
+func TestEngineSplicesBufferedData(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
 	for _, from := range []engine.Direction{engine.Up, engine.Down} {
 		t.Run("sent by "+map[engine.Direction]string{engine.Up: "client", engine.Down: "server"}[from], func(t *testing.T) {
@@ -397,7 +475,7 @@ func TestEngineFallsBackWithBufferedData(t *testing.T) {
 			if from == engine.Down {
 				src, dst = dst, src
 			}
-			early := []byte("sent before the splice")
+			early := bytes.Repeat([]byte("sent before the splice; "), 4000)
 			if _, err := src.Write(early); err != nil {
 				t.Fatal(err)
 			}
@@ -405,28 +483,22 @@ func TestEngineFallsBackWithBufferedData(t *testing.T) {
 				n, err := queued(lp.p.Src(from))
 				return err == nil && n == len(early)
 			})
-			_, err := el.e.Splice(context.Background(), lp.p, engine.Both(0))
-			var fe *engine.FallbackError
-			if !errors.As(err, &fe) || fe.Engine != "ip" || !strings.Contains(fe.Reason, "data buffered at splice time") {
-				t.Fatalf("Splice with buffered data returned %v, want a fallback naming the buffered data", err)
-			}
-			if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
-				t.Errorf("the datapath still holds %v", pairs)
-			}
-			// Relay by hand, as a shallower engine would: the early bytes
-			// first, then more each way, then EOF.
-			go copyThenClose(lp.p.Upstream(), lp.p.Client)
-			go copyThenClose(lp.p.Client, lp.p.Upstream())
+			done := el.splice(t, context.Background(), lp, engine.Both(0))
 			late := []byte(" and after")
 			src.Write(late)
 			src.CloseWrite()
 			if got := readAllT(t, dst); string(got) != string(early)+string(late) {
-				t.Fatalf("after the fallback %q arrived, want %q", got, string(early)+string(late))
+				t.Fatalf("after the splice %d bytes arrived, want %d", len(got), len(early)+len(late))
 			}
+			eventually(t, "the pair back to spliced", func() bool { return lp.p.State() == engine.StateSpliced })
 			dst.Write([]byte("answer"))
 			dst.CloseWrite()
 			if got := readAllT(t, src); string(got) != "answer" {
 				t.Fatalf("the answer arrived as %q", got)
+			}
+			res := result(t, done, engine.EndEOF)
+			if res.Moved[from] != int64(len(early)+len(late)) {
+				t.Errorf("moved %v, want %d bytes %v", res.Moved, len(early)+len(late), from)
 			}
 		})
 	}

@@ -21,12 +21,18 @@ type sockState struct {
 	// inq and outq are the bytes in the receive queue (received, not read
 	// by the proxy) and in the send queue (written, not acknowledged).
 	inq, outq int
-	// established: the socket is in TCP_ESTABLISHED (no FIN either way).
-	established bool
+	// established: the socket is in TCP_ESTABLISHED (no FIN either way)
+	// or TCP_CLOSE_WAIT (finReceived: the peer's FIN is in rcv_nxt).
+	established, finReceived bool
+	// state is tcpi_state, for messages.
+	state uint8
 	// usecTS: the connection's timestamps tick in microseconds.
 	usecTS bool
 	// rtt is the smoothed round-trip time.
 	rtt time.Duration
+	// sndMSS is the payload the socket puts in a full segment (its
+	// mss_cache: the peer's MSS and the path MTU, options taken off).
+	sndMSS int
 }
 
 // Constants of linux/tcp.h that x/sys lacks.
@@ -40,8 +46,10 @@ const (
 	tcpiOptECN        = 8
 	// tcpiOptUsecTS: microsecond timestamps (Linux 6.7).
 	tcpiOptUsecTS = 64
-	// tcpEstablished is TCP_ESTABLISHED of tcpi_state.
+	// tcpEstablished and tcpCloseWait are TCP_ESTABLISHED and
+	// TCP_CLOSE_WAIT (the peer's FIN received, none sent) of tcpi_state.
 	tcpEstablished = 1
+	tcpCloseWait   = 8
 )
 
 // withFD runs f on c's descriptor without taking it from the netpoller.
@@ -144,11 +152,13 @@ func readFrozen(fd int, s *sockState) error {
 		return fmt.Errorf("TCP_INFO: %w", err)
 	}
 	// struct tcp_info: state at 0, options at 5, wscales at 6 (snd low
-	// nibble, rcv high), rtt (us) at 68, advmss at 84.
+	// nibble, rcv high), snd_mss at 16, rtt (us) at 68, advmss at 84.
 	if len(info) < 88 {
 		return fmt.Errorf("TCP_INFO: %d bytes", len(info))
 	}
-	s.established = info[0] == tcpEstablished
+	s.established = info[0] == tcpEstablished || info[0] == tcpCloseWait
+	s.finReceived = info[0] == tcpCloseWait
+	s.state = info[0]
 	opts := info[5]
 	s.params.Timestamps = opts&tcpiOptTimestamps != 0
 	s.params.SACK = opts&tcpiOptSACK != 0
@@ -159,6 +169,7 @@ func readFrozen(fd int, s *sockState) error {
 		s.params.SndWScale, s.params.RcvWScale = info[6]&0xf, info[6]>>4
 	}
 	s.rtt = time.Duration(le32(info[68:])) * time.Microsecond
+	s.sndMSS = int(le32(info[16:]))
 	s.params.AdvMSS = uint16(le32(info[84:]))
 	// In repair mode TCP_MAXSEG reports mss_clamp: the MSS the peer
 	// advertised (capped by the socket's own TCP_MAXSEG).
@@ -289,4 +300,52 @@ func (g *graces) run() {
 			close(ch)
 		}
 	}
+}
+
+// peekQueue returns the n bytes of a frozen c's receive queue (bytes
+// received and acknowledged, not read) or send queue (written, not
+// acknowledged, from snd_una), read in repair mode without consuming them.
+func peekQueue(c *net.TCPConn, queue, n int) ([]byte, error) {
+	buf := make([]byte, n)
+	if n == 0 {
+		return buf, nil
+	}
+	err := withFD(c, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
+			return err
+		}
+		// The send queue is copied whole (a shorter buffer fails); the
+		// receive queue in one call as long as the buffer holds it.
+		got, _, err := unix.Recvfrom(fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		if err != nil {
+			return err
+		}
+		if got != n {
+			return fmt.Errorf("%d bytes queued, %d read", n, got)
+		}
+		return nil
+	})
+	return buf, err
+}
+
+// repairWindow is struct tcp_repair_window: the windows of a frozen
+// socket, in bytes.
+type repairWindow struct {
+	sndWl1, sndWnd, maxWindow, rcvWnd, rcvWup uint32
+}
+
+// readRepairWindow reads TCP_REPAIR_WINDOW of a frozen c.
+func readRepairWindow(c *net.TCPConn) (w repairWindow, err error) {
+	err = withFD(c, func(fd int) error {
+		var buf [20]byte
+		l := uint32(len(buf))
+		_, _, errno := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
+		if errno != 0 {
+			return fmt.Errorf("TCP_REPAIR_WINDOW: %w", errno)
+		}
+		w = repairWindow{le32(buf[0:]), le32(buf[4:]), le32(buf[8:]), le32(buf[12:]), le32(buf[16:])}
+		return nil
+	})
+	return w, err
 }

@@ -127,6 +127,10 @@ type DirSpec struct {
 	AckHi uint32
 	// TSLast is the sender's latest TSval, 0 if unknown.
 	TSLast uint32
+	// FINSeen (Update only): the forwarder already received the sender's
+	// FIN, at SndNxt - 1, and the control plane delivers it; the
+	// direction counts as having forwarded it, for teardown.
+	FINSeen bool
 	DirMode
 }
 
@@ -360,6 +364,9 @@ func (d *Datapath) Update(spec PairSpec) error {
 		atomic.StoreUint32(&e.AckHi, s.AckHi)
 		if s.TSLast != 0 {
 			atomic.StoreUint32(&e.TsLast, s.TSLast)
+		}
+		if s.FINSeen {
+			atomic.OrUint32(&e.Flags, flagFINSeen)
 		}
 	}
 	// Modes last: the program reads the rest only once a mode is not hold.

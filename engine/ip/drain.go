@@ -1,0 +1,351 @@
+// Delivering the bytes buffered in the forwarder at splice time: a small retransmitting sender that injects them at their sequence numbers through a raw socket until the ACK the datapath tracks passes their end.
+package ip
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+)
+
+const (
+	// drainPoll is how often a drain reads the receiver's ACK from the
+	// datapath while bytes are outstanding.
+	drainPoll = 250 * time.Microsecond
+	// drainBurst bounds the segments one direction sends per poll, so a
+	// burst does not overflow the receiving device's backlog.
+	drainBurst = 64
+	// drainMinRTO and drainMaxRTO bound the retransmission timeout.
+	drainMinRTO = 5 * time.Millisecond
+	drainMaxRTO = 500 * time.Millisecond
+	// tsOptLen is the timestamp option with its two NOPs.
+	tsOptLen = 12
+)
+
+// owed is one direction's bytes the forwarder had acknowledged to their
+// sender but not yet delivered to their receiver when it spliced: the
+// output socket's send queue followed by the input socket's receive queue,
+// at their sequence numbers on the output connection.
+type owed struct {
+	dir      engine.Direction
+	src, dst netip.AddrPort // the forwarder's end of the output connection, the receiver's
+	start    uint32         // sequence number of data[0]
+	data     []byte
+	fin      bool // a FIN follows the data
+	mss      int  // payload bytes per segment, options excluded
+	ts       bool // segments carry timestamps
+	// Before the datapath has seen a packet of the receiver (or of the
+	// sender), the frozen output socket's view stands in: the receiver's
+	// right edge, the ACK and raw window the forwarder last sent it.
+	edge0 uint32
+	ack0  uint32
+	win0  uint16
+
+	acked, nxt   uint32
+	lastMove     time.Time // last ACK advance or retransmission
+	rto, rto0    time.Duration
+	done         bool
+	sent, resent int // segments, for the log
+}
+
+func (o *owed) end() uint32 { return o.start + uint32(len(o.data)) + b2u(o.fin) }
+
+// injector sends raw TCP segments from the engine's home namespace.
+type injector struct {
+	mu       sync.Mutex
+	fd4, fd6 int // -1 until opened
+}
+
+func newInjector() *injector { return &injector{fd4: -1, fd6: -1} }
+
+// open opens the raw socket of dst's family (IPPROTO_RAW: the caller
+// writes the IP header, and the socket receives nothing); do runs a
+// function in the home namespace.
+func (in *injector) open(v6 bool, do func(func() error) error) (int, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	fd := &in.fd4
+	af := unix.AF_INET
+	if v6 {
+		fd, af = &in.fd6, unix.AF_INET6
+	}
+	if *fd >= 0 {
+		return *fd, nil
+	}
+	var nfd int
+	err := do(func() error {
+		var err error
+		nfd, err = unix.Socket(af, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		return err
+	})
+	if err != nil {
+		return -1, fmt.Errorf("raw socket: %w", err)
+	}
+	*fd = nfd
+	return nfd, nil
+}
+
+func (in *injector) close() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, fd := range []*int{&in.fd4, &in.fd6} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
+
+// send hands one IP packet to the raw socket. Errors (a full device
+// queue) are losses like any other: the drain retransmits.
+func (in *injector) send(fd int, dst netip.Addr, pkt []byte) error {
+	if dst.Is4() {
+		return unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: dst.As4()})
+	}
+	return unix.Sendto(fd, pkt, 0, &unix.SockaddrInet6{Addr: dst.As16()})
+}
+
+// segFields are the header fields of one injected segment besides seq and
+// payload.
+type segFields struct {
+	ack          uint32
+	win          uint16
+	tsVal, tsEcr uint32
+	ts           bool
+	fin          bool
+}
+
+// buildSegment writes an IPv4 or IPv6 packet carrying one TCP segment
+// with ACK and PSH into buf and returns it; checksums included.
+func buildSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, payload []byte) []byte {
+	tcpLen := 20 + len(payload)
+	if f.ts {
+		tcpLen += tsOptLen
+	}
+	ipLen := 20
+	if !src.Addr().Is4() {
+		ipLen = 40
+	}
+	pkt := buf[:ipLen+tcpLen]
+	clear(pkt[:ipLen+tcpLen-len(payload)])
+	if ipLen == 20 {
+		ip := pkt[:20]
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+tcpLen))
+		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF, like the endpoints' own segments
+		ip[8] = 64
+		ip[9] = unix.IPPROTO_TCP
+		s, d := src.Addr().As4(), dst.Addr().As4()
+		copy(ip[12:], s[:])
+		copy(ip[16:], d[:])
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(checksum(0, ip)))
+	} else {
+		ip := pkt[:40]
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(tcpLen))
+		ip[6] = unix.IPPROTO_TCP
+		ip[7] = 64
+		s, d := src.Addr().As16(), dst.Addr().As16()
+		copy(ip[8:], s[:])
+		copy(ip[24:], d[:])
+	}
+	tcp := pkt[ipLen:]
+	binary.BigEndian.PutUint16(tcp[0:], src.Port())
+	binary.BigEndian.PutUint16(tcp[2:], dst.Port())
+	binary.BigEndian.PutUint32(tcp[4:], seq)
+	binary.BigEndian.PutUint32(tcp[8:], f.ack)
+	hlen := 20
+	if f.ts {
+		hlen += tsOptLen
+		o := tcp[20:]
+		o[0], o[1], o[2], o[3] = 1, 1, 8, 10
+		binary.BigEndian.PutUint32(o[4:], f.tsVal)
+		binary.BigEndian.PutUint32(o[8:], f.tsEcr)
+	}
+	tcp[12] = byte(hlen/4) << 4
+	tcp[13] = 0x18 // ACK, PSH
+	if f.fin {
+		tcp[13] |= 0x01
+	}
+	binary.BigEndian.PutUint16(tcp[14:], f.win)
+	copy(tcp[hlen:], payload)
+	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(pseudoSum(src.Addr(), dst.Addr(), tcpLen), tcp)))
+	return pkt
+}
+
+// pseudoSum is the one's-complement sum of the TCP pseudo-header.
+func pseudoSum(src, dst netip.Addr, tcpLen int) uint32 {
+	var sum uint32
+	s, d := src.AsSlice(), dst.AsSlice()
+	sum = checksum(sum, s)
+	sum = checksum(sum, d)
+	return sum + unix.IPPROTO_TCP + uint32(tcpLen)
+}
+
+// checksum adds b to the one's-complement sum and folds it to 16 bits.
+func checksum(sum uint32, b []byte) uint32 {
+	for len(b) >= 2 {
+		sum += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return sum
+}
+
+func seqLess(a, b uint32) bool { return int32(a-b) < 0 }
+
+func seqMax(a, b uint32) uint32 {
+	if seqLess(a, b) {
+		return b
+	}
+	return a
+}
+
+func seqMin(a, b uint32) uint32 {
+	if seqLess(a, b) {
+		return a
+	}
+	return b
+}
+
+func rescaleWindow(w uint16, in, out uint8) uint16 {
+	v := uint64(w) << min(in, 14) >> min(out, 14)
+	return uint16(min(v, 0xffff))
+}
+
+// drainer delivers a spliced pair's owed bytes beside the datapath.
+type drainer struct {
+	dp   *Datapath
+	in   *injector
+	fd   int
+	a    Tuple
+	spec PairSpec
+	dirs []*owed
+	buf  []byte
+}
+
+// run sends and retransmits until every owed byte is acknowledged, stop
+// closes, or the pair leaves the table (reset, removed).
+func (d *drainer) run(stop <-chan struct{}) error {
+	d.buf = make([]byte, 60+tsOptLen+65536)
+	now := time.Now()
+	for _, o := range d.dirs {
+		o.acked, o.nxt, o.lastMove, o.rto = o.start, o.start, now, o.rto0
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		st, err := d.dp.Lookup(d.a)
+		if err != nil {
+			return err
+		}
+		if st.Phase == PhaseClosed {
+			return errors.New("the pair was reset while draining")
+		}
+		pending, busy := false, false
+		for _, o := range d.dirs {
+			if o.done {
+				continue
+			}
+			if d.step(o, st, time.Now()) {
+				busy = true
+			}
+			pending = pending || !o.done
+		}
+		if !pending {
+			return nil
+		}
+		wait := drainPoll
+		if busy {
+			wait = 0
+		}
+		t.Reset(wait)
+		select {
+		case <-stop:
+			return errors.New("stopped while draining")
+		case <-t.C:
+		}
+	}
+}
+
+// step advances one direction: it takes the receiver's ACK, retransmits
+// the first unacknowledged segment after a timeout, and sends new
+// segments within the receiver's window. It reports whether it stopped
+// at the burst limit with more to send.
+func (d *drainer) step(o *owed, st PairStats, now time.Time) bool {
+	same, other := st.Dir(o.dir), st.Dir(1-o.dir)
+	sameSpec, otherSpec := d.spec.Dir(o.dir), d.spec.Dir(1-o.dir)
+	end := o.end()
+	if ack := seqMin(other.AckHi, end); seqLess(o.acked, ack) {
+		o.acked, o.lastMove, o.rto = ack, now, o.rto0
+	}
+	if o.acked == end {
+		o.done = true
+		return false
+	}
+	o.nxt = seqMax(o.nxt, o.acked)
+	edge := o.edge0
+	if other.Packets > 0 {
+		edge = other.AckHi + uint32(other.Window)<<min(otherSpec.InShift, 14)
+	}
+	f := segFields{ack: o.ack0, win: o.win0, ts: o.ts}
+	if same.Packets > 0 {
+		f.ack = seqMax(o.ack0, same.AckHi-otherSpec.SeqOff)
+		f.win = rescaleWindow(same.Window, sameSpec.InShift, sameSpec.OutShift)
+	}
+	if o.ts {
+		f.tsVal, f.tsEcr = same.TSLast+sameSpec.TSOff, other.TSLast
+	}
+	if now.Sub(o.lastMove) >= o.rto {
+		// Lost, or the window closed: the first unacknowledged segment
+		// again (also a window probe; the receiver answers it).
+		d.send(o, o.acked, f)
+		o.resent++
+		o.lastMove, o.rto = now, min(2*o.rto, drainMaxRTO)
+	}
+	limit := seqMin(end, edge)
+	for n := 0; seqLess(o.nxt, limit); n++ {
+		if n == drainBurst {
+			return true
+		}
+		o.nxt += uint32(d.send(o, o.nxt, f))
+		o.sent++
+	}
+	return false
+}
+
+// send injects the segment of o starting at seq and returns the sequence
+// space it takes (its bytes, and its FIN if it carries the last byte).
+func (d *drainer) send(o *owed, seq uint32, f segFields) int {
+	off := int(seq - o.start)
+	n := min(o.mss, len(o.data)-off)
+	f.fin = o.fin && off+n == len(o.data)
+	pkt := buildSegment(d.buf, o.src, o.dst, seq, f, o.data[off:off+n])
+	d.in.send(d.fd, o.dst.Addr(), pkt)
+	return n + int(b2u(f.fin))
+}
+
+// logDone logs how the drain went.
+func (d *drainer) logDone(log *slog.Logger, pair uint64, err error) {
+	args := []any{"pair", pair}
+	for _, o := range d.dirs {
+		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments, %d retransmitted", len(o.data), o.sent, o.resent))
+	}
+	if err != nil {
+		log.Info("drain ended early", append(args, "err", err)...)
+		return
+	}
+	log.Debug("owed bytes delivered", args...)
+}
