@@ -180,7 +180,7 @@ func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) seg {
 		s.seq = rng.Uint32()
 	}
 	sent := peer.sndNxt + peer.seqOff
-	ackSpan := span(e.outShift)
+	ackSpan := span(max(e.inShift, e.outShift))
 	switch r := rng.IntN(100); {
 	case r < 70:
 		s.ack = sent - rng.Uint32N(3000)

@@ -120,6 +120,8 @@ type segFields struct {
 	tsVal, tsEcr uint32
 	ts           bool
 	fin          bool
+	// flags replaces ACK|PSH (and FIN) when not 0.
+	flags uint8
 }
 
 // buildSegment writes an IPv4 or IPv6 packet carrying one TCP segment
@@ -173,6 +175,9 @@ func buildSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, 
 	tcp[13] = 0x18 // ACK, PSH
 	if f.fin {
 		tcp[13] |= 0x01
+	}
+	if f.flags != 0 {
+		tcp[13] = f.flags
 	}
 	binary.BigEndian.PutUint16(tcp[14:], f.win)
 	copy(tcp[hlen:], payload)

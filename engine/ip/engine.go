@@ -195,6 +195,10 @@ type spliced struct {
 	// unread counts, per direction, the bytes of the input socket's
 	// receive queue that the drain delivers: the proxy never counted them.
 	unread [2]int64
+	// seed is each direction's SndNxt when published; seedFIN: it
+	// includes a FIN already received.
+	seed    [2]uint32
+	seedFIN [2]bool
 }
 
 // splice puts the pair in the datapath and closes its sockets; it returns
@@ -284,7 +288,9 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	if err := errors.Join(client.Close(), up.Close()); err != nil {
 		e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
 	}
-	sp := spliced{a: spec.A, ch: ch, unread: [2]int64{int64(sa.inq), int64(sb.inq)}}
+	sp := spliced{a: spec.A, ch: ch, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
+		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},
+		seedFIN: [2]bool{d.spec.Up.FINSeen, d.spec.Down.FINSeen}}
 	if len(d.dirs) > 0 {
 		sp.drain = d
 		e.drainedPairs.Add(1)
@@ -315,10 +321,10 @@ func (e *Engine) owedBytes(client, up *net.TCPConn, sa, sb sockState) (*drainer,
 	downOwed := sa.outq + sb.inq + int(b2u(sb.finReceived))
 	// The datapath drops acks lagging more than a window's span behind
 	// what was sent; the receiver acknowledges the owed bytes from below.
-	if lim := guardSpan(spec.Down.OutShift); upOwed >= lim {
+	if lim := guardSpan(max(spec.Down.InShift, spec.Down.OutShift)); upOwed >= lim {
 		return nil, fmt.Errorf("%d bytes owed to the server, more than the ack guard's span of %d", upOwed, lim)
 	}
-	if lim := guardSpan(spec.Up.OutShift); downOwed >= lim {
+	if lim := guardSpan(max(spec.Up.InShift, spec.Up.OutShift)); downOwed >= lim {
 		return nil, fmt.Errorf("%d bytes owed to the client, more than the ack guard's span of %d", downOwed, lim)
 	}
 	for _, o := range []struct {
@@ -550,7 +556,7 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeou
 func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
 	a, ch := sp.a, sp.ch
 	defer e.unregister(a)
-	f := follower{p: p, a: a, dp: e.dp, lastMove: time.Now(), extra: sp.unread}
+	f := follower{p: p, a: a, dp: e.dp, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
 	for d, n := range sp.unread {
 		p.AddBytes(engine.Direction(d), n)
 		f.counted[d] = n
@@ -597,9 +603,11 @@ type follower struct {
 	counted [2]int64 // bytes already added to p
 	// extra: bytes counted at splice time (the unread receive queues)
 	// on top of the datapath's counters.
-	extra [2]int64
-	eof   [2]bool
-	phase Phase
+	extra   [2]int64
+	seed    [2]uint32
+	seedFIN [2]bool
+	eof     [2]bool
+	phase   Phase
 	// closedClean: both FINs were acknowledged. A reset after that (say,
 	// a peer that already forgot the connection answering a late
 	// segment) does not turn the clean end into a reset.
@@ -616,7 +624,7 @@ func (f *follower) refresh() (bool, error) {
 	}
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		ds := st.Dir(d)
-		if n := int64(ds.Bytes) + f.extra[d]; n > f.counted[d] {
+		if n := int64(f.streamBytes(d, ds)) + f.extra[d]; n > f.counted[d] {
 			f.p.AddBytes(d, n-f.counted[d])
 			f.counted[d] = n
 			f.lastMove = time.Now()
@@ -626,6 +634,26 @@ func (f *follower) refresh() (bool, error) {
 	f.phase = st.Phase
 	f.closedClean = f.closedClean || (st.Up.FIN && st.Up.FINAcked && st.Down.FIN && st.Down.FINAcked)
 	return true, nil
+}
+
+// streamBytes is the datapath's byte count of direction d. Once the
+// direction's FIN was forwarded its low 32 bits must equal the sequence
+// distance from the published SndNxt to the FIN: the counter has been seen
+// one over after a mid-stream splice (1 pair in about 50, not understood
+// yet), so the distance, which is exact, corrects it.
+func (f *follower) streamBytes(d engine.Direction, ds DirStats) uint64 {
+	if !ds.FIN {
+		return ds.Bytes
+	}
+	dist := ds.SndNxt - f.seed[d]
+	if !f.seedFIN[d] {
+		dist-- // the FIN takes one sequence number
+	}
+	over := uint32(ds.Bytes) - dist
+	if over != 0 && over < 16 {
+		return ds.Bytes - uint64(over)
+	}
+	return ds.Bytes
 }
 
 // remove deletes the pair; one Sweep already removed needs nothing more.

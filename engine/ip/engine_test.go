@@ -267,12 +267,44 @@ func TestEngineFallbackMidStream(t *testing.T) {
 // pair ends with EndEOF and counts every byte. Short mode carries 32 MiB
 // each way instead of 256.
 func TestEngineSpliceMidStream(t *testing.T) {
-	const pairs, parallel = 20, 2
 	size := int64(256 << 20)
 	if testing.Short() {
 		size = 32 << 20
 	}
 	el := newEngineLab(t, Options{MaxPairs: 64})
+	n := midStream(t, el, 20, 2, size)
+	if n != 20 {
+		t.Errorf("%d of 20 pairs spliced", n)
+	}
+}
+
+// TestEngineSpliceMidStreamPlainClient: the client's stack has SACK,
+// timestamps and window scaling turned off, the server's has them on.
+// The forwarder's has timestamps off too: the datapath cannot add the
+// option toward a server that negotiated it (CanTranslate). SACK blocks
+// toward the client are blanked and windows rescaled; every pair is
+// spliced and every stream arrives intact.
+func TestEngineSpliceMidStreamPlainClient(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 64})
+	for _, k := range []string{"net.ipv4.tcp_sack", "net.ipv4.tcp_timestamps", "net.ipv4.tcp_window_scaling"} {
+		if err := el.l.Client.Sysctl(k, "0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := el.l.Fwd.Sysctl("net.ipv4.tcp_timestamps", "0"); err != nil {
+		t.Fatal(err)
+	}
+	n := midStream(t, el, 20, 4, 8<<20)
+	if n != 20 {
+		t.Errorf("%d of 20 pairs spliced", n)
+	}
+}
+
+// midStream runs pairs stream-protocol pairs, parallel at a time, each
+// spliced by ip at a random offset, and returns how many ip spliced (the
+// others fell back to pipe, which the test accepts only when the caller
+// does). Pairs that had bytes to drain are logged.
+func midStream(t *testing.T, el *engineLab, pairs, parallel int, size int64) int {
 	pp := pipe.New(0)
 	defer pp.Close()
 	seed := rand.Uint64()
@@ -280,33 +312,40 @@ func TestEngineSpliceMidStream(t *testing.T) {
 	t.Logf("seed %d", seed)
 	offsets := make([]int64, pairs)
 	for i := range offsets {
-		// Before three quarters of the stream: the download must not
-		// have ended (a FIN seen makes the engine fall back).
 		offsets[i] = 16 + rng.Int64N(size*3/4)
 	}
+	drained0, bytes0 := el.e.drainedPairs.Load(), el.e.drainedBytes.Load()
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
+	var spliced atomic.Int64
 	for i, k := range offsets {
 		lp := el.pair(t, origin.Stream)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := spliceAt(el, pp, lp, size, k); err != nil {
+			ok, err := spliceAt(t, el, pp, lp, size, k)
+			if err != nil {
 				t.Errorf("pair %d spliced after %d bytes up: %v", i, k, err)
+			}
+			if ok {
+				spliced.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	t.Logf("%d of %d pairs had bytes to drain, %d bytes in all", el.e.drainedPairs.Load(), pairs, el.e.drainedBytes.Load())
-	if el.e.drainedPairs.Load() == 0 {
+	drained := el.e.drainedPairs.Load() - drained0
+	t.Logf("%d of %d pairs spliced, %d had bytes to drain, %d bytes in all", spliced.Load(), pairs, drained, el.e.drainedBytes.Load()-bytes0)
+	if drained == 0 {
 		t.Error("no pair had bytes buffered at splice time: the test did not test draining")
 	}
 	el.checkDrops(t, "malformed", "mtu_exceeded", "rewrite_failed")
+	return int(spliced.Load())
 }
 
 // spliceAt runs the stream protocol over lp: pipe forwards exactly k bytes
-// up (and what it may down), then ip takes the pair over to the end.
-func spliceAt(el *engineLab, pp *pipe.Engine, lp labPair, size, k int64) error {
+// up (and what it may down), then ip takes the pair over to the end, or, if
+// it falls back, pipe does; it reports whether ip spliced.
+func spliceAt(tb testing.TB, el *engineLab, pp *pipe.Engine, lp labPair, size, k int64) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	checked := make(chan error, 1)
@@ -319,25 +358,30 @@ func spliceAt(el *engineLab, pp *pipe.Engine, lp labPair, size, k int64) error {
 	}()
 	r, err := pp.Splice(ctx, lp.p, engine.Options{Up: engine.DirOptions{Limit: k}})
 	if err != nil || r.End != engine.EndLimit || r.Moved[engine.Up] != k {
-		return fmt.Errorf("control mode: %+v, %v", r, err)
+		return false, fmt.Errorf("control mode: %+v, %v", r, err)
 	}
 	down := r.Moved[engine.Down]
 	res, err := el.e.Splice(ctx, lp.p, engine.Both(0))
+	spliced := err == nil
+	if engine.IsFallback(err) {
+		tb.Logf("ip fell back after %d bytes down: %v", down, err)
+		res, err = pp.Splice(ctx, lp.p, engine.Both(0))
+	}
 	if err != nil || res.End != engine.EndEOF {
-		return fmt.Errorf("ip after %d bytes down: %+v, %v", down, res, err)
+		return spliced, fmt.Errorf("after %d bytes down: %+v, %v", down, res, err)
 	}
 	if err := <-checked; err != nil {
-		return fmt.Errorf("after %d bytes down: %w", down, err)
+		return spliced, fmt.Errorf("after %d bytes down: %w", down, err)
 	}
 	if got, want := [2]int64{lp.p.Bytes(engine.Up), lp.p.Bytes(engine.Down)}, [2]int64{size + 16, size + 32}; got != want {
-		return fmt.Errorf("pair counted %v, want %v", got, want)
+		return spliced, fmt.Errorf("pair counted %v, want %v (%d bytes down before)", got, want, down)
 	}
-	return nil
+	return spliced, nil
 }
 
 // TestEngineManyPairs: 100 idle pairs spliced at once (sharing grace
 // periods and the event reader) each echo a message, half-close, and end
-// with EndEOF, leaving 100 pairs in TIME_WAIT.
+// with EndEOF, leaving 100 pairs with both FINs acknowledged.
 func TestEngineManyPairs(t *testing.T) {
 	const n = 100
 	el := newEngineLab(t, Options{MaxPairs: 2 * n})
@@ -376,9 +420,12 @@ func TestEngineManyPairs(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// Both FINs were acknowledged: TIME_WAIT, or closed by a reset from a
+	// peer that already closed answering a late segment (a window probe's
+	// answer delayed under load, see README.md), which still ended as EOF.
 	for _, a := range el.e.dp.Pairs() {
-		if st, err := el.e.dp.Lookup(a); err != nil || st.Phase != PhaseTimeWait {
-			t.Errorf("pair %v: phase %v, %v; want time_wait", a, st.Phase, err)
+		if st, err := el.e.dp.Lookup(a); err != nil || !st.Up.FINAcked || !st.Down.FINAcked {
+			t.Errorf("pair %v: phase %v (%+v), %v; want both FINs acknowledged", a, st.Phase, st, err)
 		}
 	}
 }

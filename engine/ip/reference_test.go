@@ -228,7 +228,7 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 	}
 	if flags&tcpACK != 0 {
 		dack := int32(ack - (peer.sndNxt + peer.seqOff))
-		if dack > 0 || dack < -int32(span(e.outShift)) {
+		if dack > 0 || dack < -int32(span(max(e.inShift, e.outShift))) {
 			return m.drop("ack_out_of_window")
 		}
 	}

@@ -412,7 +412,13 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	if (s.flags & TCP_ACK) {
 		__u32 sent = READ_ONCE(peer->snd_nxt) + peer->seq_off;
 		__s32 dack = s.ack - sent;
-		if (dack > 0 || dack < -(__s32)win_span(SPLICE_CTL_OUT_SHIFT(ctl)))
+		/*
+		 * The lag may reach the sender's own window (in_shift) or, while
+		 * the control plane drains owed bytes, the other connection's
+		 * (out_shift): the larger span.
+		 */
+		__u32 ashift = SPLICE_CTL_IN_SHIFT(ctl) > SPLICE_CTL_OUT_SHIFT(ctl) ? SPLICE_CTL_IN_SHIFT(ctl) : SPLICE_CTL_OUT_SHIFT(ctl);
+		if (dack > 0 || dack < -(__s32)win_span(ashift))
 			return drop(SPLICE_DROP_ACK); /* acks data never sent, or lags more than a window: blind injection */
 	}
 
