@@ -89,12 +89,18 @@ type streamHelper struct {
 	out *bufio.Scanner
 }
 
+// line returns the helper's next line of its own ("> " lines); the test
+// binary's other output (a failure's message) is logged.
 func (h *streamHelper) line(tb testing.TB) string {
 	tb.Helper()
-	if !h.out.Scan() {
-		tb.Fatalf("helper ended: %v", h.out.Err())
+	for h.out.Scan() {
+		if l, ok := strings.CutPrefix(h.out.Text(), "> "); ok {
+			return l
+		}
+		tb.Logf("helper: %s", h.out.Text())
 	}
-	return strings.TrimPrefix(h.out.Text(), "> ")
+	tb.Fatalf("helper ended: %v", h.out.Err())
+	return ""
 }
 
 // startStreamHelper starts cmd (this test binary in a namespace) as a
@@ -121,13 +127,10 @@ func startStreamHelper(tb testing.TB, ctx context.Context, cmd *exec.Cmd, role, 
 		cmd.Wait()
 	})
 	h := &streamHelper{in: in, out: bufio.NewScanner(out)}
-	for {
-		// The test binary may print its own lines (PASS) around ours.
-		l := h.line(tb)
-		if l == "ready" {
-			return h
-		}
+	if l := h.line(tb); l != "ready" {
+		tb.Fatalf("helper said %q", l)
 	}
+	return h
 }
 
 // TestEngineStreamHelper is the helper process of TestEngineCPU1GiB:
