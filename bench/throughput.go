@@ -17,24 +17,22 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "throughput", Unavailable: e.missing()}
 	targets := e.Available()
 	smp := newSamples()
-	failed := map[string]bool{}
 	seen := map[string]string{}
 	p := newProgress(s.Progress, "throughput", s.Runs*len(targets)*len(throughputConns))
 	for run := 0; run < s.Runs; run++ {
 		for _, t := range targets {
 			var gb, machine, proc float64
+			complete := true
 			for _, n := range throughputConns {
 				p.step(fmt.Sprintf("run %d %s %d conn", run+1, t.Name, n))
-				if failed[t.Name] {
-					continue
-				}
-				b, engine, err := e.bulkSeen(ctx, t, n, s, run == 0 && n == 1)
+				b, engine, err := e.bulkSeen(ctx, t, n, s, seen[t.Name] == "" && n == 1)
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
 				if err != nil {
-					failed[t.Name] = true
-					res.Unavailable = append(res.Unavailable, Missing{t.Name, "failed: " + err.Error()})
+					// A failed run loses its sample, not the target.
+					complete = false
+					res.Notes = append(res.Notes, fmt.Sprintf("run %d %s, %d conn: %v", run+1, t.Name, n, err))
 					continue
 				}
 				if engine != "" {
@@ -44,7 +42,9 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 				g := float64(b.Bytes) / 1e9
 				gb, machine, proc = gb+g, machine+b.MachineSPerGB*g, proc+b.ProcSPerGB*g
 			}
-			if !failed[t.Name] && gb > 0 {
+			// CPU per GB is over a repetition's four runs, so a repetition
+			// with a failed run has none.
+			if complete && gb > 0 {
 				smp.add(t.Name, "cpu_s_per_gb", "s/GB", machine/gb)
 				if len(t.Pids()) > 0 {
 					smp.add(t.Name, "proc_cpu_s_per_gb", "s/GB", proc/gb)
@@ -53,17 +53,12 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		}
 	}
 	p.finish()
-	var ok []string
-	for _, t := range targets {
-		if !failed[t.Name] {
-			ok = append(ok, t.Name)
-		}
-	}
-	res.Rows = smp.rows(ok)
+	res.Rows = smp.rows(names(targets))
+	res.Unavailable = append(res.Unavailable, unmeasured(targets, res.Rows)...)
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("%d run(s) of %v per target and connection count after a 200ms warm-up, targets interleaved; client -> origin sink; cells are median (min–max)", s.Runs, s.Duration),
 		"cpu_s_per_gb: every CPU's busy time (user, system, irq, softirq) per GB over the four runs of a repetition, load generator and origin included; proc_cpu_s_per_gb: the forwarder processes' own user+system time (none for route: no process forwards)")
-	res.Notes = append(res.Notes, engineNotes(targets, seen, failed)...)
+	res.Notes = append(res.Notes, engineNotes(targets, seen)...)
 	return res, nil
 }
 
@@ -83,10 +78,10 @@ func (e *Env) bulkSeen(ctx context.Context, t *Target, conns int, s Settings, ch
 }
 
 // engineNotes say which engine /flows showed for each engine target.
-func engineNotes(targets []*Target, seen map[string]string, failed map[string]bool) []string {
+func engineNotes(targets []*Target, seen map[string]string) []string {
 	var confirmed, notes []string
 	for _, t := range targets {
-		if t.Peer || failed[t.Name] {
+		if t.Peer {
 			continue
 		}
 		switch got := seen[t.Name]; {
