@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,14 +31,24 @@ const (
 )
 
 // TestRunInLab runs the binary with examples/tcp.yaml in the lab's forwarder
-// namespace, pushes iperf3 and an HTTP download through it, reads /metrics
-// and /flows while traffic flows, and stops it with SIGTERM.
+// namespace, pushes iperf3, an HTTP download with curl and a file with socat
+// through it, reads /metrics and /flows while traffic flows, and stops it
+// with SIGTERM: once as the example is (engine auto), and once with each
+// kernel engine named explicitly, checking /flows shows that engine.
 func TestRunInLab(t *testing.T) {
-	t.Parallel()
+	for _, engine := range []string{"auto", "sockmap", "ip"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			testRunInLab(t, engine)
+		})
+	}
+}
+
+func testRunInLab(t *testing.T, engine string) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	requireTools(t, map[string]string{"iperf3": "iperf3", "nginx": "nginx", "curl": "curl", "ss": "iproute2"})
+	requireTools(t, map[string]string{"iperf3": "iperf3", "nginx": "nginx", "curl": "curl", "ss": "iproute2", "socat": "socat"})
 	bin := splicerBinary(t)
-	cfgPath := labConfig(t, "../../examples/tcp.yaml")
+	cfgPath := labConfig(t, "../../examples/tcp.yaml", engine)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -60,8 +71,12 @@ func TestRunInLab(t *testing.T) {
 		return err == nil
 	})
 
-	t.Run("iperf3", func(t *testing.T) { testIperf3(t, ctx, l, admin) })
+	t.Run("iperf3", func(t *testing.T) { testIperf3(t, ctx, l, admin, engine) })
 	t.Run("curl", func(t *testing.T) { testCurl(t, ctx, l) })
+	t.Run("socat", func(t *testing.T) { testSocat(t, ctx, l) })
+	if engine != "auto" {
+		checkAllSplicedBy(t, admin, engine)
+	}
 
 	if err := fwd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -84,7 +99,7 @@ func TestRunInLab(t *testing.T) {
 // testIperf3 runs a 2-second iperf3 test through the plug listener (7000 ->
 // 10.99.2.2:5201), which carries both its control and data connections, and
 // reads the admin endpoints while it runs.
-func testIperf3(t *testing.T, ctx context.Context, l *lab.Lab, admin *http.Client) {
+func testIperf3(t *testing.T, ctx context.Context, l *lab.Lab, admin *http.Client, engine string) {
 	srv := l.Server.Command(ctx, "iperf3", "-s", "-1", "-B", "10.99.2.2", "-p", "5201")
 	srvDone := startCmd(t, srv)
 	waitListening(t, l.Server, 5201, srvDone)
@@ -110,8 +125,12 @@ func testIperf3(t *testing.T, ctx context.Context, l *lab.Lab, admin *http.Clien
 		return spliced == 2
 	})
 	for _, f := range flows {
-		if e := f["engine"]; e == "none" || e == "control" || e == "" {
+		e := f["engine"]
+		if e == "none" || e == "control" || e == "" {
 			t.Errorf("/flows: spliced pair with engine %v", e)
+		}
+		if engine != "auto" && e != engine {
+			t.Errorf("/flows: pair spliced by %v (%v), want %s", e, f["note"], engine)
 		}
 	}
 	metrics, err := adminGet(admin, "/metrics")
@@ -181,6 +200,63 @@ func testCurl(t *testing.T, ctx context.Context, l *lab.Lab) {
 	}
 }
 
+// testSocat sends a file with socat through the plug listener (7000 ->
+// 10.99.2.2:5201, free again once iperf3's one test is over) to a socat
+// that writes it to disk, and compares checksums.
+func testSocat(t *testing.T, ctx context.Context, l *lab.Lab) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	data := make([]byte, 16<<20)
+	for i := range data {
+		data[i] = byte(i*13 + i>>11)
+	}
+	writeFile(t, src, data)
+	srv := l.Server.Command(ctx, "socat", "-u", "TCP-LISTEN:5201,bind=10.99.2.2,reuseaddr", "CREATE:"+dst)
+	srvDone := startCmd(t, srv)
+	waitListening(t, l.Server, 5201, srvDone)
+	out, err := l.Client.Command(ctx, "socat", "-u", "OPEN:"+src, "TCP:10.99.1.1:7000").CombinedOutput()
+	if err != nil {
+		t.Fatalf("socat through splicer: %v\n%s", err, out)
+	}
+	select {
+	case err := <-srvDone:
+		if err != nil {
+			t.Fatalf("socat server: %v", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("socat server did not finish after the client's EOF")
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(got) != sha256.Sum256(data) {
+		t.Fatalf("socat delivered %d bytes that differ from the %d sent", len(got), len(data))
+	}
+}
+
+// checkAllSplicedBy checks in /metrics that every pair so far (iperf3's two,
+// curl's and socat's) was spliced by engine until it closed (iperf3 may end
+// its control connection with a reset), none falling back.
+func checkAllSplicedBy(t *testing.T, admin *http.Client, engine string) {
+	metrics, err := adminGet(admin, "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	ended := 0
+	re := regexp.MustCompile(`(?m)^splicer_splice_transitions_total\{engine="` + engine + `",outcome="(eof|reset)"\} (\d+)$`)
+	for _, m := range re.FindAllSubmatch(metrics, -1) {
+		n, _ := strconv.Atoi(string(m[2]))
+		ended += n
+	}
+	if ended < 4 {
+		t.Errorf("/metrics: %d pairs spliced by %s until they closed, want 4 (iperf3 x2, curl, socat)", ended, engine)
+	}
+	if fb := regexp.MustCompile(`(?m)^splicer_fallbacks_total\{from="` + engine + `".*$`).Find(metrics); fb != nil {
+		t.Errorf("/metrics: %s fell back: %s", engine, fb)
+	}
+}
+
 // nginxConf serves dir/www on listen in one foreground process that keeps
 // every path inside dir. master_process off keeps it a single process
 // running as root, so it reads the test's private temporary directory.
@@ -205,8 +281,9 @@ http {
 }
 
 // labConfig copies the example configuration at path with the admin address
-// and shutdown grace the test uses, and returns the copy's path.
-func labConfig(tb testing.TB, path string) string {
+// and shutdown grace the test uses and every listener on engine, and returns
+// the copy's path.
+func labConfig(tb testing.TB, path, engine string) string {
 	tb.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -219,6 +296,9 @@ func labConfig(tb testing.TB, path string) string {
 		}
 		data = re.ReplaceAll(data, []byte(key+": "+value))
 	}
+	data = regexp.MustCompile(`(?m)^(\s+engine:) auto\b`).ReplaceAll(data, []byte("${1} "+engine))
+	// Listeners that leave engine at its default get it too.
+	data = regexp.MustCompile(`(?m)^(\s+)(upstream: \[10\.99\.2\.2:80\])$`).ReplaceAll(data, []byte("${1}${2}\n${1}engine: "+engine))
 	out := filepath.Join(tb.TempDir(), "splicer.yaml")
 	writeFile(tb, out, data)
 	return out
