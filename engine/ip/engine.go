@@ -197,8 +197,9 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 
 // spliced is a pair splice put in the datapath.
 type spliced struct {
-	a  Tuple
-	ch <-chan notice
+	a    Tuple
+	ch   <-chan notice
+	spec PairSpec // as published
 	// drain delivers the bytes the forwarder held at splice time; nil
 	// when it held none.
 	drain *drainer
@@ -301,7 +302,7 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	if err := errors.Join(client.Close(), up.Close()); err != nil {
 		e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
 	}
-	sp := spliced{a: spec.A, ch: ch, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
+	sp := spliced{a: spec.A, ch: ch, spec: d.spec, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
 		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},
 		seedFIN: [2]bool{d.spec.Up.FINSeen, d.spec.Down.FINSeen}}
 	if len(d.dirs) > 0 {
@@ -569,7 +570,7 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeou
 func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
 	a, ch := sp.a, sp.ch
 	defer e.unregister(a)
-	f := follower{p: p, a: a, dp: e.dp, release: e.release, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	f := follower{p: p, a: a, dp: e.dp, release: e.release, resetPeers: func(st PairStats) { e.resetPeers(sp.spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
 	for d, n := range sp.unread {
 		p.AddBytes(engine.Direction(d), n)
 		f.counted[d] = n
@@ -610,6 +611,8 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 
 // follower is the state of one followed pair.
 type follower struct {
+	// resetPeers resets both peers of the removed pair.
+	resetPeers func(PairStats)
 	// release frees what the engine keeps for the pair once it leaves
 	// the table.
 	release func(Tuple)
@@ -679,9 +682,13 @@ func (f *follower) streamBytes(d engine.Direction, ds DirStats) uint64 {
 
 // remove deletes the pair; one Sweep already removed needs nothing more.
 func (f *follower) remove() {
+	st, err := f.dp.Lookup(f.a)
 	f.dp.Delete(f.a)
 	if f.release != nil {
 		f.release(f.a)
+	}
+	if err == nil && f.resetPeers != nil && st.Phase != PhaseClosed {
+		f.resetPeers(st)
 	}
 }
 
@@ -744,6 +751,24 @@ func (f *follower) gone(reason string) engine.Result {
 		return f.end(engine.EndEOF, nil)
 	}
 	return f.end(engine.EndIdle, nil)
+}
+
+// resetPeers sends each peer of a pair just removed from the table (on
+// cancel or idle) a reset at the highest sequence number forwarded to it.
+// A peer that has received everything accepts it; one with bytes still in
+// flight answers with a challenge ACK, which now reaches the forwarder's
+// stack, which has no socket for it and resets it exactly.
+func (e *Engine) resetPeers(spec PairSpec, st PairStats) {
+	fd, err := e.inject.open(spec.A.Src.Addr().Is6(), e.home.do)
+	if err != nil {
+		e.log.Warn("resetting the peers of a removed pair", "err", err)
+		return
+	}
+	var buf [60]byte
+	toClient := buildSegment(buf[:], spec.A.Dst, spec.A.Src, st.Down.SndNxt+spec.Down.SeqOff, segFields{ack: st.Up.SndNxt, flags: 0x14}, nil)
+	e.inject.send(fd, spec.A.Src.Addr(), toClient)
+	toServer := buildSegment(buf[:], spec.B.Dst, spec.B.Src, st.Up.SndNxt+spec.Up.SeqOff, segFields{ack: st.Down.SndNxt, flags: 0x14}, nil)
+	e.inject.send(fd, spec.B.Src.Addr(), toServer)
 }
 
 // keep duplicates up's descriptor for pair a. The duplicate stays frozen
