@@ -67,7 +67,11 @@ type Target struct {
 	// lateAddr is an engine's sink listener that keeps pairs in control
 	// mode for lateSplice before splicing them, for throughput traces.
 	lateAddr string
-	pids     func() []int
+	// webAddr is an engine's HTTP forward proxy (web); switchAddr is an
+	// engine's http-reverse listener or HAProxy's HTTP-mode frontend
+	// (switch), both in front of the origin's http service.
+	webAddr, switchAddr string
+	pids                func() []int
 }
 
 // Addr is the address the client dials to reach service s through t.
@@ -132,6 +136,13 @@ const originPort = 5001
 const (
 	lateSplice = time.Second
 	lateOffset = 10
+)
+
+// webOffset and switchOffset are the port offsets of an engine's HTTP
+// forward proxy and of its (or HAProxy's) HTTP switch.
+const (
+	webOffset    = 20
+	switchOffset = 21
 )
 
 var targetPorts = map[string]int{
@@ -245,6 +256,7 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 		t.lateAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+lateOffset))
 		cfg += fmt.Sprintf("  - {name: %s-late, listen: %q, upstream: [%q], engine: %s, max_connections: 0, idle_timeout: 0s, splice_after: %v}\n",
 			name, t.lateAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(Sink))), name, lateSplice)
+		cfg += httpListeners(t, name, a)
 	}
 	path := filepath.Join(e.dir, "splicer.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
@@ -266,6 +278,19 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 	e.AdminAddr = net.JoinHostPort(a.fwdAdmin(), "9901")
 	e.Targets = append(e.Targets, targets...)
 	return nil
+}
+
+// httpListeners configures an engine's HTTP forward proxy (the cache off,
+// CONNECT allowed to the origin's http port) and its http-reverse switch
+// with one pool, the origin's http service.
+func httpListeners(t *Target, name string, a addressing) string {
+	originHTTP := net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP)))
+	t.webAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+webOffset))
+	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+switchOffset))
+	return fmt.Sprintf("  - {name: %s-web, listen: %q, proxy: http-forward, engine: %s, idle_timeout: 0s, http: {connect_ports: [%d], cache_bytes: 0}}\n",
+		name, t.webAddr, name, originPort+int(HTTP)) +
+		fmt.Sprintf("  - {name: %s-switch, listen: %q, proxy: http-reverse, engine: %s, idle_timeout: 0s, routes: [{pool: origin}], pools: [{name: origin, servers: [%q]}]}\n",
+			name, t.switchAddr, name, originHTTP)
 }
 
 // fwdAdmin is where splicer's admin endpoint listens: loopback of the

@@ -27,6 +27,9 @@ type Settings struct {
 	TraceFor time.Duration
 	// MemoryPairs are the pair counts the memory experiment holds.
 	MemoryPairs []int
+	// WebSizes and SwitchSizes are the object sizes, in bytes, web and
+	// switch fetch.
+	WebSizes, SwitchSizes []int64
 	// Progress receives a one-line progress counter (stderr); nil for none.
 	Progress io.Writer
 }
@@ -34,13 +37,24 @@ type Settings struct {
 // DefaultSettings are the full run's settings.
 func DefaultSettings() Settings {
 	return Settings{Runs: 5, Duration: 2 * time.Second, Pairs: 1000, TraceFor: 3 * time.Second,
-		MemoryPairs: []int{1000, MaxMemoryPairs}}
+		MemoryPairs: []int{1000, MaxMemoryPairs},
+		WebSizes:    kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 100, 1024)}
 }
 
 // QuickSettings make `all` a smoke test of well under 90 seconds.
 func QuickSettings() Settings {
 	return Settings{Runs: 1, Duration: 250 * time.Millisecond, Pairs: 200, TraceFor: 2 * time.Second,
-		MemoryPairs: []int{500}}
+		MemoryPairs: []int{500},
+		WebSizes:    kib(1, 64, 128), SwitchSizes: kib(1, 1024)}
+}
+
+// kib converts sizes in KiB to bytes.
+func kib(sizes ...int64) []int64 {
+	out := make([]int64, len(sizes))
+	for i, s := range sizes {
+		out[i] = s << 10
+	}
+	return out
 }
 
 // Experiment is one of the papers' experiments.
@@ -59,8 +73,8 @@ var Experiments = []Experiment{
 	{Name: "throughput", Help: "bulk transfer over 1, 2, 3 and 8 connections: Gbit/s and CPU s per GB (seed 001 Table III)", Run: Throughput},
 	{Name: "splice-cost", Help: "time to splice idle pairs (median, p99) and throughput over time across a splice under load (seed 001 §V-B3, Fig. 10)", Run: SpliceCost},
 	{Name: "memory", Help: "bytes per pair held unspliced and spliced: process RSS, kernel socket memory, BPF map memory (seed 001 §V-C)", Run: Memory},
-	{Name: "web", Help: "web workload through the HTTP proxy (seed 002)", Pending: "needs the proxies issue (HTTP proxy); not implemented yet"},
-	{Name: "switch", Help: "switching proxy workload (seed 003)", Pending: "needs the proxies issue (switching proxy); not implemented yet"},
+	{Name: "web", Help: "GET and CONNECT through the HTTP forward proxy, a connection per request, objects of 1 to 128 KiB: requests/s, CPU µs per request, p50 latency (seed 002)", Run: Web},
+	{Name: "switch", Help: "GETs over a keep-alive connection through http-reverse and HAProxy in HTTP mode, objects of 1 KiB to 1 MiB: p50/p99 latency, Gbit/s (seed 003)", Run: Switch},
 }
 
 // Lookup returns the named experiment.

@@ -46,6 +46,11 @@ func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splic
 		t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+int(s)))
 		cfg += fmt.Sprintf("listen %s\n  bind %s\n  server origin %s\n", s, t.addrs[s], net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
 	}
+	// The switch experiment's peer: HAProxy as an HTTP switch, keep-alive
+	// both ways, in front of the origin's http service.
+	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+switchOffset))
+	cfg += fmt.Sprintf("listen switch\n  mode http\n  option http-keep-alive\n  bind %s\n  server origin %s\n",
+		t.switchAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))))
 	path := filepath.Join(e.dir, name+".cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Unavailable = err.Error()

@@ -72,6 +72,9 @@ func HTTPGet(ctx context.Context, dial DialFunc, rawURL string, n, concurrency i
 		MaxIdleConnsPerHost: concurrency,
 		DisableCompression:  true, // count and check the bytes the origin sent
 	}
+	if cfg.proxy != nil {
+		tr.Proxy = http.ProxyURL(cfg.proxy)
+	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 

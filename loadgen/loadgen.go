@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
 	"time"
 )
@@ -70,6 +71,7 @@ type config struct {
 	verify      bool
 	dir         Dir
 	conns       int
+	proxy       *url.URL
 }
 
 func newConfig(opts []Option) config {
@@ -91,6 +93,10 @@ func WithKeepAlive(on bool) Option { return func(c *config) { c.noKeepAlive = !o
 // WithVerifyBody makes HTTPGet check each body's sha256 against
 // origin.ObjectSHA256; the URL must name an origin object (/obj/<size>).
 func WithVerifyBody() Option { return func(c *config) { c.verify = true } }
+
+// WithProxy makes HTTPGet send its requests through the forward proxy at
+// u (absolute-URI requests over connections dialled to the proxy).
+func WithProxy(u *url.URL) Option { return func(c *config) { c.proxy = u } }
 
 // WithDir sets Trace's direction (default Down).
 func WithDir(d Dir) Option { return func(c *config) { c.dir = d } }
