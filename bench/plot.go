@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -58,6 +60,18 @@ func WritePlots(dir string, results []*Result) ([]string, error) {
 				files = append(files, f)
 			}
 		}
+		for _, lp := range sizePlots {
+			if lp.experiment != r.Experiment {
+				continue
+			}
+			f, err := writeSizeLines(dir, r, lp)
+			if err != nil {
+				return files, err
+			}
+			if f != "" {
+				files = append(files, f)
+			}
+		}
 		if len(r.Traces) > 0 {
 			f, err := writeTraces(dir, r)
 			if err != nil {
@@ -67,6 +81,95 @@ func WritePlots(dir string, results []*Result) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// sizePlot is a line per target of one metric family over object size
+// (metric names family_<size>, see sizeLabel).
+type sizePlot struct {
+	experiment, family, file, title, ylabel string
+	// log spreads sizes (and values) spanning orders of magnitude on
+	// logarithmic axes.
+	log bool
+}
+
+var sizePlots = []sizePlot{
+	{"web", "web_get_rps", "web_get_rps.png", "GET through the forward proxy, a connection per request", "requests/s", false},
+	{"web", "web_connect_rps", "web_connect_rps.png", "CONNECT tunnel and GET, a connection per request", "requests/s", false},
+	{"switch", "switch_p50_ms", "switch_p50.png", "Switch latency over one keep-alive connection (median)", "ms", true},
+}
+
+// writeSizeLines draws lp from r; it writes nothing when r has no such metric.
+func writeSizeLines(dir string, r *Result, lp sizePlot) (string, error) {
+	p := plot.New()
+	p.Title.Text = lp.title
+	p.X.Label.Text = "object size, KiB"
+	p.Y.Label.Text = lp.ylabel
+	p.Legend.Top = true
+	if lp.log {
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+		p.Legend.Left = true
+	}
+	var targets []string
+	for _, row := range r.Rows {
+		if _, ok := sizeOf(row.Metric, lp.family); ok && !slices.Contains(targets, row.Engine) {
+			targets = append(targets, row.Engine)
+		}
+	}
+	if len(targets) == 0 {
+		return "", nil
+	}
+	lo, top := math.Inf(1), 0.0
+	for i, t := range targets {
+		var pts plotter.XYs
+		for _, row := range r.Rows {
+			// A log axis has no place for zero.
+			if kb, ok := sizeOf(row.Metric, lp.family); ok && row.Engine == t && row.Value > 0 {
+				pts = append(pts, plotter.XY{X: kb, Y: row.Value})
+				lo, top = min(lo, row.Value), max(top, row.Value)
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		slices.SortFunc(pts, func(a, b plotter.XY) int { return int(a.X - b.X) })
+		line, points, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return "", err
+		}
+		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
+		points.Shape = plotutil.Shape(i)
+		p.Add(line, points)
+		p.Legend.Add(t, line, points)
+	}
+	if top == 0 {
+		return "", nil
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.3
+	if lp.log {
+		p.Y.Min, p.Y.Max = lo/2, top*2
+	}
+	path := filepath.Join(dir, lp.file)
+	return path, p.Save(8*vg.Inch, 4*vg.Inch, path)
+}
+
+// sizeOf parses the object size, in KiB, of a metric of family.
+func sizeOf(metric, family string) (float64, bool) {
+	label, ok := strings.CutPrefix(metric, family+"_")
+	if !ok || len(label) < 2 {
+		return 0, false
+	}
+	n, err := strconv.ParseFloat(label[:len(label)-1], 64)
+	if err != nil {
+		return 0, false
+	}
+	switch label[len(label)-1] {
+	case 'k':
+		return n, true
+	case 'm':
+		return n * 1024, true
+	}
+	return 0, false
 }
 
 // writeBars draws bp from r; it writes nothing when r has none of the metrics.

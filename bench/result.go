@@ -163,6 +163,10 @@ func WriteMarkdown(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "%s\n\n", r.Pending)
 		return
 	}
+	if fams := sizedFamilies[r.Experiment]; len(fams) > 0 {
+		writeSizedTables(w, r, fams)
+		return
+	}
 	cols := tableColumns[r.Experiment]
 	if len(cols) == 0 {
 		for _, row := range r.Rows {
@@ -204,6 +208,11 @@ func WriteMarkdown(w io.Writer, r *Result) {
 		}
 	}
 	fmt.Fprintln(w)
+	writeListed(w, r)
+}
+
+// writeListed prints the unavailable targets and the notes.
+func writeListed(w io.Writer, r *Result) {
 	for _, m := range r.Unavailable {
 		fmt.Fprintf(w, "- %s: n/a, %s\n", m.Engine, m.Reason)
 	}
@@ -211,6 +220,57 @@ func WriteMarkdown(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "- %s\n", n)
 	}
 	fmt.Fprintln(w)
+}
+
+// sizedFamilies are the metric families of the experiments measured per
+// object size (metric names family_<size>), each shown as its own table
+// with a column per size.
+var sizedFamilies = map[string][]string{
+	"web": {"web_get_rps", "web_get_cpu_us", "web_get_proc_cpu_us", "web_get_p50_ms",
+		"web_connect_rps", "web_connect_cpu_us", "web_connect_proc_cpu_us", "web_connect_p50_ms"},
+	"switch": {"switch_p50_ms", "switch_p99_ms", "switch_gbps"},
+}
+
+// writeSizedTables prints a table per family: a line per target, a column
+// per object size.
+func writeSizedTables(w io.Writer, r *Result, fams []string) {
+	var targets []string
+	for _, row := range r.Rows {
+		if !slices.Contains(targets, row.Engine) {
+			targets = append(targets, row.Engine)
+		}
+	}
+	for _, fam := range fams {
+		var sizes []string
+		unit := ""
+		for _, row := range r.Rows {
+			if size, ok := strings.CutPrefix(row.Metric, fam+"_"); ok && !strings.Contains(size, "_") && !slices.Contains(sizes, size) {
+				sizes = append(sizes, size)
+				unit = row.Unit
+			}
+		}
+		if len(sizes) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s (%s), by object size:\n\n| target |", fam, unit)
+		for _, size := range sizes {
+			fmt.Fprintf(w, " %s |", size)
+		}
+		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(sizes)))
+		for _, t := range targets {
+			line := "| " + t + " |"
+			for _, size := range sizes {
+				if row, ok := r.Row(t, fam+"_"+size); ok {
+					line += " " + cell(row) + " |"
+				} else {
+					line += " n/a |"
+				}
+			}
+			fmt.Fprintln(w, line)
+		}
+		fmt.Fprintln(w)
+	}
+	writeListed(w, r)
 }
 
 func unitOf(r *Result, metric string) string {
@@ -255,6 +315,9 @@ var headline = []struct{ experiment, metric, heading string }{
 	{"throughput", "cpu_s_per_gb", "CPU s/GB"},
 	{"splice-cost", "splice_us_p50", "splice µs (p50)"},
 	{"memory", "bytes_per_pair_spliced", "bytes/pair spliced"},
+	{"web", "web_get_rps_64k", "64 KiB GET/s"},
+	{"switch", "switch_p50_ms_1k", "switch 1 KiB p50 ms"},
+	{"switch", "switch_gbps_1m", "switch 1 MiB Gbit/s"},
 }
 
 // WriteHeadline prints one table of the medians that matter most across

@@ -23,9 +23,11 @@ const benchUsage = `Usage: splicer bench [options] EXPERIMENT...
 
 Reproduces the papers' experiments in a three-namespace lab (root): the
 built-in origin in the server namespace, one splicer process with a listener
-per engine (copy, pipe, sockmap, ip) and the peers (route: plain kernel
-routing; haproxy; haproxy-splice: HAProxy with option splice-auto; socat) in
-the forwarder namespace, load generators in the client namespace. Engines and
+per engine (copy, pipe, sockmap, ip) and service, plus per engine an
+http-forward proxy (web) and an http-reverse switch (switch), and the peers
+(route: plain kernel routing; haproxy; haproxy-splice: HAProxy with option
+splice-auto; both also in HTTP mode for switch; socat) in the forwarder
+namespace, load generators in the client namespace. Engines and
 peers that cannot run here show as n/a with the reason. Without root it runs
 on loopback with the engines that need no privileges.
 
@@ -54,7 +56,7 @@ Options:
 func benchCmd(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 5; 1 with --quick)")
-	dur := fs.Duration("duration", 0, "measured window of each bulk and request/response run (default 2s; 250ms with --quick)")
+	dur := fs.Duration("duration", 0, "measured window of each bulk and request/response run, half of it per object size in web and switch (default 2s; 250ms with --quick)")
 	pairs := fs.Int("pairs", 0, "idle pairs splice-cost splices per engine (default 1000; 200 with --quick)")
 	quick := fs.Bool("quick", false, "one short run of everything: a smoke test: all in under 90s; numbers are not for reading")
 	jsonOut := fs.String("json", "", "write the results as JSON to `FILE`")

@@ -22,6 +22,10 @@ var requiredMetrics = map[string][]string{
 	"throughput":  {"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb"},
 	"splice-cost": {"splice_us_p50", "splice_us_p99"},
 	"memory":      {"bytes_per_pair_unspliced", "bytes_per_pair_spliced"},
+	// --quick fetches 1, 64 and 128 KiB (web) and 1 KiB and 1 MiB (switch).
+	"web": {"web_get_rps_1k", "web_get_cpu_us_1k", "web_get_p50_ms_1k", "web_get_rps_128k",
+		"web_connect_rps_1k", "web_connect_cpu_us_1k", "web_connect_p50_ms_1k", "web_connect_rps_128k"},
+	"switch": {"switch_p50_ms_1k", "switch_p99_ms_1k", "switch_gbps_1k", "switch_p50_ms_1m", "switch_gbps_1m"},
 }
 
 func TestBenchHelp(t *testing.T) {
@@ -106,7 +110,7 @@ func TestBenchAllQuick(t *testing.T) {
 	if code != 0 || !strings.Contains(again, "### segment") || !strings.Contains(again, "### headline") {
 		t.Errorf("splicer bench --from %s: exit %d, stderr %s; want the tables again:\n%s", out, code, stderr, again)
 	}
-	for _, f := range []string{"segment_tps.png", "throughput_gbps.png", "splice_trace.png", "memory.png"} {
+	for _, f := range []string{"segment_tps.png", "throughput_gbps.png", "splice_trace.png", "memory.png", "web_get_rps.png", "web_connect_rps.png", "switch_p50.png"} {
 		if st, err := os.Stat(filepath.Join(plots, f)); err != nil || st.Size() == 0 {
 			t.Errorf("plot %s missing or empty: %v", f, err)
 		}
@@ -135,11 +139,12 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 			t.Errorf("engine %s ran in segment but has no rows here", name)
 		}
 	}
-	if r.Experiment == "segment" || r.Experiment == "throughput" {
-		for _, name := range bench.Peers {
-			if measured[name] && !rows[name] {
-				t.Errorf("peer %s ran in segment but has no rows here", name)
-			}
+	for _, name := range bench.Peers {
+		// switch's peers are the HAProxy pair in HTTP mode; web has none.
+		applies := r.Experiment == "segment" || r.Experiment == "throughput" ||
+			r.Experiment == "switch" && strings.HasPrefix(name, "haproxy")
+		if applies && measured[name] && !rows[name] {
+			t.Errorf("peer %s ran in segment but has no rows here", name)
 		}
 	}
 	for name := range rows {
@@ -173,7 +178,7 @@ func checkRow(t *testing.T, row bench.Row) {
 	// when the kernel forwards (ip, within the 10 ms tick). Everything else
 	// is a rate, a time or a size of something that happened.
 	for _, share := range []string{"bpf_", "proc_"} {
-		if strings.HasPrefix(row.Metric, share) {
+		if strings.HasPrefix(row.Metric, share) || strings.Contains(row.Metric, "_"+share) {
 			if row.Value < 0 {
 				t.Errorf("%s: value %v, want >= 0", id, row.Value)
 			}
