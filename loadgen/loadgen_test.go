@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,5 +249,34 @@ func TestPercentile(t *testing.T) {
 	}
 	if p50, _, _ := latencies(nil); p50 != 0 {
 		t.Errorf("no samples: p50 %d, want 0", p50)
+	}
+}
+
+func TestHTTPGetThroughProxy(t *testing.T) {
+	checkNoLeaks(t)
+	timeBound(t, testBound)
+	s := startOrigin(t)
+	target, err := url.Parse("http://" + serve(t, s, origin.HTTP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A forward proxy sees absolute URIs; it relays them to the origin.
+	var absolute atomic.Int64
+	relay := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.RequestURI, "http://origin.invalid/") {
+			absolute.Add(1)
+		}
+		relay.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	proxyURL, _ := url.Parse(proxy.URL)
+	const n = 10
+	res, err := HTTPGet(t.Context(), nil, "http://origin.invalid"+origin.ObjectPath(5000), n, 2, WithProxy(proxyURL), WithVerifyBody())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != n || absolute.Load() != n {
+		t.Errorf("%d requests succeeded, the proxy saw %d absolute URIs; want %d of each", res.Requests, absolute.Load(), n)
 	}
 }
