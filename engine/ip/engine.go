@@ -156,14 +156,16 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	close(e.stop)
-	err := dp.Close() // ends readEvents
-	e.wg.Wait()
-	e.inject.close()
+	// The kept sockets go first: once the program is detached, the
+	// pairs' segments would reach them, and a frozen socket may answer.
 	e.mu.Lock()
 	for a := range e.kept {
 		e.releaseLocked(a)
 	}
 	e.mu.Unlock()
+	err := dp.Close() // ends readEvents
+	e.wg.Wait()
+	e.inject.close()
 	home.close()
 	return err
 }
@@ -793,6 +795,10 @@ func (e *Engine) keep(a Tuple, up *net.TCPConn) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		unix.Close(fd)
+		return nil
+	}
 	if old, ok := e.kept[a]; ok {
 		unix.Close(old)
 	}
