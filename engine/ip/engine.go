@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/caps"
 )
 
 const (
@@ -106,6 +107,9 @@ func (e *Engine) load() error {
 }
 
 func (e *Engine) loadLocked() error {
+	if err := caps.RequireBPF("engine ip"); err != nil {
+		return err
+	}
 	home, err := openHomeNS()
 	if err != nil {
 		return err

@@ -5,16 +5,14 @@ package sockmap
 //go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type ctl -type flow splice splice.c
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/splicer/splicer/internal/caps"
 )
 
 // Event kinds sent by the parser through the events ring buffer (enum event_kind).
@@ -35,47 +33,6 @@ const (
 	counterMax
 )
 
-// Capability bits (linux/capability.h).
-const (
-	capNetAdmin = 12
-	capSysAdmin = 21
-	capBPF      = 39
-)
-
-// checkPrivileges names the capabilities the process lacks to load sk_skb
-// programs and fill sockhash maps.
-func checkPrivileges() error {
-	eff, err := effectiveCaps()
-	if err != nil {
-		return nil // cannot tell; let the load itself fail with its own error
-	}
-	var missing []string
-	if eff&(1<<capBPF) == 0 && eff&(1<<capSysAdmin) == 0 {
-		missing = append(missing, "CAP_BPF")
-	}
-	if eff&(1<<capNetAdmin) == 0 {
-		missing = append(missing, "CAP_NET_ADMIN")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("sockmap engine needs %s", strings.Join(missing, " and "))
-	}
-	return nil
-}
-
-// effectiveCaps reads the process's effective capability set.
-func effectiveCaps() (uint64, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-		}
-	}
-	return 0, errors.New("no CapEff in /proc/self/status")
-}
-
 // checkKernel names the kernel feature missing for sockmap splicing.
 func checkKernel() error {
 	if err := features.HaveMapType(ebpf.SockHash); err != nil {
@@ -95,7 +52,7 @@ type datapath struct {
 // loadDatapath loads the programs with maps sized for maxPairs pairs and
 // attaches parser and verdict to rx_socks.
 func loadDatapath(maxPairs int) (*datapath, error) {
-	if err := checkPrivileges(); err != nil {
+	if err := caps.RequireBPF("sockmap engine"); err != nil {
 		return nil, err
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
