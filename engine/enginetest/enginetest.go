@@ -67,8 +67,8 @@ func Random(n int, seed uint64) []byte {
 	return b
 }
 
-// splice runs e.Splice in the background and returns a channel with its result.
-func splice(tb testing.TB, e engine.Engine, p *engine.Pair, opts engine.Options) <-chan engine.Result {
+// SpliceAsync runs e.Splice in the background and returns a channel with its result.
+func SpliceAsync(tb testing.TB, e engine.Engine, p *engine.Pair, opts engine.Options) <-chan engine.Result {
 	tb.Helper()
 	ch := make(chan engine.Result, 1)
 	go func() {
@@ -81,7 +81,9 @@ func splice(tb testing.TB, e engine.Engine, p *engine.Pair, opts engine.Options)
 	return ch
 }
 
-func wait(tb testing.TB, ch <-chan engine.Result) engine.Result {
+// Wait returns the result of a SpliceAsync, failing tb if the splice does
+// not end within a minute.
+func Wait(tb testing.TB, ch <-chan engine.Result) engine.Result {
 	tb.Helper()
 	select {
 	case r := <-ch:
@@ -109,7 +111,7 @@ func Run(t *testing.T, e engine.Engine) {
 // testBothWays sends n random bytes each way at once and compares digests.
 func testBothWays(t *testing.T, e engine.Engine, n int) {
 	c := NewPair(t)
-	res := splice(t, e, c.Pair, engine.Both(0))
+	res := SpliceAsync(t, e, c.Pair, engine.Both(0))
 	up, down := Random(n, 1), Random(n, 2)
 	gotUp, gotDown := make(chan [32]byte, 1), make(chan [32]byte, 1)
 	go sendThenClose(t, c.Client, up)
@@ -122,7 +124,7 @@ func testBothWays(t *testing.T, e engine.Engine, n int) {
 	if <-gotDown != sha256.Sum256(down) {
 		t.Error("client received a different byte stream than the server sent")
 	}
-	r := wait(t, res)
+	r := Wait(t, res)
 	if r.End != engine.EndEOF || r.Moved[engine.Up] != int64(n) || r.Moved[engine.Down] != int64(n) {
 		t.Errorf("result = %+v, want EOF with %d bytes each way", r, n)
 	}
@@ -152,7 +154,7 @@ func digestAll(tb testing.TB, c *net.TCPConn) [32]byte {
 // every byte, and can still send its answer the other way.
 func testHalfClose(t *testing.T, e engine.Engine, d engine.Direction) {
 	c := NewPair(t)
-	res := splice(t, e, c.Pair, engine.Both(0))
+	res := SpliceAsync(t, e, c.Pair, engine.Both(0))
 	closer, peer := c.Client, c.Server
 	if d == engine.Down {
 		closer, peer = c.Server, c.Client
@@ -169,7 +171,7 @@ func testHalfClose(t *testing.T, e engine.Engine, d engine.Direction) {
 	if err != nil || !bytes.Equal(got, answer) {
 		t.Fatalf("half-closed side read %q (err %v), want %q", got, err, answer)
 	}
-	if r := wait(t, res); r.End != engine.EndEOF || !r.EOF[engine.Up] || !r.EOF[engine.Down] {
+	if r := Wait(t, res); r.End != engine.EndEOF || !r.EOF[engine.Up] || !r.EOF[engine.Down] {
 		t.Errorf("result = %+v, want EOF both ways", r)
 	}
 }
@@ -177,7 +179,7 @@ func testHalfClose(t *testing.T, e engine.Engine, d engine.Direction) {
 // testReset resets one side: the other side sees a reset, not a clean EOF.
 func testReset(t *testing.T, e engine.Engine, d engine.Direction) {
 	c := NewPair(t)
-	res := splice(t, e, c.Pair, engine.Both(0))
+	res := SpliceAsync(t, e, c.Pair, engine.Both(0))
 	resetter, peer := c.Client, c.Server
 	if d == engine.Down {
 		resetter, peer = c.Server, c.Client
@@ -190,7 +192,7 @@ func testReset(t *testing.T, e engine.Engine, d engine.Direction) {
 		t.Fatalf("byte before the reset was not delivered: %v", err)
 	}
 	engine.ResetConn(resetter)
-	r := wait(t, res)
+	r := Wait(t, res)
 	if r.End != engine.EndReset {
 		t.Errorf("end = %v, want reset", r.End)
 	}
@@ -212,12 +214,12 @@ func testLimit(t *testing.T, e engine.Engine) {
 	if err := e.Supports(c.Pair, opts); err != nil {
 		t.Skipf("engine does not support byte limits: %v", err)
 	}
-	res := splice(t, e, c.Pair, opts)
+	res := SpliceAsync(t, e, c.Pair, opts)
 	got := make([]byte, n)
 	if _, err := io.ReadFull(c.Client, got); err != nil {
 		t.Fatal(err)
 	}
-	r := wait(t, res)
+	r := Wait(t, res)
 	if r.End != engine.EndLimit || r.Dir != engine.Down || r.Moved[engine.Down] != n {
 		t.Fatalf("result = %+v, want limit down after %d bytes", r, n)
 	}
@@ -243,14 +245,14 @@ func testWatch(t *testing.T, e engine.Engine) {
 	if err := e.Supports(c.Pair, opts); err != nil {
 		t.Skipf("engine does not support watch: %v", err)
 	}
-	res := splice(t, e, c.Pair, opts)
+	res := SpliceAsync(t, e, c.Pair, opts)
 	c.Server.Write([]byte("response"))
 	got := make([]byte, 8)
 	if _, err := io.ReadFull(c.Client, got); err != nil || string(got) != "response" {
 		t.Fatalf("down not forwarded while watching up: %q %v", got, err)
 	}
 	c.Client.Write([]byte("next request"))
-	r := wait(t, res)
+	r := Wait(t, res)
 	if r.End != engine.EndData || r.Dir != engine.Up {
 		t.Fatalf("result = %+v, want data up", r)
 	}
@@ -265,7 +267,7 @@ func testIdle(t *testing.T, e engine.Engine) {
 	c := NewPair(t)
 	opts := engine.Both(200 * time.Millisecond)
 	start := time.Now()
-	r := wait(t, splice(t, e, c.Pair, opts))
+	r := Wait(t, SpliceAsync(t, e, c.Pair, opts))
 	if r.End != engine.EndIdle {
 		t.Fatalf("end = %v, want idle", r.End)
 	}
@@ -282,7 +284,7 @@ func testCancel(t *testing.T, e engine.Engine) {
 	c.Client.Write([]byte("ping"))
 	io.ReadFull(c.Server, make([]byte, 4))
 	cancel()
-	if r := wait(t, ch); r.End != engine.EndCancel {
+	if r := Wait(t, ch); r.End != engine.EndCancel {
 		t.Fatalf("end = %v, want cancel", r.End)
 	}
 }
@@ -295,12 +297,12 @@ func testTimer(t *testing.T, e engine.Engine) {
 	go sendThenClose(t, c.Client, data)
 	got := make(chan [32]byte, 1)
 	go func() { got <- digestAll(t, c.Server) }()
-	r := wait(t, splice(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}, For: 20 * time.Millisecond}))
+	r := Wait(t, SpliceAsync(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}, For: 20 * time.Millisecond}))
 	if r.End != engine.EndTimer && r.End != engine.EndEOF {
 		t.Fatalf("end = %v, want timer", r.End)
 	}
 	if r.End == engine.EndTimer {
-		wait(t, splice(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}}))
+		Wait(t, SpliceAsync(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}}))
 	}
 	if <-got != sha256.Sum256(data) {
 		t.Fatal("stream changed across a timer end and a second splice")

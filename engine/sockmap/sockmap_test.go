@@ -45,31 +45,6 @@ func newEngine(tb testing.TB, opts sockmap.Options) *sockmap.Engine {
 	return e
 }
 
-// spliceAsync runs e.Splice in the background.
-func spliceAsync(tb testing.TB, e engine.Engine, p *engine.Pair, opts engine.Options) <-chan engine.Result {
-	tb.Helper()
-	ch := make(chan engine.Result, 1)
-	go func() {
-		r, err := e.Splice(context.Background(), p, opts)
-		if err != nil {
-			tb.Errorf("Splice: %v", err)
-		}
-		ch <- r
-	}()
-	return ch
-}
-
-func waitResult(tb testing.TB, ch <-chan engine.Result) engine.Result {
-	tb.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(30 * time.Second):
-		tb.Fatal("splice did not end within 30s")
-	}
-	return engine.Result{}
-}
-
 func readExactly(tb testing.TB, c *net.TCPConn, n int) []byte {
 	tb.Helper()
 	b := make([]byte, n)
@@ -90,7 +65,7 @@ func TestBulkBothWays(t *testing.T) {
 	e := newEngine(t, sockmap.Options{})
 	c := enginetest.NewPair(t)
 	const n = 256 << 20
-	res := spliceAsync(t, e, c.Pair, engine.Both(0))
+	res := enginetest.SpliceAsync(t, e, c.Pair, engine.Both(0))
 	up, down := enginetest.Random(n, 11), enginetest.Random(n, 12)
 	gotUp, gotDown := make(chan [32]byte, 1), make(chan [32]byte, 1)
 	go sendAndClose(t, c.Client, up)
@@ -103,7 +78,7 @@ func TestBulkBothWays(t *testing.T) {
 	if <-gotDown != sha256.Sum256(down) {
 		t.Error("client received a different stream than the server sent")
 	}
-	r := waitResult(t, res)
+	r := enginetest.Wait(t, res)
 	if r.End != engine.EndEOF || r.Moved != [2]int64{n, n} || r.EOF != [2]bool{true, true} {
 		t.Errorf("result %+v, want EOF both ways with %d bytes each", r, n)
 	}
@@ -137,7 +112,7 @@ func TestSlowReader(t *testing.T) {
 	const window = 1 << 20
 	e := newEngine(t, sockmap.Options{Window: window})
 	c := enginetest.NewPair(t)
-	res := spliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Watch}})
+	res := enginetest.SpliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Watch}})
 	const total = 128 << 20
 	data := enginetest.Random(total, 13)
 	var mu sync.Mutex
@@ -192,7 +167,7 @@ func TestSlowReader(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatalf("client received %d bytes, not the %d bytes sent", len(got), total)
 	}
-	if r := waitResult(t, res); r.End != engine.EndEOF || r.Moved[engine.Down] != total {
+	if r := enginetest.Wait(t, res); r.End != engine.EndEOF || r.Moved[engine.Down] != total {
 		t.Errorf("result %+v, want EOF after %d bytes", r, total)
 	}
 }
@@ -235,11 +210,11 @@ func TestKeepAliveCycles(t *testing.T) {
 		if i%10 == 9 {
 			eng = pipeEngine // the sockets handed back are plain sockets any engine can take
 		}
-		res := spliceAsync(t, eng, c.Pair, opts)
+		res := enginetest.SpliceAsync(t, eng, c.Pair, opts)
 		if got := readExactly(t, c.Client, len(body)); !bytes.Equal(got, body) {
 			t.Fatalf("cycle %d: client received a different body", i)
 		}
-		r := waitResult(t, res)
+		r := enginetest.Wait(t, res)
 		if r.End != engine.EndLimit || r.Dir != engine.Down || r.Moved[engine.Down] != int64(len(body)) {
 			t.Fatalf("cycle %d: result %+v, want limit down after %d bytes", i, r, len(body))
 		}
@@ -266,10 +241,10 @@ func TestGiveBackOnData(t *testing.T) {
 	go func() { b, _ := io.ReadAll(c.Client); got <- b }()
 	installed := make(chan struct{})
 	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, OnSpliced: func() { close(installed) }}
-	res := spliceAsync(t, e, c.Pair, opts)
+	res := enginetest.SpliceAsync(t, e, c.Pair, opts)
 	<-installed
 	c.Client.Write([]byte("next"))
-	r := waitResult(t, res)
+	r := enginetest.Wait(t, res)
 	if r.End != engine.EndData && r.End != engine.EndEOF {
 		t.Fatalf("result %+v, want data up (or EOF if the response was already done)", r)
 	}
@@ -278,7 +253,7 @@ func TestGiveBackOnData(t *testing.T) {
 			t.Fatalf("watched bytes %q", b)
 		}
 		c.Pair.Client.SetReadDeadline(time.Time{})
-		r2 := waitResult(t, spliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}))
+		r2 := enginetest.Wait(t, enginetest.SpliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}))
 		if r2.End != engine.EndEOF || r.Moved[engine.Down]+r2.Moved[engine.Down] != int64(len(data)) {
 			t.Fatalf("second splice %+v after %+v", r2, r)
 		}
@@ -305,7 +280,7 @@ func TestOneWayFINAndRST(t *testing.T) {
 			} else {
 				opts.Up.Mode = engine.Hold
 			}
-			res := spliceAsync(t, e, c.Pair, opts)
+			res := enginetest.SpliceAsync(t, e, c.Pair, opts)
 			msg := enginetest.Random(200000, 15)
 			src.Write(msg)
 			if got := readExactly(t, dst, len(msg)); !bytes.Equal(got, msg) {
@@ -316,7 +291,7 @@ func TestOneWayFINAndRST(t *testing.T) {
 			} else {
 				src.CloseWrite()
 			}
-			r := waitResult(t, res)
+			r := enginetest.Wait(t, res)
 			dst.SetReadDeadline(time.Now().Add(5 * time.Second))
 			n, err := dst.Read(make([]byte, 1))
 			switch {
@@ -579,7 +554,7 @@ func TestFallbackWhenMapsFull(t *testing.T) {
 	e := newEngine(t, sockmap.Options{MaxPairs: 1})
 	first := enginetest.NewPair(t)
 	installed := make(chan struct{})
-	busy := spliceAsync(t, e, first.Pair, engine.Options{OnSpliced: func() { close(installed) }})
+	busy := enginetest.SpliceAsync(t, e, first.Pair, engine.Options{OnSpliced: func() { close(installed) }})
 	<-installed // the first pair holds the only slot
 
 	c := enginetest.NewPair(t)
@@ -593,16 +568,16 @@ func TestFallbackWhenMapsFull(t *testing.T) {
 	}
 	p := pipe.New(0)
 	t.Cleanup(func() { p.Close() })
-	res := spliceAsync(t, p, c.Pair, engine.Both(0))
+	res := enginetest.SpliceAsync(t, p, c.Pair, engine.Both(0))
 	c.Server.CloseWrite()
 	c.Client.CloseWrite()
 	if got, _ := io.ReadAll(c.Client); string(got) != "queued before the splice" {
 		t.Fatalf("after fallback the client got %q", got)
 	}
-	waitResult(t, res)
+	enginetest.Wait(t, res)
 	first.Client.CloseWrite()
 	first.Server.CloseWrite()
-	waitResult(t, busy)
+	enginetest.Wait(t, busy)
 }
 
 // TestFallbackWithoutPrivilege: without CAP_BPF and CAP_NET_ADMIN the engine
@@ -679,11 +654,11 @@ func TestLimitUpWithDownForwarded(t *testing.T) {
 	go c.Client.Write(up)
 	down := enginetest.Random(50000, 17)
 	go c.Server.Write(down)
-	res := spliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Forward, Limit: n}})
+	res := enginetest.SpliceAsync(t, e, c.Pair, engine.Options{Up: engine.DirOptions{Mode: engine.Forward, Limit: n}})
 	if got := readExactly(t, c.Server, n); !bytes.Equal(got, up[:n]) {
 		t.Fatal("server received different bytes before the limit")
 	}
-	r := waitResult(t, res)
+	r := enginetest.Wait(t, res)
 	if r.End != engine.EndLimit || r.Dir != engine.Up || r.Moved[engine.Up] != n {
 		t.Fatalf("result %+v, want limit up after %d bytes", r, n)
 	}
@@ -735,7 +710,7 @@ func TestLimitUpInKernel(t *testing.T) {
 			readExactly(t, c.Pair.Client, 10) // the proxy read part of a segment
 			up = up[10:]
 		}
-		res = spliceAsync(t, e, c.Pair, opts)
+		res = enginetest.SpliceAsync(t, e, c.Pair, opts)
 		if pre {
 			go c.Client.Write(up[990:])
 		} else {
@@ -744,7 +719,7 @@ func TestLimitUpInKernel(t *testing.T) {
 		if got := readExactly(t, c.Server, n); !bytes.Equal(got, up[:n]) {
 			t.Fatalf("pre=%v: server received different bytes before the limit", pre)
 		}
-		r := waitResult(t, res)
+		r := enginetest.Wait(t, res)
 		if r.End != engine.EndLimit || r.Moved[engine.Up] != n {
 			t.Fatalf("pre=%v: result %+v, want limit up after %d bytes", pre, r, n)
 		}
@@ -763,7 +738,7 @@ func TestIdleNotWhileReaderReads(t *testing.T) {
 	data := enginetest.Random(8<<20, 20)
 	go sendAndClose(t, c.Server, data)
 	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Hold}, IdleTimeout: 100 * time.Millisecond}
-	res := spliceAsync(t, e, c.Pair, opts)
+	res := enginetest.SpliceAsync(t, e, c.Pair, opts)
 	got := make([]byte, 0, len(data))
 	buf := make([]byte, 16<<10)
 	for start := time.Now(); time.Since(start) < 400*time.Millisecond; {
@@ -780,7 +755,7 @@ func TestIdleNotWhileReaderReads(t *testing.T) {
 		t.Fatalf("after the slow phase: %v", err)
 	}
 	got = append(got, rest...)
-	if r := waitResult(t, res); r.End != engine.EndEOF {
+	if r := enginetest.Wait(t, res); r.End != engine.EndEOF {
 		t.Errorf("end %v while the reader was reading, want EOF", r.End)
 	}
 	if !bytes.Equal(got, data) {
