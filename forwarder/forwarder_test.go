@@ -4,39 +4,21 @@ package forwarder_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 )
 
 // startForwarder runs a forwarder with one tcp listener on loopback to upstream.
 func startForwarder(tb testing.TB, engineName, upstream string) *forwarder.Forwarder {
 	tb.Helper()
-	cfg := config.Default()
 	l := config.DefaultListener()
 	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{upstream}, engineName
-	cfg.Listeners = []config.Listener{l}
-	if err := cfg.Validate(); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := forwarder.New(&cfg, forwarder.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-	})
-	return f
+	return fwdtest.Start(tb, l)
 }
 
 func echoServer(tb testing.TB) string {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/filter"
 	"github.com/splicer/splicer/proxy/proxyproto"
@@ -132,26 +133,10 @@ func filterListener(upstream string) config.Listener {
 	return lc
 }
 
+// startForwarder runs a forwarder on loopback with lc.
 func startForwarder(tb testing.TB, lc config.Listener) *forwarder.Forwarder {
 	tb.Helper()
-	cfg := config.Default()
-	cfg.Listeners = []config.Listener{lc}
-	if err := cfg.Validate(); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := forwarder.New(&cfg, forwarder.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-	})
-	return f
+	return fwdtest.Start(tb, lc)
 }
 
 // client is an HTTP client whose connections all go to the filter.

@@ -5,7 +5,6 @@ package socks5_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/proxyproto"
 	"github.com/splicer/splicer/proxy/socks5"
@@ -48,24 +48,7 @@ func socksListener(tb testing.TB, users ...string) config.Listener {
 // startForwarder runs a forwarder on loopback with lc.
 func startForwarder(tb testing.TB, lc config.Listener) *forwarder.Forwarder {
 	tb.Helper()
-	cfg := config.Default()
-	cfg.Listeners = []config.Listener{lc}
-	if err := cfg.Validate(); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := forwarder.New(&cfg, forwarder.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-	})
-	return f
+	return fwdtest.Start(tb, lc)
 }
 
 // echoOrigin is an echo server that counts the connections it accepted.
