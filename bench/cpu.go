@@ -1,4 +1,5 @@
 // CPU accounting: a forwarder's own process time, and machine-wide busy time including softirq work done outside any process.
+
 package bench
 
 import (

@@ -1,4 +1,5 @@
 // The demo: every engine and peer once, a short bulk transfer and a 1-byte request/response each, as one table.
+
 package bench
 
 import (

@@ -1,4 +1,5 @@
 // Running experiments: settings, the list of experiments, interleaved repetitions and the progress line.
+
 package bench
 
 import (

@@ -1,4 +1,5 @@
 // Hosts the harness runs things on: the lab's namespaces as root, or plain loopback without privileges.
+
 package bench
 
 import (

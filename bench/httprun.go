@@ -1,4 +1,5 @@
 // HTTP measurements shared by web and switch: a timed batch of GETs with CPU per request, and the engines splicer's metrics show splicing it.
+
 package bench
 
 import (

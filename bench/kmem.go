@@ -1,4 +1,5 @@
 // Kernel memory a forwarder process holds: its files, sockets, pipes and epoll entries priced at their slab sizes, plus its namespace's socket buffers.
+
 package bench
 
 import (

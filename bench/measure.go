@@ -1,4 +1,5 @@
 // Measurements shared by the experiments: bulk throughput with CPU per GB, request/response rates, the engine seen in /flows.
+
 package bench
 
 import (

@@ -1,4 +1,5 @@
 // The memory experiment (seed 001 §V-C): bytes per pair held unspliced and spliced, in the process, the kernel and BPF maps.
+
 package bench
 
 import (

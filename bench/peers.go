@@ -1,4 +1,5 @@
 // Peers splicer is measured against: HAProxy with and without splice, and socat.
+
 package bench
 
 import (

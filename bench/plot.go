@@ -1,4 +1,5 @@
 // Plots of the experiments: grouped bar charts of the headline metrics and the throughput-over-time trace across a splice.
+
 package bench
 
 import (

@@ -1,4 +1,5 @@
 // Experiment results: rows of median, min and max over repetitions, as JSON and as Markdown tables.
+
 package bench
 
 import (

@@ -1,4 +1,5 @@
 // Tests of result summaries and their rendering: medians, ranges, JSON shape, Markdown cells.
+
 package bench
 
 import (

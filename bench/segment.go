@@ -1,4 +1,5 @@
 // The segment experiment (seed 001 Table II): request/response of 1- and 1460-byte messages over one connection.
+
 package bench
 
 import (

@@ -1,4 +1,5 @@
 // The splice-cost experiment (seed 001 §V-B3, Fig. 10): time to splice idle pairs, and throughput across a splice under load.
+
 package bench
 
 import (

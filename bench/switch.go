@@ -1,4 +1,5 @@
 // The switch experiment (seed 003): latency and throughput per object size through splicer's http-reverse per engine and HAProxy in HTTP mode.
+
 package bench
 
 import (

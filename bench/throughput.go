@@ -1,4 +1,5 @@
 // The throughput experiment (seed 001 Table III): bulk transfer over 1, 2, 3 and 8 connections.
+
 package bench
 
 import (

@@ -1,4 +1,5 @@
 // The web experiment (seed 002): GET and CONNECT through splicer's HTTP forward proxy per engine and object size, a connection per request.
+
 package bench
 
 import (

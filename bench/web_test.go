@@ -1,4 +1,5 @@
 // Tests of the web and switch helpers: size labels, splicer's splice counters, the CONNECT handshake and the per-size tables.
+
 package bench
 
 import (

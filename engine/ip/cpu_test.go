@@ -1,4 +1,5 @@
 // Lab test of what splicing saves: while 1 GiB crosses a spliced pair, sent and received by helper processes in the client and server namespaces, the forwarder process (this one) spends little CPU.
+
 package ip
 
 import (

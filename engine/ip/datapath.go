@@ -1,4 +1,5 @@
 // Loading, attaching and closing the splice program, and reading its counters.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // Datapath tests as data: input frame, expected frame and verdict, through the real program with Program.Run and through the Go reference.
+
 package ip
 
 import (

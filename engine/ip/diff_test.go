@@ -1,4 +1,5 @@
 // Randomized differential test: thousands of segments with random option mixes, sizes, flags and sequence numbers (wrapping at 2^32), through the program and the Go reference, compared byte for byte and state for state.
+
 package ip
 
 import (

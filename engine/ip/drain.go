@@ -1,4 +1,5 @@
 // Delivering the bytes buffered in the forwarder at splice time: a small retransmitting sender that injects them at their sequence numbers through a raw socket until the ACK the datapath tracks passes their end.
+
 package ip
 
 import (

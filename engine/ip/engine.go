@@ -1,4 +1,5 @@
 // Engine ip's control plane: splicing an idle pair into the datapath (hold, freeze, learn the peers' clocks, publish, close the sockets) and following it to its end.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // Lab tests of the control plane: pairs of real connections through a forwarder namespace, spliced by the Engine, with traffic, half-close, resets, fallback, cancel and idle.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // Events the program reports through its ring buffer: FIN, TIME_WAIT, reset, limit and watch.
+
 package ip
 
 import (

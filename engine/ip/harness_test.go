@@ -1,4 +1,5 @@
 // Test helpers: a throwaway network namespace with the lab's two forwarder devices, a loaded datapath, and Program.Run inside that namespace.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // Live test: client, forwarder and server namespaces over veth, real TCP connections spliced through the program at tcx ingress, bulk data both ways, then FIN teardown to TIME_WAIT.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // Lab test of scale: 10,000 pairs spliced at once, their client and server ends held by helper processes (a process may hold at most 20,000 descriptors here), each echoing a message and closing to TIME_WAIT.
+
 package ip
 
 import (

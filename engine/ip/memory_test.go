@@ -1,4 +1,5 @@
 // Measures the state a spliced pair costs: key and value bytes, and what the kernel accounts for the maps (fdinfo memlock).
+
 package ip
 
 import (

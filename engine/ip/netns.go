@@ -1,4 +1,5 @@
 // The engine's network namespace: where its devices are, which device reaches a peer, and running namespace-bound calls there.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // Test helpers: a minimal Ethernet/IPv4/IPv6/TCP packet builder, parser and full checksum computation.
+
 package ip
 
 import (

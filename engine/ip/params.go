@@ -1,4 +1,5 @@
 // Which pairs the datapath can translate, and the PairSpec that splices two frozen connections.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // Tests for CanTranslate and NewPairSpec, and for the ABI the Go side shares with bpf/splice.h; none needs privileges.
+
 package ip
 
 import (

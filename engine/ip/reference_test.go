@@ -1,4 +1,5 @@
 // Test helper: a pure-Go reference of the datapath: the same checks, translation and tracking on raw frames, with checksums recomputed from scratch.
+
 package ip
 
 import (

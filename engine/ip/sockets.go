@@ -1,4 +1,5 @@
 // The forwarder's sockets as the control plane sees them: freezing with TCP_REPAIR, reading sequence numbers, options and queues, and thawing.
+
 package ip
 
 import (

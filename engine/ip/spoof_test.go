@@ -1,4 +1,5 @@
 // Lab test of the datapath's guards on a pair spliced by the engine: blind resets, data and acks with numbers out of the window, and a SYN on the spliced tuple, injected from the client's namespace with a raw socket, never reach the server and are counted.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // Sequence tests: teardown to TIME_WAIT, resets, hold then update, watch and limit events, the sweeper and the per-direction counters.
+
 package ip
 
 import (

@@ -1,4 +1,5 @@
 // The sweeper: removes pairs whose TIME_WAIT ran out, that a reset closed, or that stayed idle too long.
+
 package ip
 
 import (

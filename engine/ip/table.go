@@ -1,4 +1,5 @@
 // The pair table: tuples, pair specs, and inserting, updating, reading and deleting a pair's two directional entries.
+
 package ip
 
 import (
