@@ -114,10 +114,10 @@ func testBothWays(t *testing.T, e engine.Engine, n int) {
 	res := SpliceAsync(t, e, c.Pair, engine.Both(0))
 	up, down := Random(n, 1), Random(n, 2)
 	gotUp, gotDown := make(chan [32]byte, 1), make(chan [32]byte, 1)
-	go sendThenClose(t, c.Client, up)
-	go sendThenClose(t, c.Server, down)
-	go func() { gotUp <- digestAll(t, c.Server) }()
-	go func() { gotDown <- digestAll(t, c.Client) }()
+	go SendThenClose(t, c.Client, up)
+	go SendThenClose(t, c.Server, down)
+	go func() { gotUp <- DigestAll(t, c.Server) }()
+	go func() { gotDown <- DigestAll(t, c.Client) }()
 	if <-gotUp != sha256.Sum256(up) {
 		t.Error("upstream received a different byte stream than the client sent")
 	}
@@ -133,14 +133,16 @@ func testBothWays(t *testing.T, e engine.Engine, n int) {
 	}
 }
 
-func sendThenClose(tb testing.TB, c *net.TCPConn, b []byte) {
+// SendThenClose writes b to c, then closes c's write side (a FIN after every byte).
+func SendThenClose(tb testing.TB, c *net.TCPConn, b []byte) {
 	if _, err := c.Write(b); err != nil {
 		tb.Errorf("write: %v", err)
 	}
 	c.CloseWrite()
 }
 
-func digestAll(tb testing.TB, c *net.TCPConn) [32]byte {
+// DigestAll reads c to EOF and returns the sha256 of what it read.
+func DigestAll(tb testing.TB, c *net.TCPConn) [32]byte {
 	h := sha256.New()
 	if _, err := io.Copy(h, c); err != nil {
 		tb.Errorf("read: %v", err)
@@ -160,13 +162,13 @@ func testHalfClose(t *testing.T, e engine.Engine, d engine.Direction) {
 		closer, peer = c.Server, c.Client
 	}
 	msg := Random(100000, 3)
-	sendThenClose(t, closer, msg)
+	SendThenClose(t, closer, msg)
 	got, err := io.ReadAll(peer)
 	if err != nil || !bytes.Equal(got, msg) {
 		t.Fatalf("peer read %d bytes (err %v), want the %d bytes sent before the FIN", len(got), err, len(msg))
 	}
 	answer := []byte("answer after half-close")
-	sendThenClose(t, peer, answer)
+	SendThenClose(t, peer, answer)
 	got, err = io.ReadAll(closer)
 	if err != nil || !bytes.Equal(got, answer) {
 		t.Fatalf("half-closed side read %q (err %v), want %q", got, err, answer)
@@ -294,9 +296,9 @@ func testCancel(t *testing.T, e engine.Engine) {
 func testTimer(t *testing.T, e engine.Engine) {
 	c := NewPair(t)
 	data := Random(8<<20, 5)
-	go sendThenClose(t, c.Client, data)
+	go SendThenClose(t, c.Client, data)
 	got := make(chan [32]byte, 1)
-	go func() { got <- digestAll(t, c.Server) }()
+	go func() { got <- DigestAll(t, c.Server) }()
 	r := Wait(t, SpliceAsync(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}, For: 20 * time.Millisecond}))
 	if r.End != engine.EndTimer && r.End != engine.EndEOF {
 		t.Fatalf("end = %v, want timer", r.End)

@@ -68,10 +68,10 @@ func TestBulkBothWays(t *testing.T) {
 	res := enginetest.SpliceAsync(t, e, c.Pair, engine.Both(0))
 	up, down := enginetest.Random(n, 11), enginetest.Random(n, 12)
 	gotUp, gotDown := make(chan [32]byte, 1), make(chan [32]byte, 1)
-	go sendAndClose(t, c.Client, up)
-	go sendAndClose(t, c.Server, down)
-	go func() { gotUp <- digest(t, c.Server) }()
-	go func() { gotDown <- digest(t, c.Client) }()
+	go enginetest.SendThenClose(t, c.Client, up)
+	go enginetest.SendThenClose(t, c.Server, down)
+	go func() { gotUp <- enginetest.DigestAll(t, c.Server) }()
+	go func() { gotDown <- enginetest.DigestAll(t, c.Client) }()
 	if <-gotUp != sha256.Sum256(up) {
 		t.Error("upstream received a different stream than the client sent")
 	}
@@ -85,23 +85,6 @@ func TestBulkBothWays(t *testing.T) {
 	if st := e.Stats(); st.KernelBytes < n/2 {
 		t.Errorf("kernel redirected %d bytes, want most of the %d bytes down", st.KernelBytes, n)
 	}
-}
-
-func sendAndClose(tb testing.TB, c *net.TCPConn, b []byte) {
-	if _, err := c.Write(b); err != nil {
-		tb.Errorf("write: %v", err)
-	}
-	c.CloseWrite()
-}
-
-func digest(tb testing.TB, c *net.TCPConn) [32]byte {
-	h := sha256.New()
-	if _, err := io.Copy(h, c); err != nil {
-		tb.Errorf("read: %v", err)
-	}
-	var d [32]byte
-	copy(d[:], h.Sum(nil))
-	return d
 }
 
 // TestSlowReader: a client reading 1 KiB per millisecond keeps receiving,
@@ -236,7 +219,7 @@ func TestGiveBackOnData(t *testing.T) {
 	e := newEngine(t, sockmap.Options{})
 	c := enginetest.NewPair(t)
 	data := enginetest.Random(8<<20, 14)
-	go sendAndClose(t, c.Server, data)
+	go enginetest.SendThenClose(t, c.Server, data)
 	got := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(c.Client); got <- b }()
 	installed := make(chan struct{})
@@ -736,7 +719,7 @@ func TestIdleNotWhileReaderReads(t *testing.T) {
 	e := newEngine(t, sockmap.Options{Window: 64 << 10})
 	c := enginetest.NewPair(t)
 	data := enginetest.Random(8<<20, 20)
-	go sendAndClose(t, c.Server, data)
+	go enginetest.SendThenClose(t, c.Server, data)
 	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Hold}, IdleTimeout: 100 * time.Millisecond}
 	res := enginetest.SpliceAsync(t, e, c.Pair, opts)
 	got := make([]byte, 0, len(data))
