@@ -217,20 +217,8 @@ func waitIdle(t *testing.T, cs ...*net.TCPConn) {
 	}
 }
 
-func control(c *net.TCPConn, f func(fd int) error) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
-		return err
-	}
-	return ferr
-}
-
 func sockIoctl(c *net.TCPConn, req uint) (n int, err error) {
-	err = control(c, func(fd int) error {
+	err = withFD(c, func(fd int) error {
 		n, err = unix.IoctlGetInt(fd, req)
 		return err
 	})
@@ -238,7 +226,7 @@ func sockIoctl(c *net.TCPConn, req uint) (n int, err error) {
 }
 
 func tsClock(c *net.TCPConn) (v uint32, err error) {
-	err = control(c, func(fd int) error {
+	err = withFD(c, func(fd int) error {
 		x, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
 		v = uint32(x)
 		return err
@@ -254,7 +242,7 @@ func freeze(c *net.TCPConn, ifindex int, peer *net.TCPConn) (ConnParams, error) 
 		Remote:  c.RemoteAddr().(*net.TCPAddr).AddrPort(),
 		Ifindex: ifindex,
 	}
-	err := control(c, func(fd int) error {
+	err := withFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
 			return fmt.Errorf("TCP_REPAIR: %w", err)
 		}
