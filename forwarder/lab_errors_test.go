@@ -54,8 +54,8 @@ func TestLabUpstreamFailures(t *testing.T) {
 			}
 			waitClosedByPeer(t, client, limit)
 			lf.waitClosed(t, c.name, c.reason, 1)
-			if lf.logs.line("pair closed", "listener="+c.name, "reason="+c.reason) == "" {
-				t.Errorf("no log line says pair closed with reason=%s; log:\n%s", c.reason, lf.logs)
+			if lf.Logs.Line("pair closed", "listener="+c.name, "reason="+c.reason) == "" {
+				t.Errorf("no log line says pair closed with reason=%s; log:\n%s", c.reason, lf.Logs)
 			}
 		})
 	}
@@ -80,13 +80,13 @@ func TestLabMaxConnections(t *testing.T) {
 	over := dialClient(t, l, addr)
 	waitClosedByPeer(t, over, 2*time.Second)
 	lf.waitClosed(t, "capped", "max_connections", 1)
-	if lf.logs.line("max_connections reached") == "" {
-		t.Errorf("the refused connection was not logged; log:\n%s", lf.logs)
+	if lf.Logs.Line("max_connections reached") == "" {
+		t.Errorf("the refused connection was not logged; log:\n%s", lf.Logs)
 	}
 
 	first.Close()
 	eventually(t, "a pair slot to free up", func() bool {
-		return lf.metric("splicer_connections_active", "listener", "capped") == 1
+		return lf.Metric("splicer_connections_active", "listener", "capped") == 1
 	}, func() string { return "still 2 active" })
 	echo(t, dialClient(t, l, addr), "three")
 	echo(t, second, "two again")

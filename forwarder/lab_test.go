@@ -74,7 +74,7 @@ func TestLabEngines(t *testing.T) {
 // spliced by the engine under test.
 func (e *engineLab) connect(t *testing.T, listener string, upstream <-chan *net.TCPConn) (client, server *net.TCPConn) {
 	t.Helper()
-	client = dialClient(t, e.lab, e.Addr(listener).String())
+	client = dialClient(t, e.Lab, e.Addr(listener).String())
 	server = accept(t, upstream)
 	e.waitSpliced(t, listener)
 	return client, server
@@ -94,7 +94,7 @@ func (e *engineLab) waitSpliced(t *testing.T, listener string) forwarder.Flow {
 // byte counters match what was sent once the pair is closed.
 func testStream64MiB(t *testing.T, e *engineLab, listener string, _ <-chan *net.TCPConn) {
 	const size = 64 << 20
-	client := dialClient(t, e.lab, e.Addr(listener).String())
+	client := dialClient(t, e.Lab, e.Addr(listener).String())
 	e.waitSpliced(t, listener)
 
 	samples := sampleFlows(t, e.labForwarder, listener)
@@ -115,7 +115,7 @@ func testStream64MiB(t *testing.T, e *engineLab, listener string, _ <-chan *net.
 	e.waitClosed(t, listener, "eof", 1)
 	// The stream protocol adds a 16-byte header up and a 32-byte digest down.
 	for dir, want := range map[string]float64{"up": size + 16, "down": size + 32} {
-		if got := e.metric("splicer_bytes_total", "listener", listener, "direction", dir); got != want {
+		if got := e.Metric("splicer_bytes_total", "listener", listener, "direction", dir); got != want {
 			t.Errorf("splicer_bytes_total{direction=%q} = %v, want %v", dir, got, want)
 		}
 	}

@@ -3,28 +3,23 @@
 package forwarder_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
-	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/admin"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
@@ -39,11 +34,8 @@ const waitFor = 10 * time.Second
 // labForwarder is an in-process forwarder whose listeners and upstream
 // connections live in a lab's forwarder namespace.
 type labForwarder struct {
-	*forwarder.Forwarder
-	lab     *lab.Lab
-	engines *all.Set
-	logs    *logBuffer
-	admin   *httptest.Server
+	*fwdtest.LabForwarder
+	admin *httptest.Server
 }
 
 // fwdAddr is the forwarder's client-side address with port.
@@ -68,40 +60,7 @@ func tcpListener(name, listen, upstream string) config.Listener {
 // httptest server. Cleanup shuts it down.
 func startLabForwarder(tb testing.TB, l *lab.Lab, listeners ...config.Listener) *labForwarder {
 	tb.Helper()
-	cfg := config.Default()
-	cfg.Listeners = listeners
-	if err := cfg.Validate(); err != nil {
-		tb.Fatalf("config: %v", err)
-	}
-	lf := &labForwarder{lab: l, logs: &logBuffer{}}
-	log := slog.New(slog.NewTextHandler(lf.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	// Engines that attach to interfaces or probe the network stack must see
-	// the forwarder namespace's.
-	err := l.Fwd.Do(func() error {
-		lf.engines = all.Build(cfg.Engines, log)
-		var err error
-		lf.Forwarder, err = forwarder.New(&cfg, forwarder.Options{
-			Log: log, Engines: lf.engines, Listen: l.Fwd.Listen, Dial: l.Fwd.Dialer(),
-		})
-		return err
-	})
-	if lf.engines != nil {
-		tb.Cleanup(lf.engines.Close)
-	}
-	if err != nil {
-		tb.Fatalf("forwarder: %v", err)
-	}
-	if err := lf.Start(); err != nil {
-		tb.Fatalf("start forwarder: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		lf.Shutdown(ctx)
-		if tb.Failed() {
-			tb.Logf("forwarder log:\n%s", lf.logs)
-		}
-	})
+	lf := &labForwarder{LabForwarder: fwdtest.StartInLab(tb, l, listeners...)}
 	lf.admin = httptest.NewServer(admin.Handler(lf.Forwarder))
 	tb.Cleanup(lf.admin.Close)
 	return lf
@@ -111,7 +70,7 @@ func startLabForwarder(tb testing.TB, l *lab.Lab, listeners ...config.Listener) 
 // run on this host, with the reason the engine gave.
 func (lf *labForwarder) requireEngine(tb testing.TB, name string) {
 	tb.Helper()
-	if reason := lf.engines.Reason(name); reason != "" {
+	if reason := lf.Engines.Reason(name); reason != "" {
 		testenv.SkipOrFail(tb, fmt.Sprintf("engine %s unavailable on this host: %s", name, reason))
 	}
 }
@@ -163,7 +122,7 @@ func (lf *labForwarder) waitFlow(tb testing.TB, listener, what string, ok func(f
 
 // closed is splicer_connections_closed_total for listener and reason.
 func (lf *labForwarder) closed(listener, reason string) float64 {
-	return lf.metric("splicer_connections_closed_total", "listener", listener, "reason", reason)
+	return lf.Metric("splicer_connections_closed_total", "listener", listener, "reason", reason)
 }
 
 // closedReasons is splicer_connections_closed_total of listener by reason.
@@ -195,48 +154,6 @@ func (lf *labForwarder) closedReasons(listener string) map[string]float64 {
 	return out
 }
 
-// metric is the value of the counter or gauge name whose labels are exactly
-// the given name, value pairs, or 0 when there is no such series (yet), as
-// a Prometheus scrape would show it.
-func (lf *labForwarder) metric(name string, labels ...string) float64 {
-	families, err := lf.Metrics().Registry.Gather()
-	if err != nil {
-		panic(err) // the forwarder's own registry: a programming error
-	}
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if !labelsAre(m.GetLabel(), labels) {
-				continue
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
-}
-
-// labelsAre reports whether pairs (name, value, name, value...) are exactly got.
-func labelsAre(got []*dto.LabelPair, pairs []string) bool {
-	if len(got) != len(pairs)/2 {
-		return false
-	}
-	for _, lp := range got {
-		found := false
-		for i := 0; i+1 < len(pairs); i += 2 {
-			found = found || (pairs[i] == lp.GetName() && pairs[i+1] == lp.GetValue())
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
 // waitClosed waits until n pairs of listener were counted closed, and
 // fails unless all of them were closed for reason.
 func (lf *labForwarder) waitClosed(tb testing.TB, listener, reason string, n float64) {
@@ -266,38 +183,6 @@ func eventually(tb testing.TB, what string, cond func() bool, detail func() stri
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// logBuffer collects log output from many goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// line returns the first log line containing every one of parts, or "".
-func (b *logBuffer) line(parts ...string) string {
-	for _, ln := range strings.Split(b.String(), "\n") {
-		match := true
-		for _, p := range parts {
-			match = match && strings.Contains(ln, p)
-		}
-		if match {
-			return ln
-		}
-	}
-	return ""
 }
 
 // serveOrigin serves proto on addr in l's server namespace until the test ends.

@@ -8,17 +8,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
-	engineall "github.com/splicer/splicer/engine/all"
-	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
@@ -32,11 +29,7 @@ const WaitFor = 10 * time.Second
 // Forwarder is an in-process forwarder whose listeners and upstream
 // connections live in a lab's forwarder namespace.
 type Forwarder struct {
-	*forwarder.Forwarder
-	Lab  *lab.Lab
-	Logs *LogBuffer
-
-	engines *engineall.Set
+	*fwdtest.LabForwarder
 }
 
 // New builds a lab for tb (root only: skipped outside CI, failed in it).
@@ -70,75 +63,7 @@ func Listener(name, listen, kind string) config.Listener {
 // there; Cleanup shuts it down and prints its log if the test failed.
 func Start(tb testing.TB, l *lab.Lab, listeners ...config.Listener) *Forwarder {
 	tb.Helper()
-	cfg := config.Default()
-	cfg.Listeners = listeners
-	if err := cfg.Validate(); err != nil {
-		tb.Fatalf("config: %v", err)
-	}
-	f := &Forwarder{Lab: l, Logs: &LogBuffer{}}
-	log := slog.New(slog.NewTextHandler(f.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var engines *engineall.Set
-	err := l.Fwd.Do(func() error {
-		engines = engineall.Build(cfg.Engines, log)
-		var err error
-		f.Forwarder, err = forwarder.New(&cfg, forwarder.Options{
-			Log: log, Engines: engines, Listen: l.Fwd.Listen, Dial: l.Fwd.Dialer(),
-		})
-		return err
-	})
-	if engines != nil {
-		f.engines = engines
-		tb.Cleanup(func() { engines.Close() })
-	}
-	if err != nil {
-		tb.Fatalf("forwarder: %v", err)
-	}
-	if err := f.Start(); err != nil {
-		tb.Fatalf("start forwarder: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-		if tb.Failed() {
-			tb.Logf("forwarder log:\n%s", f.Logs)
-		}
-	})
-	return f
-}
-
-// Metric is the value of the counter or gauge name whose labels are exactly
-// the given name, value pairs, or 0 when there is no such series.
-func (f *Forwarder) Metric(name string, labels ...string) float64 {
-	families, err := f.Metrics().Registry.Gather()
-	if err != nil {
-		panic(err) // the forwarder's own registry: a programming error
-	}
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(labels)/2 {
-				continue
-			}
-			for _, lp := range m.GetLabel() {
-				found := false
-				for i := 0; i+1 < len(labels); i += 2 {
-					found = found || (labels[i] == lp.GetName() && labels[i+1] == lp.GetValue())
-				}
-				if !found {
-					continue series
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return &Forwarder{fwdtest.StartInLab(tb, l, listeners...)}
 }
 
 // Splices is how many splices engine ended with outcome (limit, eof, ...).
@@ -151,7 +76,7 @@ func (f *Forwarder) Splices(engine, outcome string) float64 {
 // so which engine did depends on the host.
 func (f *Forwarder) Spliced(outcome string) float64 {
 	var n float64
-	for _, e := range f.engines.Engines {
+	for _, e := range f.Engines.Engines {
 		n += f.Splices(e.Name(), outcome)
 	}
 	return n
@@ -249,28 +174,8 @@ func Dial(tb testing.TB, l *lab.Lab, addr string) *net.TCPConn {
 	return c.(*net.TCPConn)
 }
 
-// LogBuffer collects log output from many goroutines.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *LogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *LogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// Contains reports whether some log line contains s.
-func (b *LogBuffer) Contains(s string) bool {
-	return bytes.Contains([]byte(b.String()), []byte(s))
-}
+// LogBuffer collects a forwarder's log lines.
+type LogBuffer = fwdtest.LogBuffer
 
 // ExampleListener is the listener named name of the example configuration
 // at path, so that a lab test serves traffic exactly as the example says.

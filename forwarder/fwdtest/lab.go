@@ -1,0 +1,147 @@
+// Forwarders in a lab's forwarder namespace, with their log captured and their metrics readable.
+
+package fwdtest
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/splicer/splicer/engine/all"
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/lab"
+)
+
+// LabForwarder is an in-process forwarder whose listeners and upstream
+// connections live in a lab's forwarder namespace.
+type LabForwarder struct {
+	*forwarder.Forwarder
+	Lab     *lab.Lab
+	Engines *all.Set
+	Logs    *LogBuffer
+}
+
+// StartInLab runs listeners in l's forwarder namespace with the engines
+// built there (those that attach to devices or probe the stack must see that
+// namespace's). Cleanup shuts it down and prints its log if tb failed.
+func StartInLab(tb testing.TB, l *lab.Lab, listeners ...config.Listener) *LabForwarder {
+	tb.Helper()
+	cfg := config.Default()
+	cfg.Listeners = listeners
+	if err := cfg.Validate(); err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	f := &LabForwarder{Lab: l, Logs: &LogBuffer{}}
+	log := slog.New(slog.NewTextHandler(f.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	err := l.Fwd.Do(func() error {
+		f.Engines = all.Build(cfg.Engines, log)
+		var err error
+		f.Forwarder, err = forwarder.New(&cfg, forwarder.Options{
+			Log: log, Engines: f.Engines, Listen: l.Fwd.Listen, Dial: l.Fwd.Dialer(),
+		})
+		return err
+	})
+	if f.Engines != nil {
+		tb.Cleanup(f.Engines.Close)
+	}
+	if err != nil {
+		tb.Fatalf("forwarder: %v", err)
+	}
+	if err := f.Start(); err != nil {
+		tb.Fatalf("start forwarder: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.Shutdown(ctx)
+		if tb.Failed() {
+			tb.Logf("forwarder log:\n%s", f.Logs)
+		}
+	})
+	return f
+}
+
+// Metric is the value of the counter or gauge name whose labels are exactly
+// the given name, value pairs, or 0 when there is no such series.
+func (f *LabForwarder) Metric(name string, labels ...string) float64 {
+	families, err := f.Metrics().Registry.Gather()
+	if err != nil {
+		panic(err) // the forwarder's own registry: a programming error
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !labelsAre(m.GetLabel(), labels) {
+				continue
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// labelsAre reports whether pairs (name, value, name, value...) are exactly got.
+func labelsAre(got []*dto.LabelPair, pairs []string) bool {
+	if len(got) != len(pairs)/2 {
+		return false
+	}
+	for _, lp := range got {
+		found := false
+		for i := 0; i+1 < len(pairs); i += 2 {
+			found = found || (pairs[i] == lp.GetName() && pairs[i+1] == lp.GetValue())
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// LogBuffer collects a forwarder's log lines; safe for concurrent use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Contains reports whether some log line contains s.
+func (b *LogBuffer) Contains(s string) bool {
+	return strings.Contains(b.String(), s)
+}
+
+// Line returns the first log line containing every one of parts, or "".
+func (b *LogBuffer) Line(parts ...string) string {
+	for _, ln := range strings.Split(b.String(), "\n") {
+		match := true
+		for _, p := range parts {
+			match = match && strings.Contains(ln, p)
+		}
+		if match {
+			return ln
+		}
+	}
+	return ""
+}
