@@ -51,6 +51,9 @@ type Pair struct {
 	upstream *net.TCPConn
 	engine   string
 	note     string
+	// pending is the engine a splice is being tried with: shown once the
+	// pair leaves control mode, kept by CommitEngine, replaced on fallback.
+	pending, pendingNote string
 
 	state atomic.Uint32
 	bytes [2]atomic.Int64
@@ -97,12 +100,42 @@ func (p *Pair) State() State { return State(p.state.Load()) }
 // SetState moves the pair to s.
 func (p *Pair) SetState(s State) { p.state.Store(uint32(s)) }
 
+// MarkSpliced moves the pair from control to spliced, leaving any other
+// state (draining, set by the engine itself) as it is.
+func (p *Pair) MarkSpliced() {
+	p.state.CompareAndSwap(uint32(StateControl), uint32(StateSpliced))
+}
+
 // Engine returns the name of the engine that last forwarded the pair, and a
 // note saying why that engine (a fallback reason, or why it is never spliced).
 func (p *Pair) Engine() (name, note string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.pending != "" && p.State() != StateControl {
+		return p.pending, p.pendingNote
+	}
 	return p.engine, p.note
+}
+
+// SetPending records the engine a splice is about to be tried with. Until
+// the engine moves the pair out of control mode (draining or spliced),
+// Engine still reports the previous one, so /flows never names an engine
+// that may yet decline the pair.
+func (p *Pair) SetPending(name, note string) {
+	p.mu.Lock()
+	p.pending, p.pendingNote = name, note
+	p.mu.Unlock()
+}
+
+// CommitEngine makes the pending engine the pair's engine, once the splice
+// it was tried for has run.
+func (p *Pair) CommitEngine() {
+	p.mu.Lock()
+	if p.pending != "" {
+		p.engine, p.note = p.pending, p.pendingNote
+		p.pending, p.pendingNote = "", ""
+	}
+	p.mu.Unlock()
 }
 
 // SetEngine records which engine forwards the pair and why.

@@ -35,9 +35,9 @@ func TestLab1000ConcurrentPairs(t *testing.T) {
 		conns[i] = dialClient(t, l, addr)
 	}
 	eventually(t, "1,000 open pairs", func() bool {
-		return lf.metric("splicer_connections_active", "listener", "many") == pairs
+		return lf.Metric("splicer_connections_active", "listener", "many") == pairs
 	}, func() string {
-		return fmt.Sprintf("%v active", lf.metric("splicer_connections_active", "listener", "many"))
+		return fmt.Sprintf("%v active", lf.Metric("splicer_connections_active", "listener", "many"))
 	})
 
 	errs := make(chan error, pairs)
@@ -55,9 +55,9 @@ func TestLab1000ConcurrentPairs(t *testing.T) {
 
 	lf.waitClosed(t, "many", "eof", pairs)
 	eventually(t, "the active gauge back to 0", func() bool {
-		return lf.metric("splicer_connections_active", "listener", "many") == 0
+		return lf.Metric("splicer_connections_active", "listener", "many") == 0
 	}, func() string {
-		return fmt.Sprintf("%v active", lf.metric("splicer_connections_active", "listener", "many"))
+		return fmt.Sprintf("%v active", lf.Metric("splicer_connections_active", "listener", "many"))
 	})
 	if fl, err := lf.flows(); err != nil || len(fl) != 0 {
 		t.Errorf("/flows after every pair closed: %d flows, %v", len(fl), err)
@@ -196,7 +196,7 @@ func TestLabSpliceAfter(t *testing.T) {
 	lc := tcpListener("later", fwdAddr(l, 7601), serverAddr(l, 9601))
 	lc.SpliceAfter = config.Duration(200 * time.Millisecond)
 	lf := startLabForwarder(t, l, lc)
-	auto, err := lf.engines.Chain("auto")
+	auto, err := lf.Engines.Chain("auto")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestLabSpliceAfter(t *testing.T) {
 		if len(engines) == 0 || engines[len(engines)-1] != f.Engine {
 			engines = append(engines, f.Engine)
 		}
-		if f.Engine == spliced && f.State != "spliced" && f.State != "closing" {
+		if f.Engine == spliced && f.State != "draining" && f.State != "spliced" && f.State != "closing" {
 			t.Errorf("/flows shows engine %s in state %s", f.Engine, f.State)
 		}
 	}

@@ -71,16 +71,15 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 			note = s.fallback(e, chain, i, err)
 			continue
 		}
-		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), note, opts))
+		s.p.SetPending(e.Name(), note)
+		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), opts))
+		m.Spliced.WithLabelValues(e.Name()).Dec()
 		if engine.IsFallback(err) {
-			m.Spliced.WithLabelValues(e.Name()).Dec()
+			s.p.SetState(engine.StateControl)
 			note = s.fallback(e, chain, i, err)
 			continue
 		}
-		if name, _ := s.p.Engine(); name != e.Name() {
-			s.p.SetEngine(e.Name(), note) // an engine that ended before forwarding was in place
-		}
-		m.Spliced.WithLabelValues(e.Name()).Dec()
+		s.p.CommitEngine()
 		if err != nil {
 			m.Splices.WithLabelValues(e.Name(), "error").Inc()
 			return res, err
@@ -94,17 +93,15 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 	return engine.Result{}, errors.New("no engine could splice the pair")
 }
 
-// markSpliced wraps opts.OnSpliced so that /flows shows the pair spliced by
-// engine only once forwarding is in place: an engine may still decline the
-// pair (and fall back) up to that moment, and a client that saw "spliced"
-// too early would race it.
-func (s *session) markSpliced(name, note string, opts engine.Options) engine.Options {
+// markSpliced wraps opts.OnSpliced so that /flows shows the pair spliced
+// only once forwarding is in place: until then the engine may still decline
+// the pair (and fall back), and the pair stays in state control. An engine
+// that reports draining itself keeps that state.
+func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	inner := opts.OnSpliced
-	m := s.l.f.metrics
-	m.Spliced.WithLabelValues(name).Inc()
+	s.l.f.metrics.Spliced.WithLabelValues(name).Inc()
 	opts.OnSpliced = func() {
-		s.p.SetEngine(name, note)
-		s.p.SetState(engine.StateSpliced)
+		s.p.MarkSpliced()
 		if inner != nil {
 			inner()
 		}
