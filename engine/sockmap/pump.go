@@ -18,6 +18,10 @@ import (
 
 const pumpBuffer = 64 << 10
 
+// maxSpuriousEPIPE bounds the retries of writes that failed with EPIPE on
+// a socket still able to send (see writeAll).
+const maxSpuriousEPIPE = 64
+
 var bufPool = sync.Pool{New: func() any { b := make([]byte, pumpBuffer); return &b }}
 
 // pumpEnd says how a pump ended.
@@ -71,7 +75,7 @@ func (p *pump) run() {
 		if p.limit > 0 && int64(len(chunk)) > p.limit-done {
 			chunk = chunk[:p.limit-done]
 		}
-		n, rerr := p.src.Read(chunk)
+		n, rerr := p.read(chunk)
 		if n > 0 {
 			if err := p.writeAll(chunk[:n]); err != nil {
 				r = pumpResult{end: pumpFailed, err: err, dst: true}
@@ -106,20 +110,41 @@ func (p *pump) readEnd(rerr error) pumpResult {
 
 // writeAll writes b in full. ENOMSG is not the peer's: it is the mark the
 // kernel parser leaves on the kernel direction's source when it stops, and
-// the first write to that socket reports it; the write is retried.
+// the first write to that socket reports it; the write is retried. EPIPE
+// can be that same mark seen half: tcp_sendmsg saw sk_err set, and the
+// engine's loop took it (SO_ERROR takes no socket lock) before the write
+// could report it. Such a write sent nothing, so while the socket can still
+// send it is retried too; a real EPIPE leaves the socket closed or shut.
 func (p *pump) writeAll(b []byte) error {
+	spurious := 0
 	for len(b) > 0 {
 		n, err := p.dst.Write(b)
 		b = b[n:]
-		if errors.Is(err, unix.ENOMSG) {
+		switch {
+		case err == nil:
+			spurious = 0
+		case errors.Is(err, unix.ENOMSG):
 			p.onStop()
-			continue
-		}
-		if err != nil {
+		case errors.Is(err, unix.EPIPE) && n == 0 && spurious < maxSpuriousEPIPE && canSend(p.dst):
+			spurious++
+			p.onStop()
+		default:
 			return err
 		}
 	}
 	return nil
+}
+
+// read reads from the source, skipping the parser's ENOMSG mark that a
+// read reports when the receive queue is empty (never a TCP error).
+func (p *pump) read(b []byte) (int, error) {
+	for {
+		n, err := p.src.Read(b)
+		if n == 0 && errors.Is(err, unix.ENOMSG) {
+			continue
+		}
+		return n, err
+	}
 }
 
 // poll returns the pump's result once it ended.

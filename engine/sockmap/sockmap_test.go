@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -37,7 +36,7 @@ import (
 func newEngine(tb testing.TB, opts sockmap.Options) *sockmap.Engine {
 	tb.Helper()
 	testenv.RequireRoot(tb)
-	e, err := sockmap.New(opts, slog.New(slog.DiscardHandler))
+	e, err := sockmap.New(opts, testenv.Logger(tb))
 	if err != nil {
 		tb.Fatalf("sockmap.New: %v", err)
 	}

@@ -43,6 +43,13 @@ func tcpInfo(c *net.TCPConn) (*unix.TCPInfo, error) {
 	return ti, err
 }
 
+// canSend reports whether c may still send: established, or the peer
+// half-closed; never shut down for writing nor reset.
+func canSend(c *net.TCPConn) bool {
+	ti, err := tcpInfo(c)
+	return err == nil && (ti.State == unix.BPF_TCP_ESTABLISHED || ti.State == unix.BPF_TCP_CLOSE_WAIT)
+}
+
 func ioctl(c *net.TCPConn, req uint) (int, error) {
 	var n int
 	err := withFD(c, func(fd int) (err error) {
