@@ -246,21 +246,13 @@ func sockTSClock(c *net.TCPConn) (v uint32, err error) {
 	return v, err
 }
 
-// quiesce waits for an RCU grace period (membarrier(MEMBARRIER_CMD_GLOBAL)
-// calls synchronize_rcu); it reports false when the kernel refuses
-// (nohz_full), for the caller to wait another way.
-func quiesce() bool {
-	const membarrierCmdGlobal = 1
-	_, _, errno := syscall.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0)
-	return errno == 0
-}
-
 // graces hands out RCU grace periods to many splices at once. The receive
 // path from tc ingress to the socket runs in one RCU read-side section, so
 // once a grace period that began after a pair was inserted has ended,
 // every segment that passed tc before the insert has reached its socket,
-// and the queues read afterwards are final. A grace period takes about
-// 10 ms, so splices share them instead of each blocking a thread in one.
+// and the queues read afterwards are final. A grace period (quiesce) takes
+// microseconds to 10 ms, so splices share them instead of each blocking a
+// thread in one.
 type graces struct {
 	mu      sync.Mutex
 	running bool
