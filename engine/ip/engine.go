@@ -289,7 +289,7 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	}
 	pa, pb = sa.params, sb.params
 	if pa.Timestamps {
-		if err := e.learnClocks(client, up, &pa, &pb, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
+		if err := e.learnClocks(client, up, &pa, &pb, sa.usecTS, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
 			return undo("%v", err)
 		}
 	}
@@ -406,7 +406,9 @@ func (e *Engine) owedDir(dir engine.Direction, out, in *net.TCPConn, sOut, sIn s
 		edge0: po.SndUna + w.sndWnd,
 		ack0:  po.RcvNxt,
 		win0:  uint16(min(win, 0xffff)),
-		rto0:  max(drainMinRTO, 4*sOut.rtt),
+		// 4 srtt, within the drain's bounds: a socket that waited on a
+		// closed window may report a smoothed RTT of seconds.
+		rto0: min(max(drainMinRTO, 4*sOut.rtt), drainMaxRTO),
 	}, nil
 }
 
@@ -543,7 +545,7 @@ func rereadPair(client, up *net.TCPConn, sa, sb sockState) (sockState, sockState
 // learnClocks waits for the TSvals the probes' answers carried, then reads
 // the sockets' own clocks, which are at least the TSval of anything they
 // sent.
-func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeout time.Duration) error {
+func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, usecTS bool, timeout time.Duration) error {
 	a := Tuple{Src: pa.Remote, Dst: pa.Local}
 	deadline := time.Now().Add(timeout)
 	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
@@ -568,7 +570,27 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeou
 	if pb.TSVal, err = sockTSClock(up); err != nil {
 		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
 	}
+	pa.TSVal += tsLead(usecTS)
+	pb.TSVal += tsLead(usecTS)
 	return nil
+}
+
+// tsLeadTime is how far ahead of its timestamp clock a socket's TSvals
+// may have run. Linux stamps a segment with its earliest departure time
+// (EDT): a paced socket (BBR, fq) puts TSvals on the wire up to one
+// burst's pacing delay ahead of TCP_TIMESTAMP, measured here up to 33 ms.
+// Translated TSvals below the peer's last one would be refused as old
+// (PAWS: dropped, answered with a duplicate ACK) until the clock caught
+// up; a jump forward costs nothing, as the peer accepts any newer TSval
+// and the echoes are translated back exactly.
+const tsLeadTime = 100 * time.Millisecond
+
+// tsLead is tsLeadTime in timestamp ticks.
+func tsLead(usecTS bool) uint32 {
+	if usecTS {
+		return uint32(tsLeadTime / time.Microsecond)
+	}
+	return uint32(tsLeadTime / time.Millisecond)
 }
 
 // follow waits for the spliced pair to end, copying its byte counters
@@ -578,6 +600,9 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 	a, ch := sp.a, sp.ch
 	defer e.unregister(a)
 	f := follower{p: p, a: a, dp: e.dp, release: e.release, resetPeers: func(st PairStats) { e.resetPeers(sp.spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	if sp.drain != nil {
+		f.drained = sp.drain.lastProgress
+	}
 	for d, n := range sp.unread {
 		p.AddBytes(engine.Direction(d), n)
 		f.counted[d] = n
@@ -640,6 +665,9 @@ type follower struct {
 	closedClean bool
 	resetDir    engine.Direction
 	lastMove    time.Time
+	// drained, if set, says when the drain last delivered owed bytes:
+	// that is movement too, though the datapath's counters stand still.
+	drained func() time.Time
 }
 
 // refresh copies the pair's counters to p; false when the pair is gone.
@@ -659,6 +687,11 @@ func (f *follower) refresh() (bool, error) {
 			f.counted[d] = n
 		}
 		f.eof[d] = f.eof[d] || ds.FIN
+	}
+	if f.drained != nil {
+		if t := f.drained(); t.After(f.lastMove) {
+			f.lastMove = t
+		}
 	}
 	f.phase = st.Phase
 	f.closedClean = f.closedClean || (st.Up.FIN && st.Up.FINAcked && st.Down.FIN && st.Down.FINAcked)

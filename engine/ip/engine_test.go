@@ -24,6 +24,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/pipe"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -42,7 +43,7 @@ type engineLab struct {
 func newEngineLab(tb testing.TB, opts Options) *engineLab {
 	tb.Helper()
 	l := lab.NewT(tb, lab.DefaultConfig())
-	el := &engineLab{l: l, e: New(opts, nil)}
+	el := &engineLab{l: l, e: New(opts, testenv.Logger(tb))}
 	el.port.Store(7100)
 	if err := l.Fwd.Do(el.e.Probe); err != nil {
 		tb.Fatalf("Probe: %v", err)
@@ -393,26 +394,28 @@ func spliceAt(tb testing.TB, el *engineLab, pp *pipe.Engine, lp labPair, size, k
 		return false, fmt.Errorf("control mode: %+v, %v", r, err)
 	}
 	down := r.Moved[engine.Down]
-	res, err := el.e.Splice(ctx, lp.p, engine.Both(idle))
-	spliced := err == nil
-	if err == nil && res.End == engine.EndIdle && res.EOF == [2]bool{true, true} {
-		// Both FINs went through, but the datapath did not see both
-		// acknowledged (see TestEngineSpliceMidStreamLossy).
-		tb.Logf("pair %d ended idle after both FINs", lp.p.ID)
-		res.End = engine.EndEOF
+	local, remote, err := addrs(lp.p.Client)
+	if err != nil {
+		return false, err
 	}
+	// A pair that stops moving while spliced has its state captured, for
+	// the failure to explain itself.
+	watch := el.watchStall(lp, Tuple{Src: remote, Dst: local})
+	res, err := el.e.Splice(ctx, lp.p, engine.Both(idle))
+	stall := watch.report()
+	spliced := err == nil
 	if engine.IsFallback(err) {
 		tb.Logf("ip fell back after %d bytes down: %v", down, err)
 		res, err = pp.Splice(ctx, lp.p, engine.Both(0))
 	}
 	if err != nil || res.End != engine.EndEOF {
-		return spliced, fmt.Errorf("after %d bytes down: %+v, %v", down, res, err)
+		return spliced, fmt.Errorf("after %d bytes down: %+v, %v%s", down, res, err, stall)
 	}
 	if err := <-checked; err != nil {
-		return spliced, fmt.Errorf("after %d bytes down: %w", down, err)
+		return spliced, fmt.Errorf("after %d bytes down: %w%s", down, err, stall)
 	}
 	if got, want := [2]int64{lp.p.Bytes(engine.Up), lp.p.Bytes(engine.Down)}, [2]int64{size + 16, size + 32}; got != want {
-		return spliced, fmt.Errorf("pair counted %v, want %v (%d bytes down before)", got, want, down)
+		return spliced, fmt.Errorf("pair counted %v, want %v (%d bytes down before)%s", got, want, down, stall)
 	}
 	return spliced, nil
 }
