@@ -275,8 +275,10 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	if err := CanTranslate(sa.params, sb.params); err != nil {
 		return undo("%v", err)
 	}
+	var probed time.Time
 	if sa.params.Timestamps {
 		// The probes' answers travel while the grace period runs.
+		probed = time.Now()
 		if err := e.probeClocks(client, up, sa, sb); err != nil {
 			return undo("%v", err)
 		}
@@ -289,7 +291,7 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	}
 	pa, pb = sa.params, sb.params
 	if pa.Timestamps {
-		if err := e.learnClocks(client, up, &pa, &pb, sa.usecTS, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
+		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
 			return undo("%v", err)
 		}
 	}
@@ -542,37 +544,76 @@ func rereadPair(client, up *net.TCPConn, sa, sb sockState) (sockState, sockState
 	return na, nb, nil
 }
 
-// learnClocks waits for the TSvals the probes' answers carried, then reads
-// the sockets' own clocks, which are at least the TSval of anything they
-// sent.
-func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, usecTS bool, timeout time.Duration) error {
+// learnClocks waits for the TSvals the probes' answers carried (probing
+// again once if one is missing), then reads the sockets' own clocks,
+// which are at least the TSval of anything they sent.
+func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb sockState, pa, pb *ConnParams, probed time.Time, timeout time.Duration) error {
 	a := Tuple{Src: pa.Remote, Dst: pa.Local}
-	deadline := time.Now().Add(timeout)
-	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
-		st, err := e.dp.Lookup(a)
-		if err != nil {
-			return err
-		}
-		if st.Up.TSLast != 0 && st.Down.TSLast != 0 {
-			pa.PeerTSVal, pb.PeerTSVal = st.Up.TSLast, st.Down.TSLast
+	st, err := e.awaitClockAnswers(a, time.Now().Add(timeout))
+	for try := 0; err == nil && !clockAnswered(st) && try < reprobes; try++ {
+		// Lost, or never sent: Linux answers at most one out-of-window
+		// segment per reprobeAfter per socket, and a peer under loss
+		// may just have answered another one.
+		time.Sleep(time.Until(probed.Add(reprobeAfter)))
+		if st, err = e.dp.Lookup(a); err != nil || clockAnswered(st) {
 			break
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer to the timestamp probe within %v (client %v, server %v)",
-				timeout, st.Up.TSLast != 0, st.Down.TSLast != 0)
+		probed = time.Now()
+		if st.Up.TSLast == 0 {
+			err = e.poke(client, sa)
 		}
-		time.Sleep(wait)
+		if err == nil && st.Down.TSLast == 0 {
+			err = e.poke(up, sb)
+		}
+		if err != nil {
+			return fmt.Errorf("window probe: %w", err)
+		}
+		st, err = e.awaitClockAnswers(a, time.Now().Add(timeout))
 	}
-	var err error
+	if err != nil {
+		return err
+	}
+	if !clockAnswered(st) {
+		return fmt.Errorf("no answer to the timestamp probe, asked %d times, within %v of each (client %v, server %v)",
+			1+reprobes, timeout, st.Up.TSLast != 0, st.Down.TSLast != 0)
+	}
+	pa.PeerTSVal, pb.PeerTSVal = st.Up.TSLast, st.Down.TSLast
 	if pa.TSVal, err = sockTSClock(client); err != nil {
 		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
 	}
 	if pb.TSVal, err = sockTSClock(up); err != nil {
 		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
 	}
-	pa.TSVal += tsLead(usecTS)
-	pb.TSVal += tsLead(usecTS)
+	pa.TSVal += tsLead(sa.usecTS)
+	pb.TSVal += tsLead(sa.usecTS)
 	return nil
+}
+
+const (
+	// reprobeAfter is how long after a probe a missing answer is asked
+	// for again: Linux rate-limits its answers to out-of-window segments
+	// to one per 500 ms per socket (tcp_invalid_ratelimit).
+	reprobeAfter = 510 * time.Millisecond
+	// reprobes is how many times a missing answer is asked for again
+	// before falling back; the pair is held (its packets dropped)
+	// meanwhile, which its peers pay for with their retransmission
+	// timeouts.
+	reprobes = 1
+)
+
+// clockAnswered: the held pair has seen both peers' TSvals.
+func clockAnswered(st PairStats) bool { return st.Up.TSLast != 0 && st.Down.TSLast != 0 }
+
+// awaitClockAnswers polls the held pair a until both peers' TSvals are
+// known or deadline passes, and returns its last state.
+func (e *Engine) awaitClockAnswers(a Tuple, deadline time.Time) (PairStats, error) {
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
+		st, err := e.dp.Lookup(a)
+		if err != nil || clockAnswered(st) || time.Now().After(deadline) {
+			return st, err
+		}
+		time.Sleep(wait)
+	}
 }
 
 // tsLeadTime is how far ahead of its timestamp clock a socket's TSvals
