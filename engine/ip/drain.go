@@ -328,7 +328,6 @@ func (d *drainer) step(o *owed, st PairStats, now time.Time) bool {
 	if ack := seqMin(other.AckHi, end); seqLess(o.acked, ack) {
 		o.acked, o.lastMove, o.rto, o.ackPackets = ack, now, o.rto0, other.Packets
 		d.progress.Store(now.UnixNano())
-		o.nxt = seqMax(o.nxt, o.acked)
 		if o.recovering && seqLess(ack, o.recover) && ack != end {
 			d.fastRetransmit(o, f) // a partial ACK: the next hole
 		} else {

@@ -693,6 +693,9 @@ type follower struct {
 	a       Tuple
 	dp      *Datapath
 	counted [2]int64 // bytes already added to p
+	// acked is each direction's highest ACK when last seen: a pair whose
+	// ACKs advance is not idle.
+	acked [2]uint32
 	// extra: bytes counted at splice time (the unread receive queues)
 	// on top of the datapath's counters.
 	extra   [2]int64
@@ -728,6 +731,12 @@ func (f *follower) refresh() (bool, error) {
 			f.counted[d] = n
 		}
 		f.eof[d] = f.eof[d] || ds.FIN
+		// Retransmissions filling holes move no new byte, but a
+		// receiver acknowledging them is progress all the same.
+		if ds.AckHi != f.acked[d] {
+			f.acked[d] = ds.AckHi
+			f.lastMove = time.Now()
+		}
 	}
 	if f.drained != nil {
 		if t := f.drained(); t.After(f.lastMove) {

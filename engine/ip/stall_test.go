@@ -1,4 +1,4 @@
-// Test diagnostics for a spliced pair that stops moving bytes: the datapath's tracked state beside the peers' own sockets (ss), so a failing lab test explains itself.
+// Test diagnostics for a spliced pair that stops moving bytes: the datapath's tracked state beside the peers' own sockets (ss) and TCP counters (nstat), so a failing lab test explains itself.
 
 package ip
 
@@ -29,7 +29,7 @@ type stallWatch struct {
 	shot string // the state when the pair last stalled, "" if it never did
 }
 
-// watchStall starts watching lp, whose A tuple is a, until stop is
+// watchStall starts watching lp, whose A tuple is a, until report is
 // called.
 func (el *engineLab) watchStall(lp labPair, a Tuple) *stallWatch {
 	w := &stallWatch{el: el, lp: lp, a: a, stop: make(chan struct{}), done: make(chan struct{})}
@@ -37,6 +37,8 @@ func (el *engineLab) watchStall(lp labPair, a Tuple) *stallWatch {
 	return w
 }
 
+// run captures the pair's state once each time its byte counts stand
+// still for stallAfter; the latest capture is kept.
 func (w *stallWatch) run() {
 	defer close(w.done)
 	t := time.NewTicker(100 * time.Millisecond)
@@ -67,6 +69,7 @@ func (w *stallWatch) run() {
 	}
 }
 
+// moved is what the pair has counted each way so far.
 func (w *stallWatch) moved() [2]int64 {
 	return [2]int64{w.lp.p.Bytes(engine.Up), w.lp.p.Bytes(engine.Down)}
 }
