@@ -398,13 +398,13 @@ func spliceAt(tb testing.TB, el *engineLab, pp *pipe.Engine, lp labPair, size, k
 		res, err = pp.Splice(ctx, lp.p, engine.Both(0))
 	}
 	if err != nil || res.End != engine.EndEOF {
-		return spliced, fmt.Errorf("after %d bytes down: %+v, %v%s", down, res, err, stall)
+		return spliced, fmt.Errorf("after %d bytes down: %+v, %v%s", down, res, err, watch.explain(stall))
 	}
 	if err := <-checked; err != nil {
-		return spliced, fmt.Errorf("after %d bytes down: %w%s", down, err, stall)
+		return spliced, fmt.Errorf("after %d bytes down: %w%s", down, err, watch.explain(stall))
 	}
 	if got, want := [2]int64{lp.p.Bytes(engine.Up), lp.p.Bytes(engine.Down)}, [2]int64{size + 16, size + 32}; got != want {
-		return spliced, fmt.Errorf("pair counted %v, want %v (%d bytes down before)%s", got, want, down, stall)
+		return spliced, fmt.Errorf("pair counted %v, want %v (%d bytes down before)%s", got, want, down, watch.explain(stall))
 	}
 	return spliced, nil
 }

@@ -25,8 +25,9 @@ type stallWatch struct {
 	stop chan struct{}
 	done chan struct{}
 
-	mu   sync.Mutex
-	shot string // the state when the pair last stalled, "" if it never did
+	mu         sync.Mutex
+	shot       string    // the state when the pair last stalled, "" if it never did
+	lastMoveAt time.Time // when its byte counts last changed
 }
 
 // watchStall starts watching lp, whose A tuple is a, until report is
@@ -43,7 +44,8 @@ func (w *stallWatch) run() {
 	defer close(w.done)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	last, moved := w.moved(), time.Now()
+	last := w.moved()
+	w.setLastMove(time.Now())
 	captured := false
 	for {
 		select {
@@ -52,10 +54,11 @@ func (w *stallWatch) run() {
 		case <-t.C:
 		}
 		if n := w.moved(); n != last {
-			last, moved, captured = n, time.Now(), false
+			last, captured = n, false
+			w.setLastMove(time.Now())
 			continue
 		}
-		if captured || time.Since(moved) < stallAfter {
+		if captured || time.Since(w.lastMove()) < stallAfter {
 			continue
 		}
 		if st, err := w.el.e.dp.Lookup(w.a); err != nil || st.Up.Mode == engine.Hold {
@@ -67,6 +70,18 @@ func (w *stallWatch) run() {
 		w.shot = s
 		w.mu.Unlock()
 	}
+}
+
+func (w *stallWatch) setLastMove(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastMoveAt = t
+}
+
+func (w *stallWatch) lastMove() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastMoveAt
 }
 
 // moved is what the pair has counted each way so far.
@@ -83,12 +98,24 @@ func (w *stallWatch) report() string {
 	return w.shot
 }
 
+// explain returns the capture of the pair's stall, or, if it never
+// stalled, its state now, for a failure message.
+func (w *stallWatch) explain(stall string) string {
+	if stall != "" {
+		return stall
+	}
+	if _, err := w.el.e.dp.Lookup(w.a); err != nil {
+		return fmt.Sprintf("\n--- pair %v: no longer in the datapath (%v)", w.a, err)
+	}
+	return w.capture()
+}
+
 // capture describes the pair in the datapath (sequence numbers in each
 // sender's space, with the offsets to translate them) and the peers'
 // sockets as ss sees them.
 func (w *stallWatch) capture() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n--- pair %v stalled for %v (moved %v)\n", w.a, stallAfter, w.moved())
+	fmt.Fprintf(&b, "\n--- pair %v, moved %v, last move %v ago\n", w.a, w.moved(), time.Since(w.lastMove()).Round(time.Millisecond))
 	if st, err := w.el.e.dp.Lookup(w.a); err == nil {
 		fmt.Fprintf(&b, "phase %v\n", st.Phase)
 		for _, d := range []engine.Direction{engine.Up, engine.Down} {
@@ -126,7 +153,7 @@ func (w *stallWatch) offsets(d engine.Direction) [2]uint32 {
 func (w *stallWatch) ss(name string, command func(context.Context, string, ...string) *exec.Cmd, filter ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, err := command(ctx, "ss", append([]string{"-tinmoeH", "state", "all"}, filter...)...).CombinedOutput()
+	out, err := command(ctx, "ss", append([]string{"-tinmoeH", "state", "all"}, filter...)...).Output() // stderr: cgroup warnings
 	if err != nil {
 		return fmt.Sprintf("%s: ss: %v\n", name, err)
 	}
@@ -138,7 +165,7 @@ func (w *stallWatch) ss(name string, command func(context.Context, string, ...st
 func (w *stallWatch) nstat(name string, command func(context.Context, string, ...string) *exec.Cmd) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, err := command(ctx, "nstat", "-as").CombinedOutput()
+	out, err := command(ctx, "nstat", "-as").Output()
 	if err != nil {
 		return fmt.Sprintf("%s: nstat: %v\n", name, err)
 	}
