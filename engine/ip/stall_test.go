@@ -153,7 +153,7 @@ func (w *stallWatch) offsets(d engine.Direction) [2]uint32 {
 func (w *stallWatch) ss(name string, command func(context.Context, string, ...string) *exec.Cmd, filter ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, err := command(ctx, "ss", append([]string{"-tinmoeH", "state", "all"}, filter...)...).Output() // stderr: cgroup warnings
+	out, err := command(ctx, "ss", append([]string{"-tinmoeH", "state", "all"}, filter...)...).Output() // stderr holds only ss's cgroup warnings
 	if err != nil {
 		return fmt.Sprintf("%s: ss: %v\n", name, err)
 	}
