@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,7 +55,19 @@ type owed struct {
 	rto, rto0    time.Duration
 	done         bool
 	sent, resent int // segments, for the log
+	// Loss recovery without SACK (NewReno, RFC 6582): the receiver's
+	// packets since the ACK last advanced count as duplicate ACKs;
+	// recovering until the ACK reaches recover, each partial ACK
+	// retransmits the next hole at once instead of after a timeout.
+	ackPackets uint64 // the receiver's packet count when the ACK last advanced
+	recovering bool
+	recover    uint32
+	fastResent int // segments retransmitted on duplicate or partial ACKs, for the log
 }
+
+// dupAckThreshold is how many packets from the receiver without the ACK
+// advancing make the drain retransmit its first unacknowledged segment.
+const dupAckThreshold = 3
 
 func (o *owed) end() uint32 { return o.start + uint32(len(o.data)) + b2u(o.fin) }
 
@@ -240,6 +253,19 @@ type drainer struct {
 	spec PairSpec
 	dirs []*owed
 	buf  []byte
+	// progress is when a receiver last acknowledged owed bytes (Unix
+	// nanoseconds): the pair is not idle while its drain advances, even
+	// if the datapath forwards nothing new.
+	progress atomic.Int64
+}
+
+// lastProgress is when a receiver last acknowledged owed bytes, or the
+// zero time.
+func (d *drainer) lastProgress() time.Time {
+	if n := d.progress.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // run sends and retransmits until every owed byte is acknowledged, stop
@@ -247,8 +273,13 @@ type drainer struct {
 func (d *drainer) run(stop <-chan struct{}) error {
 	d.buf = make([]byte, 60+tsOptLen+65536)
 	now := time.Now()
+	st, err := d.dp.Lookup(d.a)
+	if err != nil {
+		return err
+	}
 	for _, o := range d.dirs {
 		o.acked, o.nxt, o.lastMove, o.rto = o.start, o.start, now, o.rto0
+		o.ackPackets = st.Dir(1 - o.dir).Packets
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -287,39 +318,42 @@ func (d *drainer) run(stop <-chan struct{}) error {
 }
 
 // step advances one direction: it takes the receiver's ACK, retransmits
-// the first unacknowledged segment after a timeout, and sends new
-// segments within the receiver's window. It reports whether it stopped
-// at the burst limit with more to send.
+// the first unacknowledged segment on duplicate or partial ACKs and after
+// a timeout, and sends new segments within the receiver's window. It
+// reports whether it stopped at the burst limit with more to send.
 func (d *drainer) step(o *owed, st PairStats, now time.Time) bool {
-	same, other := st.Dir(o.dir), st.Dir(1-o.dir)
-	sameSpec, otherSpec := d.spec.Dir(o.dir), d.spec.Dir(1-o.dir)
+	other, otherSpec := st.Dir(1-o.dir), d.spec.Dir(1-o.dir)
 	end := o.end()
+	f := d.fields(o, st)
 	if ack := seqMin(other.AckHi, end); seqLess(o.acked, ack) {
-		o.acked, o.lastMove, o.rto = ack, now, o.rto0
+		o.acked, o.lastMove, o.rto, o.ackPackets = ack, now, o.rto0, other.Packets
+		d.progress.Store(now.UnixNano())
+		if o.recovering && seqLess(ack, o.recover) && ack != end {
+			d.fastRetransmit(o, f) // a partial ACK: the next hole
+		} else {
+			o.recovering = false
+		}
+	} else if !o.recovering && seqLess(o.acked, o.nxt) && other.Packets-o.ackPackets >= dupAckThreshold {
+		// The receiver keeps answering without taking the first
+		// unacknowledged byte: it was lost (or refused).
+		o.recovering, o.recover = true, o.nxt
+		d.fastRetransmit(o, f)
 	}
 	if o.acked == end {
 		o.done = true
 		return false
 	}
 	o.nxt = seqMax(o.nxt, o.acked)
-	edge := o.edge0
-	if other.Packets > 0 {
-		edge = other.AckHi + uint32(other.Window)<<min(otherSpec.InShift, 14)
-	}
-	f := segFields{ack: o.ack0, win: o.win0, ts: o.ts}
-	if same.Packets > 0 {
-		f.ack = seqMax(o.ack0, same.AckHi-otherSpec.SeqOff)
-		f.win = rescaleWindow(same.Window, sameSpec.InShift, sameSpec.OutShift)
-	}
-	if o.ts {
-		f.tsVal, f.tsEcr = same.TSLast+sameSpec.TSOff, other.TSLast
-	}
 	if now.Sub(o.lastMove) >= o.rto {
 		// Lost, or the window closed: the first unacknowledged segment
 		// again (also a window probe; the receiver answers it).
 		d.send(o, o.acked, f)
 		o.resent++
 		o.lastMove, o.rto = now, min(2*o.rto, drainMaxRTO)
+	}
+	edge := o.edge0
+	if other.Packets > 0 {
+		edge = other.AckHi + uint32(other.Window)<<min(otherSpec.InShift, 14)
 	}
 	limit := seqMin(end, edge)
 	for n := 0; seqLess(o.nxt, limit); n++ {
@@ -330,6 +364,29 @@ func (d *drainer) step(o *owed, st PairStats, now time.Time) bool {
 		o.sent++
 	}
 	return false
+}
+
+// fastRetransmit sends the first unacknowledged segment again at once.
+func (d *drainer) fastRetransmit(o *owed, f segFields) {
+	d.send(o, o.acked, f)
+	o.fastResent++
+}
+
+// fields are the ACK, window and timestamps of the drain's next segments
+// in o's direction: the latest the datapath translated, or, before it
+// saw any, the frozen output socket's own.
+func (d *drainer) fields(o *owed, st PairStats) segFields {
+	same, other := st.Dir(o.dir), st.Dir(1-o.dir)
+	sameSpec, otherSpec := d.spec.Dir(o.dir), d.spec.Dir(1-o.dir)
+	f := segFields{ack: o.ack0, win: o.win0, ts: o.ts}
+	if same.Packets > 0 {
+		f.ack = seqMax(o.ack0, same.AckHi-otherSpec.SeqOff)
+		f.win = rescaleWindow(same.Window, sameSpec.InShift, sameSpec.OutShift)
+	}
+	if o.ts {
+		f.tsVal, f.tsEcr = same.TSLast+sameSpec.TSOff, other.TSLast
+	}
+	return f
 }
 
 // send injects the segment of o starting at seq and returns the sequence
@@ -347,7 +404,7 @@ func (d *drainer) send(o *owed, seq uint32, f segFields) int {
 func (d *drainer) logDone(log *slog.Logger, pair uint64, err error) {
 	args := []any{"pair", pair}
 	for _, o := range d.dirs {
-		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments, %d retransmitted", len(o.data), o.sent, o.resent))
+		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments, %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs", len(o.data), o.sent, o.resent, o.rto0, o.fastResent))
 	}
 	if err != nil {
 		log.Info("drain ended early", append(args, "err", err)...)

@@ -275,8 +275,10 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	if err := CanTranslate(sa.params, sb.params); err != nil {
 		return undo("%v", err)
 	}
+	var probed time.Time
 	if sa.params.Timestamps {
 		// The probes' answers travel while the grace period runs.
+		probed = time.Now()
 		if err := e.probeClocks(client, up, sa, sb); err != nil {
 			return undo("%v", err)
 		}
@@ -289,7 +291,7 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	}
 	pa, pb = sa.params, sb.params
 	if pa.Timestamps {
-		if err := e.learnClocks(client, up, &pa, &pb, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
+		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
 			return undo("%v", err)
 		}
 	}
@@ -406,7 +408,9 @@ func (e *Engine) owedDir(dir engine.Direction, out, in *net.TCPConn, sOut, sIn s
 		edge0: po.SndUna + w.sndWnd,
 		ack0:  po.RcvNxt,
 		win0:  uint16(min(win, 0xffff)),
-		rto0:  max(drainMinRTO, 4*sOut.rtt),
+		// 4 srtt, within the drain's bounds: a socket that waited on a
+		// closed window may report a smoothed RTT of seconds.
+		rto0: min(max(drainMinRTO, 4*sOut.rtt), drainMaxRTO),
 	}, nil
 }
 
@@ -540,35 +544,94 @@ func rereadPair(client, up *net.TCPConn, sa, sb sockState) (sockState, sockState
 	return na, nb, nil
 }
 
-// learnClocks waits for the TSvals the probes' answers carried, then reads
-// the sockets' own clocks, which are at least the TSval of anything they
-// sent.
-func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeout time.Duration) error {
+// learnClocks waits for the TSvals the probes' answers carried (probing
+// again once if one is missing), then reads the sockets' own clocks,
+// which are at least the TSval of anything they sent.
+func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb sockState, pa, pb *ConnParams, probed time.Time, timeout time.Duration) error {
 	a := Tuple{Src: pa.Remote, Dst: pa.Local}
-	deadline := time.Now().Add(timeout)
-	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
-		st, err := e.dp.Lookup(a)
-		if err != nil {
-			return err
-		}
-		if st.Up.TSLast != 0 && st.Down.TSLast != 0 {
-			pa.PeerTSVal, pb.PeerTSVal = st.Up.TSLast, st.Down.TSLast
+	st, err := e.awaitClockAnswers(a, time.Now().Add(timeout))
+	for try := 0; err == nil && !clockAnswered(st) && try < reprobes; try++ {
+		// Lost, or never sent: Linux answers at most one out-of-window
+		// segment per reprobeAfter per socket, and a peer under loss
+		// may just have answered another one.
+		time.Sleep(time.Until(probed.Add(reprobeAfter)))
+		if st, err = e.dp.Lookup(a); err != nil || clockAnswered(st) {
 			break
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer to the timestamp probe within %v (client %v, server %v)",
-				timeout, st.Up.TSLast != 0, st.Down.TSLast != 0)
+		probed = time.Now()
+		if st.Up.TSLast == 0 {
+			err = e.poke(client, sa)
 		}
-		time.Sleep(wait)
+		if err == nil && st.Down.TSLast == 0 {
+			err = e.poke(up, sb)
+		}
+		if err != nil {
+			return fmt.Errorf("window probe: %w", err)
+		}
+		st, err = e.awaitClockAnswers(a, time.Now().Add(timeout))
 	}
-	var err error
+	if err != nil {
+		return err
+	}
+	if !clockAnswered(st) {
+		return fmt.Errorf("no answer to the timestamp probe, asked %d times, within %v of each (client %v, server %v)",
+			1+reprobes, timeout, st.Up.TSLast != 0, st.Down.TSLast != 0)
+	}
+	pa.PeerTSVal, pb.PeerTSVal = st.Up.TSLast, st.Down.TSLast
 	if pa.TSVal, err = sockTSClock(client); err != nil {
 		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
 	}
 	if pb.TSVal, err = sockTSClock(up); err != nil {
 		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
 	}
+	pa.TSVal += tsLead(sa.usecTS)
+	pb.TSVal += tsLead(sa.usecTS)
 	return nil
+}
+
+const (
+	// reprobeAfter is how long after a probe a missing answer is asked
+	// for again: Linux rate-limits its answers to out-of-window segments
+	// to one per 500 ms per socket (tcp_invalid_ratelimit).
+	reprobeAfter = 510 * time.Millisecond
+	// reprobes is how many times a missing answer is asked for again
+	// before falling back; the pair is held (its packets dropped)
+	// meanwhile, which its peers pay for with their retransmission
+	// timeouts.
+	reprobes = 1
+)
+
+// clockAnswered: the held pair has seen both peers' TSvals.
+func clockAnswered(st PairStats) bool { return st.Up.TSLast != 0 && st.Down.TSLast != 0 }
+
+// awaitClockAnswers polls the held pair a until both peers' TSvals are
+// known or deadline passes, and returns its last state.
+func (e *Engine) awaitClockAnswers(a Tuple, deadline time.Time) (PairStats, error) {
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
+		st, err := e.dp.Lookup(a)
+		if err != nil || clockAnswered(st) || time.Now().After(deadline) {
+			return st, err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// tsLeadTime is how far ahead of its timestamp clock a socket's TSvals
+// may have run. Linux stamps a segment with its earliest departure time
+// (EDT): a paced socket (BBR, fq) puts TSvals on the wire up to one
+// burst's pacing delay ahead of TCP_TIMESTAMP, measured here up to 33 ms.
+// Translated TSvals below the peer's last one would be refused as old
+// (PAWS: dropped, answered with a duplicate ACK) until the clock caught
+// up; a jump forward costs nothing, as the peer accepts any newer TSval
+// and the echoes are translated back exactly.
+const tsLeadTime = 100 * time.Millisecond
+
+// tsLead is tsLeadTime in timestamp ticks.
+func tsLead(usecTS bool) uint32 {
+	if usecTS {
+		return uint32(tsLeadTime / time.Microsecond)
+	}
+	return uint32(tsLeadTime / time.Millisecond)
 }
 
 // follow waits for the spliced pair to end, copying its byte counters
@@ -578,6 +641,9 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 	a, ch := sp.a, sp.ch
 	defer e.unregister(a)
 	f := follower{p: p, a: a, dp: e.dp, release: e.release, resetPeers: func(st PairStats) { e.resetPeers(sp.spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	if sp.drain != nil {
+		f.drained = sp.drain.lastProgress
+	}
 	for d, n := range sp.unread {
 		p.AddBytes(engine.Direction(d), n)
 		f.counted[d] = n
@@ -627,6 +693,9 @@ type follower struct {
 	a       Tuple
 	dp      *Datapath
 	counted [2]int64 // bytes already added to p
+	// acked is each direction's highest ACK when last seen: a pair whose
+	// ACKs advance is not idle.
+	acked [2]uint32
 	// extra: bytes counted at splice time (the unread receive queues)
 	// on top of the datapath's counters.
 	extra   [2]int64
@@ -640,6 +709,9 @@ type follower struct {
 	closedClean bool
 	resetDir    engine.Direction
 	lastMove    time.Time
+	// drained, if set, says when the drain last delivered owed bytes:
+	// that is movement too, though the datapath's counters stand still.
+	drained func() time.Time
 }
 
 // refresh copies the pair's counters to p; false when the pair is gone.
@@ -659,6 +731,17 @@ func (f *follower) refresh() (bool, error) {
 			f.counted[d] = n
 		}
 		f.eof[d] = f.eof[d] || ds.FIN
+		// Retransmissions filling holes move no new byte, but a
+		// receiver acknowledging them is progress all the same.
+		if ds.AckHi != f.acked[d] {
+			f.acked[d] = ds.AckHi
+			f.lastMove = time.Now()
+		}
+	}
+	if f.drained != nil {
+		if t := f.drained(); t.After(f.lastMove) {
+			f.lastMove = t
+		}
 	}
 	f.phase = st.Phase
 	f.closedClean = f.closedClean || (st.Up.FIN && st.Up.FINAcked && st.Down.FIN && st.Down.FINAcked)
