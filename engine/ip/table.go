@@ -160,6 +160,7 @@ const (
 	flagClosed   = 8
 	flagLimitEv  = 16
 	flagWatchEv  = 32
+	flagDataEv   = 64
 
 	timeShift = 20 // last_seen = ktime >> timeShift
 )
@@ -379,8 +380,8 @@ func (d *Datapath) Update(spec PairSpec) error {
 }
 
 // SetMode changes what direction dir of pair a does with its data: hold,
-// watch, forward, with or without a limit. It re-arms the watch and limit
-// events.
+// watch, forward, with or without a limit. It re-arms the watch, limit and
+// data events.
 func (d *Datapath) SetMode(a Tuple, dir engine.Direction, m DirMode) error {
 	if m.Mode > engine.Hold {
 		return fmt.Errorf("engine ip: unknown mode %v", m.Mode)
@@ -395,7 +396,7 @@ func (d *Datapath) SetMode(a Tuple, dir engine.Direction, m DirMode) error {
 	s.DirMode = m
 	e := d.entry(p.slot(dir))
 	atomic.StoreUint32(&e.LimitSeq, m.LimitSeq)
-	atomic.AndUint32(&e.Flags, ^uint32(flagLimitEv|flagWatchEv))
+	atomic.AndUint32(&e.Flags, ^uint32(flagLimitEv|flagWatchEv|flagDataEv))
 	atomic.StoreUint32(&e.Ctl, s.ctl())
 	if dir == engine.Up {
 		p.spec.Up = s
