@@ -55,8 +55,13 @@ type Engine struct {
 	// socket until the pair leaves the table: it keeps the forwarder's
 	// local port, so no new upstream connection reuses the 4-tuple.
 	kept map[Tuple]int
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// unspl counts unsplices (unsplice.go).
+	unspl unspliceStats
+	// clocks holds, by A tuple, the peers' latest TSvals seen by the
+	// datapath when the pair was unspliced, for its next splice.
+	clocks map[Tuple]peerClocks
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // notice is news about a spliced pair for the Splice that follows it.
@@ -127,22 +132,13 @@ func (e *Engine) loadLocked() error {
 	return nil
 }
 
-// Supports implements engine.Engine. Everything that would need the pair
-// back in control mode is refused, for a shallower engine to do.
+// Supports implements engine.Engine. Byte limits, watched and held
+// directions and timers are done by unsplicing (unsplice.go).
 func (e *Engine) Supports(p *engine.Pair, opts engine.Options) error {
-	switch {
-	case opts.HasLimits():
-		return errors.New("byte limits need unsplicing, which engine ip does not do yet")
-	case opts.HasWatch():
-		return errors.New("watched directions need unsplicing, which engine ip does not do yet")
-	case opts.Up.Mode != engine.Forward || opts.Down.Mode != engine.Forward:
-		return errors.New("engine ip splices only pairs that forward both directions")
-	case opts.For > 0:
-		return errors.New("timed splices need unsplicing, which engine ip does not do yet")
-	case p.Upstream() == nil:
+	if p.Upstream() == nil {
 		return errors.New("the pair has no upstream connection")
 	}
-	return nil
+	return supportsUnsplice(opts)
 }
 
 // Close implements engine.Engine: it detaches the program from every device
@@ -192,7 +188,7 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	if err := e.load(); err != nil {
 		return engine.Result{}, engine.Fallback("ip", "%v", err)
 	}
-	sp, err := e.splice(p)
+	sp, err := e.splice(p, opts)
 	if err != nil {
 		return engine.Result{}, err
 	}
@@ -217,12 +213,15 @@ type spliced struct {
 	// includes a FIN already received.
 	seed    [2]uint32
 	seedFIN [2]bool
+	// fz, for a splice that may end in control mode, holds what
+	// unsplicing needs; the sockets then stay open, frozen.
+	fz *frozen
 }
 
 // splice puts the pair in the datapath and closes its sockets; it returns
 // the pair's A tuple, the channel its news arrives on and the bytes still
 // to deliver, or a *engine.FallbackError.
-func (e *Engine) splice(p *engine.Pair) (spliced, error) {
+func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	client, up := p.Client, p.Upstream()
 	pa, err := e.locate(client)
 	if err != nil {
@@ -275,7 +274,10 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	if err := CanTranslate(sa.params, sb.params); err != nil {
 		return undo("%v", err)
 	}
-	if sa.params.Timestamps {
+	// A pair unspliced before needs no probe: its peers' clocks are
+	// known from then (unsplice.go).
+	peers, known := e.recallClocks(spec.A)
+	if sa.params.Timestamps && !known {
 		// The probes' answers travel while the grace period runs.
 		if err := e.probeClocks(client, up, sa, sb); err != nil {
 			return undo("%v", err)
@@ -288,7 +290,11 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 		return undo("%v", err)
 	}
 	pa, pb = sa.params, sb.params
-	if pa.Timestamps {
+	if pa.Timestamps && known {
+		if err := recalledClocks(client, up, &pa, &pb, peers); err != nil {
+			return undo("%v", err)
+		}
+	} else if pa.Timestamps {
 		if err := e.learnClocks(client, up, &pa, &pb, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
 			return undo("%v", err)
 		}
@@ -298,18 +304,30 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	if err != nil {
 		return undo("%v", err)
 	}
+	var fz *frozen
+	if unsplicing(opts) {
+		if err := prepareUnsplice(opts, &d.spec, sa, sb); err != nil {
+			return undo("%v", err)
+		}
+		if fz, err = freezeForUnsplice(client, up, sa, sb); err != nil {
+			return undo("%v", err)
+		}
+	}
 	if err := e.dp.Update(d.spec); err != nil {
 		return undo("%v", err)
 	}
-	// Both sockets are in repair mode: closing them sends nothing. The
-	// forwarder closes the connections again later, which is harmless.
 	if err := e.keep(spec.A, up); err != nil {
 		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
 	}
-	if err := errors.Join(client.Close(), up.Close()); err != nil {
-		e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
+	// Both sockets are in repair mode: closing them sends nothing. The
+	// forwarder closes the connections again later, which is harmless.
+	// A splice that may unsplice keeps them, frozen, to rebuild them.
+	if fz == nil {
+		if err := errors.Join(client.Close(), up.Close()); err != nil {
+			e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
+		}
 	}
-	sp := spliced{a: spec.A, ch: ch, spec: d.spec, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
+	sp := spliced{a: spec.A, ch: ch, spec: d.spec, fz: fz, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
 		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},
 		seedFIN: [2]bool{d.spec.Up.FINSeen, d.spec.Down.FINSeen}}
 	if len(d.dirs) > 0 {
@@ -590,10 +608,17 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 		defer close(stop)
 		go func() { drained <- sp.drain.run(stop) }()
 	}
+	var u *unsplicer
+	if sp.fz != nil {
+		u = newUnsplicer(e, p, sp, opts)
+		defer u.stop()
+	}
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
 	for {
 		select {
+		case <-u.timerC():
+			return u.unsplice(&f, ch, engine.EndTimer, engine.Up)
 		case err := <-drained:
 			drained = nil
 			if err == nil {
@@ -603,14 +628,24 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 		case <-ctx.Done():
 			f.refresh()
 			f.remove()
-			return f.end(engine.EndCancel, nil)
+			return closedIfKept(p, sp, f.end(engine.EndCancel, nil))
 		case n := <-ch:
+			if u != nil && n.removed == "" {
+				if end, dir, ok := u.onEvent(n.ev); ok {
+					return u.unsplice(&f, ch, end, dir)
+				}
+			}
 			if res, done := f.onNotice(n); done {
-				return res
+				return closedIfKept(p, sp, res)
 			}
 		case <-tick.C:
 			if res, done := f.onTick(opts.IdleTimeout); done {
-				return res
+				return closedIfKept(p, sp, res)
+			}
+			if u != nil {
+				if end, dir, ok := u.onStats(f.last); ok {
+					return u.unsplice(&f, ch, end, dir)
+				}
 			}
 		}
 	}
@@ -640,6 +675,8 @@ type follower struct {
 	closedClean bool
 	resetDir    engine.Direction
 	lastMove    time.Time
+	// last is the pair's state at the latest refresh.
+	last PairStats
 }
 
 // refresh copies the pair's counters to p; false when the pair is gone.
@@ -648,6 +685,7 @@ func (f *follower) refresh() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	f.last = st
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		ds := st.Dir(d)
 		// A correction of streamBytes may take the count back by a byte.

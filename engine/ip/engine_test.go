@@ -24,6 +24,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/pipe"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -42,7 +43,7 @@ type engineLab struct {
 func newEngineLab(tb testing.TB, opts Options) *engineLab {
 	tb.Helper()
 	l := lab.NewT(tb, lab.DefaultConfig())
-	el := &engineLab{l: l, e: New(opts, nil)}
+	el := &engineLab{l: l, e: New(opts, testenv.Logger(tb))}
 	el.port.Store(7100)
 	if err := l.Fwd.Do(el.e.Probe); err != nil {
 		tb.Fatalf("Probe: %v", err)
@@ -712,8 +713,9 @@ func TestEngineFallsBackForLocalPeer(t *testing.T) {
 	}
 }
 
-// TestEngineSupports: options that would need the pair back in control
-// mode are refused; plain forwarding both ways is accepted.
+// TestEngineSupports: limits, watches, holds and timers are accepted
+// (unsplicing gives the pair back); a limit too large for one limit
+// sequence number and a pair without upstream are refused.
 func TestEngineSupports(t *testing.T) {
 	e := New(Options{}, nil)
 	p := engine.NewPair(1, "t", nil)
@@ -724,10 +726,11 @@ func TestEngineSupports(t *testing.T) {
 		ok   bool
 	}{
 		{"both ways", engine.Both(time.Minute), true},
-		{"limit", engine.Options{Up: engine.DirOptions{Limit: 10}}, false},
-		{"watch", engine.Options{Down: engine.DirOptions{Mode: engine.Watch}}, false},
-		{"hold", engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}, false},
-		{"timer", engine.Options{For: time.Second}, false},
+		{"limit", engine.Options{Up: engine.DirOptions{Limit: 10}}, true},
+		{"watch", engine.Options{Down: engine.DirOptions{Mode: engine.Watch}}, true},
+		{"hold", engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}, true},
+		{"timer", engine.Options{For: time.Second}, true},
+		{"limit of 4 GiB", engine.Options{Down: engine.DirOptions{Limit: 4 << 30}}, false},
 	} {
 		if err := e.Supports(p, tc.opts); (err == nil) != tc.ok {
 			t.Errorf("%s: Supports = %v, want ok %v", tc.name, err, tc.ok)

@@ -76,7 +76,10 @@ func rebuildSock(fd int, r rebuild) error {
 		return fmt.Errorf("TCP_REPAIR_OPTIONS: %w", err)
 	}
 	if r.timestamps {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(r.tsClock))); err != nil {
+		// The value's low bit selects microsecond timestamps (Linux 6.7):
+		// keep milliseconds, rounding up so PAWS still holds.
+		clock := (r.tsClock + 1) &^ 1
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(clock))); err != nil {
 			return fmt.Errorf("TCP_TIMESTAMP: %w", err)
 		}
 	}

@@ -51,6 +51,21 @@ func TestRebuildSockInPlace(t *testing.T) {
 			}
 			exchange(t, c.fwd, c.peer, "ping")
 			exchange(t, c.peer, c.fwd, "pong")
+			// The rebuilt socket reports the options it had.
+			again, err := freezeSock(c.fwd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			thawSock(c.fwd)
+			// Sequence numbers move; the MSS the socket advertised is
+			// recomputed from the route without the timestamp option's
+			// 12 bytes, which only the handshake takes off.
+			got, want := again.params, s.params
+			got.WriteSeq, got.RcvNxt, got.SndUna, want.WriteSeq, want.RcvNxt, want.SndUna = 0, 0, 0, 0, 0, 0
+			got.AdvMSS, want.AdvMSS = 0, 0
+			if got != want || again.usecTS != s.usecTS {
+				t.Errorf("rebuilt: %+v usec %v, was %+v usec %v", got, again.usecTS, want, s.usecTS)
+			}
 		})
 	}
 }

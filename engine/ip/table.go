@@ -551,8 +551,9 @@ type DirStats struct {
 	LastSeen time.Duration
 	// FIN: the direction forwarded its FIN; FINAcked: it was acknowledged.
 	FIN, FINAcked bool
-	// LimitReached and Watched: the limit or watch event fired.
-	LimitReached, Watched bool
+	// LimitReached and Watched: the limit or watch event fired. Kept:
+	// the data event fired (the program kept back a segment).
+	LimitReached, Watched, Kept bool
 }
 
 // Lookup returns the tracked state of pair a, for /flows and for
@@ -595,6 +596,7 @@ func (d *Datapath) dirStats(s uint32, now time.Duration) DirStats {
 		FINAcked:     flags&flagFINAcked != 0,
 		LimitReached: flags&flagLimitEv != 0,
 		Watched:      flags&flagWatchEv != 0,
+		Kept:         flags&flagDataEv != 0,
 	}
 }
 
