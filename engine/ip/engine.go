@@ -57,9 +57,9 @@ type Engine struct {
 	kept map[Tuple]int
 	// unspl counts unsplices (unsplice.go).
 	unspl unspliceStats
-	// clocks holds, by A tuple, the peers' latest TSvals seen by the
-	// datapath when the pair was unspliced, for its next splice.
-	clocks map[Tuple]peerClocks
+	// clocks holds, by connection tuple, the peers' latest TSvals seen
+	// by the datapath when a pair was unspliced, for the next splice.
+	clocks map[Tuple]peerClock
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }
@@ -188,6 +188,9 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	if err := e.load(); err != nil {
 		return engine.Result{}, engine.Fallback("ip", "%v", err)
 	}
+	if err := queuedPastBoundary(p, opts); err != nil {
+		return engine.Result{}, engine.Fallback("ip", "%v", err)
+	}
 	sp, err := e.splice(p, opts)
 	if err != nil {
 		return engine.Result{}, err
@@ -216,6 +219,9 @@ type spliced struct {
 	// fz, for a splice that may end in control mode, holds what
 	// unsplicing needs; the sockets then stay open, frozen.
 	fz *frozen
+	// since is Now() before the pair was inserted: events stamped
+	// earlier belong to an earlier splice of the same tuples, read late.
+	since time.Duration
 }
 
 // splice puts the pair in the datapath and closes its sockets; it returns
@@ -243,6 +249,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold,
 	}
 	ch := e.register(spec.A)
+	since := Now()
 	if err := e.dp.Insert(spec); err != nil {
 		e.unregister(spec.A)
 		return spliced{}, engine.Fallback("ip", "%v", err)
@@ -274,12 +281,12 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	if err := CanTranslate(sa.params, sb.params); err != nil {
 		return undo("%v", err)
 	}
-	// A pair unspliced before needs no probe: its peers' clocks are
-	// known from then (unsplice.go).
-	peers, known := e.recallClocks(spec.A)
-	if sa.params.Timestamps && !known {
+	// A peer whose connection was unspliced before needs no probe: its
+	// clock is known from then (unsplice.go).
+	known := e.recallClocks(spec.A, spec.B)
+	if sa.params.Timestamps {
 		// The probes' answers travel while the grace period runs.
-		if err := e.probeClocks(client, up, sa, sb); err != nil {
+		if err := e.probeClocks(client, up, sa, sb, known); err != nil {
 			return undo("%v", err)
 		}
 	}
@@ -290,12 +297,8 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		return undo("%v", err)
 	}
 	pa, pb = sa.params, sb.params
-	if pa.Timestamps && known {
-		if err := recalledClocks(client, up, &pa, &pb, peers); err != nil {
-			return undo("%v", err)
-		}
-	} else if pa.Timestamps {
-		if err := e.learnClocks(client, up, &pa, &pb, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
+	if pa.Timestamps {
+		if err := e.learnClocks(client, up, &pa, &pb, 4*max(sa.rtt, sb.rtt)+learnTimeout, known); err != nil {
 			return undo("%v", err)
 		}
 	}
@@ -327,7 +330,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 			e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
 		}
 	}
-	sp := spliced{a: spec.A, ch: ch, spec: d.spec, fz: fz, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
+	sp := spliced{a: spec.A, ch: ch, spec: d.spec, fz: fz, since: since, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
 		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},
 		seedFIN: [2]bool{d.spec.Up.FINSeen, d.spec.Down.FINSeen}}
 	if len(d.dirs) > 0 {
@@ -501,10 +504,11 @@ func (e *Engine) attach(ifindexes ...int) error {
 	return nil
 }
 
-// probeClocks makes both frozen sockets send a window probe; the peers
-// answer with an ACK carrying their current TSval, which the held pair
-// records (learnClocks reads it).
-func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb sockState) error {
+// probeClocks makes both frozen sockets send a window probe, except
+// toward a peer whose clock is known; the peers answer with an ACK
+// carrying their current TSval, which the held pair records (learnClocks
+// reads it).
+func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb sockState, known knownClocks) error {
 	held, err := NewPairSpec(sa.params, sb.params)
 	if err != nil {
 		return err
@@ -514,7 +518,14 @@ func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb sockState) error {
 	if err := e.dp.Update(held); err != nil {
 		return err
 	}
-	if err := errors.Join(e.poke(client, sa), e.poke(up, sb)); err != nil {
+	var errs []error
+	if !known.haveClient {
+		errs = append(errs, e.poke(client, sa))
+	}
+	if !known.haveServer {
+		errs = append(errs, e.poke(up, sb))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("window probe: %w", err)
 	}
 	return nil
@@ -558,10 +569,10 @@ func rereadPair(client, up *net.TCPConn, sa, sb sockState) (sockState, sockState
 	return na, nb, nil
 }
 
-// learnClocks waits for the TSvals the probes' answers carried, then reads
-// the sockets' own clocks, which are at least the TSval of anything they
-// sent.
-func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeout time.Duration) error {
+// learnClocks waits for the TSvals the probes' answers carried (or takes
+// a known one), then reads the sockets' own clocks, which are at least the
+// TSval of anything they sent.
+func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeout time.Duration, known knownClocks) error {
 	a := Tuple{Src: pa.Remote, Dst: pa.Local}
 	deadline := time.Now().Add(timeout)
 	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
@@ -569,6 +580,7 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, pa, pb *ConnParams, timeou
 		if err != nil {
 			return err
 		}
+		st = known.fill(st)
 		if st.Up.TSLast != 0 && st.Down.TSLast != 0 {
 			pa.PeerTSVal, pb.PeerTSVal = st.Up.TSLast, st.Down.TSLast
 			break
@@ -630,6 +642,9 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 			f.remove()
 			return closedIfKept(p, sp, f.end(engine.EndCancel, nil))
 		case n := <-ch:
+			if n.removed == "" && n.ev.Time < sp.since {
+				continue // an earlier splice's, read late
+			}
 			if u != nil && n.removed == "" {
 				if end, dir, ok := u.onEvent(n.ev); ok {
 					return u.unsplice(&f, ch, end, dir)

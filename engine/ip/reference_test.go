@@ -345,7 +345,9 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 	if flags&tcpFIN != 0 {
 		fin = 1
 	}
-	if old := e.sndNxt; after(dataEnd+fin, old) {
+	// A bare ACK moves nothing: its seq may lie past data a watch or a
+	// limit did not forward.
+	if old := e.sndNxt; (plen > 0 || fin == 1) && after(dataEnd+fin, old) {
 		e.sndNxt = dataEnd + fin
 		if after(dataEnd, old) {
 			e.bytes += uint64(dataEnd - old)

@@ -235,6 +235,12 @@ func TestWatch(t *testing.T) {
 	if !h.stats(spec.A).Up.Watched {
 		t.Error("Watched not set")
 	}
+	// The sender's next bare ACK has its seq past the dropped data: it is
+	// forwarded, and SndNxt stays at the first byte not forwarded.
+	h.send(tp.up(seg{seq: upNxt + uint32(len(payload)), ack: upAcked, flags: tcpACK}), verdictRedirect)
+	if st := h.stats(spec.A).Up; st.SndNxt != upNxt {
+		t.Errorf("SndNxt %d after a bare ACK past the watched data, want %d", st.SndNxt, upNxt)
+	}
 	if err := h.dp.SetMode(spec.A, engine.Up, DirMode{Mode: engine.Forward}); err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,38 @@ func supportsUnsplice(opts engine.Options) error {
 	return nil
 }
 
+// queuedPastBoundary checks, before anything is frozen, what
+// prepareUnsplice checks after: a watched or held direction with bytes
+// already unread on its source socket, or a limited one holding its whole
+// limit there, cannot be spliced (the bytes only grow meanwhile), and
+// saying so now spares the pair a hold and a grace period.
+func queuedPastBoundary(p *engine.Pair, opts engine.Options) error {
+	if !unsplicing(opts) {
+		return nil
+	}
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		o := opts.Dir(d)
+		if o.Mode == engine.Forward && o.Limit == 0 {
+			continue
+		}
+		var inq int
+		err := withFD(p.Src(d), func(fd int) error {
+			var err error
+			inq, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
+			return err
+		})
+		switch {
+		case err != nil:
+			return fmt.Errorf("SIOCINQ: %w", err)
+		case o.Mode != engine.Forward && inq > 0:
+			return fmt.Errorf("the %v direction is %v but %d bytes wait unread on its source socket", d, o.Mode, inq)
+		case o.Mode == engine.Forward && o.Limit <= int64(inq):
+			return fmt.Errorf("the %v limit of %d bytes is already in the forwarder's receive queue (%d)", d, o.Limit, inq)
+		}
+	}
+	return nil
+}
+
 // frozen is what unsplicing needs from splice time: the sockets' final
 // readings, their windows, and whether their keepalive was on (it is
 // turned off while frozen: a keepalive timeout would send a reset).
@@ -141,6 +173,8 @@ type unsplicer struct {
 	timer *time.Timer
 	// last is the pair's latest tracked state, for resetting its peers.
 	last PairStats
+	// used: the kept bytes of a direction are in the rebuilt socket.
+	used [2]bool
 }
 
 func newUnsplicer(e *Engine, p *engine.Pair, sp spliced, opts engine.Options) *unsplicer {
@@ -218,7 +252,7 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 	st, err := u.quiesce(f, ch)
 	if err == nil {
 		f.refresh() // the counters, final: the pair leaves the table next
-		err = u.rebuild(st)
+		err = u.rebuild(st, ch)
 	}
 	var ue *unspliceError
 	switch {
@@ -231,14 +265,14 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 	res := f.end(end, nil)
 	res.Dir = dir
 	u.e.unspl.done(time.Since(start))
-	u.e.rememberClocks(f.a, u.last)
+	u.e.rememberClocks(u.spec, u.last)
 	if end == engine.EndLimit {
 		if err := u.copyRemainder(&res); err != nil {
 			res.End, res.Err = engine.EndError, err
 		}
 	}
 	u.e.log.Debug("unspliced", "pair", u.p.ID, "end", end, "dir", dir, "took", time.Since(start),
-		"kept_up", keptLen(u.kept[engine.Up]), "kept_down", keptLen(u.kept[engine.Down]))
+		"kept_up", keptLen(u.kept[engine.Up]), "kept_down", keptLen(u.kept[engine.Down]), "moved", res.Moved)
 	return res
 }
 
@@ -276,22 +310,15 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (PairStats, error) {
 		// a grace period has passed; SndNxt is final.
 		<-u.e.graces.start()
 	}
+	// Both directions stay watched while the sockets are rebuilt: acks
+	// pass, nothing advances SndNxt, and data that arrives meanwhile (the
+	// next request, typically) is kept rather than lost.
 	if st, err = u.waitQuiet(f, ch); err != nil {
 		return st, err
 	}
-	for _, d := range []engine.Direction{engine.Up, engine.Down} {
-		if err := dp.SetMode(a, d, DirMode{Mode: engine.Hold}); err != nil {
-			return st, err
-		}
-	}
-	if st, err = dp.Lookup(a); err != nil {
-		return st, err
-	}
-	u.last = st
 	if st.Up.FIN || st.Down.FIN {
 		return st, failf("a FIN was forwarded (up %v, down %v): a half-closed connection cannot be rebuilt", st.Up.FIN, st.Down.FIN)
 	}
-	u.awaitKept(ch, st)
 	return st, nil
 }
 
@@ -365,7 +392,7 @@ func (u *unsplicer) awaitKept(ch <-chan notice, st PairStats) {
 
 // rebuild rebuilds both sockets from st, takes the pair out of the
 // datapath and leaves repair mode.
-func (u *unsplicer) rebuild(st PairStats) error {
+func (u *unsplicer) rebuild(st PairStats, ch <-chan notice) error {
 	conns := [2]*net.TCPConn{u.p.Client, u.p.Upstream()}
 	for side, c := range conns {
 		r, err := u.rebuildOf(side, c, st)
@@ -376,11 +403,9 @@ func (u *unsplicer) rebuild(st PairStats) error {
 			return failf("rebuild the %s socket: %v", sideName(side), err)
 		}
 	}
-	a := u.spec.A
-	if err := u.e.dp.Delete(a); err != nil {
-		return failf("%v", err)
+	if err := u.leaveTable(st, ch, conns); err != nil {
+		return err
 	}
-	u.e.release(a)
 	for side, c := range conns {
 		err := withFD(c, func(fd int) error {
 			if err := leaveRepair(fd); err != nil {
@@ -395,6 +420,43 @@ func (u *unsplicer) rebuild(st PairStats) error {
 			// Out of the table already: resetting is all that is left.
 			return failf("leave repair mode on the %s socket: %v", sideName(side), err)
 		}
+	}
+	return nil
+}
+
+// leaveTable holds the pair, takes it out of the table, and appends to the
+// rebuilt sockets (still in repair mode) the data the program kept while
+// they were rebuilt.
+func (u *unsplicer) leaveTable(st PairStats, ch <-chan notice, conns [2]*net.TCPConn) error {
+	a, dp := u.spec.A, u.e.dp
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		if err := dp.SetMode(a, d, DirMode{Mode: engine.Hold}); err != nil {
+			return failf("%v", err)
+		}
+	}
+	held, err := dp.Lookup(a)
+	if err != nil {
+		return failf("%v", err)
+	}
+	if held.Up.SndNxt != st.Up.SndNxt || held.Down.SndNxt != st.Down.SndNxt {
+		return failf("the pair moved while its sockets were rebuilt (up %d -> %d, down %d -> %d)",
+			st.Up.SndNxt, held.Up.SndNxt, st.Down.SndNxt, held.Down.SndNxt)
+	}
+	u.last = held
+	if err := dp.Delete(a); err != nil {
+		return failf("%v", err)
+	}
+	u.e.release(a)
+	u.awaitKept(ch, held)
+	for d, side := range []int{0, 1} { // up is received by the client socket
+		k := u.kept[d]
+		if u.used[d] || k == nil || k.Seq != held.Dir(engine.Direction(d)).SndNxt || len(k.Kept.Data) == 0 {
+			continue
+		}
+		if err := withFD(conns[side], func(fd int) error { return fillRecvQueue(fd, k.Kept.Data) }); err != nil {
+			return failf("append kept bytes to the %s socket: %v", sideName(side), err)
+		}
+		u.used[d] = true
 	}
 	return nil
 }
@@ -429,6 +491,7 @@ func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st PairStats) (rebuild, 
 	raw, fresh := si.Window, si.Packets > 0
 	if k := u.kept[in]; k != nil && k.Seq == si.SndNxt {
 		r.queued = k.Kept.Data
+		u.used[in] = true
 		raw, fresh = k.Kept.Window, true
 	}
 	if fresh {
@@ -542,31 +605,29 @@ func (e *Engine) UnspliceTimes() []time.Duration {
 	return slices.Clone(e.unspl.took)
 }
 
-// peerClocks are a pair's peers' TSvals (client, server) when it was
+// peerClock is a peer's TSval seen by the datapath when a pair was
 // unspliced. Any TSval a peer sent in the past makes valid timestamp
-// offsets (NewPairSpec): an older one only makes the translated clock
-// jump ahead further. They spare the next splice of the same pair the
+// offsets (NewPairSpec): an older one only makes the translated clock jump
+// ahead further. It spares the next splice of the same connection the
 // timestamp probe, whose answer Linux rate-limits to one per 500 ms per
 // socket, which a connection spliced per request would hit.
-type peerClocks struct {
-	client, server uint32
-	at             time.Time
+type peerClock struct {
+	ts uint32
+	at time.Time
 }
 
-// clocksTTL bounds how long remembered clocks are kept for a pair that
-// is never spliced again.
+// clocksTTL bounds how long a remembered clock is used and kept.
 const clocksTTL = 10 * time.Minute
 
-// rememberClocks keeps st's peers' TSvals for pair a's next splice.
-func (e *Engine) rememberClocks(a Tuple, st PairStats) {
-	if st.Up.TSLast == 0 || st.Down.TSLast == 0 {
-		return
-	}
+// rememberClocks keeps the peers' TSvals of st, by connection: the client's
+// under the pair's A tuple, the server's under its B tuple (a proxy may
+// pair the same client connection with another upstream next time).
+func (e *Engine) rememberClocks(spec PairSpec, st PairStats) {
 	now := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.clocks == nil {
-		e.clocks = make(map[Tuple]peerClocks)
+		e.clocks = make(map[Tuple]peerClock)
 	}
 	if len(e.clocks) >= 4096 {
 		for k, c := range e.clocks {
@@ -575,28 +636,42 @@ func (e *Engine) rememberClocks(a Tuple, st PairStats) {
 			}
 		}
 	}
-	e.clocks[a] = peerClocks{client: st.Up.TSLast, server: st.Down.TSLast, at: now}
+	if st.Up.TSLast != 0 {
+		e.clocks[spec.A] = peerClock{st.Up.TSLast, now}
+	}
+	if st.Down.TSLast != 0 {
+		e.clocks[spec.B] = peerClock{st.Down.TSLast, now}
+	}
 }
 
-// recallClocks takes the clocks remembered for pair a, if recent.
-func (e *Engine) recallClocks(a Tuple) (peerClocks, bool) {
+// knownClocks are the remembered clocks of a pair's two peers.
+type knownClocks struct {
+	client, server         uint32
+	haveClient, haveServer bool
+}
+
+// fill sets the TSvals st lacks from the known clocks.
+func (k knownClocks) fill(st PairStats) PairStats {
+	if st.Up.TSLast == 0 && k.haveClient {
+		st.Up.TSLast = k.client
+	}
+	if st.Down.TSLast == 0 && k.haveServer {
+		st.Down.TSLast = k.server
+	}
+	return st
+}
+
+// recallClocks returns what is remembered, and recent, of the clocks of
+// the peers of connections a (client) and b (server).
+func (e *Engine) recallClocks(a, b Tuple) knownClocks {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	c, ok := e.clocks[a]
-	delete(e.clocks, a)
-	return c, ok && time.Since(c.at) < clocksTTL
-}
-
-// recalledClocks sets the peers' clocks from a previous unsplice and reads
-// the sockets' own.
-func recalledClocks(client, up *net.TCPConn, pa, pb *ConnParams, c peerClocks) error {
-	pa.PeerTSVal, pb.PeerTSVal = c.client, c.server
-	var err error
-	if pa.TSVal, err = sockTSClock(client); err != nil {
-		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	var k knownClocks
+	if c, ok := e.clocks[a]; ok && time.Since(c.at) < clocksTTL {
+		k.client, k.haveClient = c.ts, true
 	}
-	if pb.TSVal, err = sockTSClock(up); err != nil {
-		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	if c, ok := e.clocks[b]; ok && time.Since(c.at) < clocksTTL {
+		k.server, k.haveServer = c.ts, true
 	}
-	return nil
+	return k
 }

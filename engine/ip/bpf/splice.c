@@ -351,7 +351,8 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 
 	__u32 data_end = s->seq + s->len;
 	__u32 fin = s->flags & TCP_FIN ? 1 : 0;
-	if (advance(&e->snd_nxt, data_end + fin, &old) && seq_after(data_end, old))
+	/* Only data or FIN moves snd_nxt: a bare ACK's seq may lie past bytes a watch or limit did not forward. */
+	if ((s->len || fin) && advance(&e->snd_nxt, data_end + fin, &old) && seq_after(data_end, old))
 		__sync_fetch_and_add(&e->bytes, data_end - old);
 	if (fin && !(__sync_fetch_and_or(&e->flags, SPLICE_F_FIN_SEEN) & SPLICE_F_FIN_SEEN))
 		emit(&p->key, SPLICE_EV_FIN, data_end);
