@@ -418,6 +418,27 @@ func (d *Datapath) Delete(a Tuple) error {
 	return d.remove(p)
 }
 
+// Remove deletes pair a like Delete and returns its tracked state as the
+// program left it when its flows were deleted (the slots stay allocated
+// for a while after). Unsplicing reads it: the data a watch kept while the
+// sockets were rebuilt shows in the flags.
+func (d *Datapath) Remove(a Tuple) (PairStats, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, err := d.lookup(a)
+	if err != nil {
+		return PairStats{}, err
+	}
+	err = d.remove(p)
+	now := Now()
+	up, down := p.slot(engine.Up), p.slot(engine.Down)
+	return PairStats{
+		Phase: phaseOf(atomic.LoadUint32(&d.entry(up).Flags), atomic.LoadUint32(&d.entry(down).Flags)),
+		Up:    d.dirStats(up, now),
+		Down:  d.dirStats(down, now),
+	}, err
+}
+
 func (d *Datapath) remove(p *pair) error {
 	errA := d.objs.SpliceFlows.Delete(&p.ka)
 	errB := d.objs.SpliceFlows.Delete(&p.kb)

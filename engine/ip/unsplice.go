@@ -424,29 +424,22 @@ func (u *unsplicer) rebuild(st PairStats, ch <-chan notice) error {
 	return nil
 }
 
-// leaveTable holds the pair, takes it out of the table, and appends to the
-// rebuilt sockets (still in repair mode) the data the program kept while
-// they were rebuilt.
+// leaveTable takes the pair out of the table, still watched (a hold
+// would drop the next request, which then waits for a retransmission
+// timeout), and appends to the rebuilt sockets (still in repair mode) the
+// data the program kept while they were rebuilt.
 func (u *unsplicer) leaveTable(st PairStats, ch <-chan notice, conns [2]*net.TCPConn) error {
-	a, dp := u.spec.A, u.e.dp
-	for _, d := range []engine.Direction{engine.Up, engine.Down} {
-		if err := dp.SetMode(a, d, DirMode{Mode: engine.Hold}); err != nil {
-			return failf("%v", err)
-		}
-	}
-	held, err := dp.Lookup(a)
+	a := u.spec.A
+	held, err := u.e.dp.Remove(a)
 	if err != nil {
 		return failf("%v", err)
 	}
+	u.e.release(a)
+	u.last = held
 	if held.Up.SndNxt != st.Up.SndNxt || held.Down.SndNxt != st.Down.SndNxt {
 		return failf("the pair moved while its sockets were rebuilt (up %d -> %d, down %d -> %d)",
 			st.Up.SndNxt, held.Up.SndNxt, st.Down.SndNxt, held.Down.SndNxt)
 	}
-	u.last = held
-	if err := dp.Delete(a); err != nil {
-		return failf("%v", err)
-	}
-	u.e.release(a)
 	u.awaitKept(ch, held)
 	for d, side := range []int{0, 1} { // up is received by the client socket
 		k := u.kept[d]

@@ -88,7 +88,9 @@ func (s *streams) send(tb testing.TB, from, to *net.TCPConn, b []byte, sent, rea
 // mode would. Both streams arrive intact, and every splice ended in
 // control mode.
 func TestEngineUnspliceCycles(t *testing.T) {
-	el := newEngineLab(t, Options{MaxPairs: 16})
+	// Every splice takes a table slot, which a removed pair frees only
+	// after a second: room for a second's worth of cycles.
+	el := newEngineLab(t, Options{MaxPairs: 256})
 	lp := el.pair(t, "")
 	fc, fu := lp.p.Client, lp.p.Upstream()
 	s := newStreams()
