@@ -225,3 +225,34 @@ func TestEngineUnspliceClientReset(t *testing.T) {
 		t.Errorf("server read after the client's reset: %v, want ECONNRESET", err)
 	}
 }
+
+// TestEngineUnspliceTimer: a splice with For forwards both ways until the
+// timer fires, then gives the pair back (EndTimer) with whatever was in
+// flight delivered; control mode carries on, and a second timed splice
+// works on the same pair. Streams intact.
+func TestEngineUnspliceTimer(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, "")
+	s := newStreams()
+	rng := rand.New(rand.NewPCG(11, uint64(time.Now().UnixNano())))
+	for round := range 2 {
+		ch := el.splice(t, context.Background(), lp, engine.Options{For: 300 * time.Millisecond})
+		for range 4 {
+			s.send(t, lp.client, lp.server, rngBytes(rng, 1+rng.IntN(128<<10)), s.sentUp, s.readUp)
+			s.send(t, lp.server, lp.client, rngBytes(rng, 1+rng.IntN(128<<10)), s.sentDown, s.readDown)
+		}
+		r := result(t, ch, engine.EndTimer)
+		if r.Moved[engine.Up] == 0 || r.Moved[engine.Down] == 0 {
+			t.Errorf("round %d: %+v, want bytes moved both ways", round, r)
+		}
+		msg := fmt.Appendf(nil, "control %d", round)
+		done := writeAsync(lp.client, msg)
+		relay(t, lp.p.Client, lp.p.Upstream(), len(msg))
+		s.sentUp.Write(msg)
+		s.readUp.Write(readN(t, lp.server, len(msg)))
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.check(t)
+}
