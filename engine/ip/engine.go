@@ -645,6 +645,9 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 			if n.removed == "" && n.ev.Time < sp.since {
 				continue // an earlier splice's, read late
 			}
+			if u != nil && n.removed == "" && n.ev.Kind == EventFIN {
+				u = u.plain(f.a) // a half-closed pair cannot be rebuilt: it runs to its end
+			}
 			if u != nil && n.removed == "" {
 				if end, dir, ok := u.onEvent(n.ev); ok {
 					return u.unsplice(&f, ch, end, dir)

@@ -199,6 +199,22 @@ func (u *unsplicer) stop() {
 	}
 }
 
+// plain turns the splice into one that runs to its end, once a FIN was
+// forwarded (a sender closed before its limit, or while a timer ran): a
+// half-closed connection cannot be rebuilt. Every direction forwards, so
+// the other side's FIN passes too and the pair reaches TIME_WAIT; the
+// splice then ends with EndEOF. It returns nil, the unsplicer's new value.
+func (u *unsplicer) plain(a Tuple) *unsplicer {
+	u.stop()
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		if err := u.e.dp.SetMode(a, d, DirMode{Mode: engine.Forward}); err != nil {
+			u.e.log.Warn("forwarding a half-closed pair to its end", "pair", u.p.ID, "err", err)
+		}
+	}
+	u.e.log.Debug("a FIN was forwarded: the pair runs to its end", "pair", u.p.ID)
+	return nil
+}
+
 // onEvent records kept data and reports whether ev ends the splice, with
 // how and in which direction.
 func (u *unsplicer) onEvent(ev Event) (engine.End, engine.Direction, bool) {

@@ -256,3 +256,33 @@ func TestEngineUnspliceTimer(t *testing.T) {
 	}
 	s.check(t)
 }
+
+// TestEngineUnspliceServerCloses: the server closes before the limit (a
+// body cut short). The FIN reaches the client; the pair, which cannot be
+// rebuilt half-closed, runs to its end: the client's FIN reaches the
+// server and the splice ends with EndEOF.
+func TestEngineUnspliceServerCloses(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, "")
+	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: 1 << 20}, Up: engine.DirOptions{Mode: engine.Hold}}
+	ch := el.splice(t, context.Background(), lp, opts)
+	body := make([]byte, 10000)
+	if _, err := lp.server.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	lp.server.CloseWrite()
+	lp.client.SetReadDeadline(time.Now().Add(waitFor))
+	got, err := io.ReadAll(lp.client)
+	if err != nil || len(got) != len(body) {
+		t.Fatalf("client read %d bytes, %v; want %d then EOF", len(got), err, len(body))
+	}
+	lp.client.CloseWrite()
+	lp.server.SetReadDeadline(time.Now().Add(waitFor))
+	if n, err := lp.server.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("server read %d, %v after the client's FIN; want EOF", n, err)
+	}
+	r := result(t, ch, engine.EndEOF)
+	if r.Moved[engine.Down] != int64(len(body)) {
+		t.Errorf("moved %v, want %d down", r.Moved, len(body))
+	}
+}
