@@ -248,8 +248,8 @@ func (u *unsplicer) onStats(st PairStats) (engine.End, engine.Direction, bool) {
 	return 0, 0, false
 }
 
-// unspliceError is a failure that left the pair in the datapath, for the
-// caller to reset.
+// unspliceError is a failure after which the pair can only be reset (in
+// or out of the table), as opposed to a pair that ended on its own.
 type unspliceError struct{ reason string }
 
 func (e *unspliceError) Error() string { return e.reason }
@@ -299,9 +299,9 @@ func keptLen(ev *Event) int {
 	return len(ev.Kept.Data)
 }
 
-// quiesce stops both directions' data, waits until each receiver has
-// acknowledged everything forwarded to it, then holds the pair and
-// returns its final state.
+// quiesce stops both directions' data (watch), waits until each receiver
+// has acknowledged everything forwarded to it, and returns the pair's
+// state, whose SndNxt no longer moves.
 func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (PairStats, error) {
 	a, dp := f.a, f.dp
 	st, err := dp.Lookup(a)
