@@ -30,11 +30,10 @@ const (
 )
 
 // Engine is engine ip: the datapath's tc program forwards a spliced pair's
-// packets, and the forwarder's two sockets are closed without a trace.
-//
-// This cut splices only pairs with nothing buffered (see README.md) and
-// forwards both directions to the end: no byte limits, watches or timers,
-// which need unsplicing.
+// packets, and the forwarder's two sockets are closed without a trace, or,
+// when the splice may give the pair back (byte limits, watched or held
+// directions, timers), kept frozen and rebuilt in place when it does
+// (unsplice.go). See README.md.
 type Engine struct {
 	opts Options
 	log  *slog.Logger
@@ -175,12 +174,13 @@ func (e *Engine) Close() error {
 // having changed nothing on either connection, when the pair cannot be
 // spliced (data buffered, options the datapath cannot translate, a peer on
 // this host, a full table, a peer that does not answer the timestamp
-// probe). Otherwise the forwarder's sockets are closed when it returns
-// and the datapath forwards the pair; Splice follows it until both FINs
-// are acknowledged (EndEOF, the pair stays in TIME_WAIT), a reset
-// (EndReset), IdleTimeout (EndIdle) or ctx (EndCancel). On EndIdle and
-// EndCancel the pair is removed: the peers' next segments are answered
-// with resets by the forwarder's stack.
+// probe). Otherwise the datapath forwards the pair; Splice follows it
+// until both FINs are acknowledged (EndEOF, the pair stays in TIME_WAIT),
+// a reset (EndReset), IdleTimeout (EndIdle) or ctx (EndCancel), with the
+// forwarder's sockets closed; or until a limit, data in a watched
+// direction or opts.For gives the pair back on the same sockets (EndLimit,
+// EndData, EndTimer). On EndIdle and EndCancel the pair is removed: the
+// peers' next segments are answered with resets by the forwarder's stack.
 func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options) (engine.Result, error) {
 	if err := e.Supports(p, opts); err != nil {
 		return engine.Result{}, engine.Fallback("ip", "%v", err)
