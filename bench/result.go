@@ -52,7 +52,7 @@ var tableColumns = map[string][]string{
 	"segment": {"rr1_tps", "rr1460_tps", "rr1_speedup", "rr1460_speedup",
 		"cpu_us_per_txn", "cpu_us_per_txn_1460", "proc_cpu_us_per_txn", "proc_cpu_us_per_txn_1460"},
 	"throughput":  {"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb", "proc_cpu_s_per_gb"},
-	"splice-cost": {"splice_us_p50", "splice_us_p99", "gbps_before_splice", "gbps_after_splice"},
+	"splice-cost": {"splice_us_p50", "splice_us_p99", "unsplice_us_p50", "unsplice_us_p99", "gbps_before_splice", "gbps_after_splice"},
 	"memory": {"bytes_per_pair_unspliced", "bytes_per_pair_spliced", "bytes_per_pair_unspliced_max", "bytes_per_pair_spliced_max",
 		"rss_bytes_per_pair_unspliced", "rss_bytes_per_pair_spliced", "kernel_bytes_per_pair_unspliced", "kernel_bytes_per_pair_spliced", "bpf_bytes_per_pair_spliced"},
 }

@@ -82,6 +82,11 @@ func SpliceCost(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			slices.Sort(costs)
 			smp.add(en.Name(), "splice_us_p50", "µs", percentile(costs, 0.5))
 			smp.add(en.Name(), "splice_us_p99", "µs", percentile(costs, 0.99))
+			if note, err := e.addUnspliceCost(ctx, smp, en, s.Pairs); err != nil {
+				res.Notes = append(res.Notes, fmt.Sprintf("%s: %v", en.Name(), err))
+			} else if note != "" {
+				res.Notes = append(res.Notes, note)
+			}
 		}
 	}
 	var traced []string
@@ -119,6 +124,7 @@ func SpliceCost(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res.Rows = smp.rows(ok)
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("splice_us: time from calling Engine.Splice to the engine's OnSpliced (forwarding in place, kernel state installed), for %d idle pairs spliced one after another while the earlier ones stay spliced; measured in the bench process in the forwarder namespace; %d run(s), cells are the median of the runs' percentiles (min–max)", s.Pairs, s.Runs),
+		fmt.Sprintf("unsplice_us (engine ip): time from the client's one-byte write to Splice returning EndData with the pair back in control mode (sockets rebuilt, the byte readable), for %d idle pairs spliced one at a time with the client direction watched and the server direction held", s.Pairs),
 		fmt.Sprintf("trace: one connection pushing to the sink through a listener with splice_after %v, sampled every %v; gbps_before_splice is the mean from 0.3s to the splice, gbps_after_splice from 0.2s after it to the end (one run)", lateSplice, traceInterval))
 	return res, nil
 }
@@ -179,7 +185,14 @@ func (e *Env) spliceIdlePairs(ctx context.Context, en engine.Engine, n int) ([]f
 // idlePairs opens n pairs through a fresh listener in the forwarder
 // namespace; the returned func closes them all.
 func (e *Env) idlePairs(ctx context.Context, n int) ([]*engine.Pair, func(), error) {
-	var conns []net.Conn
+	pairs, _, closeAll, err := e.idlePairsWithClients(ctx, n)
+	return pairs, closeAll, err
+}
+
+// idlePairsWithClients is idlePairs that also returns each pair's client
+// end.
+func (e *Env) idlePairsWithClients(ctx context.Context, n int) ([]*engine.Pair, []net.Conn, func(), error) {
+	var conns, clients []net.Conn
 	closeAll := func() {
 		for _, c := range conns {
 			c.Close()
@@ -187,7 +200,7 @@ func (e *Env) idlePairs(ctx context.Context, n int) ([]*engine.Pair, func(), err
 	}
 	ln, err := e.Lab.Fwd.Listen("tcp", net.JoinHostPort(e.Lab.Cfg.FwdClient.Addr().String(), "0"))
 	if err != nil {
-		return nil, closeAll, err
+		return nil, nil, closeAll, err
 	}
 	defer ln.Close()
 	sink := net.JoinHostPort(e.Lab.Cfg.Server.Addr().String(), strconv.Itoa(originPort+int(Sink)))
@@ -195,24 +208,24 @@ func (e *Env) idlePairs(ctx context.Context, n int) ([]*engine.Pair, func(), err
 	for i := range n {
 		c, err := e.Dial(ctx, "tcp", ln.Addr().String())
 		if err != nil {
-			return nil, closeAll, fmt.Errorf("client dial: %w", err)
+			return nil, nil, closeAll, fmt.Errorf("client dial: %w", err)
 		}
-		conns = append(conns, c)
+		conns, clients = append(conns, c), append(clients, c)
 		a, err := ln.Accept()
 		if err != nil {
-			return nil, closeAll, err
+			return nil, nil, closeAll, err
 		}
 		conns = append(conns, a)
 		up, err := e.Lab.Fwd.Dial(ctx, "tcp", sink)
 		if err != nil {
-			return nil, closeAll, fmt.Errorf("upstream dial: %w", err)
+			return nil, nil, closeAll, fmt.Errorf("upstream dial: %w", err)
 		}
 		conns = append(conns, up)
 		p := engine.NewPair(uint64(i+1), "splice-cost", a.(*net.TCPConn))
 		p.SetUpstream(up.(*net.TCPConn))
 		pairs = append(pairs, p)
 	}
-	return pairs, closeAll, nil
+	return pairs, clients, closeAll, nil
 }
 
 // trace samples throughput through t's late listener, which splices the

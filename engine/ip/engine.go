@@ -30,11 +30,10 @@ const (
 )
 
 // Engine is engine ip: the datapath's tc program forwards a spliced pair's
-// packets, and the forwarder's two sockets are closed without a trace.
-//
-// This cut splices only pairs with nothing buffered (see README.md) and
-// forwards both directions to the end: no byte limits, watches or timers,
-// which need unsplicing.
+// packets, and the forwarder's two sockets are closed without a trace, or,
+// when the splice may give the pair back (byte limits, watched or held
+// directions, timers), kept frozen and rebuilt in place when it does
+// (unsplice.go). See README.md.
 type Engine struct {
 	opts Options
 	log  *slog.Logger
@@ -55,8 +54,13 @@ type Engine struct {
 	// socket until the pair leaves the table: it keeps the forwarder's
 	// local port, so no new upstream connection reuses the 4-tuple.
 	kept map[Tuple]int
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// unspl counts unsplices (unsplice.go).
+	unspl unspliceStats
+	// clocks holds, by connection tuple, the peers' latest TSvals seen
+	// by the datapath when a pair was unspliced, for the next splice.
+	clocks map[Tuple]peerClock
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // notice is news about a spliced pair for the Splice that follows it.
@@ -127,22 +131,13 @@ func (e *Engine) loadLocked() error {
 	return nil
 }
 
-// Supports implements engine.Engine. Everything that would need the pair
-// back in control mode is refused, for a shallower engine to do.
+// Supports implements engine.Engine. Byte limits, watched and held
+// directions and timers are done by unsplicing (unsplice.go).
 func (e *Engine) Supports(p *engine.Pair, opts engine.Options) error {
-	switch {
-	case opts.HasLimits():
-		return errors.New("byte limits need unsplicing, which engine ip does not do yet")
-	case opts.HasWatch():
-		return errors.New("watched directions need unsplicing, which engine ip does not do yet")
-	case opts.Up.Mode != engine.Forward || opts.Down.Mode != engine.Forward:
-		return errors.New("engine ip splices only pairs that forward both directions")
-	case opts.For > 0:
-		return errors.New("timed splices need unsplicing, which engine ip does not do yet")
-	case p.Upstream() == nil:
+	if p.Upstream() == nil {
 		return errors.New("the pair has no upstream connection")
 	}
-	return nil
+	return supportsUnsplice(opts)
 }
 
 // Close implements engine.Engine: it detaches the program from every device
@@ -179,12 +174,13 @@ func (e *Engine) Close() error {
 // having changed nothing on either connection, when the pair cannot be
 // spliced (data buffered, options the datapath cannot translate, a peer on
 // this host, a full table, a peer that does not answer the timestamp
-// probe). Otherwise the forwarder's sockets are closed when it returns
-// and the datapath forwards the pair; Splice follows it until both FINs
-// are acknowledged (EndEOF, the pair stays in TIME_WAIT), a reset
-// (EndReset), IdleTimeout (EndIdle) or ctx (EndCancel). On EndIdle and
-// EndCancel the pair is removed: the peers' next segments are answered
-// with resets by the forwarder's stack.
+// probe). Otherwise the datapath forwards the pair; Splice follows it
+// until both FINs are acknowledged (EndEOF, the pair stays in TIME_WAIT),
+// a reset (EndReset), IdleTimeout (EndIdle) or ctx (EndCancel), with the
+// forwarder's sockets closed; or until a limit, data in a watched
+// direction or opts.For gives the pair back on the same sockets (EndLimit,
+// EndData, EndTimer). On EndIdle and EndCancel the pair is removed: the
+// peers' next segments are answered with resets by the forwarder's stack.
 func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options) (engine.Result, error) {
 	if err := e.Supports(p, opts); err != nil {
 		return engine.Result{}, engine.Fallback("ip", "%v", err)
@@ -192,7 +188,10 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	if err := e.load(); err != nil {
 		return engine.Result{}, engine.Fallback("ip", "%v", err)
 	}
-	sp, err := e.splice(p)
+	if err := queuedPastBoundary(p, opts); err != nil {
+		return engine.Result{}, engine.Fallback("ip", "%v", err)
+	}
+	sp, err := e.splice(p, opts)
 	if err != nil {
 		return engine.Result{}, err
 	}
@@ -217,12 +216,18 @@ type spliced struct {
 	// includes a FIN already received.
 	seed    [2]uint32
 	seedFIN [2]bool
+	// fz, for a splice that may end in control mode, holds what
+	// unsplicing needs; the sockets then stay open, frozen.
+	fz *frozen
+	// since is Now() before the pair was inserted: events stamped
+	// earlier belong to an earlier splice of the same tuples, read late.
+	since time.Duration
 }
 
 // splice puts the pair in the datapath and closes its sockets; it returns
 // the pair's A tuple, the channel its news arrives on and the bytes still
 // to deliver, or a *engine.FallbackError.
-func (e *Engine) splice(p *engine.Pair) (spliced, error) {
+func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	client, up := p.Client, p.Upstream()
 	pa, err := e.locate(client)
 	if err != nil {
@@ -244,6 +249,7 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold,
 	}
 	ch := e.register(spec.A)
+	since := Now()
 	if err := e.dp.Insert(spec); err != nil {
 		e.unregister(spec.A)
 		return spliced{}, engine.Fallback("ip", "%v", err)
@@ -276,10 +282,13 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 		return undo("%v", err)
 	}
 	var probed time.Time
+	// A peer whose connection was unspliced before needs no probe: its
+	// clock is known from then (unsplice.go).
+	known := e.recallClocks(spec.A, spec.B)
 	if sa.params.Timestamps {
 		// The probes' answers travel while the grace period runs.
 		probed = time.Now()
-		if err := e.probeClocks(client, up, sa, sb); err != nil {
+		if err := e.probeClocks(client, up, sa, sb, known); err != nil {
 			return undo("%v", err)
 		}
 	}
@@ -291,7 +300,7 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	}
 	pa, pb = sa.params, sb.params
 	if pa.Timestamps {
-		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.rtt, sb.rtt)+learnTimeout); err != nil {
+		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.rtt, sb.rtt)+learnTimeout, known); err != nil {
 			return undo("%v", err)
 		}
 	}
@@ -300,18 +309,30 @@ func (e *Engine) splice(p *engine.Pair) (spliced, error) {
 	if err != nil {
 		return undo("%v", err)
 	}
+	var fz *frozen
+	if unsplicing(opts) {
+		if err := prepareUnsplice(opts, &d.spec, sa, sb); err != nil {
+			return undo("%v", err)
+		}
+		if fz, err = freezeForUnsplice(client, up, sa, sb); err != nil {
+			return undo("%v", err)
+		}
+	}
 	if err := e.dp.Update(d.spec); err != nil {
 		return undo("%v", err)
 	}
-	// Both sockets are in repair mode: closing them sends nothing. The
-	// forwarder closes the connections again later, which is harmless.
 	if err := e.keep(spec.A, up); err != nil {
 		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
 	}
-	if err := errors.Join(client.Close(), up.Close()); err != nil {
-		e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
+	// Both sockets are in repair mode: closing them sends nothing. The
+	// forwarder closes the connections again later, which is harmless.
+	// A splice that may unsplice keeps them, frozen, to rebuild them.
+	if fz == nil {
+		if err := errors.Join(client.Close(), up.Close()); err != nil {
+			e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
+		}
 	}
-	sp := spliced{a: spec.A, ch: ch, spec: d.spec, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
+	sp := spliced{a: spec.A, ch: ch, spec: d.spec, fz: fz, since: since, unread: [2]int64{int64(sa.inq), int64(sb.inq)},
 		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},
 		seedFIN: [2]bool{d.spec.Up.FINSeen, d.spec.Down.FINSeen}}
 	if len(d.dirs) > 0 {
@@ -487,10 +508,11 @@ func (e *Engine) attach(ifindexes ...int) error {
 	return nil
 }
 
-// probeClocks makes both frozen sockets send a window probe; the peers
-// answer with an ACK carrying their current TSval, which the held pair
-// records (learnClocks reads it).
-func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb sockState) error {
+// probeClocks makes both frozen sockets send a window probe, except
+// toward a peer whose clock is known; the peers answer with an ACK
+// carrying their current TSval, which the held pair records (learnClocks
+// reads it).
+func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb sockState, known knownClocks) error {
 	held, err := NewPairSpec(sa.params, sb.params)
 	if err != nil {
 		return err
@@ -500,7 +522,14 @@ func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb sockState) error {
 	if err := e.dp.Update(held); err != nil {
 		return err
 	}
-	if err := errors.Join(e.poke(client, sa), e.poke(up, sb)); err != nil {
+	var errs []error
+	if !known.haveClient {
+		errs = append(errs, e.poke(client, sa))
+	}
+	if !known.haveServer {
+		errs = append(errs, e.poke(up, sb))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("window probe: %w", err)
 	}
 	return nil
@@ -545,17 +574,20 @@ func rereadPair(client, up *net.TCPConn, sa, sb sockState) (sockState, sockState
 }
 
 // learnClocks waits for the TSvals the probes' answers carried (probing
-// again once if one is missing), then reads the sockets' own clocks,
+// again once if one is missing; a known one needs no answer), then reads the sockets' own clocks,
 // which are at least the TSval of anything they sent.
-func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb sockState, pa, pb *ConnParams, probed time.Time, timeout time.Duration) error {
+func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb sockState, pa, pb *ConnParams, probed time.Time, timeout time.Duration, known knownClocks) error {
 	a := Tuple{Src: pa.Remote, Dst: pa.Local}
-	st, err := e.awaitClockAnswers(a, time.Now().Add(timeout))
+	st, err := e.awaitClockAnswers(a, time.Now().Add(timeout), known)
 	for try := 0; err == nil && !clockAnswered(st) && try < reprobes; try++ {
 		// Lost, or never sent: Linux answers at most one out-of-window
 		// segment per reprobeAfter per socket, and a peer under loss
 		// may just have answered another one.
 		time.Sleep(time.Until(probed.Add(reprobeAfter)))
-		if st, err = e.dp.Lookup(a); err != nil || clockAnswered(st) {
+		if st, err = e.dp.Lookup(a); err == nil {
+			st = known.fill(st)
+		}
+		if err != nil || clockAnswered(st) {
 			break
 		}
 		probed = time.Now()
@@ -568,7 +600,7 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb sockState, pa, pb *
 		if err != nil {
 			return fmt.Errorf("window probe: %w", err)
 		}
-		st, err = e.awaitClockAnswers(a, time.Now().Add(timeout))
+		st, err = e.awaitClockAnswers(a, time.Now().Add(timeout), known)
 	}
 	if err != nil {
 		return err
@@ -605,10 +637,14 @@ const (
 func clockAnswered(st PairStats) bool { return st.Up.TSLast != 0 && st.Down.TSLast != 0 }
 
 // awaitClockAnswers polls the held pair a until both peers' TSvals are
-// known or deadline passes, and returns its last state.
-func (e *Engine) awaitClockAnswers(a Tuple, deadline time.Time) (PairStats, error) {
+// known (seen by the datapath, or from an earlier unsplice) or deadline
+// passes, and returns its last state.
+func (e *Engine) awaitClockAnswers(a Tuple, deadline time.Time, known knownClocks) (PairStats, error) {
 	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
 		st, err := e.dp.Lookup(a)
+		if err == nil {
+			st = known.fill(st)
+		}
 		if err != nil || clockAnswered(st) || time.Now().After(deadline) {
 			return st, err
 		}
@@ -656,10 +692,17 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 		defer close(stop)
 		go func() { drained <- sp.drain.run(stop) }()
 	}
+	var u *unsplicer
+	if sp.fz != nil {
+		u = newUnsplicer(e, p, sp, opts)
+		defer u.stop()
+	}
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
 	for {
 		select {
+		case <-u.timerC():
+			return u.unsplice(&f, ch, engine.EndTimer, engine.Up)
 		case err := <-drained:
 			drained = nil
 			if err == nil {
@@ -669,14 +712,30 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 		case <-ctx.Done():
 			f.refresh()
 			f.remove()
-			return f.end(engine.EndCancel, nil)
+			return closedIfKept(p, sp, f.end(engine.EndCancel, nil))
 		case n := <-ch:
+			if n.removed == "" && n.ev.Time < sp.since {
+				continue // an earlier splice's, read late
+			}
+			if u != nil && n.removed == "" && n.ev.Kind == EventFIN {
+				u = u.plain(f.a) // a half-closed pair cannot be rebuilt: it runs to its end
+			}
+			if u != nil && n.removed == "" {
+				if end, dir, ok := u.onEvent(n.ev); ok {
+					return u.unsplice(&f, ch, end, dir)
+				}
+			}
 			if res, done := f.onNotice(n); done {
-				return res
+				return closedIfKept(p, sp, res)
 			}
 		case <-tick.C:
 			if res, done := f.onTick(opts.IdleTimeout); done {
-				return res
+				return closedIfKept(p, sp, res)
+			}
+			if u != nil {
+				if end, dir, ok := u.onStats(f.last); ok {
+					return u.unsplice(&f, ch, end, dir)
+				}
 			}
 		}
 	}
@@ -712,6 +771,8 @@ type follower struct {
 	// drained, if set, says when the drain last delivered owed bytes:
 	// that is movement too, though the datapath's counters stand still.
 	drained func() time.Time
+	// last is the pair's state at the latest refresh.
+	last PairStats
 }
 
 // refresh copies the pair's counters to p; false when the pair is gone.
@@ -720,6 +781,7 @@ func (f *follower) refresh() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	f.last = st
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		ds := st.Dir(d)
 		// A correction of streamBytes may take the count back by a byte.

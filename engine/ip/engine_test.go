@@ -704,8 +704,9 @@ func TestEngineFallsBackForLocalPeer(t *testing.T) {
 	}
 }
 
-// TestEngineSupports: options that would need the pair back in control
-// mode are refused; plain forwarding both ways is accepted.
+// TestEngineSupports: limits, watches, holds and timers are accepted
+// (unsplicing gives the pair back); a limit too large for one limit
+// sequence number and a pair without upstream are refused.
 func TestEngineSupports(t *testing.T) {
 	e := New(Options{}, nil)
 	p := engine.NewPair(1, "t", nil)
@@ -716,10 +717,11 @@ func TestEngineSupports(t *testing.T) {
 		ok   bool
 	}{
 		{"both ways", engine.Both(time.Minute), true},
-		{"limit", engine.Options{Up: engine.DirOptions{Limit: 10}}, false},
-		{"watch", engine.Options{Down: engine.DirOptions{Mode: engine.Watch}}, false},
-		{"hold", engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}, false},
-		{"timer", engine.Options{For: time.Second}, false},
+		{"limit", engine.Options{Up: engine.DirOptions{Limit: 10}}, true},
+		{"watch", engine.Options{Down: engine.DirOptions{Mode: engine.Watch}}, true},
+		{"hold", engine.Options{Up: engine.DirOptions{Mode: engine.Hold}}, true},
+		{"timer", engine.Options{For: time.Second}, true},
+		{"limit of 4 GiB", engine.Options{Down: engine.DirOptions{Limit: 4 << 30}}, false},
 	} {
 		if err := e.Supports(p, tc.opts); (err == nil) != tc.ok {
 			t.Errorf("%s: Supports = %v, want ok %v", tc.name, err, tc.ok)

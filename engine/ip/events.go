@@ -1,4 +1,4 @@
-// Events the program reports through its ring buffer: FIN, TIME_WAIT, reset, limit and watch.
+// Events the program reports through its ring buffer: FIN, TIME_WAIT, reset, limit, watch, and the data kept at a boundary.
 
 package ip
 
@@ -30,6 +30,11 @@ const (
 	// EventWatch: data or FIN arrived in a watched direction and was not
 	// forwarded; Seq is its first sequence number.
 	EventWatch EventKind = 5
+	// EventData: the segment holding a watched or limited direction's
+	// next byte was not forwarded; Seq is that byte (the direction's
+	// SndNxt) and Data the first bytes of the segment from there, for the
+	// rebuilt socket's receive queue. Reported once per SetMode.
+	EventData EventKind = 6
 )
 
 func (k EventKind) String() string {
@@ -44,6 +49,8 @@ func (k EventKind) String() string {
 		return "limit"
 	case EventWatch:
 		return "watch"
+	case EventData:
+		return "data"
 	}
 	return fmt.Sprintf("event(%d)", uint32(k))
 }
@@ -62,10 +69,32 @@ type Event struct {
 	Seq  uint32
 	// Time is when it happened, on the clock of Now.
 	Time time.Duration
+	// Kept is the segment an EventData reports.
+	Kept *KeptData
+}
+
+// KeptData is what the program kept of a segment it did not forward.
+type KeptData struct {
+	// Data are the segment's bytes from Event.Seq on, at most
+	// captureBytes; the rest is left to the sender's retransmission.
+	Data []byte
+	// Ack is the segment's ack (valid with HasAck), Window its raw window,
+	// TSVal its timestamp (0 without), FIN whether it ends the stream.
+	Ack         uint32
+	HasAck, FIN bool
+	Window      uint16
+	TSVal       uint32
 }
 
 // eventSize is sizeof(struct splice_event): ktime, kind, seq, key.
 const eventSize = 8 + 4 + 4 + 40
+
+// captureBytes is SPLICE_CAPTURE; dataEventSize sizeof(struct
+// splice_data_event).
+const (
+	captureBytes  = 2048
+	dataEventSize = eventSize + 16 + captureBytes
+)
 
 // ReadEvent blocks until the program reports an event, the deadline set by
 // SetEventDeadline passes (os.ErrDeadlineExceeded), or the datapath is
@@ -94,6 +123,13 @@ func (d *Datapath) ReadEvent() (Event, error) {
 		Time: time.Duration(binary.LittleEndian.Uint64(raw[0:8])),
 		Flow: tupleFromKey(k),
 	}
+	if ev.Kind == EventData {
+		kept, err := parseKept(raw)
+		if err != nil {
+			return Event{}, err
+		}
+		ev.Kept = kept
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if p := d.pairs[ev.Flow]; p != nil {
@@ -107,3 +143,24 @@ func (d *Datapath) ReadEvent() (Event, error) {
 // SetEventDeadline makes ReadEvent return os.ErrDeadlineExceeded after t;
 // the zero time means no deadline.
 func (d *Datapath) SetEventDeadline(t time.Time) { d.events.SetDeadline(t) }
+
+// parseKept reads the tail of a struct splice_data_event.
+func parseKept(raw []byte) (*KeptData, error) {
+	if len(raw) < dataEventSize {
+		return nil, fmt.Errorf("engine ip: short data event of %d bytes", len(raw))
+	}
+	t := raw[eventSize:]
+	n := binary.LittleEndian.Uint32(t[4:8])
+	if n > captureBytes {
+		return nil, fmt.Errorf("engine ip: data event of %d bytes", n)
+	}
+	flags := t[14]
+	return &KeptData{
+		Data:   append([]byte(nil), t[16:16+n]...),
+		Ack:    binary.LittleEndian.Uint32(t[0:4]),
+		TSVal:  binary.LittleEndian.Uint32(t[8:12]),
+		Window: binary.LittleEndian.Uint16(t[12:14]),
+		HasAck: flags&0x10 != 0,
+		FIN:    flags&0x01 != 0,
+	}, nil
+}

@@ -238,11 +238,20 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 		fin = 1
 	}
 	if (plen > 0 || fin == 1) && flags&tcpRST == 0 {
-		if e.mode == engine.Watch {
+		// The segment holding the next byte is kept for the control plane.
+		keep := func() {
+			if e.flags&flagDataEv == 0 && !after(seq, e.sndNxt) && after(seq+plen+fin, e.sndNxt) {
+				e.flags |= flagDataEv
+				m.events = append(m.events, refEvent{EventData, e.sndNxt, flow})
+			}
+		}
+		// Retransmissions of bytes already forwarded pass a watch.
+		if e.mode == engine.Watch && after(seq+plen+fin, e.sndNxt) {
 			if e.flags&flagWatchEv == 0 {
 				e.flags |= flagWatchEv
 				m.events = append(m.events, refEvent{EventWatch, seq, flow})
 			}
+			keep()
 			return m.drop("watch")
 		}
 		if e.limited && after(seq+plen+fin, e.limitSeq) {
@@ -250,6 +259,7 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 				e.flags |= flagLimitEv
 				m.events = append(m.events, refEvent{EventLimit, e.sndNxt, flow})
 			}
+			keep()
 			return m.drop("limit")
 		}
 	}
@@ -335,7 +345,9 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 	if flags&tcpFIN != 0 {
 		fin = 1
 	}
-	if old := e.sndNxt; after(dataEnd+fin, old) {
+	// A bare ACK moves nothing: its seq may lie past data a watch or a
+	// limit did not forward.
+	if old := e.sndNxt; (plen > 0 || fin == 1) && after(dataEnd+fin, old) {
 		e.sndNxt = dataEnd + fin
 		if after(dataEnd, old) {
 			e.bytes += uint64(dataEnd - old)

@@ -223,12 +223,23 @@ func TestWatch(t *testing.T) {
 	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpPSH, payload: payload}), verdictDrop)
 	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpPSH, payload: payload}), verdictDrop)
 	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN}), verdictDrop)
+	// A retransmission of bytes already forwarded passes the watch.
+	h.send(tp.up(seg{seq: upNxt - uint32(len(payload)), ack: upAcked, flags: tcpACK | tcpPSH, payload: payload}), verdictRedirect)
 	evs := h.events()
-	if len(evs) != 1 || evs[0].Kind != EventWatch || evs[0].Seq != upNxt || evs[0].Dir != engine.Up {
-		t.Fatalf("events %+v, want one watch at %d", evs, upNxt)
+	if len(evs) != 2 || evs[0].Kind != EventWatch || evs[0].Seq != upNxt || evs[0].Dir != engine.Up {
+		t.Fatalf("events %+v, want one watch at %d, then the data kept", evs, upNxt)
+	}
+	if k := evs[1]; k.Kind != EventData || k.Seq != upNxt || k.Kept == nil || string(k.Kept.Data) != string(payload) || !k.Kept.HasAck || k.Kept.Ack != upAcked {
+		t.Fatalf("data event %+v (kept %+v), want the payload at %d with ack %d", k, k.Kept, upNxt, upAcked)
 	}
 	if !h.stats(spec.A).Up.Watched {
 		t.Error("Watched not set")
+	}
+	// The sender's next bare ACK has its seq past the dropped data: it is
+	// forwarded, and SndNxt stays at the first byte not forwarded.
+	h.send(tp.up(seg{seq: upNxt + uint32(len(payload)), ack: upAcked, flags: tcpACK}), verdictRedirect)
+	if st := h.stats(spec.A).Up; st.SndNxt != upNxt {
+		t.Errorf("SndNxt %d after a bare ACK past the watched data, want %d", st.SndNxt, upNxt)
 	}
 	if err := h.dp.SetMode(spec.A, engine.Up, DirMode{Mode: engine.Forward}); err != nil {
 		t.Fatal(err)
@@ -255,8 +266,11 @@ func TestLimit(t *testing.T) {
 	h.send(tp.down(seg{seq: downNxt + 60, ack: upNxt + upOff, flags: tcpACK}), verdictRedirect)
 	h.send(tp.down(seg{seq: downNxt, ack: upNxt + upOff, flags: tcpACK, payload: data}), verdictRedirect) // retransmission below the limit
 	evs := h.events()
-	if len(evs) != 1 || evs[0].Kind != EventLimit || evs[0].Seq != downNxt+60 {
-		t.Fatalf("events %+v, want one limit at %d", evs, downNxt+60)
+	if len(evs) != 2 || evs[0].Kind != EventLimit || evs[0].Seq != downNxt+60 {
+		t.Fatalf("events %+v, want one limit at %d and the data kept", evs, downNxt+60)
+	}
+	if k := evs[1]; k.Kind != EventData || k.Seq != downNxt+60 || k.Kept == nil || len(k.Kept.Data) != len(data) {
+		t.Fatalf("data event %+v, want the crossing segment's %d bytes at %d", k, len(data), downNxt+60)
 	}
 
 	// The control plane takes the 40 bytes to the limit itself and sets a

@@ -160,6 +160,7 @@ const (
 	flagClosed   = 8
 	flagLimitEv  = 16
 	flagWatchEv  = 32
+	flagDataEv   = 64
 
 	timeShift = 20 // last_seen = ktime >> timeShift
 )
@@ -379,8 +380,8 @@ func (d *Datapath) Update(spec PairSpec) error {
 }
 
 // SetMode changes what direction dir of pair a does with its data: hold,
-// watch, forward, with or without a limit. It re-arms the watch and limit
-// events.
+// watch, forward, with or without a limit. It re-arms the watch, limit and
+// data events.
 func (d *Datapath) SetMode(a Tuple, dir engine.Direction, m DirMode) error {
 	if m.Mode > engine.Hold {
 		return fmt.Errorf("engine ip: unknown mode %v", m.Mode)
@@ -395,7 +396,7 @@ func (d *Datapath) SetMode(a Tuple, dir engine.Direction, m DirMode) error {
 	s.DirMode = m
 	e := d.entry(p.slot(dir))
 	atomic.StoreUint32(&e.LimitSeq, m.LimitSeq)
-	atomic.AndUint32(&e.Flags, ^uint32(flagLimitEv|flagWatchEv))
+	atomic.AndUint32(&e.Flags, ^uint32(flagLimitEv|flagWatchEv|flagDataEv))
 	atomic.StoreUint32(&e.Ctl, s.ctl())
 	if dir == engine.Up {
 		p.spec.Up = s
@@ -415,6 +416,27 @@ func (d *Datapath) Delete(a Tuple) error {
 		return err
 	}
 	return d.remove(p)
+}
+
+// Remove deletes pair a like Delete and returns its tracked state as the
+// program left it when its flows were deleted (the slots stay allocated
+// for a while after). Unsplicing reads it: the data a watch kept while the
+// sockets were rebuilt shows in the flags.
+func (d *Datapath) Remove(a Tuple) (PairStats, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, err := d.lookup(a)
+	if err != nil {
+		return PairStats{}, err
+	}
+	err = d.remove(p)
+	now := Now()
+	up, down := p.slot(engine.Up), p.slot(engine.Down)
+	return PairStats{
+		Phase: phaseOf(atomic.LoadUint32(&d.entry(up).Flags), atomic.LoadUint32(&d.entry(down).Flags)),
+		Up:    d.dirStats(up, now),
+		Down:  d.dirStats(down, now),
+	}, err
 }
 
 func (d *Datapath) remove(p *pair) error {
@@ -550,8 +572,9 @@ type DirStats struct {
 	LastSeen time.Duration
 	// FIN: the direction forwarded its FIN; FINAcked: it was acknowledged.
 	FIN, FINAcked bool
-	// LimitReached and Watched: the limit or watch event fired.
-	LimitReached, Watched bool
+	// LimitReached and Watched: the limit or watch event fired. Kept:
+	// the data event fired (the program kept back a segment).
+	LimitReached, Watched, Kept bool
 }
 
 // Lookup returns the tracked state of pair a, for /flows and for
@@ -594,6 +617,7 @@ func (d *Datapath) dirStats(s uint32, now time.Duration) DirStats {
 		FINAcked:     flags&flagFINAcked != 0,
 		LimitReached: flags&flagLimitEv != 0,
 		Watched:      flags&flagWatchEv != 0,
+		Kept:         flags&flagDataEv != 0,
 	}
 }
 

@@ -351,7 +351,8 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 
 	__u32 data_end = s->seq + s->len;
 	__u32 fin = s->flags & TCP_FIN ? 1 : 0;
-	if (advance(&e->snd_nxt, data_end + fin, &old) && seq_after(data_end, old))
+	/* Only data or FIN moves snd_nxt: a bare ACK's seq may lie past bytes a watch or limit did not forward. */
+	if ((s->len || fin) && advance(&e->snd_nxt, data_end + fin, &old) && seq_after(data_end, old))
 		__sync_fetch_and_add(&e->bytes, data_end - old);
 	if (fin && !(__sync_fetch_and_or(&e->flags, SPLICE_F_FIN_SEEN) & SPLICE_F_FIN_SEEN))
 		emit(&p->key, SPLICE_EV_FIN, data_end);
@@ -374,6 +375,48 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 	if ((SPLICE_CTL_OPTS(ctl) & SPLICE_OPT_LIMIT) && READ_ONCE(e->snd_nxt) == READ_ONCE(e->limit_seq) &&
 	    !(__sync_fetch_and_or(&e->flags, SPLICE_F_LIMIT_EV) & SPLICE_F_LIMIT_EV))
 		emit(&p->key, SPLICE_EV_LIMIT, e->limit_seq);
+}
+
+/*
+ * keep_data reports the first segment a watched or limited direction did
+ * not forward, if it holds the direction's next byte (nxt), with up to
+ * SPLICE_CAPTURE bytes of its payload from nxt on: the control plane hands
+ * them to the proxy after unsplicing, sparing the sender a retransmission
+ * timeout. Reported once per SetMode.
+ */
+static __always_inline void keep_data(struct __sk_buff *skb, const struct pkt *p, const struct seg *s,
+				      struct splice_dir *e, __u32 nxt)
+{
+	__u32 fin = (s->flags & TCP_FIN) ? 1 : 0;
+
+	if ((READ_ONCE(e->flags) & SPLICE_F_DATA_EV) || seq_after(s->seq, nxt) || !seq_after(s->seq + s->len + fin, nxt))
+		return; /* already kept, or a gap before it, or nothing new in it */
+	struct splice_data_event *ev = bpf_ringbuf_reserve(&splice_events, sizeof(*ev), 0);
+	if (!ev) {
+		count(SPLICE_CNT_EVENT_LOST);
+		return;
+	}
+	if (__sync_fetch_and_or(&e->flags, SPLICE_F_DATA_EV) & SPLICE_F_DATA_EV) {
+		bpf_ringbuf_discard(ev, 0); /* another CPU kept it first */
+		return;
+	}
+	__u32 skip = nxt - s->seq;
+	__u32 n = s->len > skip ? s->len - skip : 0;
+	asm volatile("" : "+r"(n)); /* keep the clamp below visible to the verifier */
+	if (n > SPLICE_CAPTURE)
+		n = SPLICE_CAPTURE;
+	if (n > 0 && bpf_skb_load_bytes(skb, p->l4 + s->hlen + skip, ev->data, n) < 0)
+		n = 0; /* unreadable: the sender retransmits instead */
+	ev->ev.ktime = bpf_ktime_get_coarse_ns();
+	ev->ev.kind = SPLICE_EV_DATA;
+	ev->ev.seq = nxt;
+	__builtin_memcpy(&ev->ev.key, &p->key, sizeof(p->key));
+	ev->ack = s->ack;
+	ev->len = n;
+	ev->tsval = s->tsval;
+	ev->win = s->win;
+	ev->tcpflags = s->flags;
+	bpf_ringbuf_submit(ev, 0);
 }
 
 /* splice checks, translates and redirects one segment of a spliced flow. */
@@ -424,10 +467,13 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 
 	int carries = s.len > 0 || (s.flags & TCP_FIN);
 	if (carries && !(s.flags & TCP_RST)) {
-		if (mode == SPLICE_MODE_WATCH) {
+		/* A retransmission of bytes already forwarded passes a watch: the receiver's ack of them is what unsplicing waits for. */
+		int fresh = seq_after(s.seq + s.len + ((s.flags & TCP_FIN) ? 1 : 0), nxt);
+		if (mode == SPLICE_MODE_WATCH && fresh) {
 			if (!(__sync_fetch_and_or(&e->flags, SPLICE_F_WATCH_EV) & SPLICE_F_WATCH_EV))
 				emit(&p->key, SPLICE_EV_WATCH, s.seq);
-			return drop(SPLICE_DROP_WATCH); /* the control plane takes this data; the sender retransmits it to the rebuilt socket */
+			keep_data(skb, p, &s, e, nxt);
+			return drop(SPLICE_DROP_WATCH); /* the control plane takes this data (kept in a data event, or retransmitted to the rebuilt socket) */
 		}
 		if (SPLICE_CTL_OPTS(ctl) & SPLICE_OPT_LIMIT) {
 			__u32 limit = READ_ONCE(e->limit_seq);
@@ -435,7 +481,8 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 				if (!seq_after(s.seq, nxt) &&
 				    !(__sync_fetch_and_or(&e->flags, SPLICE_F_LIMIT_EV) & SPLICE_F_LIMIT_EV))
 					emit(&p->key, SPLICE_EV_LIMIT, nxt);
-				return drop(SPLICE_DROP_LIMIT); /* bytes past the limit belong to the control plane */
+				keep_data(skb, p, &s, e, nxt);
+				return drop(SPLICE_DROP_LIMIT); /* bytes past the limit belong to the control plane (kept in a data event, or retransmitted) */
 			}
 		}
 	}

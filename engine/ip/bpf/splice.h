@@ -11,6 +11,10 @@
 #ifndef SPLICE_EVENT_BYTES
 #define SPLICE_EVENT_BYTES (256 * 1024)
 #endif
+/* Payload bytes a data event carries at most: one request line and headers, or one MSS. */
+#ifndef SPLICE_CAPTURE
+#define SPLICE_CAPTURE 2048
+#endif
 
 #define SPLICE_AF_INET 2
 #define SPLICE_AF_INET6 10
@@ -51,6 +55,7 @@ enum splice_flag {
 	SPLICE_F_CLOSED = 8,	/* a reset ended the pair: forward nothing more */
 	SPLICE_F_LIMIT_EV = 16, /* the limit event was reported */
 	SPLICE_F_WATCH_EV = 32, /* the watch event was reported */
+	SPLICE_F_DATA_EV = 64,	/* the first data past the boundary was reported with its payload */
 };
 
 /*
@@ -96,6 +101,7 @@ enum splice_event_kind {
 	SPLICE_EV_RESET = 3,	 /* a reset was forwarded and closed the pair; seq = the RST's */
 	SPLICE_EV_LIMIT = 4,	 /* the limit stopped forwarding; seq = snd_nxt, the first byte not forwarded */
 	SPLICE_EV_WATCH = 5,	 /* data or FIN arrived in a watched direction; seq = its first byte */
+	SPLICE_EV_DATA = 6,	 /* the segment holding snd_nxt was not forwarded (watch or limit); seq = snd_nxt */
 };
 
 struct splice_event {
@@ -103,6 +109,23 @@ struct splice_event {
 	__u32 kind;
 	__u32 seq;
 	struct splice_key key; /* the direction the triggering packet travelled */
+};
+
+/*
+ * splice_data_event keeps, for the control plane, the first bytes a watched
+ * or limited direction did not forward, from snd_nxt on: unsplicing puts
+ * them into the rebuilt socket's receive queue, so the sender need not
+ * retransmit them. Bytes past SPLICE_CAPTURE are left to retransmission.
+ */
+struct splice_data_event {
+	struct splice_event ev; /* kind SPLICE_EV_DATA, seq = snd_nxt = the sequence number of data[0] */
+	__u32 ack;		/* the segment's ack field (valid with the ACK flag) */
+	__u32 len;		/* bytes in data */
+	__u32 tsval;		/* the segment's TSval, 0 without timestamps */
+	__u16 win;		/* the segment's raw window */
+	__u8 tcpflags;		/* the segment's flags (FIN, ACK) */
+	__u8 pad;
+	__u8 data[SPLICE_CAPTURE];
 };
 
 /* Counters, per CPU. Names in Go: counterNames. Drops carry the reason. */

@@ -1,0 +1,34 @@
+// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes, unsplices and failed unsplices.
+
+package ip
+
+// Counters implements engine.Counters: every datapath counter (drops by
+// reason, "forwarded", "event_lost"), "drained_pairs" and
+// "drained_bytes" (pairs spliced with bytes the forwarder held, and those
+// bytes), "unsplices" (pairs given back in control mode) and
+// "unsplice_failed" (pairs reset because they could not be given back
+// safely). Nothing before the datapath is loaded.
+func (e *Engine) Counters() map[string]uint64 {
+	e.mu.Lock()
+	dp := e.dp
+	e.mu.Unlock()
+	out := map[string]uint64{
+		"drained_pairs":   uint64(e.drainedPairs.Load()),
+		"drained_bytes":   uint64(e.drainedBytes.Load()),
+		"unsplices":       uint64(e.unspl.ok.Load()),
+		"unsplice_failed": uint64(e.unspl.failed.Load()),
+	}
+	if dp == nil {
+		return out
+	}
+	for _, read := range []func() (map[string]uint64, error){dp.Drops, dp.Counters} {
+		m, err := read()
+		if err != nil {
+			continue // closed: the engine is shutting down
+		}
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,686 @@
+// Unsplicing: taking a pair out of the datapath at a byte limit, at data in a watched direction or when a timer fires, and rebuilding the forwarder's two frozen sockets from the state the datapath tracked, so the proxy carries on in control mode.
+
+package ip
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+)
+
+const (
+	// quietTimeout bounds the wait for both receivers to acknowledge
+	// everything the datapath forwarded them. A delayed ACK takes up to
+	// 200 ms; a lost one is recovered by the sender's retransmission,
+	// which a watch forwards, and the receiver's new ACK.
+	quietTimeout = 2 * time.Second
+	// keptTimeout bounds the wait for a data event the program reported
+	// (its flag is set) but the event reader has not delivered yet.
+	keptTimeout = 50 * time.Millisecond
+	// remainderTimeout bounds the copy, in control mode, of a limited
+	// direction's last bytes when the segment holding them crossed the
+	// limit and was not forwarded.
+	remainderTimeout = 10 * time.Second
+	// maxLimit bounds byte limits: LimitSeq must stay within 2^31 of
+	// SndNxt for the program's sequence comparisons.
+	maxLimit = 1 << 30
+)
+
+// unsplicing reports whether a splice with opts may have to give the pair
+// back in control mode: then the forwarder's sockets stay open, frozen,
+// for the pair's whole time in the datapath.
+func unsplicing(opts engine.Options) bool {
+	return opts.HasLimits() || opts.HasWatch() || opts.For > 0 ||
+		opts.Up.Mode == engine.Hold || opts.Down.Mode == engine.Hold
+}
+
+// supportsUnsplice refuses byte limits the datapath cannot express: one
+// limit sequence number covers less than 2^31 bytes.
+func supportsUnsplice(opts engine.Options) error {
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		if o := opts.Dir(d); o.Mode == engine.Forward && o.Limit >= maxLimit {
+			return fmt.Errorf("the %v limit of %d bytes is beyond what engine ip can stop at (%d)", d, o.Limit, maxLimit)
+		}
+	}
+	return nil
+}
+
+// queuedPastBoundary checks, before anything is frozen, what
+// prepareUnsplice checks after: a watched or held direction with bytes
+// already unread on its source socket, or a limited one holding its whole
+// limit there, cannot be spliced (the bytes only grow meanwhile), and
+// saying so now spares the pair a hold and a grace period.
+func queuedPastBoundary(p *engine.Pair, opts engine.Options) error {
+	if !unsplicing(opts) {
+		return nil
+	}
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		o := opts.Dir(d)
+		if o.Mode == engine.Forward && o.Limit == 0 {
+			continue
+		}
+		var inq int
+		err := withFD(p.Src(d), func(fd int) error {
+			var err error
+			inq, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
+			return err
+		})
+		switch {
+		case err != nil:
+			return fmt.Errorf("SIOCINQ: %w", err)
+		case o.Mode != engine.Forward && inq > 0:
+			return fmt.Errorf("the %v direction is %v but %d bytes wait unread on its source socket", d, o.Mode, inq)
+		case o.Mode == engine.Forward && o.Limit <= int64(inq):
+			return fmt.Errorf("the %v limit of %d bytes is already in the forwarder's receive queue (%d)", d, o.Limit, inq)
+		}
+	}
+	return nil
+}
+
+// frozen is what unsplicing needs from splice time: the sockets' final
+// readings, their windows, and whether their keepalive was on (it is
+// turned off while frozen: a keepalive timeout would send a reset).
+type frozen struct {
+	s         [2]sockState // by side: 0 client, 1 upstream
+	w         [2]repairWindow
+	keepalive [2]bool
+}
+
+// prepareUnsplice checks that two frozen sockets can be rebuilt later and
+// sets the published spec's modes from opts: a byte limit becomes a limit
+// sequence number (bytes the source socket holds unread count toward it,
+// as the drain delivers them), a watched or held direction the program's
+// watch (acks pass, data is kept back and reported).
+func prepareUnsplice(opts engine.Options, spec *PairSpec, sa, sb sockState) error {
+	switch {
+	case sa.params.ECN || sb.params.ECN:
+		return errors.New("ECN was negotiated, and TCP_REPAIR cannot restore it for unsplicing")
+	case sa.usecTS || sb.usecTS:
+		return errors.New("microsecond timestamps, which TCP_REPAIR cannot restore for unsplicing")
+	case sa.finReceived || sb.finReceived:
+		return errors.New("a peer already sent its FIN, and TCP_REPAIR cannot restore CLOSE_WAIT for unsplicing")
+	}
+	unread := [2]int{sa.inq, sb.inq} // by direction: up's source is the client socket
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		o := opts.Dir(d)
+		m := DirMode{Mode: engine.Forward}
+		switch {
+		case o.Mode == engine.Watch || o.Mode == engine.Hold:
+			if unread[d] > 0 {
+				return fmt.Errorf("the %v direction is %v but %d bytes wait unread on its source socket", d, o.Mode, unread[d])
+			}
+			m.Mode = engine.Watch
+		case o.Limit > 0:
+			if o.Limit <= int64(unread[d]) {
+				return fmt.Errorf("the %v limit of %d bytes is already in the forwarder's receive queue (%d)", d, o.Limit, unread[d])
+			}
+			m.Limited, m.LimitSeq = true, spec.Dir(d).SndNxt+uint32(o.Limit-int64(unread[d]))
+		}
+		if d == engine.Up {
+			spec.Up.DirMode = m
+		} else {
+			spec.Down.DirMode = m
+		}
+	}
+	return nil
+}
+
+// freezeForUnsplice reads both sockets' windows and turns their keepalive
+// off for the time they stay frozen.
+func freezeForUnsplice(client, up *net.TCPConn, sa, sb sockState) (*frozen, error) {
+	fz := &frozen{s: [2]sockState{sa, sb}}
+	for i, c := range []*net.TCPConn{client, up} {
+		w, err := readRepairWindow(c)
+		if err != nil {
+			return nil, err
+		}
+		fz.w[i] = w
+		err = withFD(c, func(fd int) error {
+			on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+			if err != nil {
+				return err
+			}
+			fz.keepalive[i] = on != 0
+			return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("SO_KEEPALIVE: %w", err)
+		}
+	}
+	return fz, nil
+}
+
+// unsplicer watches a spliced pair for the conditions that give it back
+// in control mode, and does it.
+type unsplicer struct {
+	e    *Engine
+	p    *engine.Pair
+	opts engine.Options
+	spec PairSpec
+	fz   *frozen
+	// kept is, per direction, the latest segment the program kept back.
+	kept [2]*Event
+	// timer fires after opts.For; nil without.
+	timer *time.Timer
+	// last is the pair's latest tracked state, for resetting its peers.
+	last PairStats
+	// used: the kept bytes of a direction are in the rebuilt socket.
+	used [2]bool
+}
+
+func newUnsplicer(e *Engine, p *engine.Pair, sp spliced, opts engine.Options) *unsplicer {
+	u := &unsplicer{e: e, p: p, opts: opts, spec: sp.spec, fz: sp.fz}
+	if opts.For > 0 {
+		u.timer = time.NewTimer(opts.For)
+	}
+	return u
+}
+
+// timerC is the For timer's channel, nil (never ready) without one.
+func (u *unsplicer) timerC() <-chan time.Time {
+	if u == nil || u.timer == nil {
+		return nil
+	}
+	return u.timer.C
+}
+
+func (u *unsplicer) stop() {
+	if u != nil && u.timer != nil {
+		u.timer.Stop()
+	}
+}
+
+// plain turns the splice into one that runs to its end, once a FIN was
+// forwarded (a sender closed before its limit, or while a timer ran): a
+// half-closed connection cannot be rebuilt. Every direction forwards, so
+// the other side's FIN passes too and the pair reaches TIME_WAIT; the
+// splice then ends with EndEOF. It returns nil, the unsplicer's new value.
+func (u *unsplicer) plain(a Tuple) *unsplicer {
+	u.stop()
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		if err := u.e.dp.SetMode(a, d, DirMode{Mode: engine.Forward}); err != nil {
+			u.e.log.Warn("forwarding a half-closed pair to its end", "pair", u.p.ID, "err", err)
+		}
+	}
+	u.e.log.Debug("a FIN was forwarded: the pair runs to its end", "pair", u.p.ID)
+	return nil
+}
+
+// onEvent records kept data and reports whether ev ends the splice, with
+// how and in which direction.
+func (u *unsplicer) onEvent(ev Event) (engine.End, engine.Direction, bool) {
+	d := ev.Dir
+	switch ev.Kind {
+	case EventData:
+		u.kept[d] = &ev
+	case EventLimit:
+		if u.opts.Dir(d).Mode == engine.Forward && u.opts.Dir(d).Limit > 0 {
+			return engine.EndLimit, d, true
+		}
+	case EventWatch:
+		if u.opts.Dir(d).Mode == engine.Watch {
+			return engine.EndData, d, true
+		}
+	}
+	return 0, 0, false
+}
+
+// onStats catches a limit or watch whose event was lost.
+func (u *unsplicer) onStats(st PairStats) (engine.End, engine.Direction, bool) {
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		o, ds := u.opts.Dir(d), st.Dir(d)
+		switch {
+		case o.Mode == engine.Forward && o.Limit > 0 && ds.LimitReached:
+			return engine.EndLimit, d, true
+		case o.Mode == engine.Watch && ds.Watched:
+			return engine.EndData, d, true
+		}
+	}
+	return 0, 0, false
+}
+
+// unspliceError is a failure after which the pair can only be reset (in
+// or out of the table), as opposed to a pair that ended on its own.
+type unspliceError struct{ reason string }
+
+func (e *unspliceError) Error() string { return e.reason }
+
+func failf(format string, args ...any) error {
+	return &unspliceError{fmt.Sprintf(format, args...)}
+}
+
+// unsplice gives the pair back in control mode; the follower f has its
+// counters. end and dir say why (EndLimit, EndData or EndTimer). On a
+// failure both peers are reset and the pair's sockets closed: the proxy
+// gets EndError, never a connection that lost or repeated bytes.
+func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir engine.Direction) engine.Result {
+	start := time.Now()
+	u.e.log.Debug("unsplicing", "pair", u.p.ID, "end", end, "dir", dir)
+	st, err := u.quiesce(f, ch)
+	if err == nil {
+		f.refresh() // the counters, final: the pair leaves the table next
+		err = u.rebuild(st, ch)
+	}
+	var ue *unspliceError
+	switch {
+	case errors.As(err, &ue):
+		return u.fail(f, err)
+	case err != nil: // the pair ended on its own meanwhile (reset, removed)
+		f.refresh()
+		return closedIfKept(u.p, spliced{fz: u.fz}, f.gone(""))
+	}
+	res := f.end(end, nil)
+	res.Dir = dir
+	u.e.unspl.done(time.Since(start))
+	u.e.rememberClocks(u.spec, u.last)
+	if end == engine.EndLimit {
+		if err := u.copyRemainder(&res); err != nil {
+			res.End, res.Err = engine.EndError, err
+		}
+	}
+	u.e.log.Debug("unspliced", "pair", u.p.ID, "end", end, "dir", dir, "took", time.Since(start),
+		"kept_up", keptLen(u.kept[engine.Up]), "kept_down", keptLen(u.kept[engine.Down]), "moved", res.Moved)
+	return res
+}
+
+func keptLen(ev *Event) int {
+	if ev == nil || ev.Kept == nil {
+		return 0
+	}
+	return len(ev.Kept.Data)
+}
+
+// quiesce stops both directions' data (watch), waits until each receiver
+// has acknowledged everything forwarded to it, and returns the pair's
+// state, whose SndNxt no longer moves.
+func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (PairStats, error) {
+	a, dp := f.a, f.dp
+	st, err := dp.Lookup(a)
+	if err != nil {
+		return st, err
+	}
+	inFlight := false
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		ds := st.Dir(d)
+		if ds.Mode != engine.Forward {
+			continue
+		}
+		// A direction at its limit forwards nothing new; any other
+		// forwarding direction may have a segment inside the program.
+		inFlight = inFlight || !(ds.Limited && ds.SndNxt == ds.LimitSeq)
+		if err := dp.SetMode(a, d, DirMode{Mode: engine.Watch}); err != nil {
+			return st, err
+		}
+	}
+	if inFlight {
+		// Every program run that still saw Forward has committed once
+		// a grace period has passed; SndNxt is final.
+		<-u.e.graces.start()
+	}
+	// Both directions stay watched while the sockets are rebuilt: acks
+	// pass, nothing advances SndNxt, and data that arrives meanwhile (the
+	// next request, typically) is kept rather than lost.
+	if st, err = u.waitQuiet(f, ch); err != nil {
+		return st, err
+	}
+	if st.Up.FIN || st.Down.FIN {
+		return st, failf("a FIN was forwarded (up %v, down %v): a half-closed connection cannot be rebuilt", st.Up.FIN, st.Down.FIN)
+	}
+	return st, nil
+}
+
+// waitQuiet polls the pair until both receivers acknowledged all that was
+// forwarded to them, consuming its notices meanwhile.
+func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (PairStats, error) {
+	deadline := time.Now().Add(quietTimeout)
+	wait := 50 * time.Microsecond
+	for {
+		st, err := f.dp.Lookup(f.a)
+		if err != nil {
+			return st, err
+		}
+		u.last = st
+		if st.Phase == PhaseClosed {
+			return st, errors.New("reset while unsplicing")
+		}
+		if u.quiet(st) {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return st, failf("the receivers did not acknowledge everything within %v (up %d of %d, down %d of %d)", quietTimeout,
+				u.ackOf(st, engine.Down), st.Up.SndNxt+u.spec.Up.SeqOff, u.ackOf(st, engine.Up), st.Down.SndNxt+u.spec.Down.SeqOff)
+		}
+		select {
+		case n := <-ch:
+			if n.removed != "" {
+				return st, errors.New("removed while unsplicing")
+			}
+			u.onEvent(n.ev)
+		case <-time.After(wait):
+			wait = min(2*wait, 2*time.Millisecond)
+		}
+	}
+}
+
+// ackOf is the highest ack the sender of direction d sent, kept-back
+// segments included (a request carries the ACK of the response before
+// it).
+func (u *unsplicer) ackOf(st PairStats, d engine.Direction) uint32 {
+	ack := st.Dir(d).AckHi
+	if k := u.kept[d]; k != nil && k.Kept.HasAck && seqLess(ack, k.Kept.Ack) {
+		ack = k.Kept.Ack
+	}
+	return ack
+}
+
+// quiet: nothing forwarded in either direction is unacknowledged.
+func (u *unsplicer) quiet(st PairStats) bool {
+	return u.ackOf(st, engine.Down) == st.Up.SndNxt+u.spec.Up.SeqOff &&
+		u.ackOf(st, engine.Up) == st.Down.SndNxt+u.spec.Down.SeqOff
+}
+
+// awaitKept waits briefly for a data event the program reported but the
+// reader has not delivered: its bytes save the sender a retransmission.
+func (u *unsplicer) awaitKept(ch <-chan notice, st PairStats) {
+	deadline := time.After(keptTimeout)
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		for st.Dir(d).Kept && (u.kept[d] == nil || u.kept[d].Seq != st.Dir(d).SndNxt) {
+			select {
+			case n := <-ch:
+				if n.removed == "" {
+					u.onEvent(n.ev)
+				}
+			case <-deadline:
+				return
+			}
+		}
+	}
+}
+
+// rebuild rebuilds both sockets from st, takes the pair out of the
+// datapath and leaves repair mode.
+func (u *unsplicer) rebuild(st PairStats, ch <-chan notice) error {
+	conns := [2]*net.TCPConn{u.p.Client, u.p.Upstream()}
+	for side, c := range conns {
+		r, err := u.rebuildOf(side, c, st)
+		if err != nil {
+			return failf("%v", err)
+		}
+		if err := withFD(c, func(fd int) error { return rebuildSock(fd, r) }); err != nil {
+			return failf("rebuild the %s socket: %v", sideName(side), err)
+		}
+	}
+	if err := u.leaveTable(st, ch, conns); err != nil {
+		return err
+	}
+	for side, c := range conns {
+		err := withFD(c, func(fd int) error {
+			if err := leaveRepair(fd); err != nil {
+				return err
+			}
+			if u.fz.keepalive[side] {
+				return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+			}
+			return nil
+		})
+		if err != nil {
+			// Out of the table already: resetting is all that is left.
+			return failf("leave repair mode on the %s socket: %v", sideName(side), err)
+		}
+	}
+	return nil
+}
+
+// leaveTable takes the pair out of the table, still watched (a hold
+// would drop the next request, which then waits for a retransmission
+// timeout), and appends to the rebuilt sockets (still in repair mode) the
+// data the program kept while they were rebuilt.
+func (u *unsplicer) leaveTable(st PairStats, ch <-chan notice, conns [2]*net.TCPConn) error {
+	a := u.spec.A
+	held, err := u.e.dp.Remove(a)
+	if err != nil {
+		return failf("%v", err)
+	}
+	u.e.release(a)
+	u.last = held
+	if held.Up.SndNxt != st.Up.SndNxt || held.Down.SndNxt != st.Down.SndNxt {
+		return failf("the pair moved while its sockets were rebuilt (up %d -> %d, down %d -> %d)",
+			st.Up.SndNxt, held.Up.SndNxt, st.Down.SndNxt, held.Down.SndNxt)
+	}
+	u.awaitKept(ch, held)
+	for d, side := range []int{0, 1} { // up is received by the client socket
+		k := u.kept[d]
+		if u.used[d] || k == nil || k.Seq != held.Dir(engine.Direction(d)).SndNxt || len(k.Kept.Data) == 0 {
+			continue
+		}
+		if err := withFD(conns[side], func(fd int) error { return fillRecvQueue(fd, k.Kept.Data) }); err != nil {
+			return failf("append kept bytes to the %s socket: %v", sideName(side), err)
+		}
+		u.used[d] = true
+	}
+	return nil
+}
+
+func sideName(side int) string {
+	if side == 0 {
+		return "client"
+	}
+	return "upstream"
+}
+
+// rebuildOf is what socket side (0 client, 1 upstream) becomes: it
+// receives direction in (up for the client socket) and sends out.
+//
+//	client socket: rcv_nxt = Up.SndNxt (+ kept bytes), snd = Down.SndNxt + Down.SeqOff
+//	upstream:      rcv_nxt = Down.SndNxt (+ kept),     snd = Up.SndNxt + Up.SeqOff
+func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st PairStats) (rebuild, error) {
+	in, out := engine.Up, engine.Down
+	if side == 1 {
+		in, out = engine.Down, engine.Up
+	}
+	s, w := u.fz.s[side], u.fz.w[side]
+	ps := s.params
+	si, so := st.Dir(in), st.Dir(out)
+	r := rebuild{
+		local: ps.Local, remote: ps.Remote,
+		sndSeq: so.SndNxt + u.spec.Dir(out).SeqOff, rcvSeq: si.SndNxt,
+		peerMSS: ps.PeerMSS, wscale: ps.WScale, sndWScale: ps.SndWScale, rcvWScale: ps.RcvWScale,
+		sack: ps.SACK, timestamps: ps.Timestamps,
+		sndWnd: w.sndWnd, maxWindow: w.maxWindow, rcvWnd: max(w.rcvWnd, 1),
+	}
+	raw, fresh := si.Window, si.Packets > 0
+	if k := u.kept[in]; k != nil && k.Seq == si.SndNxt {
+		r.queued = k.Kept.Data
+		u.used[in] = true
+		raw, fresh = k.Kept.Window, true
+	}
+	if fresh {
+		// The peer's latest window, in its own scale.
+		r.sndWnd = uint32(raw) << min(ps.SndWScale, 14)
+	}
+	if ps.Timestamps {
+		clock, err := sockTSClock(c)
+		if err != nil {
+			return r, fmt.Errorf("TCP_TIMESTAMP of the %s socket: %w", sideName(side), err)
+		}
+		// PAWS at the peer: never below the last TSval the datapath sent
+		// it in this socket's name.
+		if so.TSLast != 0 {
+			clock = seqMax(clock, so.TSLast+u.spec.Dir(out).TSOff+1)
+		}
+		r.tsClock = clock
+	}
+	return r, nil
+}
+
+// copyRemainder forwards, in control mode, what a limited direction still
+// owes when the segment holding its limit crossed it and was not
+// forwarded: the first bytes are already in the rebuilt source socket's
+// receive queue (kept by the program), the rest arrives by
+// retransmission. EndLimit then means exactly the limit, as the proxy
+// expects.
+func (u *unsplicer) copyRemainder(res *engine.Result) error {
+	d := res.Dir
+	rem := res.Remaining(u.opts, d)
+	if rem <= 0 {
+		return nil
+	}
+	src, dst := u.p.Src(d), u.p.Dst(d)
+	src.SetReadDeadline(time.Now().Add(remainderTimeout))
+	defer src.SetReadDeadline(time.Time{})
+	n, err := io.CopyN(dst, src, rem)
+	u.p.AddBytes(d, n)
+	res.Moved[d] += n
+	if err != nil {
+		return fmt.Errorf("copy the last %d bytes of the %v limit after unsplicing: %w", rem, d, err)
+	}
+	return nil
+}
+
+// fail resets both peers of a pair that could not be unspliced safely,
+// removes it and closes the forwarder's sockets (still in repair mode:
+// silently), counting and logging it.
+func (u *unsplicer) fail(f *follower, cause error) engine.Result {
+	u.e.unspl.failed.Add(1)
+	u.e.log.Warn("unsplicing failed: both peers reset", "pair", u.p.ID, "err", cause)
+	if st, err := f.dp.Lookup(f.a); err == nil {
+		u.last = st
+	}
+	f.dp.Delete(f.a)
+	u.e.release(f.a)
+	// At the highest sequence numbers forwarded: a peer still missing
+	// bytes answers with a challenge ACK, which the stack, with no socket
+	// left for it, resets.
+	u.e.resetPeers(u.spec, u.last)
+	for _, c := range []*net.TCPConn{u.p.Client, u.p.Upstream()} {
+		withFD(c, func(fd int) error {
+			return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON)
+		})
+		c.Close()
+	}
+	return f.end(engine.EndError, fmt.Errorf("engine ip: unsplicing failed, both peers reset: %w", cause))
+}
+
+// closedIfKept closes the pair's frozen sockets after a splice that kept
+// them ended without giving the pair back (EOF, reset, idle, cancel), as
+// a splice that cannot unsplice does at once: in repair mode, closing
+// sends nothing, and the proxy closes the pair next anyway.
+func closedIfKept(p *engine.Pair, sp spliced, res engine.Result) engine.Result {
+	if sp.fz != nil {
+		p.Client.Close()
+		if up := p.Upstream(); up != nil {
+			up.Close()
+		}
+	}
+	return res
+}
+
+// unspliceStats counts unsplices and keeps the latest durations, for
+// Counters and the bench.
+type unspliceStats struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	took       []time.Duration // the latest maxTook
+}
+
+const maxTook = 4096
+
+func (s *unspliceStats) done(d time.Duration) {
+	s.ok.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.took) == maxTook {
+		s.took = s.took[1:]
+	}
+	s.took = append(s.took, d)
+}
+
+// UnspliceTimes returns how long the latest unsplices took (at most
+// 4096), from the trigger (limit, watch or timer) to the pair back in
+// control mode: waiting for the receivers' ACKs, rebuilding both sockets,
+// removing the pair.
+func (e *Engine) UnspliceTimes() []time.Duration {
+	e.unspl.mu.Lock()
+	defer e.unspl.mu.Unlock()
+	return slices.Clone(e.unspl.took)
+}
+
+// peerClock is a peer's TSval seen by the datapath when a pair was
+// unspliced. Any TSval a peer sent in the past makes valid timestamp
+// offsets (NewPairSpec): an older one only makes the translated clock jump
+// ahead further. It spares the next splice of the same connection the
+// timestamp probe, whose answer Linux rate-limits to one per 500 ms per
+// socket, which a connection spliced per request would hit.
+type peerClock struct {
+	ts uint32
+	at time.Time
+}
+
+// clocksTTL bounds how long a remembered clock is used and kept.
+const clocksTTL = 10 * time.Minute
+
+// rememberClocks keeps the peers' TSvals of st, by connection: the client's
+// under the pair's A tuple, the server's under its B tuple (a proxy may
+// pair the same client connection with another upstream next time).
+func (e *Engine) rememberClocks(spec PairSpec, st PairStats) {
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.clocks == nil {
+		e.clocks = make(map[Tuple]peerClock)
+	}
+	if len(e.clocks) >= 4096 {
+		for k, c := range e.clocks {
+			if now.Sub(c.at) > clocksTTL {
+				delete(e.clocks, k)
+			}
+		}
+	}
+	if st.Up.TSLast != 0 {
+		e.clocks[spec.A] = peerClock{st.Up.TSLast, now}
+	}
+	if st.Down.TSLast != 0 {
+		e.clocks[spec.B] = peerClock{st.Down.TSLast, now}
+	}
+}
+
+// knownClocks are the remembered clocks of a pair's two peers.
+type knownClocks struct {
+	client, server         uint32
+	haveClient, haveServer bool
+}
+
+// fill sets the TSvals st lacks from the known clocks.
+func (k knownClocks) fill(st PairStats) PairStats {
+	if st.Up.TSLast == 0 && k.haveClient {
+		st.Up.TSLast = k.client
+	}
+	if st.Down.TSLast == 0 && k.haveServer {
+		st.Down.TSLast = k.server
+	}
+	return st
+}
+
+// recallClocks returns what is remembered, and recent, of the clocks of
+// the peers of connections a (client) and b (server).
+func (e *Engine) recallClocks(a, b Tuple) knownClocks {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var k knownClocks
+	if c, ok := e.clocks[a]; ok && time.Since(c.at) < clocksTTL {
+		k.client, k.haveClient = c.ts, true
+	}
+	if c, ok := e.clocks[b]; ok && time.Since(c.at) < clocksTTL {
+		k.server, k.haveServer = c.ts, true
+	}
+	return k
+}
