@@ -66,7 +66,9 @@ static __always_inline void emit(const struct splice_key *k, __u32 kind, __u32 s
 		count(SPLICE_CNT_EVENT_LOST);
 		return;
 	}
-	ev->ktime = bpf_ktime_get_coarse_ns();
+	/* The fine clock: Go compares it with CLOCK_MONOTONIC to tell this
+	 * splice's events from an earlier one's; events are rare. */
+	ev->ktime = bpf_ktime_get_ns();
 	ev->kind = kind;
 	ev->seq = seq;
 	__builtin_memcpy(&ev->key, k, sizeof(*k));
@@ -407,7 +409,7 @@ static __always_inline void keep_data(struct __sk_buff *skb, const struct pkt *p
 		n = SPLICE_CAPTURE;
 	if (n > 0 && bpf_skb_load_bytes(skb, p->l4 + s->hlen + skip, ev->data, n) < 0)
 		n = 0; /* unreadable: the sender retransmits instead */
-	ev->ev.ktime = bpf_ktime_get_coarse_ns();
+	ev->ev.ktime = bpf_ktime_get_ns(); /* fine clock, as in emit() */
 	ev->ev.kind = SPLICE_EV_DATA;
 	ev->ev.seq = nxt;
 	__builtin_memcpy(&ev->ev.key, &p->key, sizeof(p->key));
