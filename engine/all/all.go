@@ -26,10 +26,10 @@ type Factory struct {
 
 // Ladder is every engine, deepest first: auto tries them in this order.
 var Ladder = []Factory{
-	// ip is opt-in until it can splice mid-stream (issue 4): today it
-	// declines any pair with bytes buffered at splice time, after a
-	// freeze that costs milliseconds, so auto would pay that for nothing
-	// on busy pairs.
+	// ip is opt-in: its splice holds the pair (drops its segments) for a
+	// fraction of a millisecond, which now and then costs a sender a
+	// retransmission timeout, and a socket rebuilt by unsplicing restarts
+	// with a 1 s RTO; a latency-sensitive listener should choose that.
 	{Name: "ip", OptIn: true, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
 		if !cfg.IP.Enabled {
 			return nil, nil
