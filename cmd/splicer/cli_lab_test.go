@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +51,7 @@ func testRunInLab(t *testing.T, engine string) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	fwd := l.Fwd.Command(ctx, bin, "run", "--config", cfgPath)
 	fwd.Stdout, fwd.Stderr = logs, logs
 	if err := fwd.Start(); err != nil {
@@ -389,22 +388,4 @@ func writeFile(tb testing.TB, path string, data []byte) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-// logBuffer collects a process's output while tests read it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -3,11 +3,9 @@
 package fwdtest
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -110,22 +109,7 @@ func labelsAre(got []*dto.LabelPair, pairs []string) bool {
 }
 
 // LogBuffer collects a forwarder's log lines; safe for concurrent use.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *LogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *LogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type LogBuffer struct{ testenv.Buffer }
 
 // Contains reports whether some log line contains s.
 func (b *LogBuffer) Contains(s string) bool {

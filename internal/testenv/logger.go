@@ -1,4 +1,4 @@
-// Logger for tests: a component's debug log, kept quiet unless the test fails, when it is printed to explain the failure.
+// Logs in tests: a buffer safe for concurrent writers, and a component's debug log kept quiet unless the test fails, when it is printed to explain the failure.
 
 package testenv
 
@@ -13,7 +13,7 @@ import (
 // fails, so a flaky failure in CI comes with the component's own account.
 func Logger(tb testing.TB) *slog.Logger {
 	tb.Helper()
-	w := &lockedBuffer{}
+	w := &Buffer{}
 	tb.Cleanup(func() {
 		if tb.Failed() {
 			tb.Logf("debug log:\n%s", w.String())
@@ -22,21 +22,19 @@ func Logger(tb testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type lockedBuffer struct {
+// Buffer collects a log or a process's output while a test reads it.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.buf.Len() > 1<<20 {
-		return len(p), nil // keep the first MiB: the start of a failure
-	}
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
