@@ -17,14 +17,17 @@ import (
 )
 
 type listener struct {
-	f      *Forwarder
-	cfg    config.Listener
-	proxy  proxy.Proxy
-	chain  []engine.Engine
-	log    *slog.Logger
-	ln     net.Listener
-	active atomic.Int64
-	nextID *atomic.Uint64
+	f     *Forwarder
+	cfg   config.Listener
+	proxy proxy.Proxy
+	chain []engine.Engine
+	// matchMSS: upstream connections announce the client's MSS (see
+	// session.withClientMSS), because the chain holds engine ip.
+	matchMSS bool
+	log      *slog.Logger
+	ln       net.Listener
+	active   atomic.Int64
+	nextID   *atomic.Uint64
 }
 
 var pairIDs atomic.Uint64
@@ -42,7 +45,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 		return nil, errors.New("no engine can run on this host")
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs,
-		log: f.log.With("listener", lc.Name)}
+		matchMSS: needsMatchedMSS(chain), log: f.log.With("listener", lc.Name)}
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
 		reason := f.engines.Reason(want)
 		if reason == "" {
@@ -52,6 +55,19 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 		f.metrics.Fallbacks.WithLabelValues(want, chain[0].Name(), "unavailable").Inc()
 	}
 	return l, nil
+}
+
+// needsMatchedMSS reports whether chain holds engine ip, which passes
+// segments between the two connections unchanged in size: it splices a
+// pair only if neither side may send larger segments than the other side
+// accepts.
+func needsMatchedMSS(chain []engine.Engine) bool {
+	for _, e := range chain {
+		if e.Name() == "ip" {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *listener) bind() error {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/proxy"
 )
 
@@ -30,7 +31,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	c, err := s.l.f.dial(ctx, "tcp", addr)
+	c, err := s.l.f.dial(s.withClientMSS(ctx), "tcp", addr)
 	if err != nil {
 		return nil, classifyDial(ctx, err)
 	}
@@ -42,6 +43,25 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	s.p.SetUpstream(tc)
 	s.log = s.log.With("upstream", addr)
 	return tc, nil
+}
+
+// withClientMSS has the upstream's SYN announce the MSS the client
+// announced, when the listener's chain holds an engine that needs it (see
+// listener.matchMSS): the server then never sends a segment larger than
+// the client accepts. The client's own segments toward a server that
+// accepts less cannot be bounded this way (the client's handshake is
+// over); engine ip declines such pairs, saying so. Without the client's
+// MSS the dial goes on with the route's.
+func (s *session) withClientMSS(ctx context.Context) context.Context {
+	if !s.l.matchMSS {
+		return ctx
+	}
+	mss, err := sockopt.AnnouncedMSS(s.p.Client)
+	if err != nil {
+		s.log.Debug("client's MSS unknown: the upstream announces the route's", "err", err)
+		return ctx
+	}
+	return sockopt.WithMSS(ctx, mss)
 }
 
 // classifyDial wraps a dial error with the proxy error that names its cause.
