@@ -27,8 +27,9 @@ import (
 // server computed it, the download byte for byte), /flows shows the pair
 // spliced by ip throughout, and the datapath drops nothing as
 // mtu_exceeded. Without the upstream announcing the client's MSS, ip
-// declines such a pair: "the server may send 1460-byte segments, the
-// client accepts 1360".
+// declines such a pair: "the server may send 1448-byte segments, the
+// client accepts 1360". A client announcing less than the forwarder
+// offered it still makes ip decline (see testClientAnnouncesLess).
 func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
 	if err := l.SetMTU(l.ClientLink(), 1400); err != nil {
@@ -50,7 +51,10 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 		lc.Engine = "ip"
 		listeners = append(listeners, lc)
 	}
-	lf := startLabForwarder(t, l, listeners...)
+	clamped := tcpListener("clamped", fwdAddr(l, 7803), serverAddr(l, 9803))
+	clamped.Engine = "ip"
+	serveOrigin(t, l, origin.Stream, serverAddr(l, 9803))
+	lf := startLabForwarder(t, l, append(listeners, clamped)...)
 	lf.requireEngine(t, "ip")
 
 	for _, c := range cases {
@@ -79,17 +83,20 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 			lf.waitClosed(t, c.name, "eof", 1)
 		})
 	}
-	if line := lf.Logs.Line("engine declined pair"); line != "" {
-		t.Errorf("an engine declined a pair: %s", line)
+	testClientAnnouncesLess(t, lf, clamped.Name)
+	for _, c := range cases {
+		if line := lf.Logs.Line("engine declined pair", "listener="+c.name); line != "" {
+			t.Errorf("an engine declined a pair: %s", line)
+		}
 	}
-	if strings.Contains(lf.Logs.String(), "-byte segments") {
-		t.Error("the log names an MSS mismatch")
+	if line := lf.Logs.Line("the server may send"); line != "" {
+		t.Errorf("the server may still send segments the client does not accept: %s", line)
 	}
 	if n := lf.Metric("splicer_splice_transitions_total", "engine", "ip", "outcome", "eof"); n != float64(len(cases)) {
 		t.Errorf("ip splices that ended at EOF: %v, want %d", n, len(cases))
 	}
-	if n := lf.Metric("splicer_splice_transitions_total", "engine", "ip", "outcome", "fallback"); n != 0 {
-		t.Errorf("ip fell back %v times", n)
+	if n := lf.Metric("splicer_splice_transitions_total", "engine", "ip", "outcome", "fallback"); n != 1 {
+		t.Errorf("ip fell back %v times, want once (the client announcing less)", n)
 	}
 	for _, drop := range []string{"mtu_exceeded", "malformed", "rewrite_failed"} {
 		if n := lf.Metric("splicer_engine_events_total", "engine", "ip", "event", drop); n != 0 {
@@ -99,6 +106,34 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 	if n := lf.Metric("splicer_engine_events_total", "engine", "ip", "event", "forwarded"); n == 0 {
 		t.Error("the datapath forwarded no segment")
 	}
+}
+
+// testClientAnnouncesLess: a client announcing MSS 1000, less than the
+// 1360 the forwarder offered it (as behind an MSS-clamping router), gets
+// an upstream announcing 1000 too; the forwarder's upstream socket then
+// records the server's MSS capped at 1000 and cannot tell that the server
+// accepts the client's 1360-byte segments, so ip declines the pair with
+// that reason and a shallower engine carries the bytes intact.
+func testClientAnnouncesLess(t *testing.T, lf *labForwarder, listener string) {
+	t.Run("client-announces-less", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		c, err := lf.Lab.Client.Dial(sockopt.WithMSS(ctx, 1000), "tcp", lf.Addr(listener).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		f := lf.waitFlow(t, listener, "spliced by a shallower engine", func(f forwarder.Flow) bool {
+			return f.State == "spliced" && f.Engine != "ip"
+		})
+		if want := "the server accepts 1000"; !strings.Contains(f.Note, "the client may send") || !strings.Contains(f.Note, want) {
+			t.Errorf("/flows note %q, want the fallback's reason with %q", f.Note, want)
+		}
+		rep, err := origin.StreamCheck(ctx, c, 1<<20, 1<<20)
+		if err != nil || !rep.OK() {
+			t.Fatalf("1 MiB each way after the fallback: %+v, %v", rep, err)
+		}
+	})
 }
 
 // acceptedConns records the connections an origin listener accepted.
