@@ -12,6 +12,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/proxy"
 	proxyall "github.com/splicer/splicer/proxy/all"
 )
@@ -68,6 +69,24 @@ func needsMatchedMSS(chain []engine.Engine) bool {
 		}
 	}
 	return false
+}
+
+// clientMSS is the MSS the client announced, when the listener's chain
+// holds an engine that needs the upstream to announce it too (see
+// listener.matchMSS), or 0. It is read once, from the freshly accepted
+// socket: a socket that engine ip rebuilt after unsplicing reports a
+// smaller MSS than its handshake's, and a proxy may dial again after that
+// (http-reverse, for the next request's server).
+func (l *listener) clientMSS(c *net.TCPConn, log *slog.Logger) int {
+	if !l.matchMSS {
+		return 0
+	}
+	mss, err := sockopt.AnnouncedMSS(c)
+	if err != nil {
+		log.Debug("client's MSS unknown: upstream connections announce the route's", "err", err)
+		return 0
+	}
+	return mss
 }
 
 func (l *listener) bind() error {
@@ -136,6 +155,7 @@ func (l *listener) handle(c *net.TCPConn) {
 	m := l.f.metrics
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
 	s := &session{l: l, p: p, log: l.log.With("pair", p.ID, "client", c.RemoteAddr().String())}
+	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
 	m.Active.WithLabelValues(l.cfg.Name).Inc()
 

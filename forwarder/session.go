@@ -19,6 +19,8 @@ type session struct {
 	l   *listener
 	p   *engine.Pair
 	log *slog.Logger
+	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
+	clientMSS int
 }
 
 func (s *session) Pair() *engine.Pair { return s.p }
@@ -45,23 +47,16 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	return tc, nil
 }
 
-// withClientMSS has the upstream's SYN announce the MSS the client
-// announced, when the listener's chain holds an engine that needs it (see
-// listener.matchMSS): the server then never sends a segment larger than
-// the client accepts. The client's own segments toward a server that
+// withClientMSS has the upstream's SYN announce the client's MSS (see
+// clientMSS), if known: the server then never sends a segment larger
+// than the client accepts. The client's own segments toward a server that
 // accepts less cannot be bounded this way (the client's handshake is
-// over); engine ip declines such pairs, saying so. Without the client's
-// MSS the dial goes on with the route's.
+// over); engine ip declines such pairs, saying so.
 func (s *session) withClientMSS(ctx context.Context) context.Context {
-	if !s.l.matchMSS {
+	if s.clientMSS == 0 {
 		return ctx
 	}
-	mss, err := sockopt.AnnouncedMSS(s.p.Client)
-	if err != nil {
-		s.log.Debug("client's MSS unknown: the upstream announces the route's", "err", err)
-		return ctx
-	}
-	return sockopt.WithMSS(ctx, mss)
+	return sockopt.WithMSS(ctx, s.clientMSS)
 }
 
 // classifyDial wraps a dial error with the proxy error that names its cause.
