@@ -13,10 +13,15 @@ import (
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/metrics"
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // DialFunc opens an upstream connection; ListenFunc opens a listener. Tests
-// and the lab replace them to work inside a network namespace.
+// and the lab replace them to work inside a network namespace. A DialFunc
+// should apply the socket options its context carries before connect
+// (net.Dialer{ControlContext: sockopt.Control}), as the default and
+// lab.NS.Dial do: without them engine ip falls back on every pair whose
+// client accepts smaller segments than the server would send.
 type (
 	DialFunc   func(ctx context.Context, network, addr string) (net.Conn, error)
 	ListenFunc func(network, addr string) (net.Listener, error)
@@ -67,8 +72,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		f.metrics = metrics.New()
 	}
 	if f.dial == nil {
-		var d net.Dialer
-		f.dial = d.DialContext
+		f.dial = sockopt.Dialer().DialContext
 	}
 	if f.listen == nil {
 		f.listen = net.Listen

@@ -12,19 +12,23 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/proxy"
 	proxyall "github.com/splicer/splicer/proxy/all"
 )
 
 type listener struct {
-	f      *Forwarder
-	cfg    config.Listener
-	proxy  proxy.Proxy
-	chain  []engine.Engine
-	log    *slog.Logger
-	ln     net.Listener
-	active atomic.Int64
-	nextID *atomic.Uint64
+	f     *Forwarder
+	cfg   config.Listener
+	proxy proxy.Proxy
+	chain []engine.Engine
+	// matchMSS: upstream connections announce the client's MSS (see
+	// session.withClientMSS), because the chain holds engine ip.
+	matchMSS bool
+	log      *slog.Logger
+	ln       net.Listener
+	active   atomic.Int64
+	nextID   *atomic.Uint64
 }
 
 var pairIDs atomic.Uint64
@@ -42,7 +46,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 		return nil, errors.New("no engine can run on this host")
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs,
-		log: f.log.With("listener", lc.Name)}
+		matchMSS: needsMatchedMSS(chain), log: f.log.With("listener", lc.Name)}
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
 		reason := f.engines.Reason(want)
 		if reason == "" {
@@ -52,6 +56,37 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 		f.metrics.Fallbacks.WithLabelValues(want, chain[0].Name(), "unavailable").Inc()
 	}
 	return l, nil
+}
+
+// needsMatchedMSS reports whether chain holds engine ip, which passes
+// segments between the two connections unchanged in size: it splices a
+// pair only if neither side may send larger segments than the other side
+// accepts.
+func needsMatchedMSS(chain []engine.Engine) bool {
+	for _, e := range chain {
+		if e.Name() == "ip" {
+			return true
+		}
+	}
+	return false
+}
+
+// clientMSS is the MSS the client announced, when the listener's chain
+// holds an engine that needs the upstream to announce it too (see
+// listener.matchMSS), or 0. It is read once, from the freshly accepted
+// socket: a socket that engine ip rebuilt after unsplicing reports a
+// smaller MSS than its handshake's, and a proxy may dial again after that
+// (http-reverse, for the next request's server).
+func (l *listener) clientMSS(c *net.TCPConn, log *slog.Logger) int {
+	if !l.matchMSS {
+		return 0
+	}
+	mss, err := sockopt.AnnouncedMSS(c)
+	if err != nil {
+		log.Debug("client's MSS unknown: upstream connections announce the route's", "err", err)
+		return 0
+	}
+	return mss
 }
 
 func (l *listener) bind() error {
@@ -120,6 +155,7 @@ func (l *listener) handle(c *net.TCPConn) {
 	m := l.f.metrics
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
 	s := &session{l: l, p: p, log: l.log.With("pair", p.ID, "client", c.RemoteAddr().String())}
+	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
 	m.Active.WithLabelValues(l.cfg.Name).Inc()
 

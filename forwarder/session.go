@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/proxy"
 )
 
@@ -18,6 +19,8 @@ type session struct {
 	l   *listener
 	p   *engine.Pair
 	log *slog.Logger
+	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
+	clientMSS int
 }
 
 func (s *session) Pair() *engine.Pair { return s.p }
@@ -30,7 +33,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	c, err := s.l.f.dial(ctx, "tcp", addr)
+	c, err := s.l.f.dial(s.withClientMSS(ctx), "tcp", addr)
 	if err != nil {
 		return nil, classifyDial(ctx, err)
 	}
@@ -42,6 +45,18 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	s.p.SetUpstream(tc)
 	s.log = s.log.With("upstream", addr)
 	return tc, nil
+}
+
+// withClientMSS has the upstream's SYN announce the client's MSS (see
+// clientMSS), if known: the server then never sends a segment larger
+// than the client accepts. The client's own segments toward a server that
+// accepts less cannot be bounded this way (the client's handshake is
+// over); engine ip declines such pairs, saying so.
+func (s *session) withClientMSS(ctx context.Context) context.Context {
+	if s.clientMSS == 0 {
+		return ctx
+	}
+	return sockopt.WithMSS(ctx, s.clientMSS)
 }
 
 // classifyDial wraps a dial error with the proxy error that names its cause.

@@ -16,7 +16,7 @@
 // IPv6 addresses skip duplicate address detection and are usable at once.
 //
 // A link can be made lossy (SetLoss, a tcx BPF program, since the kernel has
-// no netem) or slow (SetRate, a tbf qdisc). Namespace names carry a prefix,
+// no netem), slow (SetRate, a tbf qdisc) or narrower (SetMTU, both ends). Namespace names carry a prefix,
 // the creating process's pid and a random suffix, so concurrent labs do not
 // collide and Sweep can remove those left behind by a crashed run.
 //

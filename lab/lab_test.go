@@ -25,6 +25,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 )
 
@@ -200,6 +201,54 @@ func TestSetRateLimitsBulkTransfer(t *testing.T) {
 		if got := rootQdisc(t, end); got == "tbf" {
 			t.Errorf("rate 0 left tbf on %s", end.Interface)
 		}
+	}
+}
+
+// TestSetMTUChangesBothEnds: SetMTU on the client link sets both its ends
+// and leaves the server link alone; a client's connection across the
+// smaller link announces the smaller MSS (1400 - 40), one between the
+// forwarder and the server the usual 1460.
+func TestSetMTUChangesBothEnds(t *testing.T) {
+	t.Parallel()
+	l := NewT(t, DefaultConfig())
+	if err := l.SetMTU(l.ClientLink(), 1400); err != nil {
+		t.Fatal(err)
+	}
+	for link, want := range map[string]int{"client": 1400, "server": 1500} {
+		lk := l.ClientLink()
+		if link == "server" {
+			lk = l.ServerLink()
+		}
+		for _, end := range []End{lk.ClientSide, lk.ServerSide} {
+			if got, err := end.MTU(); err != nil || got != want {
+				t.Errorf("%s link, %s:%s: MTU %d, %v; want %d", link, end.NS.Name, end.Interface, got, err, want)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		from *NS
+		want int
+	}{{"client to server", l.Client, 1360}, {"forwarder to server", l.Fwd, 1460}} {
+		ln := mustListen(t, l.Server, l.Cfg.Server.Addr())
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			c, _ := ln.Accept()
+			accepted <- c
+		}()
+		mustDial(t, tc.from, ln.Addr().String())
+		c := <-accepted
+		if c == nil {
+			t.Fatalf("%s: accept failed", tc.name)
+		}
+		mss, err := sockopt.AnnouncedMSS(c.(*net.TCPConn))
+		c.Close()
+		if err != nil || mss != tc.want {
+			t.Errorf("%s: the connection announced MSS %d, %v; want %d", tc.name, mss, err, tc.want)
+		}
+	}
+	if err := l.SetMTU(Link{Name: "foreign", ClientSide: End{&NS{Name: "x"}, "y"}}, 1400); err == nil {
+		t.Error("SetMTU accepted a link of no lab")
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // netnsDir is where `ip netns` and vishvananda/netns keep named namespaces.
@@ -127,12 +129,13 @@ func (n *NS) ListenPacket(network, addr string) (net.PacketConn, error) {
 }
 
 // Dial connects from inside the namespace. Use a literal IP in addr: with a
-// host name the dialer may race connections on goroutines outside it.
+// host name the dialer may race connections on goroutines outside it. The
+// socket options ctx carries (sockopt.WithMSS) are set before connect, as
+// the forwarder's own dialer does.
 func (n *NS) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var conn net.Conn
 	err := n.Do(func() (err error) {
-		var d net.Dialer
-		conn, err = d.DialContext(ctx, network, addr)
+		conn, err = sockopt.Dialer().DialContext(ctx, network, addr)
 		return err
 	})
 	return conn, err

@@ -54,7 +54,11 @@ type ConnParams struct {
 //     that did not negotiate them;
 //   - TCP-MD5/TCP-AO signatures, which cover the rewritten fields;
 //   - MPTCP subflows, whose options carry their own sequence mappings;
-//   - an MSS one side may use that the other side did not accept.
+//   - an MSS one side may use that the other side did not accept: the
+//     datapath never changes a segment's size. The forwarder avoids it
+//     toward the client by having the upstream SYN announce the client's
+//     MSS (internal/sockopt); toward the server it cannot, once the
+//     client's handshake is over.
 func CanTranslate(a, b ConnParams) error {
 	var errs []error
 	fa, fb := family(a), family(b)

@@ -1,0 +1,118 @@
+// Package sockopt carries socket options for an outgoing TCP connection through a context to the dialer, which sets them before connect.
+//
+// The code that knows an option (the forwarder's session, which has the
+// client connection) is not the code that creates the upstream socket (a
+// dial function that tests and the lab replace to work in a network
+// namespace). A context value reaches any dial function; Control applies
+// it, as a net.Dialer's ControlContext, between socket and connect, so
+// the SYN already carries it:
+//
+//	d := net.Dialer{ControlContext: sockopt.Control}
+//	c, err := d.DialContext(sockopt.WithMSS(ctx, 1360), "tcp", addr)
+package sockopt
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The range of TCP_MAXSEG that Linux accepts (TCP_MIN_MSS, MAX_TCP_WINDOW).
+const (
+	MinMSS = 88
+	MaxMSS = 32767
+)
+
+// tcpiOptTimestamps is TCPI_OPT_TIMESTAMPS of tcpi_options (linux/tcp.h),
+// which x/sys does not name.
+const tcpiOptTimestamps = 1
+
+// tsOptionLen is what the timestamp option takes from every segment's
+// payload once negotiated (TCPOLEN_TSTAMP_ALIGNED: 10 bytes and 2 NOPs).
+const tsOptionLen = 12
+
+type mssKey struct{}
+
+// WithMSS returns a context under which Control sets TCP_MAXSEG to mss on
+// the socket before it connects: its SYN then announces at most mss, so
+// the peer never sends larger segments. A value the kernel would refuse
+// (outside MinMSS..MaxMSS) leaves ctx unchanged, so that the dial goes on
+// with the route's MSS rather than failing.
+func WithMSS(ctx context.Context, mss int) context.Context {
+	if mss < MinMSS || mss > MaxMSS {
+		return ctx
+	}
+	return context.WithValue(ctx, mssKey{}, mss)
+}
+
+// MSS is the MSS ctx asks the dialer to announce, 0 for none.
+func MSS(ctx context.Context) int {
+	mss, _ := ctx.Value(mssKey{}).(int)
+	return mss
+}
+
+// Control is a net.Dialer ControlContext that applies the options in ctx
+// to a TCP socket before it connects; without options it does nothing.
+func Control(ctx context.Context, network, _ string, c syscall.RawConn) error {
+	mss := MSS(ctx)
+	if mss == 0 || !strings.HasPrefix(network, "tcp") {
+		return nil
+	}
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("set TCP_MAXSEG %d: %w", mss, serr)
+	}
+	return nil
+}
+
+// Dialer returns a net.Dialer that applies the options in its dial
+// context.
+func Dialer() *net.Dialer { return &net.Dialer{ControlContext: Control} }
+
+// AnnouncedMSS is the MSS the peer of an established connection may be
+// sent, as its SYN announced it: the socket's mss_cache (tcpi_snd_mss, the
+// payload of a full segment with the options of every segment taken off)
+// plus the 12 bytes of the timestamp option when timestamps were
+// negotiated. It is the peer's announcement unless this host's route
+// toward the peer carries less (a smaller MTU on the way out), or the
+// peer's largest window so far is under twice the MSS (the kernel bounds
+// mss_cache by half of it: only loopback-sized MSSes meet that), in which
+// case it is that smaller figure: never more than the peer accepts.
+//
+// This assumes no IP options, IPv6 extension headers or TCP-MD5 on the
+// connection (each would take bytes off mss_cache too); the forwarder's
+// sockets have none.
+func AnnouncedMSS(c *net.TCPConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var info *unix.TCPInfo
+	var ierr error
+	if err := rc.Control(func(fd uintptr) {
+		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil {
+		return 0, err
+	}
+	if ierr != nil {
+		return 0, fmt.Errorf("TCP_INFO: %w", ierr)
+	}
+	return announcedFrom(int(info.Snd_mss), info.Options&tcpiOptTimestamps != 0), nil
+}
+
+// announcedFrom undoes what the handshake took off the peer's MSS.
+func announcedFrom(sndMSS int, timestamps bool) int {
+	if timestamps {
+		return sndMSS + tsOptionLen
+	}
+	return sndMSS
+}
