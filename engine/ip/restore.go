@@ -69,6 +69,9 @@ func rebuildSock(fd int, r rebuild) error {
 	if err := rebind(fd, r.local); err != nil {
 		return fmt.Errorf("bind %v: %w", r.local, err)
 	}
+	if err := clampMSS(fd, r.peerMSS); err != nil {
+		return fmt.Errorf("TCP_MAXSEG: %w", err)
+	}
 	if err := unix.Connect(fd, sockaddr(r.remote)); err != nil {
 		return fmt.Errorf("connect %v: %w", r.remote, err)
 	}
@@ -92,6 +95,18 @@ func rebuildSock(fd int, r rebuild) error {
 		return fmt.Errorf("TCP_REPAIR_WINDOW: %w", err)
 	}
 	return checkLocal(fd, r.local)
+}
+
+// clampMSS sets the socket's user MSS to the peer's before the repair
+// connect: connect sizes segments (mss_cache) from the route and the MSS
+// clamp known then, and TCP_REPAIR_OPTIONS later only moves the clamp, so a
+// socket with no user MSS (an accepted one) would send 536-byte segments
+// in control mode after unsplicing.
+func clampMSS(fd int, peerMSS uint16) error {
+	if peerMSS < 88 { // TCP_MIN_MSS: unknown, keep the route's
+		return nil
+	}
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG, int(peerMSS))
 }
 
 // disconnect is connect(AF_UNSPEC): tcp_disconnect, which in repair mode

@@ -66,6 +66,10 @@ func TestRebuildSockInPlace(t *testing.T) {
 			if got != want || again.usecTS != s.usecTS {
 				t.Errorf("rebuilt: %+v usec %v, was %+v usec %v", got, again.usecTS, want, s.usecTS)
 			}
+			// Control mode after an unsplice sends full-sized segments.
+			if again.sndMSS != s.sndMSS {
+				t.Errorf("rebuilt socket sends %d-byte segments, was %d", again.sndMSS, s.sndMSS)
+			}
 		})
 	}
 }
