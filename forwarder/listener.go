@@ -154,7 +154,8 @@ func (l *listener) handle(c *net.TCPConn) {
 	defer l.active.Add(-1)
 	m := l.f.metrics
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
-	s := &session{l: l, p: p, log: l.log.With("pair", p.ID, "client", c.RemoteAddr().String())}
+	log := l.log.With("pair", p.ID, "client", c.RemoteAddr().String())
+	s := &session{l: l, p: p, log: log, base: log}
 	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
 	m.Active.WithLabelValues(l.cfg.Name).Inc()

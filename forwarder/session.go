@@ -19,6 +19,9 @@ type session struct {
 	l   *listener
 	p   *engine.Pair
 	log *slog.Logger
+	// base is log before any upstream: a proxy that dials per request
+	// (http-reverse) names only the latest upstream in its lines.
+	base *slog.Logger
 	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
 	clientMSS int
 }
@@ -43,7 +46,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		return nil, errors.New("upstream connection is not TCP")
 	}
 	s.p.SetUpstream(tc)
-	s.log = s.log.With("upstream", addr)
+	s.log = s.base.With("upstream", addr)
 	return tc, nil
 }
 
