@@ -225,6 +225,7 @@ func (d *Datapath) Close() error {
 var counterNames = [...]string{
 	"forwarded",
 	"event_lost",
+	"reopened",
 	"no_entry",
 	"fragment",
 	"malformed",
@@ -241,7 +242,7 @@ var counterNames = [...]string{
 }
 
 // firstDrop is the index of the first drop reason in counterNames.
-const firstDrop = 2
+const firstDrop = 3
 
 // DropReasons lists every drop reason Drops can report, in a stable order.
 func DropReasons() []string { return append([]string(nil), counterNames[firstDrop:]...) }

@@ -209,6 +209,10 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 		}
 	}
 
+	if flags&(tcpSYN|tcpACK) == tcpSYN && e.flags&(flagTimeWait|flagClosed) != 0 {
+		delete(m.flows, flow) // a new connection on an ended pair's tuple
+		return verdictPass, nil
+	}
 	if e.flags&flagClosed != 0 {
 		return m.drop("closed")
 	}

@@ -123,6 +123,40 @@ func TestTeardownToTimeWait(t *testing.T) {
 	h.send(tp.up(seg{seq: clientFINEnd, ack: upAcked + 1, flags: tcpACK}), verdictPass)
 }
 
+// TestSYNReopensEndedPair: a client whose ports wrap sends a SYN on the
+// tuple of a pair waiting out TIME_WAIT; like a TIME_WAIT socket, the
+// program hands it to the stack (the listener) and takes the flow out, so
+// the rest of the handshake reaches the stack too; the server's direction
+// still translates. The sweep then removes the pair without complaint.
+func TestSYNReopensEndedPair(t *testing.T) {
+	h := newHarness(t, Options{TimeWait: 30 * time.Second})
+	tp := topo4
+	spec := h.baseSpec(tp)
+	h.insert(spec)
+	a := spec.A
+	clientFINEnd := uint32(upNxt + 1)
+	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN}), verdictRedirect)
+	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
+	h.send(tp.up(seg{seq: clientFINEnd, ack: upAcked + 1, flags: tcpACK}), verdictRedirect)
+	if st := h.stats(a); st.Phase != PhaseTimeWait {
+		t.Fatalf("phase %v, want time_wait", st.Phase)
+	}
+	// A SYN-ACK is no new connection: still dropped.
+	h.send(tp.up(seg{seq: 7, ack: 9, flags: tcpSYN | tcpACK}), verdictDrop)
+	h.send(tp.up(seg{seq: clientFINEnd + 1000, flags: tcpSYN}), verdictPass)
+	if c, err := h.dp.Counters(); err != nil || c["reopened"] != 1 {
+		t.Errorf("reopened counter %d (%v), want 1", c["reopened"], err)
+	}
+	// The handshake's ACK belongs to the stack as well.
+	h.send(tp.up(seg{seq: clientFINEnd + 1001, ack: 1, flags: tcpACK}), verdictPass)
+	// The server's retransmitted FIN is still translated.
+	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
+	rm, err := h.dp.Sweep(Now() + 30*time.Second)
+	if err != nil || len(rm) != 1 || rm[0].Pair != a {
+		t.Fatalf("Sweep after 2MSL: %v (%v)", rm, err)
+	}
+}
+
 // TestSimultaneousClose: both FINs cross, each acknowledged by the other's
 // FIN segment, then the final ACKs.
 func TestSimultaneousClose(t *testing.T) {

@@ -439,9 +439,18 @@ func (d *Datapath) Remove(a Tuple) (PairStats, error) {
 	}, err
 }
 
+func ignoreMissing(err error) error {
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
+	return err
+}
+
 func (d *Datapath) remove(p *pair) error {
-	errA := d.objs.SpliceFlows.Delete(&p.ka)
-	errB := d.objs.SpliceFlows.Delete(&p.kb)
+	// A flow the program took out itself (a SYN reopened its tuple) is
+	// gone already.
+	errA := ignoreMissing(d.objs.SpliceFlows.Delete(&p.ka))
+	errB := ignoreMissing(d.objs.SpliceFlows.Delete(&p.kb))
 	delete(d.pairs, p.spec.A)
 	delete(d.byB, p.spec.B)
 	d.slots.put(p.n, time.Now())

@@ -422,6 +422,20 @@ static __always_inline void keep_data(struct __sk_buff *skb, const struct pkt *p
 }
 
 /* splice checks, translates and redirects one segment of a spliced flow. */
+/* reopen hands a SYN on the tuple of an ended pair (both FINs acknowledged,
+ * or reset) to the stack, as a TIME_WAIT socket accepts a new SYN (RFC
+ * 6191): a client whose ephemeral ports wrap reuses them while the pair
+ * waits out 2MSL, and dropping its SYN would stall it for retransmissions.
+ * The flow leaves the table so the handshake's next segments reach the
+ * listener too; the pair itself waits for the control plane's sweep, and
+ * the peer's direction still translates a retransmitted FIN. */
+static __always_inline int reopen(const struct pkt *p)
+{
+	bpf_map_delete_elem(&splice_flows, &p->key);
+	count(SPLICE_CNT_REOPENED);
+	return TC_ACT_UNSPEC; /* a new connection: the stack's (the listener's) */
+}
+
 static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct splice_dir *e,
 				  struct splice_dir *peer)
 {
@@ -441,6 +455,8 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	__s32 dseq = s.seq - nxt;
 	int seq_ok = dseq <= (__s32)span && dseq >= -(__s32)span;
 
+	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)))
+		return reopen(p);
 	if (flags & SPLICE_F_CLOSED)
 		return drop(SPLICE_DROP_CLOSED); /* a reset ended the pair: nobody is left to receive this */
 	if (mode == SPLICE_MODE_HOLD) {

@@ -132,6 +132,7 @@ struct splice_data_event {
 enum splice_counter {
 	SPLICE_CNT_FORWARDED = 0, /* packets translated and redirected */
 	SPLICE_CNT_EVENT_LOST,	  /* events the full ring buffer refused */
+	SPLICE_CNT_REOPENED,	  /* SYNs that reopened the tuple of an ended pair, handed to the stack */
 	SPLICE_DROP_NO_ENTRY,	  /* a flow pointed at a slot with no entry */
 	SPLICE_DROP_FRAGMENT,	  /* IPv4 first fragment of a spliced flow */
 	SPLICE_DROP_MALFORMED,	  /* truncated or inconsistent IP/TCP header or options */
