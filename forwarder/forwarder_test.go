@@ -21,27 +21,8 @@ func startForwarder(tb testing.TB, engineName, upstream string) *forwarder.Forwa
 	return fwdtest.Start(tb, l)
 }
 
-func echoServer(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.(*net.TCPConn).CloseWrite() }()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 func TestEchoThroughEveryEngine(t *testing.T) {
-	up := echoServer(t)
+	up := fwdtest.Echo(t)
 	for _, name := range []string{"copy", "pipe", "auto"} {
 		t.Run(name, func(t *testing.T) {
 			f := startForwarder(t, name, up)

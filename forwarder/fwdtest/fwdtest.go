@@ -3,11 +3,13 @@ package fwdtest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/origin"
 )
 
 // Start validates listeners, runs a forwarder with them on this host's
@@ -33,4 +35,21 @@ func Start(tb testing.TB, listeners ...config.Listener) *forwarder.Forwarder {
 		f.Shutdown(ctx)
 	})
 	return f
+}
+
+// Echo serves the origin's echo protocol (every byte back, the FIN after
+// the last one) on a loopback port until the test ends, and returns its
+// address.
+func Echo(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := origin.New(nil)
+	tb.Cleanup(func() { s.Close() })
+	if err := s.Serve(origin.Echo, ln); err != nil {
+		tb.Fatal(err)
+	}
+	return ln.Addr().String()
 }

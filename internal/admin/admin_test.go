@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/admin"
 	"github.com/splicer/splicer/internal/config"
 )
@@ -22,7 +23,7 @@ import (
 // TestAdminEndpoints runs a forwarder with one closed and one open pair and
 // reads what an operator would: the metrics and the open flow.
 func TestAdminEndpoints(t *testing.T) {
-	upstream := echoServer(t)
+	upstream := fwdtest.Echo(t)
 	f := startForwarder(t, upstream)
 	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -129,30 +130,6 @@ func startForwarder(tb testing.TB, upstream string) *forwarder.Forwarder {
 		f.Shutdown(ctx)
 	})
 	return f
-}
-
-// echoServer echoes every connection until its FIN, on loopback.
-func echoServer(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 // dial connects to the forwarder's listener.

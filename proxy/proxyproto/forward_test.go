@@ -5,13 +5,13 @@ package proxyproto_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/proxyproto"
 )
@@ -60,19 +60,5 @@ func startTCPForwarder(tb testing.TB, upstream, version string) *forwarder.Forwa
 	tb.Helper()
 	lc := config.DefaultListener()
 	lc.Name, lc.Listen, lc.Upstream, lc.ProxyProtocol = "pp", "127.0.0.1:0", []string{upstream}, version
-	cfg := config.Default()
-	cfg.Listeners = []config.Listener{lc}
-	f, err := forwarder.New(&cfg, forwarder.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-	})
-	return f
+	return fwdtest.Start(tb, lc)
 }
