@@ -12,13 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // TestEngineCPU1GiB: the client helper sends 1 GiB through a spliced pair
@@ -36,13 +36,13 @@ func TestEngineCPU1GiB(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	sink := startStreamHelper(t, ctx, el.l.Server.Command(ctx, os.Args[0], "-test.run=^TestEngineStreamHelper$"), "sink", srvAddr, 0)
+	sink := startStreamHelper(t, el.l.Server.Command(ctx, os.Args[0], "-test.run=^TestEngineStreamHelper$"), "sink", srvAddr, 0)
 	fln, err := el.l.Fwd.Listen("tcp", fwdAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fln.Close()
-	source := startStreamHelper(t, ctx, el.l.Client.Command(ctx, os.Args[0], "-test.run=^TestEngineStreamHelper$"), "source", fwdAddr, size)
+	source := startStreamHelper(t, el.l.Client.Command(ctx, os.Args[0], "-test.run=^TestEngineStreamHelper$"), "source", fwdAddr, size)
 	fa, err := fln.Accept()
 	if err != nil {
 		t.Fatal(err)
@@ -57,13 +57,13 @@ func TestEngineCPU1GiB(t *testing.T) {
 	done := el.splice(t, ctx, labPair{p: p}, engine.Both(0))
 
 	cpu0, start := processCPU(t), time.Now()
-	fmt.Fprintln(source.in, "go")
-	got := source.line(t) // the source's "sent" once the sink closed
+	source.Send(t, "go")
+	got := source.Line(t) // the source's "sent" once the sink closed
 	wall, cpu := time.Since(start), processCPU(t)-cpu0
 	if got != "sent" {
 		t.Fatalf("source said %q", got)
 	}
-	if n := sink.line(t); n != strconv.Itoa(size) {
+	if n := sink.Line(t); n != strconv.Itoa(size) {
 		t.Fatalf("the sink received %s bytes, want %d", n, size)
 	}
 	result(t, done, engine.EndEOF)
@@ -84,51 +84,13 @@ func processCPU(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// streamHelper is a helper process talking line by line.
-type streamHelper struct {
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
-
-// line returns the helper's next line of its own ("> " lines); the test
-// binary's other output (a failure's message) is logged.
-func (h *streamHelper) line(tb testing.TB) string {
-	tb.Helper()
-	for h.out.Scan() {
-		if l, ok := strings.CutPrefix(h.out.Text(), "> "); ok {
-			return l
-		}
-		tb.Logf("helper: %s", h.out.Text())
-	}
-	tb.Fatalf("helper ended: %v", h.out.Err())
-	return ""
-}
-
 // startStreamHelper starts cmd (this test binary in a namespace) as a
 // sink listening on addr or a source dialling addr to send n bytes, and
 // waits for its "ready".
-func startStreamHelper(tb testing.TB, ctx context.Context, cmd *exec.Cmd, role, addr string, n int64) *streamHelper {
+func startStreamHelper(tb testing.TB, cmd *exec.Cmd, role, addr string, n int64) *testenv.Helper {
 	tb.Helper()
-	cmd.Env = append(os.Environ(), "IP_HELPER="+role, "IP_ADDR="+addr, "IP_N="+strconv.FormatInt(n, 10))
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		in.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	h := &streamHelper{in: in, out: bufio.NewScanner(out)}
-	if l := h.line(tb); l != "ready" {
+	h := testenv.StartHelper(tb, cmd, "IP_HELPER="+role, "IP_ADDR="+addr, "IP_N="+strconv.FormatInt(n, 10))
+	if l := h.Line(tb); l != "ready" {
 		tb.Fatalf("helper said %q", l)
 	}
 	return h

@@ -41,13 +41,13 @@ func TestEngineTenThousandPairs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	helperRun := "-test.run=^TestEngineManyHelper$"
-	servers := startStreamHelper(t, ctx, el.l.Server.Command(ctx, os.Args[0], helperRun), "echo-servers", srvAddr, int64(n))
+	servers := startStreamHelper(t, el.l.Server.Command(ctx, os.Args[0], helperRun), "echo-servers", srvAddr, int64(n))
 	fln, err := el.l.Fwd.Listen("tcp", fwdAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fln.Close()
-	clients := startStreamHelper(t, ctx, el.l.Client.Command(ctx, os.Args[0], helperRun), "clients", fwdAddr, int64(n))
+	clients := startStreamHelper(t, el.l.Client.Command(ctx, os.Args[0], helperRun), "clients", fwdAddr, int64(n))
 
 	// Accept, dial upstream, splice: at most 512 pairs' sockets open here
 	// at a time.
@@ -88,7 +88,7 @@ func TestEngineTenThousandPairs(t *testing.T) {
 			}()
 		}
 	}()
-	if got := clients.line(t); got != "connected" {
+	if got := clients.Line(t); got != "connected" {
 		t.Fatalf("clients said %q (%d pairs spliced, %d ended, after %v)", got, spliced.Load(), ended.Load(), time.Since(start))
 	}
 	for spliced.Load() < int64(n) {
@@ -101,8 +101,8 @@ func TestEngineTenThousandPairs(t *testing.T) {
 		}
 	}
 	t.Logf("%d pairs spliced in %v; %d in the table", n, time.Since(start).Round(time.Millisecond), len(el.e.dp.Pairs()))
-	fmt.Fprintln(clients.in, "go")
-	if got := clients.line(t); got != "ok" {
+	clients.Send(t, "go")
+	if got := clients.Line(t); got != "ok" {
 		t.Fatalf("clients said %q", got)
 	}
 	for range n {

@@ -307,7 +307,7 @@ func TestManyPairs(t *testing.T) {
 	defer l.Close()
 
 	servers := startHelper(t, "servers", pairs, "")
-	serverAddr, err := net.ResolveTCPAddr("tcp", servers.readLine(t))
+	serverAddr, err := net.ResolveTCPAddr("tcp", servers.Line(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestManyPairs(t *testing.T) {
 	if a := e.Stats().Active; a != int64(pairs) {
 		t.Errorf("%d splices active, want all %d at once", a, pairs)
 	}
-	servers.send(t, "go") // every pair is spliced: the servers answer now
+	servers.Send(t, "go") // every pair is spliced: the servers answer now
 	bad := 0
 	for range pairs {
 		if err := <-results; err != nil {
@@ -369,7 +369,7 @@ func TestManyPairs(t *testing.T) {
 			}
 		}
 	}
-	if got := clients.readLine(t); got != fmt.Sprintf("ok %d", pairs) {
+	if got := clients.Line(t); got != fmt.Sprintf("ok %d", pairs) {
 		t.Errorf("clients report %q, want every stream intact", got)
 	}
 	if bad > 0 {
@@ -380,52 +380,11 @@ func TestManyPairs(t *testing.T) {
 // manyPairsMessage is what server i sends, and client i must receive.
 func manyPairsMessage(i uint32) []byte { return enginetest.Random(500+int(i%3000), uint64(i)) }
 
-// helper is a child process playing the far ends of TestManyPairs.
-type helper struct {
-	in  io.WriteCloser
-	out *bufio.Reader
-}
-
-func startHelper(tb testing.TB, role string, n int, addr string) *helper {
+// startHelper starts a child process playing the far ends of TestManyPairs.
+func startHelper(tb testing.TB, role string, n int, addr string) *testenv.Helper {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestManyPairsHelper$")
-	cmd.Env = append(os.Environ(), "SOCKMAP_HELPER="+role, "SOCKMAP_N="+strconv.Itoa(n), "SOCKMAP_ADDR="+addr)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
-	return &helper{in: in, out: bufio.NewReader(out)}
-}
-
-// readLine returns the helper's next protocol line ("> ..."), skipping the
-// test framework's own output.
-func (h *helper) readLine(tb testing.TB) string {
-	tb.Helper()
-	for {
-		line, err := h.out.ReadString('\n')
-		if err != nil {
-			tb.Fatalf("helper: %v", err)
-		}
-		if rest, ok := strings.CutPrefix(line, "> "); ok {
-			return strings.TrimSpace(rest)
-		}
-	}
-}
-
-func (h *helper) send(tb testing.TB, line string) {
-	tb.Helper()
-	if _, err := io.WriteString(h.in, line+"\n"); err != nil {
-		tb.Fatal(err)
-	}
+	return testenv.StartHelper(tb, cmd, "SOCKMAP_HELPER="+role, "SOCKMAP_N="+strconv.Itoa(n), "SOCKMAP_ADDR="+addr)
 }
 
 // TestManyPairsHelper is a far-end process of TestManyPairs: "servers"
