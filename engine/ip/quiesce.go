@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -36,11 +37,12 @@ func quiesce() bool {
 }
 
 // softirqPreemptible reports a PREEMPT_RT kernel, whose softirqs run in
-// preemptible threads.
-func softirqPreemptible() bool {
+// preemptible threads. The kernel cannot change while running: read once,
+// not on every splice.
+var softirqPreemptible = sync.OnceValue(func() bool {
 	b, err := os.ReadFile("/sys/kernel/realtime")
 	return err == nil && strings.TrimSpace(string(b)) == "1"
-}
+})
 
 // visitEveryCPU runs the calling thread on each online CPU in turn and
 // restores its affinity. It reports false if some online CPU is outside
