@@ -228,14 +228,7 @@ func TestEngineFallbackMidStream(t *testing.T) {
 	defer pp.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	checked := make(chan error, 1)
-	go func() {
-		rep, err := origin.StreamCheck(ctx, lp.client, size, size)
-		if err == nil && !rep.OK() {
-			err = fmt.Errorf("stream arrived changed: %+v", rep)
-		}
-		checked <- err
-	}()
+	checked := checkStreamAsync(ctx, lp.client, size)
 	// Control mode until the stream runs at full speed.
 	eventually(t, "the stream under way", func() bool {
 		r, err := pp.Splice(ctx, lp.p, engine.Options{For: 20 * time.Millisecond})
@@ -364,20 +357,27 @@ func midStream(t *testing.T, el *engineLab, pairs, parallel int, size int64, idl
 	return int(spliced.Load())
 }
 
+// checkStreamAsync runs the client side of the stream protocol (size
+// bytes each way) on c and sends its verdict on the returned channel.
+func checkStreamAsync(ctx context.Context, c *net.TCPConn, size int64) <-chan error {
+	checked := make(chan error, 1)
+	go func() {
+		rep, err := origin.StreamCheck(ctx, c, size, size)
+		if err == nil && !rep.OK() {
+			err = fmt.Errorf("stream arrived changed: %+v", rep)
+		}
+		checked <- err
+	}()
+	return checked
+}
+
 // spliceAt runs the stream protocol over lp: pipe forwards exactly k bytes
 // up (and what it may down), then ip takes the pair over to the end, or, if
 // it falls back, pipe does; it reports whether ip spliced.
 func spliceAt(tb testing.TB, el *engineLab, pp *pipe.Engine, lp labPair, size, k int64, idle time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	checked := make(chan error, 1)
-	go func() {
-		rep, err := origin.StreamCheck(ctx, lp.client, size, size)
-		if err == nil && !rep.OK() {
-			err = fmt.Errorf("stream arrived changed: %+v", rep)
-		}
-		checked <- err
-	}()
+	checked := checkStreamAsync(ctx, lp.client, size)
 	r, err := pp.Splice(ctx, lp.p, engine.Options{Up: engine.DirOptions{Limit: k}})
 	if err != nil || r.End != engine.EndLimit || r.Moved[engine.Up] != k {
 		return false, fmt.Errorf("control mode: %+v, %v", r, err)
