@@ -8,7 +8,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -125,28 +125,16 @@ func testStream64MiB(t *testing.T, e *engineLab, listener string, _ <-chan *net.
 // returned function is called, which returns what was seen.
 func sampleFlows(t *testing.T, lf *labForwarder, listener string) func() []forwarder.Flow {
 	t.Helper()
-	stop := make(chan struct{})
 	var seen []forwarder.Flow
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			// An error here would show as a missing sample; the transfer
-			// itself is what the test checks.
-			if f, ok, err := lf.flowOf(listener); err == nil && ok {
-				seen = append(seen, f)
-			}
+	stop := testenv.Every(t, 2*time.Millisecond, func() {
+		// An error here would show as a missing sample; the transfer
+		// itself is what the test checks.
+		if f, ok, err := lf.flowOf(listener); err == nil && ok {
+			seen = append(seen, f)
 		}
 	})
 	return func() []forwarder.Flow {
-		close(stop)
-		wg.Wait()
+		stop()
 		return seen
 	}
 }

@@ -9,11 +9,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 	"github.com/splicer/splicer/proxy/httpcore/httplab"
@@ -117,26 +117,14 @@ func testReverseIP(t *testing.T, lossPercent float64) {
 // is called, which returns the state/engine pairs seen.
 func sampleStates(t *testing.T, f *httplab.Forwarder) func() map[string]bool {
 	t.Helper()
-	stop := make(chan struct{})
 	seen := map[string]bool{}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			for _, fl := range f.Flows().Snapshot() {
-				seen[fl.State+"/"+fl.Engine] = true
-			}
+	stop := testenv.Every(t, time.Millisecond, func() {
+		for _, fl := range f.Flows().Snapshot() {
+			seen[fl.State+"/"+fl.Engine] = true
 		}
 	})
 	return func() map[string]bool {
-		close(stop)
-		wg.Wait()
+		stop()
 		return seen
 	}
 }
