@@ -781,7 +781,6 @@ type follower struct {
 	seed    [2]uint32
 	seedFIN [2]bool
 	eof     [2]bool
-	phase   Phase
 	// closedClean: both FINs were acknowledged. A reset after that (say,
 	// a peer that already forgot the connection answering a late
 	// segment) does not turn the clean end into a reset.
@@ -791,7 +790,7 @@ type follower struct {
 	// drained, if set, says when the drain last delivered owed bytes:
 	// that is movement too, though the datapath's counters stand still.
 	drained func() time.Time
-	// last is the pair's state at the latest refresh.
+	// last is the pair's state at the latest refresh (its Phase too).
 	last PairStats
 }
 
@@ -825,7 +824,6 @@ func (f *follower) refresh() (bool, error) {
 			f.lastMove = t
 		}
 	}
-	f.phase = st.Phase
 	f.closedClean = f.closedClean || (st.Up.FIN && st.Up.FINAcked && st.Down.FIN && st.Down.FINAcked)
 	return true, nil
 }
@@ -901,9 +899,9 @@ func (f *follower) onTick(idle time.Duration) (engine.Result, bool) {
 		return f.gone(""), true
 	case err != nil || !ok:
 		return f.end(engine.EndError, err), true
-	case f.closedClean || f.phase == PhaseTimeWait:
+	case f.closedClean || f.last.Phase == PhaseTimeWait:
 		return f.end(engine.EndEOF, nil), true
-	case f.phase == PhaseClosed:
+	case f.last.Phase == PhaseClosed:
 		return f.end(engine.EndReset, nil), true
 	case idle > 0 && time.Since(f.lastMove) >= idle:
 		f.remove()
@@ -917,9 +915,9 @@ func (f *follower) gone(reason string) engine.Result {
 	switch {
 	case f.closedClean:
 		return f.end(engine.EndEOF, nil)
-	case reason == "reset" || f.phase == PhaseClosed:
+	case reason == "reset" || f.last.Phase == PhaseClosed:
 		return f.end(engine.EndReset, nil)
-	case reason == "time_wait" || f.phase == PhaseTimeWait:
+	case reason == "time_wait" || f.last.Phase == PhaseTimeWait:
 		return f.end(engine.EndEOF, nil)
 	}
 	return f.end(engine.EndIdle, nil)
