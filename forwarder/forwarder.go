@@ -35,7 +35,13 @@ type Options struct {
 	Listen  ListenFunc // default: net.Listen
 	// Engines overrides the engines built from the configuration.
 	Engines *all.Set
+	// Inherit returns a listening socket handed over by the process this
+	// one replaces (a hitless upgrade), or nil to bind a new one.
+	Inherit InheritFunc
 }
+
+// InheritFunc returns the socket inherited for a listener, or nil.
+type InheritFunc func(name, addr string) (net.Listener, error)
 
 // Forwarder runs every listener of a configuration.
 type Forwarder struct {
@@ -46,25 +52,29 @@ type Forwarder struct {
 	ownsSet bool
 	dial    DialFunc
 	listen  ListenFunc
+	inherit InheritFunc
 	flows   *Flows
 
+	// mu guards listeners, retiring, cfg and stopped against a reload.
+	mu        sync.Mutex
 	listeners []*listener
+	// retiring are listeners a reload removed or replaced whose pairs are
+	// still finishing.
+	retiring map[*listener]struct{}
+	stopped  bool
 	// hard is cancelled when the graceful period is over: every pair's
 	// engine returns and the pair is closed.
 	hard   context.Context
 	cancel context.CancelFunc
-	// stopping is closed when Shutdown begins, so proxies can end idle
-	// keep-alive pairs without waiting for the grace period.
-	stopping chan struct{}
-	stopOnce sync.Once
-	pairs    sync.WaitGroup
-	once     sync.Once
+	pairs  sync.WaitGroup
+	once   sync.Once
 }
 
 // New builds a forwarder for cfg; Start binds its listeners.
 func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 	f := &Forwarder{cfg: cfg, log: opts.Log, metrics: opts.Metrics, engines: opts.Engines,
-		dial: opts.Dial, listen: opts.Listen, flows: newFlows()}
+		dial: opts.Dial, listen: opts.Listen, inherit: opts.Inherit, flows: newFlows(),
+		retiring: map[*listener]struct{}{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -86,7 +96,6 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 	}
 	f.metrics.RegisterEngines(f.engines.Engines)
 	f.hard, f.cancel = context.WithCancel(context.Background())
-	f.stopping = make(chan struct{})
 	for _, lc := range cfg.Listeners {
 		l, err := newListener(f, lc)
 		if err != nil {
@@ -107,22 +116,34 @@ func (f *Forwarder) Flows() *Flows { return f.flows }
 // Start binds every listener and starts accepting. On error nothing is left
 // listening.
 func (f *Forwarder) Start() error {
-	for i, l := range f.listeners {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := bindAll(f.listeners); err != nil {
+		return err
+	}
+	for _, l := range f.listeners {
+		l.start()
+	}
+	return nil
+}
+
+// bindAll binds every listener of ls; on error it closes those it bound.
+func bindAll(ls []*listener) error {
+	for i, l := range ls {
 		if err := l.bind(); err != nil {
-			for _, b := range f.listeners[:i] {
+			for _, b := range ls[:i] {
 				b.close()
 			}
 			return fmt.Errorf("listener %s: %w", l.cfg.Name, err)
 		}
-	}
-	for _, l := range f.listeners {
-		go l.serve()
 	}
 	return nil
 }
 
 // Addr returns the bound address of the named listener (useful with port 0).
 func (f *Forwarder) Addr(name string) net.Addr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for _, l := range f.listeners {
 		if l.cfg.Name == name && l.ln != nil {
 			return l.ln.Addr()
@@ -135,8 +156,12 @@ func (f *Forwarder) Addr(name string) net.Addr {
 // cancels the rest and waits for them to close. It returns ctx's error when
 // pairs had to be cut.
 func (f *Forwarder) Shutdown(ctx context.Context) error {
-	f.stopOnce.Do(func() { close(f.stopping) })
-	for _, l := range f.listeners {
+	f.mu.Lock()
+	f.stopped = true
+	all := f.allListeners()
+	f.mu.Unlock()
+	for _, l := range all {
+		l.life.stop()
 		l.close()
 	}
 	done := make(chan struct{})
@@ -151,22 +176,38 @@ func (f *Forwarder) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	f.cancel()
-	for _, l := range f.listeners {
+	for _, l := range all {
 		l.closeProxy()
 	}
 	f.closeEngines()
 	return err
 }
 
+// allListeners is the current listeners and those still retiring; f.mu held.
+func (f *Forwarder) allListeners() []*listener {
+	all := append([]*listener(nil), f.listeners...)
+	for l := range f.retiring {
+		all = append(all, l)
+	}
+	return all
+}
+
 // ShutdownTimeout is Shutdown with the configured grace period.
 func (f *Forwarder) ShutdownTimeout() error {
-	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.ShutdownTimeout.Std())
+	ctx, cancel := context.WithTimeout(context.Background(), f.grace())
 	defer cancel()
 	err := f.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("pairs still open after %s were closed", f.cfg.ShutdownTimeout.Std())
+		return fmt.Errorf("pairs still open after %s were closed", f.grace())
 	}
 	return err
+}
+
+// grace is the configured shutdown_timeout of the running configuration.
+func (f *Forwarder) grace() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg.ShutdownTimeout.Std()
 }
 
 func (f *Forwarder) closeEngines() {

@@ -29,6 +29,7 @@ type listener struct {
 	ln       net.Listener
 	active   atomic.Int64
 	nextID   *atomic.Uint64
+	life     lifecycle
 }
 
 var pairIDs atomic.Uint64
@@ -47,6 +48,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs,
 		matchMSS: needsMatchedMSS(chain), log: f.log.With("listener", lc.Name)}
+	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
 		reason := f.engines.Reason(want)
 		if reason == "" {
@@ -90,9 +92,17 @@ func (l *listener) clientMSS(c *net.TCPConn, log *slog.Logger) int {
 }
 
 func (l *listener) bind() error {
-	ln, err := l.f.listen("tcp", l.cfg.Listen)
-	if err != nil {
-		return err
+	var ln net.Listener
+	var err error
+	if l.f.inherit != nil {
+		if ln, err = l.f.inherit(l.cfg.Name, l.cfg.Listen); err != nil {
+			return err
+		}
+	}
+	if ln == nil {
+		if ln, err = l.f.listen("tcp", l.cfg.Listen); err != nil {
+			return err
+		}
 	}
 	l.ln = ln
 	l.log.Info("listening", "addr", ln.Addr().String(), "proxy", l.cfg.Proxy, "engine", l.chain[0].Name())
@@ -108,19 +118,28 @@ func (l *listener) close() {
 // closeProxy releases what the proxy holds in the background (health
 // checks, caches), once no pair uses it any more.
 func (l *listener) closeProxy() {
-	if c, ok := l.proxy.(io.Closer); ok {
-		c.Close()
-	}
+	l.life.release.Do(func() {
+		if c, ok := l.proxy.(io.Closer); ok {
+			c.Close()
+		}
+	})
+}
+
+// start runs the accept loop in the background.
+func (l *listener) start() {
+	l.life.started.Store(true)
+	go l.serve()
 }
 
 // serve accepts until the listener is closed. Accept errors other than
 // closing (e.g. out of file descriptors) are logged and retried after a
 // short pause rather than ending the listener.
 func (l *listener) serve() {
+	defer close(l.life.served)
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) || l.life.handingOver() {
 				return
 			}
 			l.log.Error("accept failed", "err", err)
@@ -144,6 +163,7 @@ func (l *listener) serve() {
 		}
 		l.active.Add(1)
 		l.f.pairs.Add(1)
+		l.life.pairs.Add(1)
 		go l.handle(tc)
 	}
 }
@@ -151,6 +171,7 @@ func (l *listener) serve() {
 // handle runs one pair from accept to close.
 func (l *listener) handle(c *net.TCPConn) {
 	defer l.f.pairs.Done()
+	defer l.life.pairs.Done()
 	defer l.active.Add(-1)
 	m := l.f.metrics
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
@@ -160,7 +181,7 @@ func (l *listener) handle(c *net.TCPConn) {
 	l.f.flows.add(p)
 	m.Active.WithLabelValues(l.cfg.Name).Inc()
 
-	err := l.proxy.Serve(l.f.hard, s)
+	err := l.proxy.Serve(l.life.hard, s)
 
 	p.SetState(engine.StateClosing)
 	reason := proxy.CloseReason(err)

@@ -155,8 +155,9 @@ func (s *session) Forward(ctx context.Context, opts engine.Options) (engine.Resu
 	return ctl.Splice(ctx, s.p, opts)
 }
 
-// Stopping is closed when a graceful shutdown begins.
-func (s *session) Stopping() <-chan struct{} { return s.l.f.stopping }
+// Stopping is closed when a graceful shutdown begins, or when a reload
+// retires the pair's listener.
+func (s *session) Stopping() <-chan struct{} { return s.l.life.stopping }
 
 // NoSplice records why the pair stays in control mode.
 func (s *session) NoSplice(reason string) {

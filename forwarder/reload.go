@@ -1,0 +1,214 @@
+// Reload: apply a new configuration's listeners while pairs in flight run on under the configuration they started with.
+
+package forwarder
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"time"
+
+	"github.com/splicer/splicer/internal/config"
+)
+
+// Reload applies cfg's listeners: an unchanged listener keeps running, a
+// new one is bound, a removed one stops accepting and its pairs get
+// shutdown_timeout to finish, and a changed one is replaced: the
+// replacement takes over the listening socket when the address is the
+// same, so no connection attempt is refused, and the old listener's pairs
+// finish under the old settings. Nothing changes when any new listener
+// cannot be built or bound. Sections a reload cannot apply (engines, admin,
+// log) are reported in the returned notes; they take effect at the next
+// start.
+func (f *Forwarder) Reload(cfg *config.Config) (notes []string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return nil, errors.New("shutting down")
+	}
+	plan, err := f.planReload(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := bindAll(plan.toBind()); err != nil {
+		plan.abandon()
+		return nil, err
+	}
+	for nl, old := range plan.takeover {
+		handOver(old, nl)
+	}
+	for _, nl := range plan.fresh {
+		nl.start()
+	}
+	for _, old := range plan.retired {
+		f.retire(old, cfg.ShutdownTimeout.Std())
+	}
+	f.listeners = plan.next
+	notes = restartNotes(f.cfg, cfg)
+	f.cfg = cfg
+	return notes, nil
+}
+
+// reloadPlan is what a reload will do, built before anything is touched.
+type reloadPlan struct {
+	next     []*listener // the listeners after the reload, in config order
+	fresh    []*listener // built for this reload, not yet bound (unless taking over)
+	takeover map[*listener]*listener
+	retired  []*listener
+}
+
+// abandon releases what the plan built when the reload is refused.
+func (p *reloadPlan) abandon() {
+	for _, nl := range p.fresh {
+		nl.life.cancel()
+		nl.closeProxy()
+	}
+}
+
+// planReload matches cfg's listeners to the running ones: same name and
+// same settings keeps the listener; anything else builds a new one, which
+// takes over the socket of a retiring listener on the same address.
+func (f *Forwarder) planReload(cfg *config.Config) (*reloadPlan, error) {
+	byName := map[string]*listener{}
+	for _, l := range f.listeners {
+		byName[l.cfg.Name] = l
+	}
+	kept := map[*listener]bool{}
+	p := &reloadPlan{takeover: map[*listener]*listener{}}
+	for _, lc := range cfg.Listeners {
+		if old := byName[lc.Name]; old != nil && reflect.DeepEqual(old.cfg, lc) {
+			kept[old] = true
+			p.next = append(p.next, old)
+			continue
+		}
+		nl, err := newListener(f, lc)
+		if err != nil {
+			p.abandon()
+			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+		}
+		p.fresh = append(p.fresh, nl)
+		p.next = append(p.next, nl)
+	}
+	for _, old := range f.listeners {
+		if !kept[old] {
+			p.retired = append(p.retired, old)
+		}
+	}
+	claimed := map[*listener]bool{}
+	for _, nl := range p.fresh {
+		for _, old := range p.retired {
+			if !claimed[old] && old.cfg.Listen == nl.cfg.Listen && canHandOver(old) {
+				claimed[old] = true
+				p.takeover[nl] = old
+				break
+			}
+		}
+	}
+	return p, nil
+}
+
+// toBind is the new listeners that need a socket of their own.
+func (p *reloadPlan) toBind() []*listener {
+	var ls []*listener
+	for _, nl := range p.fresh {
+		if p.takeover[nl] == nil {
+			ls = append(ls, nl)
+		}
+	}
+	return ls
+}
+
+// deadliner is a listening socket whose Accept can be woken up without
+// closing it.
+type deadliner interface{ SetDeadline(time.Time) error }
+
+func canHandOver(l *listener) bool {
+	_, ok := l.ln.(deadliner)
+	return ok
+}
+
+// handOver moves old's listening socket to nl: old's accept loop is woken
+// by a deadline in the past and returns without closing the socket, then
+// nl accepts on it. Connections waiting in the accept queue meanwhile are
+// accepted by nl: none is refused.
+func handOver(old, nl *listener) {
+	ln := old.ln
+	old.life.handover.Store(true)
+	ln.(deadliner).SetDeadline(time.Unix(1, 0))
+	old.life.waitServed()
+	ln.(deadliner).SetDeadline(time.Time{})
+	old.ln = nil
+	nl.ln = ln
+	nl.log.Info("listening", "addr", ln.Addr().String(), "proxy", nl.cfg.Proxy, "engine", nl.chain[0].Name(), "taken_over", true)
+}
+
+// retire stops old from accepting (unless its socket was handed over) and
+// lets its pairs finish within grace in the background; f.mu held.
+func (f *Forwarder) retire(old *listener, grace time.Duration) {
+	old.life.stop()
+	old.close()
+	f.retiring[old] = struct{}{}
+	open := old.active.Load()
+	old.log.Info("listener retired by reload", "open_pairs", open, "grace", grace.String())
+	go func() {
+		if cut := old.life.drain(grace); cut {
+			old.log.Warn("reload: pairs of a retired listener closed after the grace period")
+		}
+		old.closeProxy()
+		f.mu.Lock()
+		delete(f.retiring, old)
+		f.mu.Unlock()
+	}()
+}
+
+// restartNotes names the sections of next that differ from cur and that a
+// reload does not apply.
+func restartNotes(cur, next *config.Config) []string {
+	var notes []string
+	if !reflect.DeepEqual(cur.Engines, next.Engines) {
+		notes = append(notes, "engines changed: takes effect at the next start")
+	}
+	if cur.Admin != next.Admin {
+		notes = append(notes, "admin changed: takes effect at the next start")
+	}
+	if !reflect.DeepEqual(cur.Log, next.Log) {
+		notes = append(notes, "log changed: takes effect at the next start")
+	}
+	return notes
+}
+
+// ListenerFiles returns a duplicate of every current listener's socket by
+// listener name, for handing them to a new process (a hitless upgrade).
+// The caller closes the files.
+func (f *Forwarder) ListenerFiles() (map[string]*os.File, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	files := map[string]*os.File{}
+	for _, l := range f.listeners {
+		fl, ok := l.ln.(interface{ File() (*os.File, error) })
+		if !ok {
+			return closeAll(files), fmt.Errorf("listener %s: socket cannot be handed over", l.cfg.Name)
+		}
+		file, err := fl.File()
+		if err != nil {
+			return closeAll(files), fmt.Errorf("listener %s: %w", l.cfg.Name, err)
+		}
+		files[l.cfg.Name] = file
+	}
+	return files, nil
+}
+
+func closeAll(files map[string]*os.File) map[string]*os.File {
+	for _, f := range files {
+		f.Close()
+	}
+	return nil
+}
+
+// Config returns the configuration the forwarder runs.
+func (f *Forwarder) Config() *config.Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg
+}
