@@ -19,6 +19,8 @@ an engine that forwards without the proxy in the data path:
 Usage:
   splicer run   --config FILE    run the forwarder
   splicer check --config FILE    validate a configuration, report every error with its line
+  splicer reload  --admin ADDR   re-read a running daemon's configuration (or --config, --pid-file)
+  splicer upgrade --admin ADDR   replace a running daemon's binary without refusing a connection
   splicer demo                   build a lab, push traffic through every engine, print a table
   splicer bench EXPERIMENT       reproduce the papers' experiments (see 'splicer bench -h')
   splicer hash-password          hash a socks5 user's password (read from stdin) for the configuration
@@ -43,6 +45,10 @@ func main() {
 		err = runCmd(args)
 	case "check":
 		err = checkCmd(args)
+	case "reload":
+		err = reloadCmd(args)
+	case "upgrade":
+		err = upgradeCmd(args)
 	case "demo":
 		err = demoCmd(args)
 	case "bench":

@@ -1,4 +1,4 @@
-// splicer run: start the forwarder from a configuration, serve admin endpoints, shut down gracefully on SIGINT/SIGTERM.
+// splicer run: start the forwarder from a configuration, serve admin endpoints, reload on SIGHUP, upgrade on SIGUSR2, shut down gracefully on SIGINT/SIGTERM.
 
 package main
 
@@ -10,72 +10,75 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/splicer/splicer/forwarder"
-	"github.com/splicer/splicer/internal/admin"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/sdnotify"
 )
 
 func runCmd(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
+	pidFile := fs.String("pid-file", "", "write the process id to this file (for 'splicer reload' and 'splicer upgrade')")
 	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `Usage: splicer run --config FILE
+		fmt.Fprint(os.Stderr, `Usage: splicer run --config FILE [--pid-file FILE]
 
 Starts every listener of FILE. Logs are structured (log.format: text|json).
 With admin set, GET /metrics serves Prometheus metrics and GET /flows the open
-pairs as JSON. SIGINT or SIGTERM stops accepting and lets open pairs finish for
-shutdown_timeout; a second signal closes them at once. Engines this host cannot
-run (missing root, CAP_BPF, kernel features) are reported at start and their
-listeners fall back to the deepest engine available.
-See examples/ for configurations.
+pairs as JSON. Engines this host cannot run (missing root, CAP_BPF, kernel
+features) are reported at start and their listeners fall back to the deepest
+engine available.
+
+Signals:
+  SIGHUP    reload FILE: listeners added, removed or changed take effect; open
+            connections finish on the settings they started with; a removed
+            listener's connections get shutdown_timeout. A file with errors
+            is refused (the errors are logged) and the running setup stays.
+            Also: 'splicer reload', or POST /reload on the admin endpoint.
+  SIGUSR2   upgrade: start the binary now at this path with the same
+            arguments, hand it the listening sockets, and once it serves,
+            stop accepting and let open connections finish (no connection
+            attempt is refused). Also: 'splicer upgrade', or POST /upgrade.
+  SIGINT, SIGTERM
+            stop accepting and let open connections finish for
+            shutdown_timeout; a second signal closes them at once.
+
+Under systemd (Type=notify) it reports readiness, reloads and the new main
+process of an upgrade. See examples/ for configurations.
 `)
 	}
 	fs.Parse(args)
-	if *path == "" {
+	if *path == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return errSilent
 	}
-	cfg, err := loadConfig(*path)
+	d, err := startDaemon(*path, *pidFile)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log)
-	f, err := forwarder.New(cfg, forwarder.Options{Log: log})
-	if err != nil {
-		return err
-	}
-	if err := f.Start(); err != nil {
-		f.ShutdownTimeout()
-		return err
-	}
-	var adm *admin.Server
-	if cfg.Admin != "" {
-		if adm, err = admin.Start(cfg.Admin, f, log); err != nil {
-			f.ShutdownTimeout()
-			return fmt.Errorf("admin: %w", err)
+	return d.wait()
+}
+
+// wait handles signals until the daemon stops, then shuts it down.
+func (d *daemon) wait() error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGHUP:
+				d.reloadLogged("signal")
+				continue
+			case syscall.SIGUSR2:
+				d.upgradeLogged("signal")
+				continue
+			}
+			d.log.Info("shutting down", "signal", sig.String(), "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
+		case <-d.upgraded:
+			d.log.Info("upgraded: draining", "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
 		}
+		return d.shutdown(sigs)
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	sig := <-sigs
-	log.Info("shutting down", "signal", sig.String(), "open_pairs", f.Flows().Len(), "grace", cfg.ShutdownTimeout.Std().String())
-	done := make(chan error, 1)
-	go func() { done <- f.ShutdownTimeout() }()
-	select {
-	case err = <-done:
-	case sig = <-sigs:
-		log.Warn("second signal: closing open pairs now", "signal", sig.String())
-		f.Shutdown(canceled())
-		err = <-done
-	}
-	if adm != nil {
-		adm.Close()
-	}
-	if err != nil {
-		log.Warn("shutdown", "err", err)
-	}
-	log.Info("stopped")
-	return nil
 }
 
 // newLogger builds the slog logger the configuration asks for, on stderr.
@@ -87,4 +90,11 @@ func newLogger(c config.Log) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// notify tells systemd, logging rather than failing when it cannot.
+func notify(log *slog.Logger, state string) {
+	if err := sdnotify.Notify(state); err != nil {
+		log.Warn("systemd notify", "err", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -18,12 +19,13 @@ import (
 // Server is the admin HTTP server of one forwarder.
 type Server struct {
 	srv *http.Server
+	mux *http.ServeMux
 	ln  net.Listener
 	log *slog.Logger
 }
 
 // Handler returns the admin routes for f.
-func Handler(f *forwarder.Forwarder) http.Handler {
+func Handler(f *forwarder.Forwarder) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(f.Metrics().Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /flows", func(w http.ResponseWriter, r *http.Request) {
@@ -44,14 +46,33 @@ func Start(addr string, f *forwarder.Forwarder, log *slog.Logger) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln, log: log, srv: &http.Server{Handler: Handler(f), ReadHeaderTimeout: 10 * time.Second}}
+	return Serve(ln, f, log), nil
+}
+
+// Serve serves f's admin endpoints on ln (e.g. a socket inherited from the
+// process this one replaced) in the background.
+func Serve(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger) *Server {
+	mux := Handler(f)
+	s := &Server{ln: ln, log: log, mux: mux, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin server stopped", "err", err)
 		}
 	}()
 	log.Info("admin listening", "addr", ln.Addr().String())
-	return s, nil
+	return s
+}
+
+// Handle adds an endpoint, e.g. the daemon's POST /reload.
+func (s *Server) Handle(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, h) }
+
+// File returns a duplicate of the listening socket, to hand to a new process.
+func (s *Server) File() (*os.File, error) {
+	fl, ok := s.ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, errors.New("admin socket cannot be handed over")
+	}
+	return fl.File()
 }
 
 // Addr is the address the admin server listens on.

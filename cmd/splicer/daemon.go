@@ -1,0 +1,241 @@
+// The running daemon of 'splicer run': forwarder, admin server, pid file, and the reload and upgrade it performs.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/admin"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/handoff"
+	"github.com/splicer/splicer/internal/sdnotify"
+)
+
+// adminSocket names the admin endpoint's socket among those handed to a new
+// process; listener names cannot start with '@'.
+const adminSocket = "@admin"
+
+// upgradeTimeout bounds how long the new process of an upgrade may take to
+// start serving before the old one gives up on it and carries on.
+const upgradeTimeout = time.Minute
+
+type daemon struct {
+	path, pidFile string
+	exe           string // this binary's path at start: an upgrade runs what is there then
+	log           *slog.Logger
+	f             *forwarder.Forwarder
+	adm           *admin.Server
+
+	mu       sync.Mutex // one reload or upgrade at a time
+	upgraded chan struct{}
+	done     bool
+}
+
+// startDaemon loads path, starts the forwarder and admin server (on the
+// sockets of the process this one replaces, if any) and reports ready.
+func startDaemon(path, pidFile string) (*daemon, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	log := newLogger(cfg.Log)
+	in, err := handoff.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{path: path, pidFile: pidFile, exe: exe, log: log, upgraded: make(chan struct{})}
+	if d.f, err = forwarder.New(cfg, forwarder.Options{Log: log, Inherit: in.Listener}); err != nil {
+		return nil, err
+	}
+	if err := d.f.Start(); err != nil {
+		d.f.ShutdownTimeout()
+		return nil, err
+	}
+	if err := d.startAdmin(cfg.Admin, in); err != nil {
+		d.f.ShutdownTimeout()
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	if err := d.writePid(); err != nil {
+		d.log.Warn("pid file", "path", pidFile, "err", err)
+	}
+	if in != nil {
+		log.Info("took over from the previous process", "pid", os.Getpid())
+	}
+	if err := in.Ready(); err != nil {
+		log.Warn("telling the previous process we serve", "err", err)
+	}
+	notify(log, sdnotify.Ready)
+	return d, nil
+}
+
+// startAdmin serves the admin endpoint, on the inherited socket if any,
+// with the daemon's POST /reload and POST /upgrade.
+func (d *daemon) startAdmin(addr string, in *handoff.Inherited) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := in.Listener(adminSocket, addr)
+	if err != nil {
+		return err
+	}
+	if ln == nil {
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return err
+		}
+	}
+	d.adm = admin.Serve(ln, d.f, d.log)
+	d.adm.Handle("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		notes, err := d.reloadLogged("admin")
+		answer(w, strings.Join(notes, "\n"), err)
+	})
+	d.adm.Handle("POST /upgrade", func(w http.ResponseWriter, r *http.Request) {
+		pid, err := d.upgradeLogged("admin")
+		answer(w, fmt.Sprintf("new process %d serves; this one drains", pid), err)
+	})
+	return nil
+}
+
+// answer writes ok or the error of a control request.
+func answer(w http.ResponseWriter, ok string, err error) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err != nil {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		fmt.Fprintln(w, err)
+		return
+	}
+	fmt.Fprintln(w, strings.TrimSpace("ok\n"+ok))
+}
+
+// reloadLogged re-reads the configuration file and applies it. A file with
+// errors is refused with every error, as 'splicer check' prints them.
+func (d *daemon) reloadLogged(by string) ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done {
+		return nil, errors.New("shutting down")
+	}
+	notify(d.log, sdnotify.Reloading)
+	defer notify(d.log, sdnotify.Ready)
+	d.log.Info("reloading", "config", d.path, "by", by)
+	cfg, err := config.Load(d.path)
+	if err != nil {
+		var errs config.Errors
+		if errors.As(err, &errs) {
+			for _, e := range errs {
+				d.log.Error("reload refused: configuration error", "err", e.Error())
+			}
+		} else {
+			d.log.Error("reload refused", "err", err)
+		}
+		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
+	}
+	notes, err := d.f.Reload(cfg)
+	if err != nil {
+		d.log.Error("reload refused", "err", err)
+		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
+	}
+	for _, n := range notes {
+		d.log.Warn("reload: not applied", "note", n)
+	}
+	d.log.Info("reloaded", "listeners", len(cfg.Listeners))
+	return notes, nil
+}
+
+// upgradeLogged starts the binary at d.exe with the same arguments and
+// hands it every listening socket; once it serves, the daemon stops (see
+// wait). If the new process fails, this one keeps serving.
+func (d *daemon) upgradeLogged(by string) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done {
+		return 0, errors.New("shutting down")
+	}
+	d.log.Info("upgrading", "binary", d.exe, "by", by)
+	files, err := d.f.ListenerFiles()
+	if err != nil {
+		d.log.Error("upgrade failed", "err", err)
+		return 0, err
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if d.adm != nil {
+		if files[adminSocket], err = d.adm.File(); err != nil {
+			d.log.Error("upgrade failed", "err", err)
+			return 0, err
+		}
+	}
+	child, err := handoff.Start(d.exe, os.Args[1:], files, upgradeTimeout)
+	if err != nil {
+		d.log.Error("upgrade failed: this process keeps serving", "err", err)
+		return 0, err
+	}
+	pid := child.Process.Pid
+	d.log.Info("upgrade: new process serves", "pid", pid)
+	notify(d.log, "MAINPID="+strconv.Itoa(pid))
+	d.done = true
+	close(d.upgraded)
+	return pid, nil
+}
+
+// shutdown stops accepting and lets pairs finish for shutdown_timeout; a
+// signal meanwhile closes them at once.
+func (d *daemon) shutdown(sigs <-chan os.Signal) error {
+	d.mu.Lock()
+	d.done = true
+	d.mu.Unlock()
+	notify(d.log, sdnotify.Stopping)
+	done := make(chan error, 1)
+	go func() { done <- d.f.ShutdownTimeout() }()
+	var err error
+	select {
+	case err = <-done:
+	case sig := <-sigs:
+		d.log.Warn("second signal: closing open pairs now", "signal", sig.String())
+		d.f.Shutdown(canceled())
+		err = <-done
+	}
+	if d.adm != nil {
+		d.adm.Close()
+	}
+	if err != nil {
+		d.log.Warn("shutdown", "err", err)
+	}
+	d.removePid()
+	d.log.Info("stopped")
+	return nil
+}
+
+func (d *daemon) writePid() error {
+	if d.pidFile == "" {
+		return nil
+	}
+	return os.WriteFile(d.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+}
+
+// removePid removes the pid file unless a new process (an upgrade) has
+// written its own.
+func (d *daemon) removePid() {
+	if d.pidFile == "" {
+		return
+	}
+	if b, err := os.ReadFile(d.pidFile); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+		os.Remove(d.pidFile)
+	}
+}
