@@ -1,6 +1,10 @@
 # splicer: build, test, demo, benchmark. Every target installs or builds what it needs.
 GO      ?= go
 BIN     := bin/splicer
+BENCH   := bin/splicer-bench
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/splicer/splicer/internal/buildinfo.Version=$(VERSION) -X github.com/splicer/splicer/internal/buildinfo.Revision=$(REVISION)
 PKGS    := ./...
 TESTFLAGS ?=
 APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light
@@ -10,8 +14,11 @@ GEN_DEPS := clang-19 llvm-19 libbpf-dev
 
 all: build
 
+# build: the daemon (bin/splicer) and, beside it, splicer-bench (demo and
+# benchmarks: the lab, load generators and plots the daemon does not link).
 build:
-	$(GO) build -o $(BIN) ./cmd/splicer
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/splicer
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BENCH) ./cmd/splicer-bench
 
 # deps installs the Debian packages the lab tests and the demo drive (root).
 deps:

@@ -156,11 +156,15 @@ func New(opts Options) (*Env, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Splicer == "" {
+		// The daemon is installed beside splicer-bench.
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		opts.Splicer = exe
+		opts.Splicer = filepath.Join(filepath.Dir(exe), "splicer")
+		if _, err := os.Stat(opts.Splicer); err != nil {
+			return nil, fmt.Errorf("the splicer binary is not beside %s: %w", exe, err)
+		}
 	}
 	e := &Env{log: opts.Log}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -23,13 +23,18 @@ type Flow struct {
 	AgeS      float64 `json:"age_s"`
 }
 
-// Flows is the set of open pairs.
+// Flows is the set of open pairs, and the bytes of the closed ones.
 type Flows struct {
 	mu    sync.Mutex
 	pairs map[uint64]*engine.Pair
+	// closed is the bytes every closed pair moved, by listener and
+	// direction: with the open pairs' running counts, the byte counter.
+	closed map[string]*[2]int64
 }
 
-func newFlows() *Flows { return &Flows{pairs: make(map[uint64]*engine.Pair)} }
+func newFlows() *Flows {
+	return &Flows{pairs: make(map[uint64]*engine.Pair), closed: make(map[string]*[2]int64)}
+}
 
 func (f *Flows) add(p *engine.Pair) {
 	f.mu.Lock()
@@ -37,10 +42,36 @@ func (f *Flows) add(p *engine.Pair) {
 	f.mu.Unlock()
 }
 
+// remove takes p out of the open pairs and adds its bytes to the closed
+// ones' in one step, so a scrape never counts them twice or not at all.
 func (f *Flows) remove(p *engine.Pair) {
 	f.mu.Lock()
 	delete(f.pairs, p.ID)
+	c := f.closed[p.Listener]
+	if c == nil {
+		c = new([2]int64)
+		f.closed[p.Listener] = c
+	}
+	c[engine.Up] += p.Bytes(engine.Up)
+	c[engine.Down] += p.Bytes(engine.Down)
 	f.mu.Unlock()
+}
+
+// byteTotals is every pair's bytes so far, open and closed, by listener.
+func (f *Flows) byteTotals() map[string][2]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string][2]int64, len(f.closed))
+	for l, c := range f.closed {
+		out[l] = *c
+	}
+	for _, p := range f.pairs {
+		t := out[p.Listener]
+		t[engine.Up] += p.Bytes(engine.Up)
+		t[engine.Down] += p.Bytes(engine.Down)
+		out[p.Listener] = t
+	}
+	return out
 }
 
 // Len returns the number of open pairs.

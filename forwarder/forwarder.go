@@ -95,6 +95,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		}
 	}
 	f.metrics.RegisterEngines(f.engines.Engines)
+	f.metrics.Registry.MustRegister(newByteCollector(f.flows))
 	f.hard, f.cancel = context.WithCancel(context.Background())
 	for _, lc := range cfg.Listeners {
 		l, err := newListener(f, lc)
@@ -105,6 +106,14 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		f.listeners = append(f.listeners, l)
 	}
 	return f, nil
+}
+
+// Draining reports whether the forwarder has stopped accepting for good
+// (a shutdown or the old side of an upgrade): /ready answers 503.
+func (f *Forwarder) Draining() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped
 }
 
 // Metrics returns the forwarder's metrics.
@@ -160,6 +169,7 @@ func (f *Forwarder) Shutdown(ctx context.Context) error {
 	f.stopped = true
 	all := f.allListeners()
 	f.mu.Unlock()
+	f.metrics.Draining.Set(1)
 	for _, l := range all {
 		l.life.stop()
 		l.close()

@@ -192,8 +192,7 @@ func (l *listener) handle(c *net.TCPConn) {
 	l.f.flows.remove(p)
 	m.Active.WithLabelValues(l.cfg.Name).Dec()
 	m.Closed.WithLabelValues(l.cfg.Name, reason).Inc()
-	m.Bytes.WithLabelValues(l.cfg.Name, "up").Add(float64(p.Bytes(engine.Up)))
-	m.Bytes.WithLabelValues(l.cfg.Name, "down").Add(float64(p.Bytes(engine.Down)))
+	m.PairSeconds.WithLabelValues(l.cfg.Name).Observe(uptime(p.Created))
 	name, _ := p.Engine()
 	attrs := []any{"reason", reason, "engine", name, "bytes_up", p.Bytes(engine.Up),
 		"bytes_down", p.Bytes(engine.Down), "duration_s", uptime(p.Created)}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/sockopt"
@@ -36,7 +37,9 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
+	start := time.Now()
 	c, err := s.l.f.dial(s.withClientMSS(ctx), "tcp", addr)
+	s.l.f.metrics.ConnectSeconds.WithLabelValues(s.l.cfg.Name).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, classifyDial(ctx, err)
 	}
@@ -118,7 +121,9 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	inner := opts.OnSpliced
 	s.l.f.metrics.Spliced.WithLabelValues(name).Inc()
+	start := time.Now()
 	opts.OnSpliced = func() {
+		s.l.f.metrics.SpliceSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		s.p.MarkSpliced()
 		if inner != nil {
 			inner()

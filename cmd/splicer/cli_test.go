@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 var (
@@ -38,7 +40,7 @@ func splicerBinary(tb testing.TB) string {
 	tb.Helper()
 	bin := filepath.Join(binDir, "splicer")
 	buildOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-ldflags", testenv.VersionLDFlags(), "-o", bin, ".").CombinedOutput()
 		if err != nil {
 			buildErr = errors.New(string(out))
 		}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"runtime"
 )
 
 // canceled returns a context that is already done.
@@ -13,6 +12,3 @@ func canceled() context.Context {
 	cancel()
 	return ctx
 }
-
-// runtimeCPUs is the number of CPUs this process may use.
-func runtimeCPUs() int { return runtime.NumCPU() }

@@ -1,4 +1,4 @@
-// Package admin serves the forwarder's admin endpoints: GET /metrics (Prometheus text) and GET /flows (JSON).
+// Package admin serves the forwarder's admin endpoints: GET /metrics (Prometheus text), GET /flows (JSON), GET /healthz (alive), GET /ready (accepting; 503 while draining).
 package admin
 
 import (
@@ -34,8 +34,18 @@ func Handler(f *forwarder.Forwarder) *http.ServeMux {
 		enc.SetIndent("", "  ")
 		enc.Encode(f.Flows().Snapshot())
 	})
+	// /healthz: the process is alive and answers (a liveness probe).
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
+	})
+	// /ready: the forwarder accepts new connections (a readiness probe, a
+	// load balancer's check); 503 once it drains for a shutdown or upgrade.
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
+		if f.Draining() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
 	})
 	return mux
 }

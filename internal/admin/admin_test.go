@@ -78,8 +78,15 @@ func TestAdminEndpoints(t *testing.T) {
 			"# TYPE splicer_connections_accepted_total counter",
 			`splicer_connections_accepted_total{listener="adm"} 2`,
 			`splicer_connections_active{listener="adm"} 1`,
-			`splicer_bytes_total{direction="up",listener="adm"} 5`,
-			`splicer_bytes_total{direction="down",listener="adm"} 5`,
+			// The closed pair's 5 bytes and the open pair's 23 so far:
+			// bytes count while pairs run, not when they close.
+			`splicer_bytes_total{direction="up",listener="adm"} 28`,
+			`splicer_bytes_total{direction="down",listener="adm"} 28`,
+			`splicer_upstream_connect_seconds_count{listener="adm"} 2`,
+			`splicer_pair_duration_seconds_count{listener="adm"} 1`,
+			"splicer_splice_seconds_bucket{",
+			`splicer_build_info{goversion="go`,
+			"splicer_draining 0",
 			"splicer_splice_transitions_total{",
 			"splicer_pairs_spliced{",
 			"go_goroutines ",
@@ -96,6 +103,39 @@ func TestAdminEndpoints(t *testing.T) {
 	t.Run("healthz", func(t *testing.T) {
 		if body := get(t, base+"/healthz", ""); body != "ok\n" {
 			t.Errorf("/healthz = %q, want ok", body)
+		}
+	})
+
+	t.Run("ready while draining", func(t *testing.T) {
+		if body := get(t, base+"/ready", ""); body != "ready\n" {
+			t.Errorf("/ready = %q, want ready", body)
+		}
+		// A shutdown with the open pair still running: the forwarder
+		// drains, /ready says 503 so a load balancer stops sending, and
+		// /healthz still says the process is alive.
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stopped <- f.Shutdown(ctx)
+		}()
+		waitFor(t, "/ready to answer 503", func() bool {
+			resp, err := http.Get(base + "/ready")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusServiceUnavailable
+		}, func() string { return "" })
+		if body := get(t, base+"/healthz", ""); body != "ok\n" {
+			t.Errorf("/healthz while draining = %q, want ok", body)
+		}
+		if !strings.Contains(get(t, base+"/metrics", "text/plain"), "splicer_draining 1") {
+			t.Errorf("/metrics lacks splicer_draining 1 while draining")
+		}
+		open.Close()
+		if err := <-stopped; err != nil {
+			t.Errorf("shutdown after the last pair closed: %v", err)
 		}
 	})
 

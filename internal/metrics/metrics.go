@@ -4,6 +4,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/splicer/splicer/internal/buildinfo"
 )
 
 // Metrics are the forwarder's counters, registered on their own registry so
@@ -14,11 +16,22 @@ type Metrics struct {
 	Accepted  *prometheus.CounterVec // listener
 	Active    *prometheus.GaugeVec   // listener
 	Closed    *prometheus.CounterVec // listener, reason
-	Bytes     *prometheus.CounterVec // listener, direction
 	Splices   *prometheus.CounterVec // engine, outcome
 	Fallbacks *prometheus.CounterVec // from, to, reason
 	Spliced   *prometheus.GaugeVec   // engine: pairs spliced right now
+
+	ConnectSeconds *prometheus.HistogramVec // listener: upstream connect time
+	SpliceSeconds  *prometheus.HistogramVec // engine: from Splice to forwarding in place
+	PairSeconds    *prometheus.HistogramVec // listener: accept to close
+	Draining       prometheus.Gauge         // 1 while shutting down
 }
+
+// BytesName is the live byte counter's name; the forwarder exports it
+// (see forwarder.byteCollector), counting open pairs as they run.
+const BytesName = "splicer_bytes_total"
+
+// latencyBuckets spans 10 µs (an ip splice) to 10 s (a slow connect).
+var latencyBuckets = prometheus.ExponentialBucketsRange(10e-6, 10, 19)
 
 // New creates and registers the metrics, plus Go runtime and process collectors.
 func New() *Metrics {
@@ -36,10 +49,6 @@ func New() *Metrics {
 			Name: "splicer_connections_closed_total",
 			Help: "Pairs closed, by listener and reason (eof, reset, idle, shutdown, max_connections, upstream_refused, upstream_unreachable, upstream_timeout, bad_request, proxy_error, idle, error).",
 		}, []string{"listener", "reason"}),
-		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "splicer_bytes_total",
-			Help: "Bytes forwarded, by listener and direction (up: client to upstream, down: upstream to client), counted when a pair closes.",
-		}, []string{"listener", "direction"}),
 		Splices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_splice_transitions_total",
 			Help: "Splices by engine and outcome: how each ended (eof, limit, data, reset, idle, cancel, error, timer) or fallback.",
@@ -52,8 +61,35 @@ func New() *Metrics {
 			Name: "splicer_pairs_spliced",
 			Help: "Pairs in forwarding mode now, by engine.",
 		}, []string{"engine"}),
+		ConnectSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "splicer_upstream_connect_seconds",
+			Help:    "Time to connect to an upstream, successful or not, by listener.",
+			Buckets: latencyBuckets,
+		}, []string{"listener"}),
+		SpliceSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "splicer_splice_seconds",
+			Help:    "Time from the proxy asking for a splice to forwarding being in place, by engine.",
+			Buckets: latencyBuckets,
+		}, []string{"engine"}),
+		PairSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "splicer_pair_duration_seconds",
+			Help:    "Life of a pair from accept to close, by listener.",
+			Buckets: prometheus.ExponentialBucketsRange(1e-3, 86400, 20),
+		}, []string{"listener"}),
+		Draining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "splicer_draining",
+			Help: "1 while the forwarder stops accepting and lets open pairs finish (shutdown or upgrade), else 0.",
+		}),
 	}
-	m.Registry.MustRegister(m.Accepted, m.Active, m.Closed, m.Bytes, m.Splices, m.Fallbacks, m.Spliced,
+	bi := buildinfo.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "splicer_build_info",
+		Help:        "Always 1; the labels say which splicer runs.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
+	})
+	build.Set(1)
+	m.Registry.MustRegister(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Spliced,
+		m.ConnectSeconds, m.SpliceSeconds, m.PairSeconds, m.Draining, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

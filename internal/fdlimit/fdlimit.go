@@ -1,6 +1,5 @@
-// Raising the open-file limit: every pair holds two sockets, and the peers the bench starts inherit the limit.
-
-package main
+// Package fdlimit raises the open-file limit: every pair holds two sockets, and the peers the bench starts inherit the limit.
+package fdlimit
 
 import (
 	"os"
@@ -10,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// raiseFileLimit lifts RLIMIT_NOFILE to the hard limit, and as root to the
+// Raise lifts RLIMIT_NOFILE to the hard limit, and as root to the
 // kernel's nr_open, so that tens of thousands of pairs fit.
-func raiseFileLimit() {
+func Raise() {
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
 		return
