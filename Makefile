@@ -7,10 +7,10 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/splicer/splicer/internal/buildinfo.Version=$(VERSION) -X github.com/splicer/splicer/internal/buildinfo.Revision=$(REVISION)
 PKGS    := ./...
 TESTFLAGS ?=
-APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light
+APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light systemd
 GEN_DEPS := clang-19 llvm-19 libbpf-dev
 
-.PHONY: all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
+.PHONY: tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
 
 all: build
 
@@ -59,6 +59,13 @@ generate: gen-deps
 # check-generated fails when the committed BPF objects are not what the C makes.
 check-generated: generate
 	git diff --exit-code -- '*_bpfel.go' '*_bpfel.o' || (echo "BPF objects are stale: run make generate and commit" >&2; exit 1)
+
+# tidy: go.mod and go.sum are exactly what the imports need.
+tidy:
+	@cp go.mod /tmp/splicer-go.mod.$$$$ && cp go.sum /tmp/splicer-go.sum.$$$$ && $(GO) mod tidy && \
+	if cmp -s go.mod /tmp/splicer-go.mod.$$$$ && cmp -s go.sum /tmp/splicer-go.sum.$$$$; then ok=1; else ok=0; fi; \
+	rm -f /tmp/splicer-go.mod.$$$$ /tmp/splicer-go.sum.$$$$; \
+	if [ $$ok = 0 ]; then echo "go.mod/go.sum were not tidy (go mod tidy changed them: commit the result)" >&2; exit 1; fi
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -1,4 +1,4 @@
-// splicer check: validate a configuration and report every error with its file and line.
+// splicer check: validate configurations, report every error with its file and line, and say which engine each listener would get on this host.
 
 package main
 
@@ -6,35 +6,80 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 
+	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/internal/config"
 )
 
 // errSilent is returned when the command already printed what went wrong.
 var errSilent = errors.New("")
 
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
 func checkCmd(args []string) error {
 	fs := flag.NewFlagSet("check", flag.ExitOnError)
-	path := fs.String("config", "", "configuration file (YAML) to validate")
+	var paths stringList
+	fs.Var(&paths, "config", "configuration file (YAML) to validate; repeatable")
+	fs.Var(&paths, "c", "short for --config")
+	engines := fs.Bool("engines", true, "also probe this host's engines and say which one each listener gets")
 	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `Usage: splicer check --config FILE
+		fmt.Fprint(os.Stderr, `Usage: splicer check [--engines=false] FILE...
+       splicer check --config FILE [--config FILE...]
 
-Validates FILE without starting anything: unknown keys, wrong types, bad
-addresses, durations, sizes and engine names are reported each with its line,
-all at once. Exits 0 when the configuration is valid, 1 otherwise.
+Validates each FILE without starting anything: unknown keys, keys the
+listener's proxy kind would ignore, wrong types, bad addresses, durations,
+sizes and engine names are reported each with its line, all at once. Then,
+unless --engines=false, it probes which engines this host can run (as the
+user running check: run it as the daemon's user) and says which engine each
+listener would use and why. Exits 0 when every file is valid, 1 otherwise.
+
+Options:
 `)
+		fs.PrintDefaults()
 	}
-	fs.Parse(args)
-	if *path == "" {
+	// Flags may follow the files: parse again after each bare path.
+	for fs.Parse(args); fs.NArg() > 0; fs.Parse(args) {
+		paths = append(paths, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(paths) == 0 {
 		fs.Usage()
 		return errSilent
 	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		return err
+	var failed bool
+	var cfgs []*config.Config
+	for _, path := range paths {
+		cfg, err := loadConfig(path)
+		if err != nil {
+			if err != errSilent {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
+			}
+			failed = true
+			continue
+		}
+		cfgs = append(cfgs, cfg)
+		printListeners(path, cfg)
 	}
-	fmt.Printf("%s: ok, %d listener(s)\n", *path, len(cfg.Listeners))
+	if *engines {
+		for _, cfg := range cfgs {
+			printEngineChoice(cfg)
+		}
+	}
+	if failed {
+		return errSilent
+	}
+	return nil
+}
+
+func printListeners(path string, cfg *config.Config) {
+	fmt.Printf("%s: ok, %d listener(s)\n", path, len(cfg.Listeners))
 	for _, l := range cfg.Listeners {
 		to := ""
 		if len(l.Upstream) > 0 {
@@ -42,7 +87,55 @@ all at once. Exits 0 when the configuration is valid, 1 otherwise.
 		}
 		fmt.Printf("  %s: %s proxy on %s%s, engine %s\n", l.Name, l.Proxy, l.Listen, to, l.Engine)
 	}
-	return nil
+}
+
+// printEngineChoice builds cfg's engines as the daemon would, says which
+// ones this host lacks and why, and which engine each listener starts with.
+func printEngineChoice(cfg *config.Config) {
+	set := all.Build(cfg.Engines, slog.New(slog.DiscardHandler))
+	defer set.Close()
+	fmt.Println("engines on this host:")
+	for _, e := range set.Engines {
+		fmt.Printf("  %s: available\n", e.Name())
+	}
+	for _, u := range set.Unavailable {
+		fmt.Printf("  %s: unavailable: %s\n", u.Name, u.Reason)
+	}
+	for _, l := range cfg.Listeners {
+		chain, err := set.Chain(l.Engine)
+		if err != nil || len(chain) == 0 {
+			fmt.Printf("  listener %s: no engine can run (%v)\n", l.Name, err)
+			continue
+		}
+		names := make([]string, len(chain))
+		for i, e := range chain {
+			names[i] = e.Name()
+		}
+		why := "the first engine available here for " + l.Engine
+		if l.Engine == "auto" || l.Engine == "" {
+			if skipped := optInSkipped(set, names[0]); skipped != "" {
+				why += "; auto skips opt-in " + skipped + ": name it to use it"
+			}
+		} else if names[0] != l.Engine {
+			why = l.Engine + " is unavailable: " + set.Reason(l.Engine)
+		}
+		fmt.Printf("  listener %s: engine %s (%s; falls back to %s)\n", l.Name, names[0], why, strings.Join(names[1:], ", "))
+	}
+}
+
+// optInSkipped names the available opt-in engines that auto passes over
+// before first.
+func optInSkipped(set *all.Set, first string) string {
+	var skipped []string
+	for _, f := range all.Ladder {
+		if f.Name == first {
+			break
+		}
+		if f.OptIn && set.Reason(f.Name) == "" {
+			skipped = append(skipped, f.Name)
+		}
+	}
+	return strings.Join(skipped, ", ")
 }
 
 // loadConfig loads path and prints each configuration error on its own line.

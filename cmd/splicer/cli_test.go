@@ -185,22 +185,69 @@ func TestCheckMissingFile(t *testing.T) {
 // --help lists every command.
 func TestUsage(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"check", "run"} {
+	for cmd, usage := range map[string]string{"check": "Usage: splicer check [--engines=false] FILE...", "run": "Usage: splicer run --config FILE"} {
 		_, stderr, code := splicer(t, cmd)
-		if code == 0 || !strings.Contains(stderr, "Usage: splicer "+cmd+" --config FILE") {
-			t.Errorf("splicer %s without --config: exit %d, stderr %q; want non-zero and its usage", cmd, code, stderr)
+		if code == 0 || !strings.Contains(stderr, usage) {
+			t.Errorf("splicer %s without a file: exit %d, stderr %q; want non-zero and its usage", cmd, code, stderr)
 		}
+	}
+	// Arguments a command does not take are refused, not ignored.
+	if _, stderr, code := splicer(t, "run", "--config", "x.yaml", "extra"); code == 0 || !strings.Contains(stderr, "Usage: splicer run") {
+		t.Errorf("splicer run with an extra argument: exit %d, stderr %q; want its usage and a failure", code, stderr)
+	}
+	// help COMMAND prints the command's options.
+	if _, stderr, _ := splicer(t, "help", "reload"); !strings.Contains(stderr, "Usage: splicer reload") {
+		t.Errorf("splicer help reload: %q", stderr)
 	}
 	stdout, _, code := splicer(t, "--help")
 	if code != 0 {
 		t.Errorf("splicer --help: exit %d, want 0", code)
 	}
-	for _, cmd := range []string{"run", "check", "demo", "bench", "version"} {
+	for _, cmd := range []string{"run", "check", "reload", "upgrade", "demo", "bench", "version", "completion"} {
 		if !strings.Contains(stdout, "splicer "+cmd) {
 			t.Errorf("splicer --help does not list %s:\n%s", cmd, stdout)
 		}
 	}
 	if _, stderr, code := splicer(t, "frobnicate"); code == 0 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestCheckSeveralFiles: every file is checked, each error named with its
+// file, the exit status is 1 if any is broken, and flags may follow files.
+func TestCheckSeveralFiles(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := splicer(t, "check", "../../examples/tcp.yaml", "../../examples/broken.yaml", "--engines=false")
+	if code != 1 {
+		t.Errorf("check of a good and a broken file: exit %d, want 1", code)
+	}
+	if !strings.Contains(stdout, "examples/tcp.yaml: ok") || !strings.Contains(stderr, "examples/broken.yaml:") {
+		t.Errorf("check of two files: stdout %q, stderr %q; want the good one ok and the broken one's errors", stdout, stderr)
+	}
+	if strings.Contains(stdout, "engines on this host") {
+		t.Errorf("--engines=false after the files was ignored")
+	}
+	stdout, _, code = splicer(t, "check", "-c", "../../examples/tcp.yaml", "--config", "../../examples/http-reverse.yaml")
+	if code != 0 || !strings.Contains(stdout, "examples/http-reverse.yaml: ok") || !strings.Contains(stdout, "listener plug: engine ") {
+		t.Errorf("check -c A --config B: exit %d, stdout %q; want both ok and each listener's engine", code, stdout)
+	}
+}
+
+// TestCompletion: the scripts name every command, and bash accepts the
+// bash one.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "zsh"} {
+		out, _, code := splicer(t, "completion", shell)
+		if code != 0 || !strings.Contains(out, "reload") || !strings.Contains(out, "upgrade") {
+			t.Errorf("splicer completion %s: exit %d:\n%s", shell, code, out)
+		}
+		if shell == "bash" {
+			cmd := exec.Command("bash", "-n")
+			cmd.Stdin = strings.NewReader(out)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("bash -n on the completion script: %v\n%s", err, b)
+			}
+		}
 	}
 }

@@ -16,6 +16,18 @@ var kindSections = map[string][]string{
 	"pools":  {"http-reverse"},
 }
 
+// builtinKeys maps keys of the listener itself to the built-in kinds that
+// honour them: a key a kind would accept and ignore is refused instead.
+// (Kinds registered by others decide for themselves.)
+var builtinKeys = map[string][]string{
+	"splice_after":   {"tcp"},
+	"upstream":       {"tcp", "filter"},
+	"proxy_protocol": {"tcp", "socks5", "filter"},
+}
+
+// builtinKinds are the kinds builtinKeys speaks for.
+var builtinKinds = []string{"tcp", "socks5", "filter", "http-forward", "http-reverse"}
+
 // kindSections reports sections that the listener's kind does not read
 // (almost surely a mistake), then checks the kind's own sections.
 func (v *validator) kindSections(p string, l *Listener) {
@@ -26,6 +38,17 @@ func (v *validator) kindSections(p string, l *Listener) {
 	for section, kinds := range kindSections {
 		if present[section] && !contains(kinds, l.Proxy) {
 			v.errorf(p+"."+section, "section %s is not used by proxy %s (it is for: %v)", section, l.Proxy, kinds)
+		}
+	}
+	if contains(builtinKinds, l.Proxy) {
+		set := map[string]bool{
+			"splice_after": l.SpliceAfter != 0, "upstream": len(l.Upstream) > 0 && l.Proxy != "socks5",
+			"proxy_protocol": l.ProxyProtocol != "",
+		}
+		for key, kinds := range builtinKeys {
+			if set[key] && !contains(kinds, l.Proxy) {
+				v.errorf(p+"."+key, "%s is not used by proxy %s (it is for: %v)", key, l.Proxy, kinds)
+			}
 		}
 	}
 	switch l.Proxy {

@@ -1,0 +1,2 @@
+// Package packaging holds no code: its tests check the release files beside it (the systemd unit, the nfpm scripts, the example configuration) and at the top (.goreleaser.yaml, Dockerfile).
+package packaging

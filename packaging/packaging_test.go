@@ -1,0 +1,189 @@
+// The release files are what they claim: systemd-analyze accepts the unit, the goreleaser and nfpm configuration builds static binaries and ships the unit, the Dockerfile builds the daemon, the packaged configuration passes check.
+
+package packaging
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
+	_ "github.com/splicer/splicer/proxy/all" // the proxy kinds the configuration names
+)
+
+// unitDirectives reads the unit's Key=Value lines (a key may repeat).
+func unitDirectives(tb testing.TB) map[string][]string {
+	tb.Helper()
+	data, err := os.ReadFile("systemd/splicer.service")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			out[k] = append(out[k], v)
+		}
+	}
+	return out
+}
+
+// TestSystemdUnitVerifies runs systemd-analyze verify on the unit with its
+// binary paths pointing at a freshly built splicer: any warning fails.
+func TestSystemdUnitVerifies(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		testenv.SkipOrFail(t, "systemd-analyze not installed (apt-get install systemd)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "splicer")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/splicer").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	unit, err := os.ReadFile("systemd/splicer.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "splicer.service")
+	if err := os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/bin/splicer"), []byte(bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("systemd-analyze", "verify", path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, stderr.String())
+	}
+}
+
+// TestSystemdUnitPrivileges: the unit runs as its own user with the engines'
+// capabilities and nothing more, reloads with SIGHUP and tells systemd when
+// it is ready (and which process is main after an upgrade).
+func TestSystemdUnitPrivileges(t *testing.T) {
+	d := unitDirectives(t)
+	want := map[string]string{
+		"User": "splicer", "Type": "notify", "NoNewPrivileges": "yes",
+		"ExecReload": "/bin/kill -HUP $MAINPID", "ProtectSystem": "strict",
+	}
+	for k, v := range want {
+		if !slices.Contains(d[k], v) {
+			t.Errorf("unit: %s=%v, want %s", k, d[k], v)
+		}
+	}
+	for _, key := range []string{"AmbientCapabilities", "CapabilityBoundingSet"} {
+		caps := strings.Fields(strings.Join(d[key], " "))
+		for _, need := range []string{"CAP_NET_ADMIN", "CAP_BPF"} {
+			if !slices.Contains(caps, need) {
+				t.Errorf("unit: %s lacks %s", key, need)
+			}
+		}
+		if slices.Contains(caps, "CAP_SYS_ADMIN") {
+			t.Errorf("unit: %s grants CAP_SYS_ADMIN", key)
+		}
+	}
+}
+
+// goreleaser is the part of .goreleaser.yaml the release relies on.
+type goreleaser struct {
+	Builds []struct {
+		ID      string   `yaml:"id"`
+		Main    string   `yaml:"main"`
+		Env     []string `yaml:"env"`
+		Goos    []string `yaml:"goos"`
+		Goarch  []string `yaml:"goarch"`
+		Ldflags []string `yaml:"ldflags"`
+	} `yaml:"builds"`
+	Nfpms []struct {
+		IDs      []string `yaml:"ids"`
+		Formats  []string `yaml:"formats"`
+		License  string   `yaml:"license"`
+		Contents []struct {
+			Src string `yaml:"src"`
+			Dst string `yaml:"dst"`
+		} `yaml:"contents"`
+		Scripts map[string]string `yaml:"scripts"`
+	} `yaml:"nfpms"`
+}
+
+// TestGoreleaserConfig: static linux amd64 and arm64 builds stamped with
+// the version, and .deb/.rpm packages carrying files that exist.
+func TestGoreleaserConfig(t *testing.T) {
+	data, err := os.ReadFile("../.goreleaser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g goreleaser
+	if err := yaml.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	var daemon bool
+	for _, b := range g.Builds {
+		if _, err := os.Stat(filepath.Join("..", b.Main)); err != nil {
+			t.Errorf("build %s: main %s: %v", b.ID, b.Main, err)
+		}
+		if !slices.Contains(b.Env, "CGO_ENABLED=0") || !slices.Equal(b.Goos, []string{"linux"}) ||
+			!slices.Contains(b.Goarch, "amd64") || !slices.Contains(b.Goarch, "arm64") {
+			t.Errorf("build %s: want static (CGO_ENABLED=0) linux amd64 and arm64, got env %v goos %v goarch %v", b.ID, b.Env, b.Goos, b.Goarch)
+		}
+		if !strings.Contains(strings.Join(b.Ldflags, " "), "internal/buildinfo.Version=") {
+			t.Errorf("build %s: ldflags do not stamp the version", b.ID)
+		}
+		daemon = daemon || b.Main == "./cmd/splicer"
+	}
+	if !daemon {
+		t.Error("no build of ./cmd/splicer")
+	}
+	if len(g.Nfpms) == 0 {
+		t.Fatal("no nfpm packages")
+	}
+	for _, n := range g.Nfpms {
+		if !slices.Contains(n.Formats, "deb") || !slices.Contains(n.Formats, "rpm") {
+			t.Errorf("nfpm formats %v, want deb and rpm", n.Formats)
+		}
+		dsts := map[string]bool{}
+		for _, c := range n.Contents {
+			if _, err := os.Stat(filepath.Join("..", c.Src)); err != nil {
+				t.Errorf("nfpm content %s: %v", c.Src, err)
+			}
+			dsts[c.Dst] = true
+		}
+		for _, need := range []string{"/usr/lib/systemd/system/splicer.service", "/etc/splicer/splicer.yaml"} {
+			if !dsts[need] {
+				t.Errorf("nfpm package lacks %s", need)
+			}
+		}
+		for _, s := range n.Scripts {
+			if fi, err := os.Stat(filepath.Join("..", s)); err != nil || fi.Mode()&0o111 == 0 {
+				t.Errorf("nfpm script %s missing or not executable (%v)", s, err)
+			}
+		}
+	}
+}
+
+// TestDockerfile: the image builds the daemon statically from this module
+// and starts it with the packaged configuration.
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/splicer", "FROM gcr.io/distroless/static", "internal/buildinfo.Version=",
+		"COPY packaging/splicer.yaml /etc/splicer/splicer.yaml", `ENTRYPOINT ["/usr/bin/splicer"]`, "--cap-add NET_ADMIN", "--network host"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
+
+// TestPackagedConfig: the configuration the package installs passes check.
+func TestPackagedConfig(t *testing.T) {
+	if _, err := config.Load("splicer.yaml"); err != nil {
+		t.Fatalf("packaging/splicer.yaml: %v", err)
+	}
+}
