@@ -4,8 +4,8 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
