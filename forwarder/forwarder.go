@@ -35,6 +35,8 @@ type Options struct {
 	Listen  ListenFunc // default: net.Listen
 	// Engines overrides the engines built from the configuration.
 	Engines *all.Set
+	// AccessLog, if set, gets one line per closed pair (see accessLine).
+	AccessLog *slog.Logger
 	// Inherit returns a listening socket handed over by the process this
 	// one replaces (a hitless upgrade), or nil to bind a new one.
 	Inherit InheritFunc
@@ -47,6 +49,7 @@ type InheritFunc func(name, addr string) (net.Listener, error)
 type Forwarder struct {
 	cfg     *config.Config
 	log     *slog.Logger
+	access  *slog.Logger
 	metrics *metrics.Metrics
 	engines *all.Set
 	ownsSet bool
@@ -73,7 +76,7 @@ type Forwarder struct {
 // New builds a forwarder for cfg; Start binds its listeners.
 func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 	f := &Forwarder{cfg: cfg, log: opts.Log, metrics: opts.Metrics, engines: opts.Engines,
-		dial: opts.Dial, listen: opts.Listen, inherit: opts.Inherit, flows: newFlows(),
+		dial: opts.Dial, listen: opts.Listen, inherit: opts.Inherit, flows: newFlows(), access: opts.AccessLog,
 		retiring: map[*listener]struct{}{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
@@ -95,7 +98,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		}
 	}
 	f.metrics.RegisterEngines(f.engines.Engines)
-	f.metrics.Registry.MustRegister(newByteCollector(f.flows))
+	f.metrics.Register(newByteCollector(f.flows))
 	f.hard, f.cancel = context.WithCancel(context.Background())
 	for _, lc := range cfg.Listeners {
 		l, err := newListener(f, lc)

@@ -3,6 +3,7 @@
 package forwarder
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -200,4 +201,29 @@ func (l *listener) handle(c *net.TCPConn) {
 		attrs = append(attrs, "err", err.Error())
 	}
 	s.log.Info("pair closed", attrs...)
+	if a := l.f.access; a != nil {
+		a.LogAttrs(context.Background(), slog.LevelInfo, "pair", accessLine(p, reason, err)...)
+	}
+}
+
+// accessLine is a closed pair as the access log shows it.
+func accessLine(p *engine.Pair, reason string, err error) []slog.Attr {
+	name, note := p.Engine()
+	upstream := ""
+	if up := p.Upstream(); up != nil {
+		upstream = up.RemoteAddr().String()
+	}
+	attrs := []slog.Attr{
+		slog.String("listener", p.Listener), slog.String("client", p.Client.RemoteAddr().String()),
+		slog.String("upstream", upstream), slog.String("engine", name),
+		slog.Int64("bytes_up", p.Bytes(engine.Up)), slog.Int64("bytes_down", p.Bytes(engine.Down)),
+		slog.Float64("duration_s", uptime(p.Created)), slog.String("reason", reason),
+	}
+	if note != "" {
+		attrs = append(attrs, slog.String("note", note))
+	}
+	if err != nil && reason != "eof" {
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	return attrs
 }

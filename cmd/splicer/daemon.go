@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,6 +36,7 @@ type daemon struct {
 	log           *slog.Logger
 	f             *forwarder.Forwarder
 	adm           *admin.Server
+	accessFile    *os.File // the access log's file, closed at the end
 
 	mu       sync.Mutex // one reload or upgrade at a time
 	upgraded chan struct{}
@@ -58,7 +60,11 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{path: path, pidFile: pidFile, exe: exe, log: log, upgraded: make(chan struct{})}
-	if d.f, err = forwarder.New(cfg, forwarder.Options{Log: log, Inherit: in.Listener}); err != nil {
+	access, err := d.openAccessLog(cfg.AccessLog)
+	if err != nil {
+		return nil, fmt.Errorf("access_log: %w", err)
+	}
+	if d.f, err = forwarder.New(cfg, forwarder.Options{Log: log, AccessLog: access, Inherit: in.Listener}); err != nil {
 		return nil, err
 	}
 	if err := d.f.Start(); err != nil {
@@ -80,6 +86,27 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	}
 	notify(log, sdnotify.Ready)
 	return d, nil
+}
+
+// openAccessLog returns the access logger c asks for, or nil.
+func (d *daemon) openAccessLog(c config.AccessLog) (*slog.Logger, error) {
+	var w io.Writer
+	switch c.Path {
+	case "":
+		return nil, nil
+	case "-":
+		w = os.Stdout
+	default:
+		f, err := os.OpenFile(c.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			return nil, err
+		}
+		d.accessFile, w = f, f
+	}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, nil)), nil
 }
 
 // startAdmin serves the admin endpoint, on the inherited socket if any,
@@ -218,6 +245,9 @@ func (d *daemon) shutdown(sigs <-chan os.Signal) error {
 		d.log.Warn("shutdown", "err", err)
 	}
 	d.removePid()
+	if d.accessFile != nil {
+		d.accessFile.Close()
+	}
 	d.log.Info("stopped")
 	return nil
 }

@@ -44,6 +44,8 @@ type Config struct {
 	// /flows); empty disables it.
 	Admin string `yaml:"admin"`
 	Log   Log    `yaml:"log"`
+	// AccessLog writes one line per closed pair; off without a path.
+	AccessLog AccessLog `yaml:"access_log"`
 	// ShutdownTimeout is how long a graceful shutdown waits, after it stops
 	// accepting, for pairs to finish before closing them.
 	ShutdownTimeout Duration   `yaml:"shutdown_timeout"`
@@ -54,6 +56,15 @@ type Config struct {
 // Log configures the process log.
 type Log struct {
 	Level  string `yaml:"level"`  // one of LogLevels
+	Format string `yaml:"format"` // one of LogFormats
+}
+
+// AccessLog configures the access log: one line per pair when it closes
+// (client, upstream, listener, engine, bytes each way, duration, why it
+// closed and, when it was not spliced, why not).
+type AccessLog struct {
+	// Path is a file (appended to), "-" for stdout, or empty for none.
+	Path   string `yaml:"path"`
 	Format string `yaml:"format"` // one of LogFormats
 }
 
@@ -150,6 +161,7 @@ var (
 func Default() Config {
 	return Config{
 		Log:             Log{Level: "info", Format: "text"},
+		AccessLog:       AccessLog{Format: "text"},
 		ShutdownTimeout: Duration(30 * time.Second),
 		Engines: Engines{
 			Copy:    CopyEngine{BufferSize: 64 << 10},

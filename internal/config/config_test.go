@@ -100,6 +100,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 	want := Config{
 		Admin:           "[::1]:9901",
 		Log:             Log{Level: "debug", Format: "json"},
+		AccessLog:       AccessLog{Format: "text"},
 		ShutdownTimeout: Duration(90 * time.Second),
 		Engines: Engines{
 			Copy:    CopyEngine{BufferSize: 4096},

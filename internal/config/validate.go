@@ -73,6 +73,7 @@ func (v *validator) top() {
 	}
 	v.oneOf("log.level", v.cfg.Log.Level, LogLevels)
 	v.oneOf("log.format", v.cfg.Log.Format, LogFormats)
+	v.oneOf("access_log.format", v.cfg.AccessLog.Format, LogFormats)
 	v.notNegative("shutdown_timeout", v.cfg.ShutdownTimeout)
 }
 

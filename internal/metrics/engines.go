@@ -31,5 +31,5 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 
 // RegisterEngines exports the counters of the engines that keep their own.
 func (m *Metrics) RegisterEngines(engines []engine.Engine) {
-	m.Registry.MustRegister(engineCollector{engines: engines})
+	m.Register(engineCollector{engines: engines})
 }

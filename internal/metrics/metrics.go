@@ -2,6 +2,8 @@
 package metrics
 
 import (
+	"regexp"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -24,6 +26,36 @@ type Metrics struct {
 	SpliceSeconds  *prometheus.HistogramVec // engine: from Splice to forwarding in place
 	PairSeconds    *prometheus.HistogramVec // listener: accept to close
 	Draining       prometheus.Gauge         // 1 while shutting down
+
+	registered []prometheus.Collector
+}
+
+// Register registers collectors on the registry and remembers them for Names.
+func (m *Metrics) Register(cs ...prometheus.Collector) {
+	m.Registry.MustRegister(cs...)
+	m.registered = append(m.registered, cs...)
+}
+
+var fqNameRE = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// Names lists every metric name the registered collectors can export,
+// whether or not a series exists yet (dashboards and alerts are checked
+// against it).
+func (m *Metrics) Names() []string {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range m.registered {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var names []string
+	for d := range ch {
+		if g := fqNameRE.FindStringSubmatch(d.String()); g != nil {
+			names = append(names, g[1])
+		}
+	}
+	return names
 }
 
 // BytesName is the live byte counter's name; the forwarder exports it
@@ -88,7 +120,7 @@ func New() *Metrics {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
 	})
 	build.Set(1)
-	m.Registry.MustRegister(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Spliced,
+	m.Register(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Spliced,
 		m.ConnectSeconds, m.SpliceSeconds, m.PairSeconds, m.Draining, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -1,0 +1,75 @@
+// The access log: one JSON line per closed pair with who, where, which engine, how much, how long and why it closed.
+
+package forwarder_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
+)
+
+func TestAccessLogLinePerPair(t *testing.T) {
+	up := fwdtest.Echo(t)
+	cfg := config.Default()
+	l := config.DefaultListener()
+	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{up}, "pipe"
+	cfg.Listeners = []config.Listener{l}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	buf := &testenv.Buffer{}
+	f, err := forwarder.New(&cfg, forwarder.Options{AccessLog: slog.New(slog.NewJSONHandler(buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Shutdown(canceledCtx()) })
+
+	c, err := net.Dial("tcp", f.Addr("t").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "hello")
+	c.(*net.TCPConn).CloseWrite()
+	io.ReadAll(c)
+	client := c.LocalAddr().String()
+	c.Close()
+
+	var line map[string]any
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(buf.String(), `"msg":"pair"`) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(buf.String())), &line); err != nil {
+		t.Fatalf("access log %q: %v", buf.String(), err)
+	}
+	want := map[string]any{"listener": "t", "client": client, "upstream": up, "engine": "pipe",
+		"bytes_up": float64(5), "bytes_down": float64(5), "reason": "eof"}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("access log %s = %v, want %v (line %v)", k, line[k], v, line)
+		}
+	}
+	if d, ok := line["duration_s"].(float64); !ok || d <= 0 {
+		t.Errorf("access log duration_s = %v", line["duration_s"])
+	}
+}
+
+// canceledCtx is a context that is already done: no grace period.
+func canceledCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
