@@ -113,6 +113,11 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	}
 }
 
+// upgradeMatches reports whether a 101 switches to the protocol req asked for.
+func upgradeMatches(req, resp *message) bool {
+	return req.upgrade != "" && strings.EqualFold(strings.TrimSpace(resp.header.Get("Upgrade")), req.upgrade)
+}
+
 // conn is one client connection's state.
 type conn struct {
 	p        *Proxy
@@ -154,6 +159,14 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 	}
 	if pat, blocked := c.blockedType(resp); blocked {
 		return c.blockResponse(resp, pat, bodyDone)
+	}
+	if resp.status == http.StatusSwitchingProtocols && !upgradeMatches(req, resp) {
+		// Only the switch the client asked for, and that the filter let
+		// through, is tunnelled: anything else would carry a protocol past
+		// the filter that it never agreed to.
+		c.closeUpstream()
+		c.refuse(http.StatusBadGateway, "upstream switched to a protocol the request did not ask for")
+		return true, errors.Join(errors.New("unrequested 101 Switching Protocols"), c.waitBody(bodyDone))
 	}
 	if err := c.toClient(resp.head); err != nil {
 		return true, err

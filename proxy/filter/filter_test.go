@@ -538,3 +538,55 @@ func TestStaleUpstreamRetried(t *testing.T) {
 		t.Errorf("upstream connections = %d, want 3 (one per request, each after the last closed)", n)
 	}
 }
+
+// TestH2CUpgradeStripped: an upstream that switches to HTTP/2 whenever a
+// request offers h2c never sees the offer through the filter, so the
+// exchange stays HTTP/1.1, where the filter can read it.
+func TestH2CUpgradeStripped(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			return
+		}
+		seen <- req.Header
+		if strings.Contains(strings.ToLower(req.Header.Get("Upgrade")), "h2c") {
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	f := startForwarder(t, filterListener(up))
+	got := exchangeRaw(t, f, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings, close\r\n"+
+		"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 200 OK") {
+		t.Fatalf("h2c offer through the filter: got %q, want a plain 200", got)
+	}
+	h := <-seen
+	if h.Get("Upgrade") != "" || h.Get("HTTP2-Settings") != "" || strings.Contains(h.Get("Connection"), "Upgrade") {
+		t.Errorf("upstream saw the h2c offer: %v", h)
+	}
+	if !strings.Contains(h.Get("Connection"), "close") {
+		t.Errorf("Connection lost its other tokens: %q", h.Get("Connection"))
+	}
+}
+
+// TestUnrequestedSwitchRefused: a 101 to a protocol the client did not ask
+// for is not tunnelled.
+func TestUnrequestedSwitchRefused(t *testing.T) {
+	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+		if _, err := http.ReadRequest(r); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
+	})
+	f := startForwarder(t, filterListener(up))
+	for _, req := range []string{
+		"GET /x HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+	} {
+		if got := exchangeRaw(t, f, req); !strings.HasPrefix(got, "HTTP/1.1 502") {
+			t.Errorf("unrequested 101 for %q: got %q, want 502", req, got)
+		}
+	}
+}

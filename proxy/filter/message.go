@@ -10,8 +10,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/splicer/splicer/proxy/httpcore"
 )
 
 // message is a request or response head as read, and how its body is framed.
@@ -23,6 +26,9 @@ type message struct {
 	body   framing
 	close  bool   // the sender asked to close after this message
 	path   string // requests: the target's path, decoded
+	// upgrade is the protocol a request asks to switch to (Upgrade), after
+	// h2c was stripped: a 101 is tunnelled only when it names this one.
+	upgrade string
 }
 
 // bodyKind is how a body's end is found.
@@ -107,6 +113,12 @@ func readMessage(r *bufio.Reader, isRequest bool, method string, maxBytes, maxHe
 	if err != nil {
 		return nil, err
 	}
+	if err := httpcore.ValidateHead(head, isRequest); err != nil {
+		if isRequest {
+			return nil, badRequest("%v", err)
+		}
+		return nil, fmt.Errorf("malformed response: %w", err)
+	}
 	m := &message{head: head}
 	if isRequest {
 		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
@@ -116,8 +128,16 @@ func readMessage(r *bufio.Reader, isRequest bool, method string, maxBytes, maxHe
 		if req.ProtoMajor != 1 {
 			return nil, badRequest("unsupported protocol %s", req.Proto)
 		}
+		if hasToken(req.Header.Values("Upgrade"), "h2c") {
+			// The filter reads HTTP/1.1 only: an h2c upgrade would move the
+			// connection to HTTP/2 past every check. Stripped, the origin
+			// answers in HTTP/1.1 (RFC 9113 3.2 lets a server ignore it).
+			m.head = stripFields(head, "Upgrade", "HTTP2-Settings")
+			req.Header.Del("Upgrade")
+		}
 		m.header, m.method, m.close = req.Header, req.Method, req.Close
 		m.path = req.URL.Path
+		m.upgrade = strings.ToLower(strings.TrimSpace(req.Header.Get("Upgrade")))
 	} else {
 		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), &http.Request{Method: method})
 		if err != nil {
@@ -127,6 +147,48 @@ func readMessage(r *bufio.Reader, isRequest bool, method string, maxBytes, maxHe
 	}
 	m.body, err = bodyFraming(head, isRequest, method, m.status)
 	return m, err
+}
+
+// hasToken reports whether any comma-separated element of values is token
+// (case-insensitively, ignoring a /version).
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for _, t := range strings.Split(v, ",") {
+			name, _, _ := strings.Cut(strings.TrimSpace(t), "/")
+			if strings.EqualFold(name, token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stripFields removes the named fields from a head, and their names from
+// Connection, so the next hop never sees them.
+func stripFields(head []byte, names ...string) []byte {
+	lines := bytes.SplitAfter(head, []byte("\n"))
+	out := make([]byte, 0, len(head))
+	out = append(out, lines[0]...)
+	for _, line := range lines[1:] {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		switch {
+		case ok && slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(string(name), n) }):
+			continue
+		case ok && strings.EqualFold(string(name), "Connection"):
+			var keep []string
+			for _, t := range strings.Split(string(bytes.TrimSpace(value)), ",") {
+				if t = strings.TrimSpace(t); t != "" && !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(t, n) }) {
+					keep = append(keep, t)
+				}
+			}
+			if len(keep) == 0 {
+				continue
+			}
+			line = []byte("Connection: " + strings.Join(keep, ", ") + "\r\n")
+		}
+		out = append(out, line...)
+	}
+	return out
 }
 
 // readHead reads a head up to and including its empty line, enforcing the
@@ -259,8 +321,8 @@ func copyChunked(w io.Writer, r *bufio.Reader) error {
 			return err
 		}
 		sizeText, _, _ := strings.Cut(strings.TrimSpace(string(line)), ";")
-		size, err := strconv.ParseInt(strings.TrimSpace(sizeText), 16, 64)
-		if err != nil || size < 0 {
+		size, err := httpcore.ChunkSize(strings.TrimSpace(sizeText))
+		if err != nil {
 			return fmt.Errorf("bad chunk size line %q", line)
 		}
 		if size == 0 {

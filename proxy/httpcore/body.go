@@ -148,7 +148,7 @@ func copyChunked(dst io.Writer, src *bufio.Reader) error {
 		if err != nil {
 			return err
 		}
-		size, err := chunkSize(line)
+		size, err := ChunkSize(line)
 		if err != nil {
 			return err
 		}
@@ -205,18 +205,4 @@ func readChunkLine(br *bufio.Reader) (string, error) {
 	}
 	line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 	return string(line), nil
-}
-
-// chunkSize parses the hexadecimal size before any chunk extension.
-func chunkSize(line string) (int64, error) {
-	s, _, _ := strings.Cut(line, ";")
-	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 15 {
-		return 0, errBadChunk
-	}
-	n, err := strconv.ParseInt(s, 16, 64)
-	if err != nil || n < 0 {
-		return 0, errBadChunk
-	}
-	return n, nil
 }

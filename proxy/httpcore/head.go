@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -90,14 +91,13 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	case err != nil:
 		return nil, errors.Join(ErrNoRequest, err) // the client went away mid-head: nobody to answer
 	}
+	if err := ValidateHead(head, true); err != nil {
+		// A head the next hop could frame differently than we do.
+		return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
+	}
 	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
 	if err != nil {
 		return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
-	}
-	if hasField(head, "Content-Length") && hasField(head, "Transfer-Encoding") {
-		// RFC 9112 section 6.1: a request with both is a smuggling attempt
-		// or a broken client; either way its framing cannot be trusted.
-		return nil, Errorf(http.StatusBadRequest, "request has both Content-Length and Transfer-Encoding")
 	}
 	if req.ProtoMajor != 1 {
 		return nil, Errorf(http.StatusHTTPVersionNotSupported, "only HTTP/1.x is proxied")
@@ -139,20 +139,6 @@ func (c *Conn) peekUnlessStopping() ([]byte, error) {
 // past is a deadline that interrupts a blocked read at once.
 var past = time.Unix(1, 0)
 
-// hasField reports whether the head has a header line named name. The
-// parsed request cannot say: net/http drops Content-Length when the request
-// is chunked.
-func hasField(head []byte, name string) bool {
-	lines := bytes.Split(head, []byte("\n"))
-	for _, line := range lines[1:] {
-		colon := bytes.IndexByte(line, ':')
-		if colon > 0 && bytes.EqualFold(bytes.TrimSpace(line[:colon]), []byte(name)) {
-			return true
-		}
-	}
-	return false
-}
-
 // readResponse reads the response head to req from the upstream, relaying
 // interim 1xx responses (100 Continue, 103 Early Hints) to the client.
 func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Response, error) {
@@ -160,6 +146,9 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 		head, err := readHead(c.up.r, responseLimits)
 		if err != nil {
 			return nil, err
+		}
+		if err := ValidateHead(head, false); err != nil {
+			return nil, fmt.Errorf("upstream response: %w", err)
 		}
 		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), req)
 		if err != nil {

@@ -45,16 +45,6 @@ func TestReadHeadLimits(t *testing.T) {
 	}
 }
 
-func TestHasField(t *testing.T) {
-	head := []byte("POST / HTTP/1.1\r\nHost: h\r\ntransfer-encoding : chunked\r\n\r\n")
-	if !hasField(head, "Transfer-Encoding") || hasField(head, "Content-Length") {
-		t.Error("hasField misread the head")
-	}
-	if hasField([]byte("GET /Content-Length: HTTP/1.1\r\n\r\n"), "Content-Length") {
-		t.Error("hasField took the request line for a header")
-	}
-}
-
 func TestCopyChunkedCopiesExactlyOneBody(t *testing.T) {
 	body := "5;ext=1\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: x\r\n\r\n"
 	br := bufio.NewReaderSize(strings.NewReader(body+"GET /next"), 16)

@@ -1,0 +1,106 @@
+// Every HTTP kind (http-forward, http-reverse, filter) answers 400 to the heads that let two parsers frame a request differently, and still serves an ordinary request after them.
+
+package all_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/origin"
+)
+
+// httpOrigin serves the origin's HTTP protocol on loopback.
+func httpOrigin(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := origin.New(nil)
+	tb.Cleanup(func() { s.Close() })
+	if err := s.Serve(origin.HTTP, ln); err != nil {
+		tb.Fatal(err)
+	}
+	return ln.Addr().String()
+}
+
+// httpListeners are one listener of each HTTP kind in front of up.
+func httpListeners(tb testing.TB, up string) []config.Listener {
+	tb.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward}
+  - name: http-reverse
+    listen: '127.0.0.1:0'
+    proxy: http-reverse
+    pools: [{name: p, servers: ['%[1]s']}]
+    routes: [{pool: p}]
+  - {name: filter, listen: '127.0.0.1:0', proxy: filter, upstream: ['%[1]s']}
+`, up)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg.Listeners
+}
+
+// exchange sends raw on a new connection to addr and reads the response.
+func exchange(tb testing.TB, addr, raw string) *http.Response {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(raw)); err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		tb.Fatalf("response to %q: %v", raw, err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func TestSmugglingHeadsGet400(t *testing.T) {
+	up := httpOrigin(t)
+	listeners := httpListeners(t, up)
+	f := fwdtest.Start(t, listeners...)
+	heads := map[string]string{
+		"space before colon": "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length : 5\r\n\r\nhello",
+		"obs-folded TE":      "POST %s HTTP/1.1\r\nHost: %s\r\nX-A: 1\r\n Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello",
+		"CL and TE":          "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"TE in HTTP/1.0":     "POST %s HTTP/1.0\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"no Host in 1.1":     "GET %s HTTP/1.1\r\nX-Host: %s\r\n\r\n",
+		"two Hosts":          "GET %s HTTP/1.1\r\nHost: %s\r\nHost: other\r\n\r\n",
+		"Host with a quote":  "GET %s HTTP/1.1\r\nHost: %s\",for=203.0.113.66;x=\"\r\n\r\n",
+	}
+	for _, l := range listeners {
+		addr := f.Addr(l.Name).String()
+		target := "/obj/1KiB"
+		if l.Proxy == "http-forward" {
+			target = "http://" + up + "/obj/1KiB"
+		}
+		for name, head := range heads {
+			t.Run(l.Name+"/"+name, func(t *testing.T) {
+				resp := exchange(t, addr, fmt.Sprintf(head, target, up))
+				if resp.StatusCode != http.StatusBadRequest {
+					t.Errorf("%s through %s: %s, want 400", name, l.Proxy, resp.Status)
+				}
+			})
+		}
+		t.Run(l.Name+"/ordinary request", func(t *testing.T) {
+			resp := exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, up))
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("an ordinary GET through %s: %s", l.Proxy, resp.Status)
+			}
+		})
+	}
+}

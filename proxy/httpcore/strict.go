@@ -1,0 +1,137 @@
+// Strict HTTP/1.1 message checks (RFC 9112) that net/http's parsers leave to the server: what a proxy must refuse so that it and the next hop cannot frame a message differently (request smuggling).
+
+package httpcore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ValidateHead checks a raw message head (start line, fields, empty line)
+// as it arrived, before net/http parses it; net/http is lenient where a
+// proxy must not be. It returns why the head must be refused, or nil:
+//   - whitespace between a field name and its colon (RFC 9112 §5.1)
+//   - obs-fold, a field line starting with SP or HTAB (§5.2)
+//   - a field name that is not a token (RFC 9110 §5.1)
+//   - in a request: both Content-Length and Transfer-Encoding (§6.1), no
+//     Host or several Host fields in HTTP/1.1 (§3.2), a Host with
+//     characters no authority has, Transfer-Encoding in HTTP/1.0 (§6.1)
+func ValidateHead(head []byte, isRequest bool) error {
+	lines := bytes.Split(bytes.TrimRight(head, "\r\n"), []byte("\n"))
+	var hosts []string
+	var cl, te bool
+	for _, line := range lines[1:] {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return errors.New("obsolete line folding (a field line starting with whitespace)")
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return fmt.Errorf("field line without a name and colon: %q", truncate(line))
+		}
+		name := line[:colon]
+		if c := name[len(name)-1]; c == ' ' || c == '\t' {
+			return fmt.Errorf("whitespace between field name %q and its colon", bytes.TrimSpace(name))
+		}
+		if !isToken(name) {
+			return fmt.Errorf("field name %q is not a token", truncate(name))
+		}
+		value := string(bytes.Trim(line[colon+1:], " \t"))
+		switch {
+		case strings.EqualFold(string(name), "Host"):
+			hosts = append(hosts, value)
+		case strings.EqualFold(string(name), "Content-Length"):
+			cl = true
+		case strings.EqualFold(string(name), "Transfer-Encoding"):
+			te = true
+		}
+	}
+	if !isRequest {
+		return nil
+	}
+	if cl && te {
+		return errors.New("request has both Content-Length and Transfer-Encoding")
+	}
+	proto := string(lines[0][bytes.LastIndexByte(lines[0], ' ')+1:])
+	proto = strings.TrimSuffix(proto, "\r")
+	if te && proto == "HTTP/1.0" {
+		return errors.New("Transfer-Encoding in an HTTP/1.0 request")
+	}
+	if len(hosts) > 1 {
+		return errors.New("more than one Host field")
+	}
+	if len(hosts) == 0 && proto == "HTTP/1.1" {
+		return errors.New("HTTP/1.1 request without Host")
+	}
+	if len(hosts) == 1 && !validHost(hosts[0]) {
+		return fmt.Errorf("invalid Host %q", truncate([]byte(hosts[0])))
+	}
+	return nil
+}
+
+// isToken reports whether b is an RFC 9110 token.
+func isToken(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// validHost reports whether h can be a URI authority's host[:port]
+// (RFC 3986: reg-name, IPv4 or a bracketed IPv6 literal): no whitespace,
+// quotes, commas, semicolons or other characters that would let it escape
+// a header it is copied into (Forwarded: host="...").
+func validHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~!$&'*+=:[]%", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ChunkSize parses a chunk-size line's hexadecimal size, ignoring any
+// chunk extension. Only hex digits are a size: strconv would also take a
+// sign, which another parser may read differently.
+func ChunkSize(line string) (int64, error) {
+	s, _, _ := strings.Cut(line, ";")
+	s = strings.TrimRight(s, " \t\r\n")
+	if s == "" || len(s) > 15 {
+		return 0, errBadChunk
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, errBadChunk
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 64 {
+		return string(b[:64]) + "..."
+	}
+	return string(b)
+}
