@@ -80,7 +80,7 @@ func TestLabMaxConnections(t *testing.T) {
 	over := dialClient(t, l, addr)
 	waitClosedByPeer(t, over, 2*time.Second)
 	lf.waitClosed(t, "capped", "max_connections", 1)
-	if lf.Logs.Line("max_connections reached") == "" {
+	if lf.Logs.Line("reason=max_connections") == "" {
 		t.Errorf("the refused connection was not logged; log:\n%s", lf.Logs)
 	}
 

@@ -29,6 +29,7 @@ type listener struct {
 	log      *slog.Logger
 	ln       net.Listener
 	active   atomic.Int64
+	access   *access
 	nextID   *atomic.Uint64
 	life     lifecycle
 }
@@ -47,7 +48,11 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	if len(chain) == 0 {
 		return nil, errors.New("no engine can run on this host")
 	}
-	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs,
+	acc, err := newAccess(f, lc)
+	if err != nil {
+		return nil, err
+	}
+	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc,
 		matchMSS: needsMatchedMSS(chain), log: f.log.With("listener", lc.Name)}
 	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
@@ -157,16 +162,30 @@ func (l *listener) serve() {
 			// Past max_connections the connection is accepted and closed
 			// at once, so the client learns immediately instead of
 			// waiting in the accept queue.
-			l.f.metrics.Closed.WithLabelValues(l.cfg.Name, "max_connections").Inc()
-			l.log.Warn("max_connections reached, closing new connection", "client", c.RemoteAddr().String(), "max", limit)
-			tc.Close()
+			l.refuse(tc, "max_connections")
+			continue
+		}
+		ip, refused := l.access.admit(tc.RemoteAddr())
+		if refused != "" {
+			l.refuse(tc, refused)
 			continue
 		}
 		l.active.Add(1)
 		l.f.pairs.Add(1)
 		l.life.pairs.Add(1)
-		go l.handle(tc)
+		go func() {
+			defer l.access.release(ip)
+			l.handle(tc)
+		}()
 	}
+}
+
+// refuse closes a connection the listener will not serve, counting why. It
+// logs at debug only: a flood of refusals must not flood the log too.
+func (l *listener) refuse(c *net.TCPConn, reason string) {
+	l.f.metrics.Closed.WithLabelValues(l.cfg.Name, reason).Inc()
+	l.log.Debug("connection refused", "client", c.RemoteAddr().String(), "reason", reason)
+	c.Close()
 }
 
 // handle runs one pair from accept to close.

@@ -37,6 +37,12 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
+	ctx, err := s.l.access.guardDial(ctx, addr, func() {
+		s.l.f.metrics.DestinationsDenied.WithLabelValues(s.l.cfg.Name).Inc()
+	})
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	c, err := s.l.f.dial(s.withClientMSS(ctx), "tcp", addr)
 	s.l.f.metrics.ConnectSeconds.WithLabelValues(s.l.cfg.Name).Observe(time.Since(start).Seconds())
@@ -68,6 +74,8 @@ func (s *session) withClientMSS(ctx context.Context) context.Context {
 // classifyDial wraps a dial error with the proxy error that names its cause.
 func classifyDial(ctx context.Context, err error) error {
 	switch {
+	case errors.Is(err, proxy.ErrDestinationDenied):
+		return err
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return errors.Join(proxy.ErrUpstreamRefused, err)
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):

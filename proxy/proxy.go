@@ -55,7 +55,27 @@ var (
 	ErrUpstreamRefused     = errors.New("upstream refused the connection")
 	ErrUpstreamUnreachable = errors.New("upstream unreachable")
 	ErrUpstreamTimeout     = errors.New("upstream connect timed out")
+	// ErrDestinationDenied: the listener's destination rules (or their
+	// defaults: no loopback, metadata, the forwarder itself...) refuse
+	// where the client asked to go. http-forward answers 403, socks5
+	// reply 2.
+	ErrDestinationDenied = errors.New("destination not allowed")
 )
+
+type destNameKey struct{}
+
+// WithDestinationName tells Session.Dial the name the client asked for,
+// when the proxy resolved it itself and dials an address (socks5), so the
+// listener's name rules apply to it.
+func WithDestinationName(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, destNameKey{}, name)
+}
+
+// DestinationName is the name WithDestinationName put in ctx, or "".
+func DestinationName(ctx context.Context) string {
+	n, _ := ctx.Value(destNameKey{}).(string)
+	return n
+}
 
 // CloseReason maps the error a proxy's Serve returned, or the splice's end,
 // to the reason label of splicer_connections_closed_total.
@@ -69,6 +89,8 @@ func CloseReason(err error) string {
 		return "upstream_unreachable"
 	case errors.Is(err, ErrUpstreamTimeout):
 		return "upstream_timeout"
+	case errors.Is(err, ErrDestinationDenied):
+		return "destination_denied"
 	case errors.Is(err, context.Canceled):
 		return "shutdown"
 	}

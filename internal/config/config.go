@@ -125,6 +125,19 @@ type Listener struct {
 	// ProxyProtocol sends a PROXY protocol header (v1 or v2) to the
 	// upstream before any client byte; empty sends none.
 	ProxyProtocol string `yaml:"proxy_protocol,omitempty"`
+	// AllowClients, if set, are the only client CIDRs accepted;
+	// DenyClients are refused (deny wins). Refused connections are closed
+	// at once and counted (reason client_denied).
+	AllowClients []string `yaml:"allow_clients,omitempty"`
+	DenyClients  []string `yaml:"deny_clients,omitempty"`
+	// MaxConnectionsPerClient caps one client IP's concurrent pairs; 0
+	// means no cap.
+	MaxConnectionsPerClient int `yaml:"max_connections_per_client"`
+	// Destinations restrict where clients of http-forward and socks5 may
+	// connect. Loopback, link-local, cloud metadata, unspecified and
+	// multicast addresses and the forwarder's own addresses are refused
+	// unless an allow rule names them.
+	Destinations *Destinations `yaml:"destinations,omitempty"`
 
 	// Proxy-specific sections, each read only by its proxy kind.
 	SOCKS5 *SOCKS5 `yaml:"socks5,omitempty"`
@@ -136,6 +149,14 @@ type Listener struct {
 	// Line is the line of the listener's list item, for messages about the
 	// listener found after loading (e.g. a failed bind).
 	Line int `yaml:"-"`
+}
+
+// Destinations are destination rules, each "HOST[:PORTS]": a CIDR, an IP,
+// a name or "*.name", optionally with a port or range ("10.0.0.0/8:443",
+// "*.example.com:8000-8100", "[2001:db8::/32]:443", ":25").
+type Destinations struct {
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
 }
 
 // ProxyKinds are the proxy kinds a listener may name. A package that

@@ -12,6 +12,10 @@ type SOCKS5 struct {
 	// HandshakeTimeout bounds the client's greeting, authentication and
 	// request, so a silent client cannot hold a pair open; 0 means 10s.
 	HandshakeTimeout Duration `yaml:"handshake_timeout"`
+	// Auth is "none" for a listener that lets anyone use it without
+	// credentials, which must be said explicitly; with users it is
+	// "password" (the default).
+	Auth string `yaml:"auth"`
 }
 
 // SOCKS5User is one RFC 1929 user; the password is stored hashed.
@@ -26,8 +30,21 @@ func (v *validator) socks5(p string, l *Listener) {
 	if len(l.Upstream) > 0 {
 		v.errorf(p+".upstream", "proxy socks5 connects where each client asks; remove upstream")
 	}
-	if l.SOCKS5 == nil {
-		return
+	if l.SOCKS5 == nil || len(l.SOCKS5.Users) == 0 {
+		if l.SOCKS5 == nil || l.SOCKS5.Auth != "none" {
+			v.errorf(p+".socks5", "socks5 without users lets anyone who reaches %s connect anywhere allowed: add users, or set socks5: {auth: none} to mean it", l.Listen)
+		}
+		if l.SOCKS5 == nil {
+			return
+		}
+	}
+	switch l.SOCKS5.Auth {
+	case "", "none", "password":
+	default:
+		v.errorf(p+".socks5.auth", "unknown value %q (allowed: password, none)", l.SOCKS5.Auth)
+	}
+	if l.SOCKS5.Auth == "none" && len(l.SOCKS5.Users) > 0 {
+		v.errorf(p+".socks5.auth", "auth none with users: remove one or the other")
 	}
 	v.notNegative(p+".socks5.handshake_timeout", l.SOCKS5.HandshakeTimeout)
 	seen := map[string]bool{}

@@ -28,9 +28,14 @@ func TestSOCKS5SectionParses(t *testing.T) {
 	if s == nil || len(s.Users) != 1 || s.Users[0].Name != "alice" || s.Users[0].PasswordHash != hash || s.HandshakeTimeout.Std().String() != "3s" {
 		t.Errorf("socks5 section = %+v", s)
 	}
-	// No section at all means no authentication.
-	if cfg := mustParse(t, lines("listeners:", "  - {name: s, listen: ':1080', proxy: socks5}")); cfg.Listeners[0].SOCKS5 != nil {
-		t.Errorf("socks5 section without the key = %+v, want nil", cfg.Listeners[0].SOCKS5)
+	// No authentication must be asked for: without users and without
+	// auth: none the file is refused.
+	if cfg := mustParse(t, lines("listeners:", "  - {name: s, listen: ':1080', proxy: socks5, socks5: {auth: none}}")); cfg.Listeners[0].SOCKS5.Auth != "none" {
+		t.Errorf("socks5 auth none = %+v", cfg.Listeners[0].SOCKS5)
+	}
+	errs := parseErrors(t, lines("listeners:", "  - {name: s, listen: ':1080', proxy: socks5}"))
+	if len(errs) != 1 || !strings.Contains(errs[0].Msg, "auth: none") {
+		t.Errorf("socks5 without users or auth none: %v, want one error asking for auth: none", errs)
 	}
 }
 

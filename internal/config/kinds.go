@@ -2,7 +2,11 @@
 
 package config
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/splicer/splicer/internal/acl"
+)
 
 // ProxyProtocols are the values of a listener's proxy_protocol key.
 var ProxyProtocols = []string{"", "v1", "v2"}
@@ -14,6 +18,8 @@ var kindSections = map[string][]string{
 	"filter": {"filter"},
 	"routes": {"http-reverse"},
 	"pools":  {"http-reverse"},
+	// Only these kinds let the client name the destination.
+	"destinations": {"http-forward", "socks5"},
 }
 
 // builtinKeys maps keys of the listener itself to the built-in kinds that
@@ -34,6 +40,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 	present := map[string]bool{
 		"socks5": l.SOCKS5 != nil, "http": l.HTTP != nil, "filter": l.Filter != nil,
 		"routes": len(l.Routes) > 0, "pools": len(l.Pools) > 0,
+		"destinations": l.Destinations != nil,
 	}
 	for section, kinds := range kindSections {
 		if present[section] && !contains(kinds, l.Proxy) {
@@ -51,6 +58,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 			}
 		}
 	}
+	v.accessRules(p, l)
 	switch l.Proxy {
 	case "socks5":
 		v.socks5(p, l)
@@ -58,6 +66,30 @@ func (v *validator) kindSections(p string, l *Listener) {
 		v.http(p, l)
 	case "filter":
 		v.filter(p, l)
+	}
+}
+
+// accessRules checks the client and destination rules parse.
+func (v *validator) accessRules(p string, l *Listener) {
+	for key, list := range map[string][]string{"allow_clients": l.AllowClients, "deny_clients": l.DenyClients} {
+		for i, s := range list {
+			if _, err := acl.ParsePrefixes([]string{s}); err != nil {
+				v.errorf(p+"."+key+"["+itoa(i)+"]", "%v", err)
+			}
+		}
+	}
+	if l.MaxConnectionsPerClient < 0 {
+		v.errorf(p+".max_connections_per_client", "must not be negative, got %d", l.MaxConnectionsPerClient)
+	}
+	if l.Destinations == nil {
+		return
+	}
+	for key, list := range map[string][]string{"allow": l.Destinations.Allow, "deny": l.Destinations.Deny} {
+		for i, s := range list {
+			if _, err := acl.ParseRule(s); err != nil {
+				v.errorf(p+".destinations."+key+"["+itoa(i)+"]", "%v", err)
+			}
+		}
 	}
 }
 

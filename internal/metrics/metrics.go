@@ -26,6 +26,8 @@ type Metrics struct {
 	SpliceSeconds  *prometheus.HistogramVec // engine: from Splice to forwarding in place
 	PairSeconds    *prometheus.HistogramVec // listener: accept to close
 	Draining       prometheus.Gauge         // 1 while shutting down
+	// DestinationsDenied counts dials the destination rules refused.
+	DestinationsDenied *prometheus.CounterVec // listener
 
 	registered []prometheus.Collector
 }
@@ -108,6 +110,10 @@ func New() *Metrics {
 			Help:    "Life of a pair from accept to close, by listener.",
 			Buckets: prometheus.ExponentialBucketsRange(1e-3, 86400, 20),
 		}, []string{"listener"}),
+		DestinationsDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "splicer_destinations_denied_total",
+			Help: "Connections a client asked for (http-forward, socks5) that the destination rules refused: loopback, metadata, the forwarder itself, deny rules.",
+		}, []string{"listener"}),
 		Draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "splicer_draining",
 			Help: "1 while the forwarder stops accepting and lets open pairs finish (shutdown or upgrade), else 0.",
@@ -121,7 +127,7 @@ func New() *Metrics {
 	})
 	build.Set(1)
 	m.Register(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Spliced,
-		m.ConnectSeconds, m.SpliceSeconds, m.PairSeconds, m.Draining, build,
+		m.ConnectSeconds, m.SpliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

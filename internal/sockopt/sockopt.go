@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"syscall"
 
@@ -55,9 +56,27 @@ func MSS(ctx context.Context) int {
 	return mss
 }
 
+type checkKey struct{}
+
+// WithCheck returns a context under which Control calls check with the
+// address about to be connected (after name resolution, so a name cannot
+// resolve its way past it); an error stops the connect.
+func WithCheck(ctx context.Context, check func(netip.AddrPort) error) context.Context {
+	return context.WithValue(ctx, checkKey{}, check)
+}
+
 // Control is a net.Dialer ControlContext that applies the options in ctx
 // to a TCP socket before it connects; without options it does nothing.
-func Control(ctx context.Context, network, _ string, c syscall.RawConn) error {
+func Control(ctx context.Context, network, address string, c syscall.RawConn) error {
+	if check, ok := ctx.Value(checkKey{}).(func(netip.AddrPort) error); ok {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("destination %q: %w", address, err)
+		}
+		if err := check(ap); err != nil {
+			return err
+		}
+	}
 	mss := MSS(ctx)
 	if mss == 0 || !strings.HasPrefix(network, "tcp") {
 		return nil

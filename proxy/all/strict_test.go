@@ -35,7 +35,7 @@ func httpListeners(tb testing.TB, up string) []config.Listener {
 	tb.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
 listeners:
-  - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward}
+  - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward, destinations: {allow: ['127.0.0.1']}}
   - name: http-reverse
     listen: '127.0.0.1:0'
     proxy: http-reverse

@@ -145,6 +145,9 @@ const (
 // out, 502 otherwise. The cause stays wrapped, so the pair's close reason
 // still names it.
 func UpstreamError(err error) *StatusError {
+	if errors.Is(err, proxy.ErrDestinationDenied) {
+		return &StatusError{Status: http.StatusForbidden, Reason: "destination not allowed", Err: err}
+	}
 	status := http.StatusBadGateway
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, proxy.ErrUpstreamTimeout) {
 		status = http.StatusGatewayTimeout

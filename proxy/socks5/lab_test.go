@@ -26,8 +26,8 @@ func TestExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Listeners) != 2 || cfg.Listeners[0].SOCKS5 == nil || len(cfg.Listeners[0].SOCKS5.Users) != 1 || cfg.Listeners[1].SOCKS5 != nil {
-		t.Errorf("listeners = %+v, want socks with one user and socks-open without a socks5 section", cfg.Listeners)
+	if len(cfg.Listeners) != 2 || cfg.Listeners[0].SOCKS5 == nil || len(cfg.Listeners[0].SOCKS5.Users) != 1 || cfg.Listeners[1].SOCKS5 == nil || cfg.Listeners[1].SOCKS5.Auth != "none" {
+		t.Errorf("listeners = %+v, want socks with one user and socks-open with auth none", cfg.Listeners)
 	}
 }
 
@@ -47,7 +47,11 @@ func TestLabCurl(t *testing.T) {
 	if err := localSrv.Serve(origin.HTTP, local); err != nil {
 		t.Fatal(err)
 	}
-	f := httplab.Start(t, l, httplab.ExampleListener(t, example, "socks"), httplab.ExampleListener(t, example, "socks-open"))
+	withAuth := httplab.ExampleListener(t, example, "socks")
+	// Loopback is refused by default; this listener names the one
+	// loopback service its users may reach.
+	withAuth.Destinations = &config.Destinations{Allow: []string{"localhost:8080"}}
+	f := httplab.Start(t, l, withAuth, httplab.ExampleListener(t, example, "socks-open"))
 	auth := f.Addr("socks").String()
 	open := f.Addr("socks-open").String()
 
@@ -102,6 +106,12 @@ func TestLabCurl(t *testing.T) {
 	})
 	t.Run("domain name", func(t *testing.T) {
 		download(t, 100000, "--socks5-hostname", "alice:wonderland@"+auth, "http://localhost:8080"+origin.ObjectPath(100000))
+	})
+	t.Run("loopback refused by default", func(t *testing.T) {
+		_, err := httplab.Curl(t, l, "--socks5-hostname", open, "http://localhost:8080"+origin.ObjectPath(1000))
+		if err == nil || !strings.Contains(err.Error(), "(2)") {
+			t.Errorf("curl to localhost through socks-open: %v, want SOCKS reply 2 (not allowed)", err)
+		}
 	})
 	t.Run("garbage beside a spliced tunnel", func(t *testing.T) {
 		tunnel := httplab.Dial(t, l, open)

@@ -365,7 +365,11 @@ func (p *Proxy) connect(ctx context.Context, s proxy.Session, d destination, tim
 	}
 	var errs []error
 	for _, a := range addrs {
-		up, err := s.Dial(ctx, netip.AddrPortFrom(a.Unmap(), d.port).String())
+		dctx := ctx
+		if d.name != "" {
+			dctx = proxy.WithDestinationName(ctx, d.name)
+		}
+		up, err := s.Dial(dctx, netip.AddrPortFrom(a.Unmap(), d.port).String())
 		if err == nil {
 			return up, nil
 		}
@@ -387,6 +391,8 @@ func replyFor(err error) byte {
 	switch {
 	case errors.As(err, &re):
 		return re.rep
+	case errors.Is(err, proxy.ErrDestinationDenied):
+		return RepNotAllowed
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return RepConnectionRefused
 	case errors.Is(err, syscall.ENETUNREACH):

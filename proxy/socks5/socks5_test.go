@@ -35,6 +35,11 @@ func socksListener(tb testing.TB, users ...string) config.Listener {
 	lc := config.DefaultListener()
 	lc.Name, lc.Listen, lc.Proxy = "socks", "127.0.0.1:0", "socks5"
 	lc.SOCKS5 = &config.SOCKS5{}
+	if len(users) == 0 {
+		lc.SOCKS5.Auth = "none"
+	}
+	// The tests' destinations are on loopback, which is refused by default.
+	lc.Destinations = &config.Destinations{Allow: []string{"127.0.0.0/8", "::1"}}
 	for i := 0; i+1 < len(users); i += 2 {
 		h, err := passwd.New(users[i+1], passwd.MinIterations)
 		if err != nil {

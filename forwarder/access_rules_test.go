@@ -1,0 +1,101 @@
+// Client rules at accept: a denied client and a client past its per-IP cap are closed at once and counted; others are served.
+
+package forwarder_test
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/testenv"
+)
+
+// closedAtOnce reports whether the forwarder closed c without serving it.
+func closedAtOnce(tb testing.TB, c net.Conn) bool {
+	tb.Helper()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, err := c.Read(make([]byte, 1))
+	return n == 0 && err != nil && !isTimeout(err)
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+func TestClientRules(t *testing.T) {
+	up := fwdtest.Echo(t)
+	denied := loopListener("denied", "127.0.0.1:0", up, "copy")
+	denied.DenyClients = []string{"127.0.0.0/8"}
+	capped := loopListener("capped", "127.0.0.1:0", up, "copy")
+	capped.MaxConnectionsPerClient = 1
+	f := fwdtest.Start(t, denied, capped)
+
+	c, err := net.Dial("tcp", f.Addr("denied").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !closedAtOnce(t, c) {
+		t.Error("a denied client was not closed at once")
+	}
+
+	first, err := net.Dial("tcp", f.Addr("capped").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	roundTrip(t, first, []byte("first"))
+	second, err := net.Dial("tcp", f.Addr("capped").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if !closedAtOnce(t, second) {
+		t.Error("a second connection past max_connections_per_client 1 was served")
+	}
+	first.Close()
+	testenv.Eventually(t, "the client's slot to free up", func() bool {
+		c, err := net.Dial("tcp", f.Addr("capped").String())
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		c.Write([]byte("x"))
+		b := make([]byte, 1)
+		_, err = io.ReadFull(c, b)
+		return err == nil
+	})
+	for reason, want := range map[string]float64{"client_denied": 1, "max_connections_per_client": 1} {
+		if n := closedCount(t, f, reason); n < want {
+			t.Errorf("splicer_connections_closed_total{reason=%q} = %v, want %v", reason, n, want)
+		}
+	}
+}
+
+// closedCount reads splicer_connections_closed_total for reason, summed over listeners.
+func closedCount(tb testing.TB, f *forwarder.Forwarder, reason string) float64 {
+	tb.Helper()
+	families, err := f.Metrics().Registry.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range families {
+		if mf.GetName() != "splicer_connections_closed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
