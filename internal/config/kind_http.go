@@ -21,6 +21,10 @@ type HTTP struct {
 	// HeaderTimeout bounds reading a request head once its first byte
 	// arrived (slowloris); default 10s.
 	HeaderTimeout Duration `yaml:"header_timeout"`
+	// RequestTimeout bounds the wait, from accept, for the first request's
+	// whole head: a connection that sends nothing is closed then, so
+	// silent connections cannot hold max_connections; default 10s.
+	RequestTimeout Duration `yaml:"request_timeout"`
 	// MaxHeaderBytes bounds a request head (request line and headers);
 	// default 32KiB. MaxHeaders bounds its header lines; default 100.
 	MaxHeaderBytes Size `yaml:"max_header_bytes"`
@@ -33,6 +37,7 @@ type HTTP struct {
 // Defaults of the http section's keys.
 const (
 	DefaultHTTPHeaderTimeout  = 10 * time.Second
+	DefaultHTTPRequestTimeout = 10 * time.Second
 	DefaultHTTPMaxHeaderBytes = 32 << 10
 	DefaultHTTPMaxHeaders     = 100
 	DefaultHTTPCacheBytes     = 64 << 20
@@ -50,6 +55,9 @@ func (h *HTTP) WithDefaults() HTTP {
 	}
 	if out.HeaderTimeout == 0 {
 		out.HeaderTimeout = Duration(DefaultHTTPHeaderTimeout)
+	}
+	if out.RequestTimeout == 0 {
+		out.RequestTimeout = Duration(DefaultHTTPRequestTimeout)
 	}
 	if out.MaxHeaderBytes == 0 {
 		out.MaxHeaderBytes = DefaultHTTPMaxHeaderBytes
@@ -144,6 +152,7 @@ func (v *validator) httpSection(p string, h *HTTP) {
 		}
 	}
 	v.notNegative(p+".header_timeout", h.HeaderTimeout)
+	v.notNegative(p+".request_timeout", h.RequestTimeout)
 	if h.MaxHeaderBytes < 0 {
 		v.errorf(p+".max_header_bytes", "must not be negative")
 	}

@@ -69,6 +69,9 @@ type Proxy struct {
 	// HeaderTimeout bounds reading a request head once its first byte
 	// arrived (slowloris); 0 means DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
+	// RequestTimeout bounds the first request's head from accept, so
+	// silent connections cannot hold the listener; 0 means none.
+	RequestTimeout time.Duration
 	// MaxHeaderBytes and MaxHeaders bound a head; 0 means the defaults.
 	MaxHeaderBytes, MaxHeaders int
 	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
@@ -87,6 +90,7 @@ func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 	if h := lc.HTTP; h != nil {
 		p.HeaderTimeout, p.MaxHeaderBytes, p.MaxHeaders = h.HeaderTimeout.Std(), int(h.MaxHeaderBytes), h.MaxHeaders
 	}
+	p.RequestTimeout = lc.HTTP.WithDefaults().RequestTimeout.Std()
 	return p, nil
 }
 
@@ -126,6 +130,7 @@ type conn struct {
 	clientIn deadlineReader
 	cr       *bufio.Reader
 	up       *net.TCPConn // nil until dialled and after a blocked response
+	served   bool         // a request head was read: RequestTimeout is over
 	upr      *bufio.Reader
 }
 

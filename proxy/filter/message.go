@@ -64,11 +64,19 @@ var errClientGone = errors.New("client closed between requests")
 // readRequest waits (up to the idle timeout) for the next request, then
 // reads its head within the header timeout.
 func (c *conn) readRequest() (*message, error) {
-	c.clientIn.fixed = time.Time{}
+	var first time.Time // the first request must arrive whole by then
+	if !c.served && c.p.RequestTimeout > 0 {
+		first = c.s.Pair().Created.Add(c.p.RequestTimeout)
+	}
+	c.clientIn.fixed = first
 	if err := c.peekUnlessStopping(); err != nil {
 		return nil, errClientGone
 	}
 	c.clientIn.fixed = time.Now().Add(c.p.headerTimeout())
+	if !first.IsZero() && first.Before(c.clientIn.fixed) {
+		c.clientIn.fixed = first
+	}
+	c.served = true
 	defer func() { c.clientIn.fixed = time.Time{} }()
 	m, err := readMessage(c.cr, true, "", c.p.maxHeaderBytes(), c.p.maxHeaders())
 	if isTimeout(err) {

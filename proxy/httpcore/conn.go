@@ -33,6 +33,9 @@ type Conn struct {
 	// Idle bounds waiting for the next request, for a response head, and
 	// splices in which nothing moves; 0 never times out.
 	Idle time.Duration
+	// served is set once a request head was read: RequestTimeout bounds
+	// only the first.
+	served bool
 
 	client *bufio.Reader
 	up     *upstream

@@ -74,15 +74,21 @@ func isEmptyLine(line []byte) bool {
 // relayed by RoundTrip.
 func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	client := c.S.Pair().Client
+	// The first request must arrive whole within RequestTimeout of accept.
+	var first time.Time
+	if !c.served && c.Limits.RequestTimeout > 0 {
+		first = c.S.Pair().Created.Add(c.Limits.RequestTimeout)
+	}
 	if c.client.Buffered() == 0 {
-		c.setClientDeadline(ctx, c.Idle)
+		c.setClientDeadline(ctx, c.Idle, first)
 		if _, err := c.peekUnlessStopping(); err != nil {
 			return nil, errors.Join(ErrNoRequest, err)
 		}
 	}
-	c.setClientDeadline(ctx, c.Limits.HeaderTimeout)
+	c.setClientDeadline(ctx, c.Limits.HeaderTimeout, first)
 	head, err := readHead(c.client, c.Limits)
 	client.SetReadDeadline(time.Time{})
+	c.served = true
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, &StatusError{Status: http.StatusRequestTimeout, Reason: "request head not complete within the header timeout"}
@@ -105,15 +111,16 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	return req, nil
 }
 
-// setClientDeadline bounds the next client read by d from now (0: no bound),
-// unless ctx is done, in which case the read must fail at once.
-func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration) {
+// setClientDeadline bounds the next client read by d from now (0: no bound)
+// and by limit (zero: none), unless ctx is done, in which case the read
+// must fail at once.
+func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration, limit time.Time) {
 	client := c.S.Pair().Client
-	if d > 0 {
-		client.SetReadDeadline(time.Now().Add(d))
-	} else {
-		client.SetReadDeadline(time.Time{})
+	deadline := limit
+	if d > 0 && (deadline.IsZero() || time.Now().Add(d).Before(deadline)) {
+		deadline = time.Now().Add(d)
 	}
+	client.SetReadDeadline(deadline)
 	if ctx.Err() != nil {
 		client.SetReadDeadline(past) // interrupt may have run before the line above
 	}

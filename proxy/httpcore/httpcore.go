@@ -33,6 +33,8 @@ import (
 type Limits struct {
 	// HeaderTimeout bounds reading a request head from its first byte.
 	HeaderTimeout time.Duration
+	// RequestTimeout bounds the first request's head from accept.
+	RequestTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and headers together.
 	MaxHeaderBytes int
 	// MaxHeaders bounds the number of header lines.
@@ -41,7 +43,8 @@ type Limits struct {
 
 // LimitsFrom takes the limits of an http section with its defaults filled in.
 func LimitsFrom(h config.HTTP) Limits {
-	return Limits{HeaderTimeout: h.HeaderTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
+	return Limits{HeaderTimeout: h.HeaderTimeout.Std(), RequestTimeout: h.RequestTimeout.Std(),
+		MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
 }
 
 // responseLimits bound a response head from an upstream: generous, since
