@@ -10,7 +10,7 @@ TESTFLAGS ?=
 APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light systemd
 GEN_DEPS := clang-19 llvm-19 libbpf-dev
 
-.PHONY: tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
+.PHONY: fuzz tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
 
 all: build
 
@@ -59,6 +59,20 @@ generate: gen-deps
 # check-generated fails when the committed BPF objects are not what the C makes.
 check-generated: generate
 	git diff --exit-code -- '*_bpfel.go' '*_bpfel.o' || (echo "BPF objects are stale: run make generate and commit" >&2; exit 1)
+
+# fuzz: every fuzz target for FUZZTIME each (CI: a short run; a campaign:
+# make fuzz FUZZTIME=10m). New crashers land in the package's testdata/fuzz
+# and then run as regression tests in make test.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./proxy/httpcore:FuzzRequestHead ./proxy/httpcore:FuzzResponseHead ./proxy/httpcore:FuzzChunked \
+	./proxy/filter:FuzzMessage ./proxy/socks5:FuzzRequest ./proxy/socks5:FuzzUserPass \
+	./proxy/proxyproto:FuzzRead ./internal/config:FuzzParse
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) $$pkg >/tmp/splicer-fuzz.log 2>&1 || { cat /tmp/splicer-fuzz.log; exit 1; }; \
+	done
 
 # tidy: go.mod and go.sum are exactly what the imports need.
 tidy:

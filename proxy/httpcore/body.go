@@ -139,8 +139,10 @@ const maxChunkLine = 4096
 
 var errBadChunk = errors.New("malformed chunked body")
 
-// copyChunked copies one chunked body from src to dst as it is (sizes,
-// extensions, trailers), parsing it only to find where it ends.
+// copyChunked copies one chunked body from src to dst (sizes, extensions,
+// trailers), parsing it to find where it ends; line ends are written as
+// CRLF whatever the sender used (RFC 9112 2.2 lets a recipient take a
+// bare LF), so the next hop reads the same framing.
 func copyChunked(dst io.Writer, src *bufio.Reader) error {
 	tp := src
 	for {

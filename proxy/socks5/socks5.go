@@ -322,6 +322,12 @@ func readRequest(c io.Reader) (destination, error) {
 			return d, fmt.Errorf("socks5 request: %w", err)
 		}
 		d.name = name
+		if name == "" {
+			// Found by FuzzRequest: a zero-length name is no destination.
+			var port [2]byte
+			io.ReadFull(c, port[:])
+			return d, &requestError{RepGeneralFailure, errors.New("socks5 request: empty destination name")}
+		}
 	default:
 		return d, &requestError{RepAddrTypeNotSupported, fmt.Errorf("%w: %#x", ErrAddrType, hdr[3])}
 	}
