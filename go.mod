@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/coder/websocket v1.8.15
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/vishvananda/netlink v1.3.1

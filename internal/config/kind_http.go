@@ -3,6 +3,8 @@
 package config
 
 import (
+	"github.com/splicer/splicer/internal/acl"
+
 	"strings"
 	"time"
 )
@@ -29,6 +31,10 @@ type HTTP struct {
 	// default 32KiB. MaxHeaders bounds its header lines; default 100.
 	MaxHeaderBytes Size `yaml:"max_header_bytes"`
 	MaxHeaders     int  `yaml:"max_headers"`
+	// TrustedProxies are client CIDRs (other proxies in front) whose
+	// Forwarded and X-Forwarded-* fields http-reverse keeps and appends
+	// to; everyone else's are replaced.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// CacheBytes bounds the in-memory response cache (http-forward);
 	// default 64MiB, 0 disables it.
 	CacheBytes *Size `yaml:"cache_bytes"`
@@ -153,6 +159,11 @@ func (v *validator) httpSection(p string, h *HTTP) {
 	}
 	v.notNegative(p+".header_timeout", h.HeaderTimeout)
 	v.notNegative(p+".request_timeout", h.RequestTimeout)
+	for i, c := range h.TrustedProxies {
+		if _, err := acl.ParsePrefixes([]string{c}); err != nil {
+			v.errorf(p+".trusted_proxies["+itoa(i)+"]", "%v", err)
+		}
+	}
 	if h.MaxHeaderBytes < 0 {
 		v.errorf(p+".max_header_bytes", "must not be negative")
 	}

@@ -28,7 +28,7 @@ var kindSections = map[string][]string{
 var builtinKeys = map[string][]string{
 	"splice_after":   {"tcp"},
 	"upstream":       {"tcp", "filter"},
-	"proxy_protocol": {"tcp", "socks5", "filter"},
+	"proxy_protocol": {"tcp", "socks5", "filter", "http-forward", "http-reverse"},
 }
 
 // builtinKinds are the kinds builtinKeys speaks for.

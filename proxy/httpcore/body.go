@@ -75,7 +75,7 @@ func StripHopByHop(h http.Header) {
 // target, Host first, hop-by-hop headers replaced by the proxy's own
 // framing and connection handling. The caller may have changed req.Header
 // (forwarding headers) before.
-func requestHead(req *http.Request) []byte {
+func requestHead(req *http.Request, upgrade string) []byte {
 	h := req.Header.Clone()
 	StripHopByHop(h)
 	h.Del("Expect") // the proxy answers 100-continue itself, see expectContinue
@@ -86,6 +86,9 @@ func requestHead(req *http.Request) []byte {
 		h.Set("Transfer-Encoding", "chunked")
 	}
 	switch {
+	case upgrade != "":
+		h.Set("Connection", "Upgrade")
+		h.Set("Upgrade", upgrade)
 	case req.Close:
 		h.Set("Connection", "close")
 	case req.ProtoMinor == 0:

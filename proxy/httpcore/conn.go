@@ -17,6 +17,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
 // readerSize is the buffer of the head readers: a request head usually fits,
@@ -36,6 +37,12 @@ type Conn struct {
 	// served is set once a request head was read: RequestTimeout bounds
 	// only the first.
 	served bool
+	// ProxyProtocol ("v1", "v2" or "") is sent on each new upstream
+	// connection, with the client's address.
+	ProxyProtocol string
+	// upgrade is the protocol the current request asks to switch to
+	// (WebSocket, say), "" for none or one the proxy refuses (h2c).
+	upgrade string
 
 	client *bufio.Reader
 	up     *upstream
@@ -92,6 +99,11 @@ func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func())
 		return nil
 	}
 	conn, err := dial(ctx)
+	if err == nil && c.ProxyProtocol != "" {
+		if err = proxyproto.Send(c.ProxyProtocol, c.S.Pair().Client, conn); err != nil {
+			conn.Close()
+		}
+	}
 	if err != nil {
 		if release != nil {
 			release()
@@ -132,7 +144,7 @@ func isStale(err error) bool {
 }
 
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
-	if err := c.writeUp(requestHead(req)); err != nil {
+	if err := c.writeUp(requestHead(req, c.upgrade)); err != nil {
 		return nil, err
 	}
 	if err := c.relayRequestBody(ctx, req); err != nil {
@@ -175,6 +187,9 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 // returned, for a cache. Relay reports whether the client connection can
 // carry another request.
 func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response, capture int64) (keep bool, body []byte, err error) {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return false, nil, c.relaySwitch(ctx, resp)
+	}
 	kind := responseBody(req, resp)
 	keep = !req.Close && kind != bodyUntilClose
 	upKeep := keep && !resp.Close

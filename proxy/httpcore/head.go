@@ -108,6 +108,11 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	if req.ProtoMajor != 1 {
 		return nil, Errorf(http.StatusHTTPVersionNotSupported, "only HTTP/1.x is proxied")
 	}
+	// Hop-by-hop fields go first, before the proxy adds its own (a
+	// client's "Connection: X-Forwarded-For" must not delete what the
+	// proxy says). An upgrade the proxy can relay is remembered.
+	c.upgrade = upgradeRequested(req)
+	StripHopByHop(req.Header)
 	return req, nil
 }
 
@@ -162,7 +167,10 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 			return nil, err
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
-			return nil, errors.New("upstream switched protocols, which the proxy does not relay")
+			if switchAccepted(c.upgrade, resp) {
+				return resp, nil
+			}
+			return nil, errors.New("upstream switched to a protocol the request did not ask for")
 		}
 		if resp.StatusCode >= 200 {
 			return resp, nil

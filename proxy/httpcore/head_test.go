@@ -100,7 +100,7 @@ func TestRequestHeadForwardsEndToEndHeadersOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := string(requestHead(req))
+	got := string(requestHead(req, ""))
 	want := "GET /p?q=1 HTTP/1.1\r\nHost: h.example:8080\r\nX-End: 2\r\n\r\n"
 	if got != want {
 		t.Errorf("head\n%q\nwant\n%q", got, want)

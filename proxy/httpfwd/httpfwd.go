@@ -42,12 +42,16 @@ type Proxy struct {
 	IdleTimeout time.Duration
 	// Cache, if not nil, holds cacheable responses.
 	Cache *Cache
+	// ProxyProtocol ("v1", "v2" or "") is sent on every new upstream
+	// connection, tunnels included.
+	ProxyProtocol string
 }
 
 // New builds the proxy for a listener configured with proxy http-forward.
 func New(lc config.Listener) *Proxy {
 	h := lc.HTTP.WithDefaults()
-	p := &Proxy{ConnectPorts: h.ConnectPorts, Limits: httpcore.LimitsFrom(h), IdleTimeout: lc.IdleTimeout.Std()}
+	p := &Proxy{ConnectPorts: h.ConnectPorts, Limits: httpcore.LimitsFrom(h), IdleTimeout: lc.IdleTimeout.Std(),
+		ProxyProtocol: lc.ProxyProtocol}
 	if *h.CacheBytes > 0 {
 		p.Cache = NewCache(int64(*h.CacheBytes))
 	}
@@ -57,6 +61,7 @@ func New(lc config.Listener) *Proxy {
 // Serve implements proxy.Proxy.
 func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	c := httpcore.NewConn(s, p.Limits, p.IdleTimeout)
+	c.ProxyProtocol = p.ProxyProtocol
 	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
 		if req.Method == http.MethodConnect {
 			return false, p.connect(ctx, c, req)

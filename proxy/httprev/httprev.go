@@ -19,10 +19,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/splicer/splicer/internal/acl"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy"
 	"github.com/splicer/splicer/proxy/httpcore"
@@ -37,6 +39,13 @@ type Proxy struct {
 	// IdleTimeout bounds waiting for a request or a response and splices
 	// in which nothing moves; 0 never times out.
 	IdleTimeout time.Duration
+	// ProxyProtocol ("v1", "v2" or "") is sent on every new back-end
+	// connection, with the client's address.
+	ProxyProtocol string
+	// Trusted are the clients (other proxies) whose Forwarded and
+	// X-Forwarded-* fields are kept and appended to; anyone else's are
+	// replaced.
+	Trusted acl.Prefixes
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -79,7 +88,8 @@ func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := lc.HTTP.WithDefaults()
-	p := &Proxy{Limits: httpcore.LimitsFrom(h), IdleTimeout: lc.IdleTimeout.Std()}
+	p := &Proxy{Limits: httpcore.LimitsFrom(h), IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
+	p.Trusted, _ = acl.ParsePrefixes(h.TrustedProxies) // validated with the configuration
 	pools := map[string]*Pool{}
 	for _, pc := range lc.Pools {
 		pools[pc.Name] = NewPool(pc)
@@ -116,6 +126,7 @@ func (p *Proxy) Close() error {
 // Serve implements proxy.Proxy.
 func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	c := httpcore.NewConn(s, p.Limits, p.IdleTimeout)
+	c.ProxyProtocol = p.ProxyProtocol
 	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
 		return p.handle(ctx, c, req)
 	})
@@ -127,7 +138,7 @@ func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request)
 	if rt == nil {
 		return false, httpcore.Errorf(http.StatusNotFound, "no route for host %q path %q", req.Host, req.URL.Path)
 	}
-	addForwarded(req, c.ClientIP())
+	addForwarded(req, c.ClientIP(), p.trusts(c.ClientIP()))
 	srv, err := p.connect(ctx, c, rt.Pool, c.ClientIP())
 	if err != nil {
 		return false, err
@@ -180,9 +191,23 @@ func dialer(s proxy.Session, addr string) httpcore.Dialer {
 	return func(ctx context.Context) (*net.TCPConn, error) { return s.Dial(ctx, addr) }
 }
 
+// trusts reports whether the client at ip is a trusted proxy.
+func (p *Proxy) trusts(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && p.Trusted.Contains(a)
+}
+
 // addForwarded tells the back-end who the client is (RFC 7239 Forwarded and
-// the older X-Forwarded-For), appending to what earlier proxies said.
-func addForwarded(req *http.Request, clientIP string) {
+// the older X-Forwarded-For), appending to what a trusted earlier proxy
+// said; an untrusted client's own forwarding fields are dropped, so it
+// cannot pass itself off as someone else. The Host pasted in was checked
+// by ValidateHead (no quotes or separators can escape the quoted string).
+func addForwarded(req *http.Request, clientIP string, trusted bool) {
+	if !trusted {
+		for _, name := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"} {
+			req.Header.Del(name)
+		}
+	}
 	node := clientIP
 	if strings.Contains(node, ":") {
 		node = `"[` + node + `]"` // an IPv6 node must be quoted

@@ -1,0 +1,85 @@
+// Protocol upgrades (RFC 9110 7.8): a WebSocket handshake is relayed, and after the 101 both directions only forward, so the pair is spliced both ways until it closes. h2c is never relayed: the proxies read HTTP/1.1 only.
+
+package httpcore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/proxy"
+)
+
+// upgradeRequested returns the protocol req asks to switch to, when the
+// proxy relays that switch: an HTTP/1.1 request naming Upgrade in
+// Connection, for any protocol but h2c (dropped with the other hop-by-hop
+// fields, so the server answers in HTTP/1.1).
+func upgradeRequested(req *http.Request) string {
+	up := strings.TrimSpace(req.Header.Get("Upgrade"))
+	if up == "" || req.ProtoMinor != 1 || !connectionHas(req.Header, "Upgrade") {
+		return ""
+	}
+	for _, p := range strings.Split(up, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(p), "/")
+		if strings.EqualFold(name, "h2c") {
+			return ""
+		}
+	}
+	return up
+}
+
+// connectionHas reports whether the Connection field lists token.
+func connectionHas(h http.Header, token string) bool {
+	for _, v := range h.Values("Connection") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// switchAccepted reports whether a 101 switches to the protocol the request
+// asked for.
+func switchAccepted(asked string, resp *http.Response) bool {
+	return asked != "" && strings.EqualFold(strings.TrimSpace(resp.Header.Get("Upgrade")), asked)
+}
+
+// relaySwitch sends a 101 to the client, what either side already sent
+// past the heads, and splices the pair both ways until it closes.
+func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
+	h := resp.Header.Clone()
+	StripHopByHop(h)
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", c.upgrade)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %s\r\n", statusText(resp))
+	h.Write(&b)
+	b.WriteString("\r\n")
+	if err := c.writeClient(b.Bytes()); err != nil {
+		return err
+	}
+	// Bytes read ahead with the heads belong to the new protocol.
+	if early := c.ClientBuffered(); len(early) > 0 {
+		if err := c.writeUp(early); err != nil {
+			return err
+		}
+	}
+	if n := c.up.r.Buffered(); n > 0 {
+		early, _ := c.up.r.Peek(n)
+		if err := c.writeClient(early); err != nil {
+			return err
+		}
+		c.up.r.Discard(n)
+	}
+	c.S.Log().Debug("protocol switched: splicing both ways", "upgrade", c.upgrade)
+	r, err := c.S.Splice(ctx, engine.Options{IdleTimeout: c.Idle})
+	if err != nil {
+		return err
+	}
+	return proxy.EndErr(r)
+}
