@@ -237,3 +237,19 @@ func IsFallback(err error) bool {
 type Counters interface {
 	Counters() map[string]uint64
 }
+
+// Optional capabilities an engine may have. The forwarder asks for them by
+// type assertion, never by an engine's name.
+
+// SegmentRelay is an engine that moves the peers' segments between the two
+// connections unchanged in size (ip): the upstream must then announce the
+// client's MSS, so that neither side sends segments the other cannot take.
+type SegmentRelay interface {
+	RelaysSegments() bool
+}
+
+// ControlMode is the engine whose copy loop is the proxy's own control-mode
+// forwarding (copy): /flows names it for pairs never spliced.
+type ControlMode interface {
+	ControlMode() bool
+}

@@ -5,6 +5,8 @@ package forwarder
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"io"
 	"log/slog"
 	"net"
@@ -66,17 +68,28 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	return l, nil
 }
 
-// needsMatchedMSS reports whether chain holds engine ip, which passes
-// segments between the two connections unchanged in size: it splices a
-// pair only if neither side may send larger segments than the other side
-// accepts.
+// needsMatchedMSS reports whether chain holds an engine that passes
+// segments between the two connections unchanged in size (engine.
+// SegmentRelay): it splices a pair only if neither side may send larger
+// segments than the other side accepts.
 func needsMatchedMSS(chain []engine.Engine) bool {
 	for _, e := range chain {
-		if e.Name() == "ip" {
+		if r, ok := e.(engine.SegmentRelay); ok && r.RelaysSegments() {
 			return true
 		}
 	}
 	return false
+}
+
+// controlEngine is the chain's control-mode engine (engine.ControlMode),
+// or its shallowest.
+func controlEngine(chain []engine.Engine) engine.Engine {
+	for _, e := range chain {
+		if c, ok := e.(engine.ControlMode); ok && c.ControlMode() {
+			return e
+		}
+	}
+	return chain[len(chain)-1]
 }
 
 // clientMSS is the MSS the client announced, when the listener's chain
@@ -180,6 +193,21 @@ func (l *listener) serve() {
 	}
 }
 
+// serveProxy runs the proxy on the pair; a panic ends only this pair,
+// logged with its stack and counted (reason panic), not the process.
+func (l *listener) serveProxy(s *session) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic in a pair's proxy: pair closed", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = errPanic
+		}
+	}()
+	return l.proxy.Serve(l.life.hard, s)
+}
+
+// errPanic is how a pair whose proxy panicked ends.
+var errPanic = errors.New("panic")
+
 // refuse closes a connection the listener will not serve, counting why. It
 // logs at debug only: a flood of refusals must not flood the log too.
 func (l *listener) refuse(c *net.TCPConn, reason string) {
@@ -201,10 +229,13 @@ func (l *listener) handle(c *net.TCPConn) {
 	l.f.flows.add(p)
 	m.Active.WithLabelValues(l.cfg.Name).Inc()
 
-	err := l.proxy.Serve(l.life.hard, s)
+	err := l.serveProxy(s)
 
 	p.SetState(engine.StateClosing)
 	reason := proxy.CloseReason(err)
+	if errors.Is(err, errPanic) {
+		reason = "panic"
+	}
 	c.Close()
 	if up := p.Upstream(); up != nil {
 		up.Close()

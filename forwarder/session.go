@@ -161,7 +161,7 @@ func (s *session) fallback(e engine.Engine, chain []engine.Engine, i int, err er
 // Forward copies in control mode with the shallowest engine without
 // marking the pair spliced.
 func (s *session) Forward(ctx context.Context, opts engine.Options) (engine.Result, error) {
-	ctl := s.l.chain[len(s.l.chain)-1]
+	ctl := controlEngine(s.l.chain)
 	if name, _ := s.p.Engine(); name == "" {
 		s.p.SetEngine("control", "")
 	}
@@ -174,5 +174,5 @@ func (s *session) Stopping() <-chan struct{} { return s.l.life.stopping }
 
 // NoSplice records why the pair stays in control mode.
 func (s *session) NoSplice(reason string) {
-	s.p.SetEngine("copy", reason)
+	s.p.SetEngine(controlEngine(s.l.chain).Name(), reason)
 }

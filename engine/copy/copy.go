@@ -77,3 +77,7 @@ func (e *Engine) pump(src, dst *net.TCPConn, limit int64, moved func(int64)) err
 	}
 	return nil
 }
+
+// ControlMode implements engine.ControlMode: copy's read/write loop is the
+// proxies' own control-mode forwarding.
+func (e *Engine) ControlMode() bool { return true }

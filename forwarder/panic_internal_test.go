@@ -1,0 +1,71 @@
+// A panic in one pair's proxy closes that pair, counted as panic, and the forwarder serves the next pair.
+
+package forwarder
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
+)
+
+// panicky panics on its first pair and echoes a greeting on the others.
+type panicky struct{ calls int }
+
+func (p *panicky) Serve(ctx context.Context, s proxy.Session) error {
+	p.calls++
+	if p.calls == 1 {
+		panic("bug in a proxy")
+	}
+	_, err := s.Pair().Client.Write([]byte("hello"))
+	return err
+}
+
+func TestPanicClosesOnlyItsPair(t *testing.T) {
+	cfg := config.Default()
+	l := config.DefaultListener()
+	l.Name, l.Listen, l.Upstream, l.Engine = "p", "127.0.0.1:0", []string{"127.0.0.1:9"}, "copy"
+	cfg.Listeners = []config.Listener{l}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(&cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.listeners[0].proxy = &panicky{}
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Shutdown(context.Background()) })
+	for i, want := range []string{"", "hello"} {
+		c, err := net.Dial("tcp", f.Addr("p").String())
+		if err != nil {
+			t.Fatalf("pair %d: %v (the panic took the forwarder down?)", i, err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if string(got) != want {
+			t.Errorf("pair %d: got %q, want %q", i, got, want)
+		}
+	}
+	families, _ := f.Metrics().Registry.Gather()
+	found := false
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if mf.GetName() == "splicer_connections_closed_total" && lp.GetName() == "reason" && lp.GetValue() == "panic" {
+					found = m.GetCounter().GetValue() == 1
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("splicer_connections_closed_total{reason=\"panic\"} is not 1")
+	}
+}
