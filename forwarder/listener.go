@@ -6,10 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
