@@ -104,6 +104,8 @@ type Env struct {
 	Lab *lab.Lab
 	// Client is where load generators dial from.
 	Client host
+	// SwitchPeers are peers measured only as HTTP switches (nginx).
+	SwitchPeers []*Target
 	// Skipped says what loopback mode left out and why.
 	Skipped []string
 	// AdminAddr is splicer's admin endpoint, dialled from Client's side.
@@ -147,7 +149,7 @@ const (
 
 var targetPorts = map[string]int{
 	"copy": 7100, "pipe": 7200, "sockmap": 7300, "ip": 7400,
-	"haproxy": 8100, "haproxy-splice": 8200, "socat": 8300,
+	"haproxy": 8100, "haproxy-splice": 8200, "socat": 8300, "nginx": 8400,
 }
 
 // New builds the environment. Close it, also on interrupt.

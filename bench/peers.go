@@ -16,12 +16,13 @@ import (
 )
 
 // installHint names the Debian package that provides a missing peer.
-var installHint = map[string]string{"haproxy": "haproxy", "socat": "socat"}
+var installHint = map[string]string{"haproxy": "haproxy", "socat": "socat", "nginx": "nginx-light", "wrk": "wrk"}
 
 func (e *Env) startPeers(ctx context.Context, a addressing) {
 	e.startHAProxy(ctx, a, "haproxy", false)
 	e.startHAProxy(ctx, a, "haproxy-splice", true)
 	e.startSocat(ctx, a)
+	e.startNginx(ctx, a)
 }
 
 func missing(bin string) string {

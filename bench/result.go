@@ -22,6 +22,10 @@ type Row struct {
 	Runs   int     `json:"runs"`
 	// Pairs is the number of pairs a memory row was measured with.
 	Pairs int `json:"pairs,omitempty"`
+	// Tool is what measured the row: "loadgen" (splicer's own Go load
+	// generator), "wrk", or "splicer-bench" (timings taken inside the
+	// experiment, e.g. splice cost and memory).
+	Tool string `json:"tool"`
 }
 
 // Missing is a target an experiment could not measure, and why.

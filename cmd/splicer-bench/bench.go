@@ -210,7 +210,7 @@ func runExperiment(ctx context.Context, env *bench.Env, x bench.Experiment, s be
 		fmt.Fprintf(os.Stderr, "%s: %s\n", x.Name, x.Pending)
 		return &bench.Result{Experiment: x.Name, Pending: x.Pending}, nil
 	}
-	return x.Run(ctx, env, s)
+	return bench.RunExperiment(ctx, env, x, s)
 }
 
 // writeOutput writes through fn to path, or to stdout for "-".

@@ -26,6 +26,8 @@ var requiredMetrics = map[string][]string{
 	"web": {"web_get_rps_1k", "web_get_cpu_us_1k", "web_get_p50_ms_1k", "web_get_rps_128k",
 		"web_connect_rps_1k", "web_connect_cpu_us_1k", "web_connect_p50_ms_1k", "web_connect_rps_128k"},
 	"switch": {"switch_p50_ms_1k", "switch_p99_ms_1k", "switch_gbps_1k", "switch_p50_ms_1m", "switch_gbps_1m"},
+	// wrk, the field's load generator, beside ours.
+	"switch-wrk": {"wrk_rps_1k", "wrk_p50_ms_1k", "wrk_p99_ms_1k", "wrk_rps_1m", "wrk_p99_ms_1m"},
 }
 
 func TestBenchHelp(t *testing.T) {
@@ -162,6 +164,9 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 func checkRow(t *testing.T, row bench.Row) {
 	t.Helper()
 	id := row.Engine + " " + row.Metric
+	if row.Tool == "" {
+		t.Errorf("%s: no tool named: every row says what measured it", id)
+	}
 	if row.Unit == "" || row.Runs < 1 {
 		t.Errorf("%s: unit %q, runs %d; want a unit and runs >= 1", id, row.Unit, row.Runs)
 	}

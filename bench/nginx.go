@@ -1,0 +1,70 @@
+// nginx as a reverse proxy peer for the switch experiments: proxy_pass to the origin's http service with upstream keep-alive, as an nginx user would set it up.
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// startNginx runs nginx in the forwarder namespace as an HTTP reverse
+// proxy in front of the origin's http service. It is a switch peer only
+// (e.SwitchPeers): nginx is not a TCP forwarder for the other experiments.
+func (e *Env) startNginx(ctx context.Context, a addressing) {
+	t := &Target{Name: "nginx", Peer: true}
+	e.SwitchPeers = append(e.SwitchPeers, t)
+	if t.Unavailable = missing("nginx"); t.Unavailable != "" {
+		return
+	}
+	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts["nginx"]+switchOffset))
+	dir := filepath.Join(e.dir, "nginx")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Unavailable = err.Error()
+		return
+	}
+	conf := fmt.Sprintf(`worker_processes 1;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	keepalive_requests 1000000;
+	upstream origin { server %[2]s; keepalive 64; }
+	server {
+		listen %[3]s;
+		location / {
+			proxy_pass http://origin;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_buffering on;
+			proxy_max_temp_file_size 0;
+		}
+	}
+}
+`, dir, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))), t.switchAddr)
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Unavailable = err.Error()
+		return
+	}
+	cmd, err := e.start(ctx, e.fwd, "nginx", "nginx", "-c", path, "-p", dir)
+	if err != nil {
+		t.Unavailable = err.Error()
+		return
+	}
+	t.pids = func() []int { return []int{cmd.Process.Pid} }
+	if err := e.waitListening(t.switchAddr); err != nil {
+		t.Unavailable = fmt.Sprintf("nginx did not start: %v: %s", err, strings.Join(strings.Fields(e.LogTail("nginx")), " "))
+	}
+}

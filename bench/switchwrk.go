@@ -1,0 +1,167 @@
+// The switch measured by wrk, the load generator others run: requests/s and latency percentiles through http-reverse per engine beside HAProxy and nginx.
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/splicer/splicer/origin"
+)
+
+// wrk's load: two threads, 16 keep-alive connections (what the issue's
+// comparison used).
+const (
+	wrkThreads = 2
+	wrkConns   = 16
+)
+
+// SwitchWrk runs wrk from the client namespace through every target with an
+// HTTP switch (splicer's http-reverse per engine, HAProxy in HTTP mode,
+// nginx) for each of s.SwitchSizes.
+func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
+	res := &Result{Experiment: "switch-wrk"}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return nil, fmt.Errorf("wrk not installed (apt-get install wrk)")
+	}
+	var targets []*Target
+	for _, t := range append(append([]*Target{}, e.Targets...), e.SwitchPeers...) {
+		switch {
+		case t.Unavailable != "":
+			res.Unavailable = append(res.Unavailable, Missing{t.Name, t.Unavailable})
+		case t.switchAddr != "":
+			targets = append(targets, t)
+		}
+	}
+	dur := max(s.Duration*2, time.Second)
+	smp := newSamples()
+	p := newProgress(s.Progress, "switch-wrk", s.Runs*len(targets)*len(s.SwitchSizes))
+	for run := 0; run < s.Runs; run++ {
+		for _, t := range targets {
+			for _, size := range s.SwitchSizes {
+				l := sizeLabel(size)
+				p.step(fmt.Sprintf("run %d %s %s", run+1, t.Name, l))
+				r, err := e.wrk(ctx, "http://"+t.switchAddr+origin.ObjectPath(size), dur)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				if err != nil {
+					res.Notes = append(res.Notes, fmt.Sprintf("run %d %s %s: %v", run+1, t.Name, l, err))
+					continue
+				}
+				smp.add(t.Name, "wrk_rps_"+l, "req/s", r.rps)
+				smp.add(t.Name, "wrk_p50_ms_"+l, "ms", r.p50.Seconds()*1e3)
+				smp.add(t.Name, "wrk_p99_ms_"+l, "ms", r.p99.Seconds()*1e3)
+				if r.errors > 0 {
+					res.Notes = append(res.Notes, fmt.Sprintf("run %d %s %s: wrk counted %d socket errors or non-2xx responses", run+1, t.Name, l, r.errors))
+				}
+			}
+		}
+	}
+	p.finish()
+	res.Rows = smp.rows(names(targets))
+	pin := "wrk unpinned"
+	if wrkCPU() != "" {
+		pin = "wrk pinned to CPU " + wrkCPU() + " with taskset; the forwarders, the origin and softirq processing are not pinned"
+	}
+	res.Notes = append(res.Notes,
+		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, pin),
+		"engines: splicer's http-reverse listener with that engine; haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64",
+		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
+	return res, nil
+}
+
+// wrkResult is what one wrk run reports.
+type wrkResult struct {
+	rps      float64
+	p50, p99 time.Duration
+	errors   int
+}
+
+// wrkCPU is the CPU wrk is pinned to, away from CPU 0 where the kernel and
+// forwarder tend to run, or "" on a one-CPU machine.
+func wrkCPU() string {
+	if runtime.NumCPU() < 2 {
+		return ""
+	}
+	return strconv.Itoa(runtime.NumCPU() - 1)
+}
+
+// wrk runs wrk against url for dur and parses its report.
+func (e *Env) wrk(ctx context.Context, url string, dur time.Duration) (wrkResult, error) {
+	args := []string{"-t" + strconv.Itoa(wrkThreads), "-c" + strconv.Itoa(wrkConns), "-d" + dur.String(), "--latency", url}
+	name := "wrk"
+	if cpu := wrkCPU(); cpu != "" {
+		if _, err := exec.LookPath("taskset"); err == nil {
+			args, name = append([]string{"-c", cpu, "wrk"}, args...), "taskset"
+		}
+	}
+	out, err := e.Client.Command(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return wrkResult{}, fmt.Errorf("wrk: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return parseWrk(string(out))
+}
+
+// parseWrk reads requests/s, the 50% and 99% latency and the error counts
+// from wrk --latency output.
+func parseWrk(out string) (wrkResult, error) {
+	var r wrkResult
+	var found int
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 2 && f[0] == "Requests/sec:":
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return r, fmt.Errorf("wrk: %q: %v", sc.Text(), err)
+			}
+			r.rps, found = v, found+1
+		case len(f) == 2 && (f[0] == "50%" || f[0] == "99%"):
+			d, err := parseWrkDuration(f[1])
+			if err != nil {
+				return r, err
+			}
+			if f[0] == "50%" {
+				r.p50 = d
+			} else {
+				r.p99 = d
+			}
+			found++
+		case len(f) > 0 && (f[0] == "Non-2xx" || f[0] == "Socket"):
+			for _, x := range f {
+				if n, err := strconv.Atoi(strings.TrimSuffix(x, ",")); err == nil {
+					r.errors += n
+				}
+			}
+		}
+	}
+	if found != 3 {
+		return r, fmt.Errorf("wrk: unexpected report:\n%s", out)
+	}
+	return r, nil
+}
+
+// parseWrkDuration reads wrk's latency values: 635.91us, 2.85ms, 1.02s.
+func parseWrkDuration(s string) (time.Duration, error) {
+	for _, u := range []struct {
+		suffix string
+		unit   time.Duration
+	}{{"us", time.Microsecond}, {"ms", time.Millisecond}, {"m", time.Minute}, {"s", time.Second}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("wrk latency %q: %v", s, err)
+			}
+			return time.Duration(f * float64(u.unit)), nil
+		}
+	}
+	return 0, fmt.Errorf("wrk latency %q: unknown unit", s)
+}
