@@ -10,7 +10,7 @@ TESTFLAGS ?=
 APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light systemd
 GEN_DEPS := clang-19 llvm-19 libbpf-dev
 
-.PHONY: fuzz tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
+.PHONY: race fuzz tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
 
 all: build
 
@@ -59,6 +59,14 @@ generate: gen-deps
 # check-generated fails when the committed BPF objects are not what the C makes.
 check-generated: generate
 	git diff --exit-code -- '*_bpfel.go' '*_bpfel.o' || (echo "BPF objects are stale: run make generate and commit" >&2; exit 1)
+
+# race: the race detector over the packages whose tests are quick on
+# loopback (the lab packages take minutes without it).
+RACE_PKGS := ./internal/... ./proxy/httpcore ./proxy/proxyproto ./proxy/all ./proxy/filter ./proxy/socks5 \
+	./engine/copy ./engine/pipe ./engine/enginetest ./deploy/...
+race:
+	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -race -count=1 -run 'Test(Reload|EchoThroughEveryEngine|BytesCount|AccessLog|ClientRules|PanicCloses)' ./forwarder
 
 # fuzz: every fuzz target for FUZZTIME each (CI: a short run; a campaign:
 # make fuzz FUZZTIME=10m). New crashers land in the package's testdata/fuzz
