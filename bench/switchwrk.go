@@ -35,7 +35,9 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		switch {
 		case t.Unavailable != "":
 			res.Unavailable = append(res.Unavailable, Missing{t.Name, t.Unavailable})
-		case t.switchAddr != "":
+		case t.switchAddr == "":
+			res.Unavailable = append(res.Unavailable, Missing{t.Name, "not an HTTP switch: it forwards bytes, it does not route requests"})
+		default:
 			targets = append(targets, t)
 		}
 	}

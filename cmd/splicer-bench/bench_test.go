@@ -144,7 +144,7 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 	for _, name := range bench.Peers {
 		// switch's peers are the HAProxy pair in HTTP mode; web has none.
 		applies := r.Experiment == "segment" || r.Experiment == "throughput" ||
-			r.Experiment == "switch" && strings.HasPrefix(name, "haproxy")
+			(r.Experiment == "switch" || r.Experiment == "switch-wrk") && strings.HasPrefix(name, "haproxy")
 		if applies && measured[name] && !rows[name] {
 			t.Errorf("peer %s ran in segment but has no rows here", name)
 		}
