@@ -334,8 +334,8 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 		e.ackHi = ack
 	}
 	if flags&tcpRST != 0 {
-		acked := peer.ackHi - e.seqOff
-		if !after(acked, seq) && !after(seq, e.sndNxt) {
+		// RFC 5961 3.2: only a reset exactly at the next byte closes.
+		if seq == e.sndNxt {
 			if e.flags&flagClosed == 0 {
 				m.events = append(m.events, refEvent{EventReset, seq, flow})
 			}

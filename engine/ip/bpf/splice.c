@@ -340,13 +340,12 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 
 	if (s->flags & TCP_RST) {
 		/*
-		 * RFC 5961: the receiver accepts a reset whose seq lies between
-		 * what it acknowledged and what was sent to it. Outside that, it
-		 * answers with a challenge ACK and the pair lives on.
+		 * RFC 5961 3.2: the receiver resets only on a seq exactly at its
+		 * next expected byte; any other in-window reset gets a challenge
+		 * ACK (forwarded like any segment) and the pair lives on. A blind
+		 * attacker must now guess the exact number, not a window.
 		 */
-		__u32 acked = READ_ONCE(peer->ack_hi) - e->seq_off;
-		__u32 nxt = READ_ONCE(e->snd_nxt);
-		if (!seq_after(acked, s->seq) && !seq_after(s->seq, nxt))
+		if (s->seq == READ_ONCE(e->snd_nxt))
 			close_pair(e, peer, &p->key, s->seq);
 		return;
 	}

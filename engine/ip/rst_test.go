@@ -1,0 +1,54 @@
+// RFC 5961 on the real program and the reference: a reset inside the window but not at the next byte is passed on (its receiver answers with a challenge ACK) and leaves the pair spliced; only a reset exactly at the next byte closes it.
+
+package ip
+
+import "testing"
+
+func TestResetClosesOnlyAtTheNextByte(t *testing.T) {
+	h := newHarness(t, Options{MaxPairs: 16})
+	for _, tp := range []topo{topo4, topo6} {
+		spec := h.baseSpec(tp)
+		h.insert(spec)
+		ref := newRefModel()
+		ref.insert(spec, 0)
+		ref.mtu = 1500
+		step := func(what string, in seg, want int32, wantDrop string) {
+			t.Helper()
+			frame := in.bytes()
+			before := h.drops()
+			verdict, _ := h.run(frame)
+			drop := dropDelta(before, h.drops())
+			refVerdict, _ := ref.run(frame)
+			if verdict != want || drop != wantDrop {
+				t.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
+			}
+			if refVerdict != want {
+				t.Errorf("%s: reference verdict %d, want %d", what, refVerdict, want)
+			}
+		}
+		data := seg{seq: upNxt, ack: upAcked, flags: tcpACK, win: 9, payload: []byte("x")}
+		for _, off := range []uint32{1, 100, 5000} {
+			step("reset behind the next byte by "+itoa(off), tp.up(seg{seq: upNxt - off, ack: upAcked, flags: tcpRST | tcpACK}), verdictRedirect, "")
+			step("reset ahead of the next byte by "+itoa(off), tp.up(seg{seq: upNxt + off, ack: upAcked, flags: tcpRST | tcpACK}), verdictRedirect, "")
+		}
+		// The receiver's challenge ACK goes back to the resetting side.
+		step("challenge ACK", tp.down(seg{seq: downNxt, ack: upNxt + upOff, flags: tcpACK, win: 9}), verdictRedirect, "")
+		step("data after in-window resets", tp.up(data), verdictRedirect, "")
+		next := uint32(upNxt + 1) // the byte after the data above
+		step("reset at the next byte", tp.up(seg{seq: next, ack: upAcked, flags: tcpRST | tcpACK}), verdictRedirect, "")
+		data.seq = next
+		step("data after the reset", tp.up(data), verdictDrop, "closed")
+		h.dp.Delete(spec.A)
+	}
+}
+
+func itoa(v uint32) string {
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; v > 0; v /= 10 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+	}
+	return string(b)
+}
