@@ -1,5 +1,5 @@
 # Dockerfile: the splicer daemon on a distroless base. Run it on the host's network with the capabilities its engines need:
-#   docker run --rm --network host --cap-add NET_ADMIN --cap-add BPF --cap-add NET_RAW \
+#   docker run --rm --network host --cap-add NET_ADMIN --cap-add BPF --cap-add PERFMON --cap-add NET_RAW \
 #     -v /sys/fs/bpf:/sys/fs/bpf -v $PWD/splicer.yaml:/etc/splicer/splicer.yaml:ro splicer
 # Without the capabilities it runs the copy and pipe engines only.
 FROM golang:1.26-bookworm AS build

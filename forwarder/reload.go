@@ -172,6 +172,9 @@ func restartNotes(cur, next *config.Config) []string {
 	if cur.Admin != next.Admin {
 		notes = append(notes, "admin changed: takes effect at the next start")
 	}
+	if cur.User != next.User {
+		notes = append(notes, "user changed: takes effect at the next start")
+	}
 	if cur.AccessLog != next.AccessLog {
 		notes = append(notes, "access_log changed: takes effect at the next start")
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -175,4 +176,30 @@ func (s *session) Stopping() <-chan struct{} { return s.l.life.stopping }
 // NoSplice records why the pair stays in control mode.
 func (s *session) NoSplice(reason string) {
 	s.p.SetEngine(controlEngine(s.l.chain).Name(), reason)
+}
+
+// RecordRequest implements proxy.RequestRecorder: an HTTP proxy's answered
+// request is counted by status class and, with an access log, written as
+// a line of its own.
+func (s *session) RecordRequest(r proxy.Request) {
+	s.l.f.metrics.HTTPResponses.WithLabelValues(s.l.cfg.Name, strconv.Itoa(r.Status/100)+"xx").Inc()
+	if a := s.l.f.access; a != nil {
+		a.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.String("listener", s.l.cfg.Name), slog.String("client", s.p.Client.RemoteAddr().String()),
+			slog.String("upstream", upstreamOf(s.p)), slog.String("method", r.Method), slog.String("host", r.Host),
+			slog.String("path", r.Path), slog.Int("status", r.Status), slog.Int64("bytes", r.Bytes),
+			slog.Float64("duration_s", r.Duration.Seconds()), slog.String("engine", engineOf(s.p)))
+	}
+}
+
+func upstreamOf(p *engine.Pair) string {
+	if up := p.Upstream(); up != nil {
+		return up.RemoteAddr().String()
+	}
+	return ""
+}
+
+func engineOf(p *engine.Pair) string {
+	name, _ := p.Engine()
+	return name
 }

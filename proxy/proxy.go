@@ -14,6 +14,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/splicer/splicer/engine"
 )
@@ -131,4 +132,20 @@ func EndErr(r engine.Result) error {
 		return nil
 	}
 	return &SpliceEnd{End: r.End, Err: r.Err}
+}
+
+// Request is one HTTP request a proxy answered, for the access log and the
+// per-listener status counters.
+type Request struct {
+	Method, Host, Path string
+	Status             int
+	// Bytes is what the client was sent for the request, head included.
+	Bytes    int64
+	Duration time.Duration
+}
+
+// RequestRecorder is a Session that records HTTP requests (the forwarder's
+// does); HTTP proxies report each answered request to it.
+type RequestRecorder interface {
+	RecordRequest(r Request)
 }

@@ -26,6 +26,10 @@ import (
 // process; listener names cannot start with '@'.
 const adminSocket = "@admin"
 
+// errHandedOver ends a root process that handed its sockets to a copy of
+// itself running as the configured user.
+var errHandedOver = errors.New("handed over")
+
 // upgradeTimeout bounds how long the new process of an upgrade may take to
 // start serving before the old one gives up on it and carries on.
 const upgradeTimeout = time.Minute
@@ -55,6 +59,13 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if in == nil && needsDrop(cfg) {
+		if err := dropPrivileges(cfg, pidFile, log); err != nil {
+			return nil, err
+		}
+		return nil, errHandedOver
+	}
+	lockPrivileges(cfg, log)
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -75,7 +86,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 		d.f.ShutdownTimeout()
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	if err := d.writePid(); err != nil {
+	if err := d.writePid(); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
 		d.log.Warn("pid file", "path", pidFile, "err", err)
 	}
 	if in != nil {

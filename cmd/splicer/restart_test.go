@@ -36,6 +36,7 @@ type site struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	command     func(ctx context.Context, name string, args ...string) *exec.Cmd
 	admin       *http.Client
+	readable    bool // the daemon's files are readable by any user
 }
 
 func loopbackSite(tb testing.TB) *site {
@@ -103,6 +104,10 @@ func (d *daemonProc) logs() string {
 func (s *site) startRun(tb testing.TB, cfg string) *daemonProc {
 	tb.Helper()
 	dir := tb.TempDir()
+	if s.readable {
+		os.Chmod(filepath.Dir(dir), 0o755)
+		os.Chmod(dir, 0o755)
+	}
 	cfgPath := filepath.Join(dir, "splicer.yaml")
 	writeFile(tb, cfgPath, []byte(cfg))
 	d := &daemonProc{logFile: filepath.Join(dir, "splicer.log"), exited: make(chan error, 1), pidFile: filepath.Join(dir, "splicer.pid")}
@@ -126,6 +131,14 @@ func (s *site) startRun(tb testing.TB, cfg string) *daemonProc {
 	})
 	waitUntil(tb, "the admin endpoint", d.exited, func() bool { return s.adminOK("GET", "/healthz") == nil })
 	return d
+}
+
+// startRunReadable is startRun with the configuration readable by any
+// user (for a daemon that drops to one).
+func (s *site) startRunReadable(tb testing.TB, cfg string) *daemonProc {
+	tb.Helper()
+	s.readable = true
+	return s.startRun(tb, cfg)
 }
 
 // configPath is the file the daemon was started with.

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,9 @@ process of an upgrade. See examples/ for configurations.
 		return errSilent
 	}
 	d, err := startDaemon(*path, *pidFile)
+	if errors.Is(err, errHandedOver) {
+		return nil // the copy running as the configured user serves
+	}
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,10 @@ func openHomeNS() (*homeNS, error) {
 		ns.Close()
 		return nil, fmt.Errorf("engine ip: stat network namespace: %w", err)
 	}
-	nl, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	// The calling thread is in ns: a plain handle opens its socket here,
+	// where NewHandleAt would setns, which needs CAP_SYS_ADMIN even into
+	// the namespace a process already is in.
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("engine ip: netlink: %w", err)

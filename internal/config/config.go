@@ -44,6 +44,10 @@ type Config struct {
 	// /flows); empty disables it.
 	Admin string `yaml:"admin"`
 	Log   Log    `yaml:"log"`
+	// User, when splicer starts as root, is who it runs as once its
+	// listening sockets are bound: a user name or uid (its primary group
+	// too), keeping only the capabilities its engines need.
+	User string `yaml:"user"`
 	// AccessLog writes one line per closed pair; off without a path.
 	AccessLog AccessLog `yaml:"access_log"`
 	// ShutdownTimeout is how long a graceful shutdown waits, after it stops

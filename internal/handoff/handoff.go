@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -51,6 +52,19 @@ func (c *Child) Exited() <-chan error { return c.exited }
 // the new process is killed and the caller keeps serving. files stay the
 // caller's to close.
 func Start(path string, args []string, files map[string]*os.File, timeout time.Duration) (*Child, error) {
+	return StartAs(path, args, files, timeout, nil)
+}
+
+// Identity is who a new process runs as: a user and group, keeping only
+// the listed capabilities (as ambient capabilities, which survive the
+// change of user and the exec).
+type Identity struct {
+	UID, GID uint32
+	Caps     []uintptr
+}
+
+// StartAs is Start with the new process running as id (nil: as this one).
+func StartAs(path string, args []string, files map[string]*os.File, timeout time.Duration, id *Identity) (*Child, error) {
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -67,6 +81,12 @@ func Start(path string, args []string, files map[string]*os.File, timeout time.D
 	cmd.ExtraFiles = append(cmd.ExtraFiles, readyW)
 	js, _ := json.Marshal(m)
 	cmd.Env = append(withoutHandoff(os.Environ()), env+"="+string(js))
+	if id != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Credential:  &syscall.Credential{Uid: id.UID, Gid: id.GID, Groups: []uint32{}},
+			AmbientCaps: id.Caps,
+		}
+	}
 	err = cmd.Start()
 	readyW.Close() // the child holds its own copy
 	if err != nil {

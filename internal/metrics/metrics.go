@@ -26,6 +26,8 @@ type Metrics struct {
 	SpliceSeconds  *prometheus.HistogramVec // engine: from Splice to forwarding in place
 	PairSeconds    *prometheus.HistogramVec // listener: accept to close
 	Draining       prometheus.Gauge         // 1 while shutting down
+	// HTTPResponses counts HTTP answers by listener and status class.
+	HTTPResponses *prometheus.CounterVec // listener, code (2xx...)
 	// DestinationsDenied counts dials the destination rules refused.
 	DestinationsDenied *prometheus.CounterVec // listener
 
@@ -110,6 +112,10 @@ func New() *Metrics {
 			Help:    "Life of a pair from accept to close, by listener.",
 			Buckets: prometheus.ExponentialBucketsRange(1e-3, 86400, 20),
 		}, []string{"listener"}),
+		HTTPResponses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "splicer_http_responses_total",
+			Help: "Requests answered by the HTTP kinds (http-forward, http-reverse), by listener and status class (1xx..5xx), the proxy's own refusals included.",
+		}, []string{"listener", "code"}),
 		DestinationsDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_destinations_denied_total",
 			Help: "Connections a client asked for (http-forward, socks5) that the destination rules refused: loopback, metadata, the forwarder itself, deny rules.",
@@ -127,7 +133,7 @@ func New() *Metrics {
 	})
 	build.Set(1)
 	m.Register(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Spliced,
-		m.ConnectSeconds, m.SpliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, build,
+		m.ConnectSeconds, m.SpliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, m.HTTPResponses, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +44,11 @@ type Conn struct {
 	// upgrade is the protocol the current request asks to switch to
 	// (WebSocket, say), "" for none or one the proxy refuses (h2c).
 	upgrade string
+	// cur is the request being served, since start, with the client's
+	// byte count then: what RecordRequest reports.
+	cur      *http.Request
+	curStart time.Time
+	curDown  int64
 
 	client *bufio.Reader
 	up     *upstream
@@ -188,8 +194,10 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 // carry another request.
 func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response, capture int64) (keep bool, body []byte, err error) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
+		c.record(resp.StatusCode)
 		return false, nil, c.relaySwitch(ctx, resp)
 	}
+	defer func() { c.record(resp.StatusCode) }()
 	kind := responseBody(req, resp)
 	keep = !req.Close && kind != bodyUntilClose
 	upKeep := keep && !resp.Close
@@ -217,6 +225,35 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	}
 	return keep, body, nil
 }
+
+// record reports the current request, answered with status, to the
+// session if it records requests; once per request.
+func (c *Conn) record(status int) {
+	req := c.cur
+	if req == nil {
+		if status < 400 {
+			return
+		}
+		// A head refused before it parsed: counted all the same.
+		req = &http.Request{URL: &url.URL{}}
+	}
+	c.cur = nil
+	rr, ok := c.S.(proxy.RequestRecorder)
+	if !ok {
+		return
+	}
+	host := req.Host
+	if host == "" && req.URL != nil {
+		host = req.URL.Host
+	}
+	down := c.S.Pair().Bytes(engine.Down) - c.curDown
+	rr.RecordRequest(proxy.Request{Method: req.Method, Host: host, Path: req.URL.Path, Status: status,
+		Bytes: max(down, 0), Duration: time.Since(c.curStart)})
+}
+
+// Record reports the current request as answered with status, for
+// answers the proxy writes itself (a cache hit, a CONNECT tunnel).
+func (c *Conn) Record(status int) { c.record(status) }
 
 // captureBody copies n bytes of body from the upstream to the client in
 // control mode and returns them.

@@ -3,6 +3,8 @@
 package httpcore
 
 import (
+	"github.com/splicer/splicer/engine"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -113,6 +115,7 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	// proxy says). An upgrade the proxy can relay is remembered.
 	c.upgrade = upgradeRequested(req)
 	StripHopByHop(req.Header)
+	c.cur, c.curStart, c.curDown = req, time.Now(), c.S.Pair().Bytes(engine.Down)
 	return req, nil
 }
 

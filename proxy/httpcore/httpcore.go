@@ -123,6 +123,7 @@ func (c *Conn) finish(ctx context.Context, err error) error {
 // that unread request bytes do not turn the close into a reset that would
 // destroy the answer before the client read it.
 func (c *Conn) Fail(status int, reason string) {
+	defer c.record(status)
 	body := strconv.Itoa(status) + " " + http.StatusText(status) + ": " + reason + "\n"
 	head := "HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n" +
 		"Content-Type: text/plain; charset=utf-8\r\n" +

@@ -85,6 +85,7 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, req *http.Request
 		return httpcore.UpstreamError(err)
 	}
 	c.S.Log().Debug("tunnel", "target", req.Host)
+	c.Record(http.StatusOK)
 	if err := c.WriteResponse([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		return err
 	}
@@ -111,7 +112,9 @@ func (p *Proxy) get(ctx context.Context, c *httpcore.Conn, req *http.Request) (b
 	if cacheable {
 		if e, ok := p.Cache.get(cacheKey(req)); ok {
 			c.S.Log().Debug("cache hit", "url", req.URL.String())
-			return !req.Close, c.WriteResponse(hitResponse(req, e, time.Now()))
+			err := c.WriteResponse(hitResponse(req, e, time.Now()))
+			c.Record(http.StatusOK) // the cache keeps 200 responses only
+			return !req.Close, err
 		}
 	}
 	target := httpcore.HostPort(req.URL.Host, 80)
