@@ -131,8 +131,9 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	if timeout <= 0 {
 		timeout = DefaultHandshakeTimeout
 	}
-	c.SetDeadline(time.Now().Add(timeout))
-	up, err := p.handshake(ctx, s, timeout)
+	deadline := time.Now().Add(timeout)
+	c.SetDeadline(deadline)
+	up, err := p.handshake(ctx, s, timeout, deadline)
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: whatever failed, failed because of it
 	}
@@ -152,12 +153,12 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 
 // handshake authenticates the client, reads its request and connects to the
 // destination; on failure the client has had its reply.
-func (p *Proxy) handshake(ctx context.Context, s proxy.Session, timeout time.Duration) (*net.TCPConn, error) {
+func (p *Proxy) handshake(ctx context.Context, s proxy.Session, timeout time.Duration, deadline time.Time) (*net.TCPConn, error) {
 	c := s.Pair().Client
 	// A shutdown ends a handshake at once rather than after the timeout.
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
-	user, err := p.authenticate(c)
+	user, err := p.authenticate(ctx, c, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -183,9 +184,10 @@ func (p *Proxy) handshake(ctx context.Context, s proxy.Session, timeout time.Dur
 }
 
 // authenticate reads the greeting, picks a method and, for username/password,
-// checks the credentials. It returns the user name ("" without
+// checks the credentials (waiting, within the handshake's deadline, for
+// one of the bounded check slots). It returns the user name ("" without
 // authentication).
-func (p *Proxy) authenticate(c *net.TCPConn) (string, error) {
+func (p *Proxy) authenticate(ctx context.Context, c *net.TCPConn, deadline time.Time) (string, error) {
 	var hdr [2]byte
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
 		return "", fmt.Errorf("socks5 greeting: %w", err)
@@ -215,7 +217,13 @@ func (p *Proxy) authenticate(c *net.TCPConn) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !p.Users.Check(user, pass) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ok, err := p.Users.CheckContext(ctx, user, pass)
+	cancel()
+	if err != nil {
+		return "", fmt.Errorf("socks5: no password check slot before the handshake timeout: %w", err)
+	}
+	if !ok {
 		c.Write([]byte{userPassVersion, userPassFailed})
 		return "", closeAfterReply(c, fmt.Errorf("%w for user %q", ErrAuthFailed, user))
 	}

@@ -10,6 +10,7 @@
 package passwd
 
 import (
+	"context"
 	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,6 +18,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -101,11 +103,17 @@ type Verifier struct {
 	// decoy is checked for unknown users so that they cost as much as a
 	// known user with a wrong password.
 	decoy Hash
+	// slots bounds concurrent checks: each costs tens of milliseconds of
+	// CPU, and a flood of handshakes must not take every core.
+	slots chan struct{}
 }
+
+// checkSlots is how many password checks run at once: one per CPU.
+var checkSlots = runtime.NumCPU()
 
 // NewVerifier parses every user's hash (name -> hash).
 func NewVerifier(users map[string]string) (*Verifier, error) {
-	v := &Verifier{users: make(map[string]Hash, len(users))}
+	v := &Verifier{users: make(map[string]Hash, len(users)), slots: make(chan struct{}, checkSlots)}
 	maxIt := DefaultIterations
 	for name, s := range users {
 		h, err := Parse(s)
@@ -127,6 +135,23 @@ func NewVerifier(users map[string]string) (*Verifier, error) {
 
 // Check reports whether user exists and password is theirs.
 func (v *Verifier) Check(user, password string) bool {
+	ok, _ := v.CheckContext(context.Background(), user, password)
+	return ok
+}
+
+// CheckContext is Check waiting at most until ctx ends for one of the
+// bounded check slots; ctx's error when it could not check in time.
+func (v *Verifier) CheckContext(ctx context.Context, user, password string) (bool, error) {
+	select {
+	case v.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-v.slots }()
+	return v.check(user, password), nil
+}
+
+func (v *Verifier) check(user, password string) bool {
 	h, known := v.users[user]
 	if !known {
 		h = v.decoy
