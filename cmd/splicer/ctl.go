@@ -41,6 +41,7 @@ func controlCmd(c control, args []string) error {
 	adminAddr := fs.String("admin", "", "the daemon's admin address (host:port)")
 	cfgPath := fs.String("config", "", "the daemon's configuration file: its admin address is used")
 	pidFile := fs.String("pid-file", "", "the daemon's pid file (as given to 'splicer run --pid-file'): send a signal")
+	token := fs.String("token", os.Getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n", c.name, c.help)
 		fmt.Fprintf(os.Stderr, "With --admin or --config it waits for the outcome and prints it; with\n--pid-file it sends %s and the daemon logs the outcome.\n\nOptions:\n", unixSignalName(c.signal))
@@ -63,12 +64,15 @@ func controlCmd(c control, args []string) error {
 			return fmt.Errorf("%s has no admin address: use --pid-file", *cfgPath)
 		}
 		*adminAddr = cfg.Admin
+		if *token == "" {
+			*token = cfg.AdminToken
+		}
 	}
 	if *adminAddr == "" {
 		fs.Usage()
 		return errSilent
 	}
-	return postControl(*adminAddr, c.path)
+	return postControl(*adminAddr, c.path, *token)
 }
 
 func unixSignalName(s syscall.Signal) string {
@@ -97,13 +101,20 @@ func signalPid(path string, sig syscall.Signal) error {
 }
 
 // postControl asks the admin endpoint and prints its answer.
-func postControl(addr, path string) error {
+func postControl(addr, path, token string) error {
 	host := addr
 	if strings.HasPrefix(host, ":") {
 		host = "127.0.0.1" + host
 	}
 	client := &http.Client{Timeout: upgradeTimeout + 10*time.Second}
-	resp, err := client.Post("http://"+host+path, "text/plain", nil)
+	req, err := http.NewRequest(http.MethodPost, "http://"+host+path, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 		d.f.ShutdownTimeout()
 		return nil, err
 	}
-	if err := d.startAdmin(cfg.Admin, in); err != nil {
+	if err := d.startAdmin(cfg.Admin, cfg.AdminToken, in); err != nil {
 		d.f.ShutdownTimeout()
 		return nil, fmt.Errorf("admin: %w", err)
 	}
@@ -122,7 +122,7 @@ func (d *daemon) openAccessLog(c config.AccessLog) (*slog.Logger, error) {
 
 // startAdmin serves the admin endpoint, on the inherited socket if any,
 // with the daemon's POST /reload and POST /upgrade.
-func (d *daemon) startAdmin(addr string, in *handoff.Inherited) error {
+func (d *daemon) startAdmin(addr, token string, in *handoff.Inherited) error {
 	if addr == "" {
 		return nil
 	}
@@ -135,7 +135,7 @@ func (d *daemon) startAdmin(addr string, in *handoff.Inherited) error {
 			return err
 		}
 	}
-	d.adm = admin.Serve(ln, d.f, d.log)
+	d.adm = admin.ServeWith(ln, d.f, d.log, admin.Options{Token: token})
 	d.adm.Handle("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		notes, err := d.reloadLogged("admin")
 		answer(w, strings.Join(notes, "\n"), err)

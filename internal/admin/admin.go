@@ -3,6 +3,7 @@ package admin
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -62,8 +63,25 @@ func Start(addr string, f *forwarder.Forwarder, log *slog.Logger) (*Server, erro
 // Serve serves f's admin endpoints on ln (e.g. a socket inherited from the
 // process this one replaced) in the background.
 func Serve(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger) *Server {
+	return ServeWith(ln, f, log, Options{})
+}
+
+// Options harden the admin server.
+type Options struct {
+	// Token, if set, must come as "Authorization: Bearer TOKEN" on every
+	// request but GET /healthz and GET /ready (probes, which show nothing).
+	Token string
+}
+
+// ServeWith is Serve with options.
+func ServeWith(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger, o Options) *Server {
 	mux := Handler(f)
-	s := &Server{ln: ln, log: log, mux: mux, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	s := &Server{ln: ln, log: log, mux: mux, srv: &http.Server{Handler: requireToken(o.Token, mux),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: time.Minute}}
+	if o.Token == "" && !loopback(ln.Addr()) {
+		log.Warn("admin endpoint reachable beyond loopback without admin_token: anyone who reaches it sees every pair and can reload or upgrade", "addr", ln.Addr().String())
+	}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin server stopped", "err", err)
@@ -71,6 +89,30 @@ func Serve(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger) *Server {
 	}()
 	log.Info("admin listening", "addr", ln.Addr().String())
 	return s
+}
+
+// requireToken lets a request through when it carries the bearer token
+// (compared in constant time), or is a probe.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probe := r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/ready")
+		if !probe && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="splicer admin"`)
+			http.Error(w, "unauthorized: admin_token required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopback reports whether a is a loopback address.
+func loopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // Handle adds an endpoint, e.g. the daemon's POST /reload.

@@ -237,3 +237,38 @@ func waitFor(tb testing.TB, what string, cond func() bool, detail func() string)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestAdminToken: with a token, every endpoint but the probes wants it.
+func TestAdminToken(t *testing.T) {
+	f := startForwarder(t, fwdtest.Echo(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := admin.ServeWith(ln, f, slog.New(slog.DiscardHandler), admin.Options{Token: "s3cret"})
+	t.Cleanup(func() { srv.Close() })
+	base := "http://" + srv.Addr().String()
+	status := func(path, auth string) int {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for path, want := range map[string]int{"/metrics": 401, "/flows": 401, "/healthz": 200, "/ready": 200} {
+		if got := status(path, ""); got != want {
+			t.Errorf("GET %s without the token: %d, want %d", path, got, want)
+		}
+	}
+	if got := status("/flows", "Bearer wrong"); got != 401 {
+		t.Errorf("GET /flows with a wrong token: %d, want 401", got)
+	}
+	if got := status("/flows", "Bearer s3cret"); got != 200 {
+		t.Errorf("GET /flows with the token: %d, want 200", got)
+	}
+}

@@ -44,6 +44,9 @@ type Config struct {
 	// /flows); empty disables it.
 	Admin string `yaml:"admin"`
 	Log   Log    `yaml:"log"`
+	// AdminToken, if set, is required as a bearer token on the admin
+	// endpoint (probes /healthz and /ready excepted).
+	AdminToken string `yaml:"admin_token,omitempty"`
 	// User, when splicer starts as root, is who it runs as once its
 	// listening sockets are bound: a user name or uid (its primary group
 	// too), keeping only the capabilities its engines need.
