@@ -62,7 +62,9 @@ func TestRequestCacheable(t *testing.T) {
 }
 
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
-	c := NewCache(1000)
+	// Room for three entries of this size, not four.
+	sz := (&entry{key: "a", header: http.Header{}, body: make([]byte, 299)}).size()
+	c := NewCache(3*sz + sz/2)
 	now := time.Now()
 	put := func(key string) {
 		c.put(&entry{key: key, header: http.Header{}, body: []byte(strings.Repeat("x", 300-len(key))), stored: now, expires: now.Add(time.Hour)})
@@ -73,7 +75,7 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	if _, ok := c.get("a"); !ok { // a is now the most recently used
 		t.Fatal("a missing")
 	}
-	put("d") // 1200 bytes: evicts b, the least recently used
+	put("d") // a fourth: evicts b, the least recently used
 	if _, ok := c.get("b"); ok {
 		t.Error("b survived; it was the least recently used")
 	}
@@ -82,8 +84,8 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 			t.Errorf("%s evicted", k)
 		}
 	}
-	if c.Bytes() != 900 {
-		t.Errorf("cache holds %d bytes, want 900", c.Bytes())
+	if c.Bytes() != 3*sz || c.Entries() != 3 {
+		t.Errorf("cache holds %d bytes in %d entries, want %d in 3", c.Bytes(), c.Entries(), 3*sz)
 	}
 }
 
