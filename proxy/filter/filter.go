@@ -69,6 +69,9 @@ type Proxy struct {
 	// HeaderTimeout bounds reading a request head once its first byte
 	// arrived (slowloris); 0 means DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
+	// PathIgnoreCase and PathStripParams loosen path matching for origins
+	// that ignore case or ";params" (see config.Filter).
+	PathIgnoreCase, PathStripParams bool
 	// RequestTimeout bounds the first request's head from accept, so
 	// silent connections cannot hold the listener; 0 means none.
 	RequestTimeout time.Duration
@@ -86,6 +89,7 @@ func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 	p := &Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
 	if lc.Filter != nil {
 		p.BlockPaths, p.BlockContentTypes = lc.Filter.BlockPaths, lc.Filter.BlockContentTypes
+		p.PathIgnoreCase, p.PathStripParams = lc.Filter.PathIgnoreCase, lc.Filter.PathStripParams
 	}
 	if h := lc.HTTP; h != nil {
 		p.HeaderTimeout, p.MaxHeaderBytes, p.MaxHeaders = h.HeaderTimeout.Std(), int(h.MaxHeaderBytes), h.MaxHeaders
@@ -148,7 +152,7 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		}
 		return true, err
 	}
-	if pat, blocked := blockedPath(c.p.BlockPaths, req.path); blocked {
+	if pat, blocked := blockedPath(c.p.BlockPaths, req.path, c.p.PathIgnoreCase, c.p.PathStripParams); blocked {
 		c.s.Log().Info("filter blocked request", "path", req.path, "pattern", pat)
 		c.refuse(http.StatusForbidden, "blocked by filter: path matches "+pat)
 		return true, nil
@@ -399,9 +403,22 @@ func (c *conn) waitBody(done chan error) error {
 // blockedPath returns the pattern that blocks the request path p. The path
 // is cleaned first, so /x/../admin and //admin are /admin; a pattern
 // without a slash matches the last element, as in .gitignore (*.exe).
-func blockedPath(patterns []string, p string) (string, bool) {
+func blockedPath(patterns []string, p string, ignoreCase, stripParams bool) (string, bool) {
+	if stripParams {
+		segs := strings.Split(p, "/")
+		for i, s := range segs {
+			segs[i], _, _ = strings.Cut(s, ";")
+		}
+		p = strings.Join(segs, "/")
+	}
 	p = path.Clean("/" + p)
+	if ignoreCase {
+		p = strings.ToLower(p)
+	}
 	for _, pat := range patterns {
+		if ignoreCase {
+			pat = strings.ToLower(pat)
+		}
 		subject := p
 		if !strings.Contains(pat, "/") {
 			subject = path.Base(p)
