@@ -50,8 +50,43 @@ type Conn struct {
 	curStart time.Time
 	curDown  int64
 
-	client *bufio.Reader
-	up     *upstream
+	client   *bufio.Reader
+	clientIn idleReader // what client reads from
+	up       *upstream
+}
+
+// idleReader reads a connection; while on, each read must bring something
+// within idle (the proxy streams a chunked body or fills its cache in
+// control mode: a stalled peer must not hold the pair past idle_timeout).
+// Off, the caller's own deadlines (header and request timeouts) apply.
+type idleReader struct {
+	c    *net.TCPConn
+	idle time.Duration
+	on   bool
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	if r.on && r.idle > 0 {
+		r.c.SetReadDeadline(time.Now().Add(r.idle))
+	}
+	return r.c.Read(b)
+}
+
+// streaming turns idle deadlines on for reads from both peers until the
+// returned function runs.
+func (c *Conn) streaming() (done func()) {
+	c.clientIn.on = true
+	if c.up != nil {
+		c.up.in.on = true
+	}
+	return func() {
+		c.clientIn.on = false
+		c.S.Pair().Client.SetReadDeadline(time.Time{})
+		if c.up != nil {
+			c.up.in.on = false
+			c.up.conn.SetReadDeadline(time.Time{})
+		}
+	}
 }
 
 // upstream is an upstream connection kept for the next request to the same
@@ -59,6 +94,7 @@ type Conn struct {
 type upstream struct {
 	key     string
 	conn    *net.TCPConn
+	in      *idleReader // what r reads from
 	r       *bufio.Reader
 	release func()
 	reused  bool // it already carried a request
@@ -66,7 +102,9 @@ type upstream struct {
 
 // NewConn starts serving the client of s.
 func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
-	return &Conn{S: s, Limits: lim, Idle: idle, client: bufio.NewReaderSize(s.Pair().Client, readerSize)}
+	c := &Conn{S: s, Limits: lim, Idle: idle, clientIn: idleReader{c: s.Pair().Client, idle: idle}}
+	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
+	return c
 }
 
 // Close closes the current upstream and runs its release function.
@@ -117,7 +155,8 @@ func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func())
 		return err
 	}
 	c.Close()
-	c.up = &upstream{key: key, conn: conn, r: bufio.NewReaderSize(conn, readerSize), release: release}
+	in := &idleReader{c: conn, idle: c.Idle}
+	c.up = &upstream{key: key, conn: conn, in: in, r: bufio.NewReaderSize(in, readerSize), release: release}
 	return nil
 }
 
@@ -182,6 +221,7 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 		return c.spliceBody(ctx, engine.Up, c.client, req.ContentLength)
 	case bodyChunked:
 		c.S.NoSplice("chunked request body streamed in control mode")
+		defer c.streaming()()
 		return copyChunked(c.upWriter(), c.client)
 	}
 	return nil
@@ -213,7 +253,9 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		}
 	case bodyChunked:
 		c.S.NoSplice("chunked response body streamed in control mode")
+		done := c.streaming()
 		err = copyChunked(c.clientWriter(), c.up.r)
+		done()
 	case bodyUntilClose:
 		err = c.spliceToEOF(ctx)
 	}
@@ -258,6 +300,7 @@ func (c *Conn) Record(status int) { c.record(status) }
 // captureBody copies n bytes of body from the upstream to the client in
 // control mode and returns them.
 func (c *Conn) captureBody(n int64) ([]byte, error) {
+	defer c.streaming()()
 	body := make([]byte, n)
 	if _, err := io.ReadFull(c.up.r, body); err != nil {
 		return nil, err
@@ -319,10 +362,16 @@ func (c *Conn) spliceToEOF(ctx context.Context) error {
 	return proxy.EndErr(r)
 }
 
-// write sends b in direction d in control mode and counts it.
+// write sends b in direction d in control mode and counts it; a peer that
+// takes nothing for idle_timeout ends the pair.
 func (c *Conn) write(d engine.Direction, b []byte) error {
 	p := c.S.Pair()
-	n, err := p.Dst(d).Write(b)
+	dst := p.Dst(d)
+	if c.Idle > 0 {
+		dst.SetWriteDeadline(time.Now().Add(c.Idle))
+		defer dst.SetWriteDeadline(time.Time{})
+	}
+	n, err := dst.Write(b)
 	p.AddBytes(d, int64(n))
 	return err
 }
