@@ -154,7 +154,38 @@ func readMessage(r *bufio.Reader, isRequest bool, method string, maxBytes, maxHe
 		m.header, m.status, m.close = resp.Header, resp.StatusCode, resp.Close
 	}
 	m.body, err = bodyFraming(head, isRequest, method, m.status)
+	m.head = canonicalHead(m.head)
 	return m, err
+}
+
+// canonicalHead re-serializes a head that passed ValidateHead: the start
+// line with single spaces, each field as "Name: value" (optional
+// whitespace trimmed), CRLF line ends, fields in their order. The next hop
+// then reads exactly the framing the filter read, whatever leniency its
+// parser has (bare LF, odd whitespace).
+func canonicalHead(head []byte) []byte {
+	lines := strings.Split(strings.TrimRight(string(head), "\r\n"), "\n")
+	var b strings.Builder
+	b.Grow(len(head))
+	start := strings.TrimSuffix(lines[0], "\r")
+	parts := strings.SplitN(strings.TrimSpace(start), " ", 3)
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	b.WriteString(strings.Join(parts, " "))
+	b.WriteString("\r\n")
+	for _, line := range lines[1:] {
+		name, value, ok := strings.Cut(strings.TrimSuffix(line, "\r"), ":")
+		if !ok {
+			continue // ValidateHead refused such heads; nothing to forward
+		}
+		b.WriteString(name)
+		b.WriteString(": ")
+		b.WriteString(strings.Trim(value, " \t"))
+		b.WriteString("\r\n")
+	}
+	b.WriteString("\r\n")
+	return []byte(b.String())
 }
 
 // hasToken reports whether any comma-separated element of values is token
