@@ -241,7 +241,19 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	kind := responseBody(req, resp)
 	keep = !req.Close && kind != bodyUntilClose
 	upKeep := keep && !resp.Close
-	if err := c.writeClient(responseHead(req, resp, kind, keep)); err != nil {
+	head := responseHead(req, resp, kind, keep)
+	if kind == bodyLength && capture <= 0 && int64(c.up.r.Buffered()) >= resp.ContentLength {
+		// The whole body came with the head (small objects): head and
+		// body leave in one writev, not two writes and a splice setup.
+		body, _ := c.up.r.Peek(int(resp.ContentLength))
+		err := c.writeClientv(head, body)
+		c.up.r.Discard(len(body))
+		if err == nil && !upKeep {
+			c.Close()
+		}
+		return keep && err == nil, nil, err
+	}
+	if err := c.writeClient(head); err != nil {
 		return false, nil, err
 	}
 	switch kind {
@@ -377,7 +389,21 @@ func (c *Conn) write(d engine.Direction, b []byte) error {
 }
 
 func (c *Conn) writeClient(b []byte) error { return c.write(engine.Down, b) }
-func (c *Conn) writeUp(b []byte) error     { return c.write(engine.Up, b) }
+
+// writeClientv sends several buffers to the client in one writev.
+func (c *Conn) writeClientv(bufs ...[]byte) error {
+	p := c.S.Pair()
+	dst := p.Client
+	if c.Idle > 0 {
+		dst.SetWriteDeadline(time.Now().Add(c.Idle))
+		defer dst.SetWriteDeadline(time.Time{})
+	}
+	nb := net.Buffers(bufs)
+	n, err := nb.WriteTo(dst)
+	p.AddBytes(engine.Down, n)
+	return err
+}
+func (c *Conn) writeUp(b []byte) error { return c.write(engine.Up, b) }
 
 // dirWriter writes in one direction of the pair, counting bytes.
 type dirWriter struct {
