@@ -103,7 +103,7 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 		// A head the next hop could frame differently than we do.
 		return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
 	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+	req, err := http.ReadRequest(headReader(head))
 	if err != nil {
 		return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
 	}
@@ -165,7 +165,7 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 		if err := ValidateHead(head, false); err != nil {
 			return nil, fmt.Errorf("upstream response: %w", err)
 		}
-		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), req)
+		resp, err := http.ReadResponse(headReader(head), req)
 		if err != nil {
 			return nil, err
 		}
@@ -182,4 +182,11 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 			return nil, err
 		}
 	}
+}
+
+// headReader wraps a complete head for net/http's parsers with a buffer
+// just its size: bufio's default 4 KiB, twice per request, was a
+// measurable share of the per-request cost for small objects.
+func headReader(head []byte) *bufio.Reader {
+	return bufio.NewReaderSize(bytes.NewReader(head), len(head))
 }
