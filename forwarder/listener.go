@@ -10,8 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/config"
@@ -33,7 +36,10 @@ type listener struct {
 	active   atomic.Int64
 	access   *access
 	nextID   *atomic.Uint64
-	life     lifecycle
+	// codes caches the listener's HTTP status counters (1xx..5xx), so a
+	// request does not pay a label lookup.
+	codes [6]atomic.Pointer[prometheus.Counter]
+	life  lifecycle
 }
 
 var pairIDs atomic.Uint64
@@ -207,6 +213,17 @@ func (l *listener) serveProxy(s *session) (err error) {
 
 // errPanic is how a pair whose proxy panicked ends.
 var errPanic = errors.New("panic")
+
+// httpResponses is the counter of the listener's answers with status.
+func (l *listener) httpResponses(status int) prometheus.Counter {
+	class := min(max(status/100, 0), 5)
+	if c := l.codes[class].Load(); c != nil {
+		return *c
+	}
+	c := l.f.metrics.HTTPResponses.WithLabelValues(l.cfg.Name, strconv.Itoa(class)+"xx")
+	l.codes[class].Store(&c)
+	return c
+}
 
 // refuse closes a connection the listener will not serve, counting why. It
 // logs at debug only: a flood of refusals must not flood the log too.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -182,7 +181,7 @@ func (s *session) NoSplice(reason string) {
 // request is counted by status class and, with an access log, written as
 // a line of its own.
 func (s *session) RecordRequest(r proxy.Request) {
-	s.l.f.metrics.HTTPResponses.WithLabelValues(s.l.cfg.Name, strconv.Itoa(r.Status/100)+"xx").Inc()
+	s.l.httpResponses(r.Status).Inc()
 	if a := s.l.f.access; a != nil {
 		a.LogAttrs(context.Background(), slog.LevelInfo, "request",
 			slog.String("listener", s.l.cfg.Name), slog.String("client", s.p.Client.RemoteAddr().String()),
