@@ -149,3 +149,15 @@ type Request struct {
 type RequestRecorder interface {
 	RecordRequest(r Request)
 }
+
+// ServerHealth is one back-end server's health-check state.
+type ServerHealth struct {
+	Pool, Server string
+	Healthy      bool
+}
+
+// HealthReporter is a proxy with back-end pools (http-reverse): the
+// forwarder exports their health at scrape time.
+type HealthReporter interface {
+	Health() []ServerHealth
+}

@@ -114,6 +114,23 @@ func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
 	return p
 }
 
+// Health implements proxy.HealthReporter: every pool's servers and whether
+// their last health check passed (always true without checks).
+func (p *Proxy) Health() []proxy.ServerHealth {
+	var out []proxy.ServerHealth
+	seen := map[*Pool]bool{}
+	for _, r := range p.Routes {
+		if r.Pool == nil || seen[r.Pool] {
+			continue
+		}
+		seen[r.Pool] = true
+		for _, s := range r.Pool.Servers {
+			out = append(out, proxy.ServerHealth{Pool: r.Pool.Name, Server: s.Addr, Healthy: s.Healthy()})
+		}
+	}
+	return out
+}
+
 // Close stops the health checks.
 func (p *Proxy) Close() error {
 	if p.stop != nil {
