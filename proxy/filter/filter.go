@@ -352,11 +352,11 @@ func (c *conn) toClient(b []byte) error {
 
 // upWriter and clientWriter count what they forward in the pair's counters.
 func (c *conn) upWriter() io.Writer {
-	return &countingWriter{w: c.up, pair: c.s.Pair(), dir: engine.Up}
+	return &countingWriter{w: c.up, pair: c.s.Pair(), dir: engine.Up, idle: c.p.IdleTimeout}
 }
 
 func (c *conn) clientWriter() io.Writer {
-	return &countingWriter{w: c.client, pair: c.s.Pair(), dir: engine.Down}
+	return &countingWriter{w: c.client, pair: c.s.Pair(), dir: engine.Down, idle: c.p.IdleTimeout}
 }
 
 // refuse answers the client with an error response and closes its side,
@@ -463,12 +463,17 @@ func (p *Proxy) maxHeaders() int {
 
 // countingWriter adds what it writes to one direction of the pair.
 type countingWriter struct {
-	w    io.Writer
+	w    *net.TCPConn
 	pair *engine.Pair
 	dir  engine.Direction
+	idle time.Duration
 }
 
+// Write forwards b; a peer that takes nothing for idle ends the pair.
 func (w *countingWriter) Write(b []byte) (int, error) {
+	if w.idle > 0 {
+		w.w.SetWriteDeadline(time.Now().Add(w.idle))
+	}
 	n, err := w.w.Write(b)
 	w.pair.AddBytes(w.dir, int64(n))
 	return n, err
