@@ -4,26 +4,16 @@ package forwarder_test
 
 import (
 	"fmt"
-	"net"
 	"testing"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
-	"github.com/splicer/splicer/origin"
 )
 
 func TestUpstreamHealthGauge(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := origin.New(nil)
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.HTTP, ln); err != nil {
-		t.Fatal(err)
-	}
-	dead := freeAddr(t)
+	live, dead := fwdtest.HTTPOrigin(t), fwdtest.FreeAddr(t)
 	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
 listeners:
   - name: rev
@@ -31,7 +21,7 @@ listeners:
     proxy: http-reverse
     pools: [{name: p, servers: ['%s', '%s'], health_check: {path: /health, interval: 100ms, timeout: 100ms}}]
     routes: [{pool: p}]
-`, ln.Addr(), dead)))
+`, live, dead)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +48,6 @@ listeners:
 		return -1
 	}
 	testenv.Eventually(t, "the dead server marked unhealthy and the live one healthy", func() bool {
-		return gauge(dead) == 0 && gauge(ln.Addr().String()) == 1
+		return gauge(dead) == 0 && gauge(live) == 1
 	})
 }

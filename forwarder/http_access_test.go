@@ -15,25 +15,17 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
-	"github.com/splicer/splicer/origin"
 )
 
 func TestHTTPRequestsLoggedAndCounted(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := origin.New(nil)
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.HTTP, ln); err != nil {
-		t.Fatal(err)
-	}
+	up := fwdtest.HTTPOrigin(t)
 	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, ln.Addr())))
+`, up)))
 	if err != nil {
 		t.Fatal(err)
 	}

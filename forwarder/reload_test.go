@@ -19,17 +19,6 @@ import (
 	"github.com/splicer/splicer/internal/config"
 )
 
-// freeAddr is a loopback address nothing listens on (yet).
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func loopListener(name, addr, upstream, engineName string) config.Listener {
 	l := config.DefaultListener()
 	l.Name, l.Listen, l.Upstream, l.Engine = name, addr, []string{upstream}, engineName
@@ -78,7 +67,7 @@ func roundTrip(tb testing.TB, c net.Conn, msg []byte) {
 
 func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 	up := fwdtest.Echo(t)
-	keep, gone, changed := freeAddr(t), freeAddr(t), freeAddr(t)
+	keep, gone, changed := fwdtest.FreeAddr(t), fwdtest.FreeAddr(t), fwdtest.FreeAddr(t)
 	f := fwdtest.Start(t,
 		loopListener("keep", keep, up, "copy"),
 		loopListener("gone", gone, up, "copy"),
@@ -128,7 +117,7 @@ func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 
-	added := freeAddr(t)
+	added := fwdtest.FreeAddr(t)
 	if err := reloadTo(t, f,
 		loopListener("keep", keep, up, "copy"),
 		loopListener("changed", changed, up, "pipe"),
@@ -159,7 +148,7 @@ func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 
 func TestReloadThatCannotBindChangesNothing(t *testing.T) {
 	up := fwdtest.Echo(t)
-	a := freeAddr(t)
+	a := fwdtest.FreeAddr(t)
 	f := fwdtest.Start(t, loopListener("a", a, up, "copy"))
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -178,7 +167,7 @@ func TestReloadThatCannotBindChangesNothing(t *testing.T) {
 
 func TestReloadDrainsRemovedListenersPairs(t *testing.T) {
 	up := fwdtest.Echo(t)
-	a, b := freeAddr(t), freeAddr(t)
+	a, b := fwdtest.FreeAddr(t), fwdtest.FreeAddr(t)
 	cfg := config.Default()
 	cfg.ShutdownTimeout = config.Duration(300 * time.Millisecond)
 	cfg.Listeners = []config.Listener{loopListener("a", a, up, "copy"), loopListener("b", b, up, "copy")}

@@ -37,10 +37,33 @@ func Start(tb testing.TB, listeners ...config.Listener) *forwarder.Forwarder {
 	return f
 }
 
+// HTTPOrigin serves the origin's HTTP protocol (GET /obj/SIZE, /health) on
+// a loopback port until the test ends, and returns its address.
+func HTTPOrigin(tb testing.TB) string {
+	tb.Helper()
+	return serveOrigin(tb, origin.HTTP)
+}
+
+// FreeAddr is a loopback address with a port nothing listens on (yet).
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // Echo serves the origin's echo protocol (every byte back, the FIN after
 // the last one) on a loopback port until the test ends, and returns its
 // address.
 func Echo(tb testing.TB) string {
+	tb.Helper()
+	return serveOrigin(tb, origin.Echo)
+}
+
+func serveOrigin(tb testing.TB, proto origin.Proto) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,7 +71,7 @@ func Echo(tb testing.TB) string {
 	}
 	s := origin.New(nil)
 	tb.Cleanup(func() { s.Close() })
-	if err := s.Serve(origin.Echo, ln); err != nil {
+	if err := s.Serve(proto, ln); err != nil {
 		tb.Fatal(err)
 	}
 	return ln.Addr().String()

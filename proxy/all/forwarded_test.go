@@ -19,32 +19,17 @@ import (
 // headerEcho answers every request with its Forwarded and X-Forwarded-For.
 func headerEcho(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
+	return rawBackend(tb, func(c net.Conn) {
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(r)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(r)
-					if err != nil {
-						return
-					}
-					body := fmt.Sprintf("F=%s|X=%s", strings.Join(req.Header.Values("Forwarded"), ","), strings.Join(req.Header.Values("X-Forwarded-For"), ","))
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-				}
-			}()
+			body := fmt.Sprintf("F=%s|X=%s", strings.Join(req.Header.Values("Forwarded"), ","), strings.Join(req.Header.Values("X-Forwarded-For"), ","))
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 func TestForwardedFields(t *testing.T) {

@@ -20,36 +20,20 @@ import (
 // connection with the source address the header gave.
 func proxyProtoBackend(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
+	return rawBackend(tb, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		info, err := proxyproto.Read(r)
+		src := fmt.Sprintf("v%d %s", info.Version, info.Source)
+		if err != nil {
+			src = "no header: " + err.Error()
+		}
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := http.ReadRequest(r); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				r := bufio.NewReader(c)
-				info, err := proxyproto.Read(r)
-				src := fmt.Sprintf("v%d %s", info.Version, info.Source)
-				if err != nil {
-					src = "no header: " + err.Error()
-				}
-				for {
-					if _, err := http.ReadRequest(r); err != nil {
-						return
-					}
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(src), src)
-				}
-			}()
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(src), src)
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 func TestHTTPKindsSendProxyProtocol(t *testing.T) {

@@ -12,21 +12,33 @@ import (
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
-	"github.com/splicer/splicer/origin"
 )
 
 // httpOrigin serves the origin's HTTP protocol on loopback.
-func httpOrigin(tb testing.TB) string {
+func httpOrigin(tb testing.TB) string { return fwdtest.HTTPOrigin(tb) }
+
+// rawBackend runs serve on every connection to a loopback port until the
+// test ends, and returns the address.
+func rawBackend(tb testing.TB, serve func(c net.Conn)) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := origin.New(nil)
-	tb.Cleanup(func() { s.Close() })
-	if err := s.Serve(origin.HTTP, ln); err != nil {
-		tb.Fatal(err)
-	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				serve(c)
+			}()
+		}
+	}()
 	return ln.Addr().String()
 }
 
