@@ -463,3 +463,11 @@ func closeAfterReply(c *net.TCPConn, err error) error {
 	io.CopyN(io.Discard, c, 64<<10)
 	return err
 }
+
+// The configuration checks user password hashes with this package's parser.
+func init() {
+	config.CheckPasswordHash = func(hash string) error {
+		_, err := passwd.Parse(hash)
+		return err
+	}
+}
