@@ -253,3 +253,9 @@ type SegmentRelay interface {
 type ControlMode interface {
 	ControlMode() bool
 }
+
+// UnspliceObserver is an engine that gives pairs back in control mode by
+// rebuilding their sockets (ip): fn gets how long each unsplice took.
+type UnspliceObserver interface {
+	ObserveUnsplice(fn func(time.Duration))
+}

@@ -3,6 +3,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splicer/splicer/engine"
@@ -32,4 +34,10 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 // RegisterEngines exports the counters of the engines that keep their own.
 func (m *Metrics) RegisterEngines(engines []engine.Engine) {
 	m.Register(engineCollector{engines: engines})
+	for _, e := range engines {
+		if o, ok := e.(engine.UnspliceObserver); ok {
+			h := m.UnspliceSeconds.WithLabelValues(e.Name())
+			o.ObserveUnsplice(func(d time.Duration) { h.Observe(d.Seconds()) })
+		}
+	}
 }

@@ -24,8 +24,10 @@ type Metrics struct {
 
 	ConnectSeconds *prometheus.HistogramVec // listener: upstream connect time
 	SpliceSeconds  *prometheus.HistogramVec // engine: from Splice to forwarding in place
-	PairSeconds    *prometheus.HistogramVec // listener: accept to close
-	Draining       prometheus.Gauge         // 1 while shutting down
+	// UnspliceSeconds: how long an engine took to give a pair back.
+	UnspliceSeconds *prometheus.HistogramVec // engine
+	PairSeconds     *prometheus.HistogramVec // listener: accept to close
+	Draining        prometheus.Gauge         // 1 while shutting down
 	// HTTPResponses counts HTTP answers by listener and status class.
 	HTTPResponses *prometheus.CounterVec // listener, code (2xx...)
 	// DestinationsDenied counts dials the destination rules refused.
@@ -107,6 +109,11 @@ func New() *Metrics {
 			Help:    "Time from the proxy asking for a splice to forwarding being in place, by engine.",
 			Buckets: latencyBuckets,
 		}, []string{"engine"}),
+		UnspliceSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "splicer_unsplice_seconds",
+			Help:    "Time an engine took to give a spliced pair back in control mode (ip: sockets rebuilt), by engine.",
+			Buckets: latencyBuckets,
+		}, []string{"engine"}),
 		PairSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "splicer_pair_duration_seconds",
 			Help:    "Life of a pair from accept to close, by listener.",
@@ -133,7 +140,7 @@ func New() *Metrics {
 	})
 	build.Set(1)
 	m.Register(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Spliced,
-		m.ConnectSeconds, m.SpliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, m.HTTPResponses, build,
+		m.ConnectSeconds, m.SpliceSeconds, m.UnspliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, m.HTTPResponses, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
