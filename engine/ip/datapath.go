@@ -52,7 +52,7 @@ func (o Options) withDefaults() Options {
 // methods are safe for concurrent use.
 type Datapath struct {
 	opts   Options
-	objs   spliceObjects
+	objs   spliceLoaded
 	dirs   []byte // splice_dirs, mmapped
 	events *ringbuf.Reader
 
@@ -65,6 +65,17 @@ type Datapath struct {
 }
 
 var dirSize = int(unsafe.Sizeof(spliceSpliceDir{}))
+
+// spliceLoaded is what Load takes from the object: the program and its
+// maps, not the variables that only make clang emit the ABI types.
+type spliceLoaded struct {
+	splicePrograms
+	spliceMaps
+}
+
+func (o *spliceLoaded) Close() error {
+	return errors.Join(o.splicePrograms.Close(), o.spliceMaps.Close())
+}
 
 // Load checks the kernel, loads the program and its maps, and maps the
 // directional table into memory. Its errors name a missing privilege or
@@ -220,29 +231,30 @@ func (d *Datapath) Close() error {
 	return errors.Join(errs...)
 }
 
-// counterNames names the program's counters (enum splice_counter in
-// bpf/splice.h); the same names appear in metrics.
+// counterNames names the program's counters, indexed by enum splice_counter
+// (bpf/splice.h); the same names appear in metrics. TestABI fails when the
+// program counts something this table does not name.
 var counterNames = [...]string{
-	"forwarded",
-	"event_lost",
-	"reopened",
-	"no_entry",
-	"fragment",
-	"malformed",
-	"closed",
-	"hold",
-	"syn_on_spliced",
-	"no_ack",
-	"seq_out_of_window",
-	"ack_out_of_window",
-	"watch",
-	"limit",
-	"mtu_exceeded",
-	"rewrite_failed",
+	spliceSpliceCounterSPLICE_CNT_FORWARDED:  "forwarded",
+	spliceSpliceCounterSPLICE_CNT_EVENT_LOST: "event_lost",
+	spliceSpliceCounterSPLICE_CNT_REOPENED:   "reopened",
+	spliceSpliceCounterSPLICE_DROP_NO_ENTRY:  "no_entry",
+	spliceSpliceCounterSPLICE_DROP_FRAGMENT:  "fragment",
+	spliceSpliceCounterSPLICE_DROP_MALFORMED: "malformed",
+	spliceSpliceCounterSPLICE_DROP_CLOSED:    "closed",
+	spliceSpliceCounterSPLICE_DROP_HOLD:      "hold",
+	spliceSpliceCounterSPLICE_DROP_SYN:       "syn_on_spliced",
+	spliceSpliceCounterSPLICE_DROP_NO_ACK:    "no_ack",
+	spliceSpliceCounterSPLICE_DROP_SEQ:       "seq_out_of_window",
+	spliceSpliceCounterSPLICE_DROP_ACK:       "ack_out_of_window",
+	spliceSpliceCounterSPLICE_DROP_WATCH:     "watch",
+	spliceSpliceCounterSPLICE_DROP_LIMIT:     "limit",
+	spliceSpliceCounterSPLICE_DROP_MTU:       "mtu_exceeded",
+	spliceSpliceCounterSPLICE_DROP_REWRITE:   "rewrite_failed",
 }
 
 // firstDrop is the index of the first drop reason in counterNames.
-const firstDrop = 3
+const firstDrop = int(spliceSpliceCounterSPLICE_DROP_NO_ENTRY)
 
 // DropReasons lists every drop reason Drops can report, in a stable order.
 func DropReasons() []string { return append([]string(nil), counterNames[firstDrop:]...) }

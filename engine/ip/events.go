@@ -3,10 +3,10 @@
 package ip
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -19,22 +19,22 @@ type EventKind uint32
 const (
 	// EventFIN: a direction forwarded its FIN; Seq is the FIN's sequence
 	// number (sender's space).
-	EventFIN EventKind = 1
+	EventFIN = EventKind(spliceSpliceEventKindSPLICE_EV_FIN)
 	// EventTimeWait: both FINs were acknowledged; the pair is in TIME_WAIT.
-	EventTimeWait EventKind = 2
+	EventTimeWait = EventKind(spliceSpliceEventKindSPLICE_EV_TIME_WAIT)
 	// EventReset: a reset was forwarded and closed the pair; Seq is its seq.
-	EventReset EventKind = 3
+	EventReset = EventKind(spliceSpliceEventKindSPLICE_EV_RESET)
 	// EventLimit: a limited direction stopped; Seq is the first sequence
 	// number it did not forward (the limit itself once reached exactly).
-	EventLimit EventKind = 4
+	EventLimit = EventKind(spliceSpliceEventKindSPLICE_EV_LIMIT)
 	// EventWatch: data or FIN arrived in a watched direction and was not
 	// forwarded; Seq is its first sequence number.
-	EventWatch EventKind = 5
+	EventWatch = EventKind(spliceSpliceEventKindSPLICE_EV_WATCH)
 	// EventData: the segment holding a watched or limited direction's
 	// next byte was not forwarded; Seq is that byte (the direction's
 	// SndNxt) and Data the first bytes of the segment from there, for the
 	// rebuilt socket's receive queue. Reported once per SetMode.
-	EventData EventKind = 6
+	EventData = EventKind(spliceSpliceEventKindSPLICE_EV_DATA)
 )
 
 func (k EventKind) String() string {
@@ -86,15 +86,21 @@ type KeptData struct {
 	TSVal       uint32
 }
 
-// eventSize is sizeof(struct splice_event): ktime, kind, seq, key.
-const eventSize = 8 + 4 + 4 + 40
-
-// captureBytes is SPLICE_CAPTURE; dataEventSize sizeof(struct
-// splice_data_event).
-const (
-	captureBytes  = 2048
-	dataEventSize = eventSize + 16 + captureBytes
+// Sizes of the ring buffer records, from the generated struct layouts.
+var (
+	eventSize     = int(unsafe.Sizeof(spliceSpliceEvent{}))
+	dataEventSize = int(unsafe.Sizeof(spliceSpliceDataEvent{}))
+	captureBytes  = len(spliceSpliceDataEvent{}.Data) // SPLICE_CAPTURE
 )
+
+// decodeRecord copies a ring buffer record into its generated struct: the
+// program writes it in host layout, which structs.HostLayout promises Go
+// uses too. raw must hold at least sizeof(*T) bytes.
+func decodeRecord[T spliceSpliceEvent | spliceSpliceDataEvent](raw []byte) T {
+	var v T
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), unsafe.Sizeof(v)), raw)
+	return v
+}
 
 // ReadEvent blocks until the program reports an event, the deadline set by
 // SetEventDeadline passes (os.ErrDeadlineExceeded), or the datapath is
@@ -111,17 +117,12 @@ func (d *Datapath) ReadEvent() (Event, error) {
 	if len(raw) < eventSize {
 		return Event{}, fmt.Errorf("engine ip: short event of %d bytes", len(raw))
 	}
-	var k spliceSpliceKey
-	copy(k.Saddr[:], raw[16:32])
-	copy(k.Daddr[:], raw[32:48])
-	k.Sport = binary.LittleEndian.Uint16(raw[48:50])
-	k.Dport = binary.LittleEndian.Uint16(raw[50:52])
-	k.Family = raw[52]
+	hdr := decodeRecord[spliceSpliceEvent](raw)
 	ev := Event{
-		Kind: EventKind(binary.LittleEndian.Uint32(raw[8:12])),
-		Seq:  binary.LittleEndian.Uint32(raw[12:16]),
-		Time: time.Duration(binary.LittleEndian.Uint64(raw[0:8])),
-		Flow: tupleFromKey(k),
+		Kind: EventKind(hdr.Kind),
+		Seq:  hdr.Seq,
+		Time: time.Duration(hdr.Ktime),
+		Flow: tupleFromKey(hdr.Key),
 	}
 	if ev.Kind == EventData {
 		kept, err := parseKept(raw)
@@ -149,18 +150,16 @@ func parseKept(raw []byte) (*KeptData, error) {
 	if len(raw) < dataEventSize {
 		return nil, fmt.Errorf("engine ip: short data event of %d bytes", len(raw))
 	}
-	t := raw[eventSize:]
-	n := binary.LittleEndian.Uint32(t[4:8])
-	if n > captureBytes {
-		return nil, fmt.Errorf("engine ip: data event of %d bytes", n)
+	rec := decodeRecord[spliceSpliceDataEvent](raw)
+	if int(rec.Len) > captureBytes {
+		return nil, fmt.Errorf("engine ip: data event of %d bytes", rec.Len)
 	}
-	flags := t[14]
 	return &KeptData{
-		Data:   append([]byte(nil), t[16:16+n]...),
-		Ack:    binary.LittleEndian.Uint32(t[0:4]),
-		TSVal:  binary.LittleEndian.Uint32(t[8:12]),
-		Window: binary.LittleEndian.Uint16(t[12:14]),
-		HasAck: flags&0x10 != 0,
-		FIN:    flags&0x01 != 0,
+		Data:   append([]byte(nil), rec.Data[:rec.Len]...),
+		Ack:    rec.Ack,
+		TSVal:  rec.Tsval,
+		Window: rec.Win,
+		HasAck: rec.Tcpflags&uint8(spliceSpliceTcpFlagTCP_ACK) != 0,
+		FIN:    rec.Tcpflags&uint8(spliceSpliceTcpFlagTCP_FIN) != 0,
 	}, nil
 }

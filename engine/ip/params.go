@@ -92,7 +92,7 @@ func CanTranslate(a, b ConnParams) error {
 	return errors.Join(errs...)
 }
 
-func family(c ConnParams) int {
+func family(c ConnParams) uint8 {
 	l, r := c.Local.Addr().Unmap(), c.Remote.Addr().Unmap()
 	switch {
 	case l.Is4() && r.Is4():

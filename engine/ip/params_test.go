@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/splicer/splicer/engine"
 )
 
 func connPair() (a, b ConnParams) {
@@ -123,8 +125,24 @@ func TestABI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := spec.Maps[spliceMapSpliceCounters].MaxEntries; int(got) != len(counterNames) {
-		t.Errorf("the program has %d counters, Go names %d", got, len(counterNames))
+	if got := spec.Maps[spliceMapSpliceCounters].MaxEntries; got != uint32(spliceSpliceCounterSPLICE_CNT_MAX) {
+		t.Errorf("the counters map has %d entries, enum splice_counter %d", got, spliceSpliceCounterSPLICE_CNT_MAX)
+	}
+	if len(counterNames) != int(spliceSpliceCounterSPLICE_CNT_MAX) {
+		t.Errorf("the program has %d counters, Go names %d", spliceSpliceCounterSPLICE_CNT_MAX, len(counterNames))
+	}
+	for i, name := range counterNames {
+		if name == "" {
+			t.Errorf("counter %d has no name", i)
+		}
+	}
+	for _, m := range []struct {
+		c spliceSpliceMode
+		g engine.Mode
+	}{{spliceSpliceModeSPLICE_MODE_FORWARD, engine.Forward}, {spliceSpliceModeSPLICE_MODE_WATCH, engine.Watch}, {spliceSpliceModeSPLICE_MODE_HOLD, engine.Hold}} {
+		if uint32(m.c) != uint32(m.g) {
+			t.Errorf("enum splice_mode %d is engine.Mode %v", m.c, m.g)
+		}
 	}
 	if got := spec.Maps[spliceMapSpliceEvents].MaxEntries; got != 256<<10 {
 		t.Errorf("ring buffer default %d", got)

@@ -13,6 +13,49 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type spliceSpliceCounter uint32
+
+const (
+	spliceSpliceCounterSPLICE_CNT_FORWARDED  spliceSpliceCounter = 0
+	spliceSpliceCounterSPLICE_CNT_EVENT_LOST spliceSpliceCounter = 1
+	spliceSpliceCounterSPLICE_CNT_REOPENED   spliceSpliceCounter = 2
+	spliceSpliceCounterSPLICE_DROP_NO_ENTRY  spliceSpliceCounter = 3
+	spliceSpliceCounterSPLICE_DROP_FRAGMENT  spliceSpliceCounter = 4
+	spliceSpliceCounterSPLICE_DROP_MALFORMED spliceSpliceCounter = 5
+	spliceSpliceCounterSPLICE_DROP_CLOSED    spliceSpliceCounter = 6
+	spliceSpliceCounterSPLICE_DROP_HOLD      spliceSpliceCounter = 7
+	spliceSpliceCounterSPLICE_DROP_SYN       spliceSpliceCounter = 8
+	spliceSpliceCounterSPLICE_DROP_NO_ACK    spliceSpliceCounter = 9
+	spliceSpliceCounterSPLICE_DROP_SEQ       spliceSpliceCounter = 10
+	spliceSpliceCounterSPLICE_DROP_ACK       spliceSpliceCounter = 11
+	spliceSpliceCounterSPLICE_DROP_WATCH     spliceSpliceCounter = 12
+	spliceSpliceCounterSPLICE_DROP_LIMIT     spliceSpliceCounter = 13
+	spliceSpliceCounterSPLICE_DROP_MTU       spliceSpliceCounter = 14
+	spliceSpliceCounterSPLICE_DROP_REWRITE   spliceSpliceCounter = 15
+	spliceSpliceCounterSPLICE_CNT_MAX        spliceSpliceCounter = 16
+)
+
+type spliceSpliceCtlLayout uint32
+
+const (
+	spliceSpliceCtlLayoutSPLICE_CTL_FIELD_MASK    spliceSpliceCtlLayout = 255
+	spliceSpliceCtlLayoutSPLICE_CTL_OPTS_POS      spliceSpliceCtlLayout = 8
+	spliceSpliceCtlLayoutSPLICE_CTL_IN_SHIFT_POS  spliceSpliceCtlLayout = 16
+	spliceSpliceCtlLayoutSPLICE_CTL_OUT_SHIFT_POS spliceSpliceCtlLayout = 24
+)
+
+type spliceSpliceDataEvent struct {
+	_        structs.HostLayout
+	Ev       spliceSpliceEvent
+	Ack      uint32
+	Len      uint32
+	Tsval    uint32
+	Win      uint16
+	Tcpflags uint8
+	Pad      uint8
+	Data     [2048]uint8
+}
+
 type spliceSpliceDir struct {
 	_          structs.HostLayout
 	OutSaddr   [16]uint8
@@ -35,6 +78,44 @@ type spliceSpliceDir struct {
 	Packets    uint64
 }
 
+type spliceSpliceEvent struct {
+	_     structs.HostLayout
+	Ktime uint64
+	Kind  uint32
+	Seq   uint32
+	Key   spliceSpliceKey
+}
+
+type spliceSpliceEventKind uint32
+
+const (
+	spliceSpliceEventKindSPLICE_EV_FIN       spliceSpliceEventKind = 1
+	spliceSpliceEventKindSPLICE_EV_TIME_WAIT spliceSpliceEventKind = 2
+	spliceSpliceEventKindSPLICE_EV_RESET     spliceSpliceEventKind = 3
+	spliceSpliceEventKindSPLICE_EV_LIMIT     spliceSpliceEventKind = 4
+	spliceSpliceEventKindSPLICE_EV_WATCH     spliceSpliceEventKind = 5
+	spliceSpliceEventKindSPLICE_EV_DATA      spliceSpliceEventKind = 6
+)
+
+type spliceSpliceFamily uint32
+
+const (
+	spliceSpliceFamilySPLICE_AF_INET  spliceSpliceFamily = 2
+	spliceSpliceFamilySPLICE_AF_INET6 spliceSpliceFamily = 10
+)
+
+type spliceSpliceFlag uint32
+
+const (
+	spliceSpliceFlagSPLICE_F_FIN_SEEN  spliceSpliceFlag = 1
+	spliceSpliceFlagSPLICE_F_FIN_ACKED spliceSpliceFlag = 2
+	spliceSpliceFlagSPLICE_F_TIME_WAIT spliceSpliceFlag = 4
+	spliceSpliceFlagSPLICE_F_CLOSED    spliceSpliceFlag = 8
+	spliceSpliceFlagSPLICE_F_LIMIT_EV  spliceSpliceFlag = 16
+	spliceSpliceFlagSPLICE_F_WATCH_EV  spliceSpliceFlag = 32
+	spliceSpliceFlagSPLICE_F_DATA_EV   spliceSpliceFlag = 64
+)
+
 type spliceSpliceKey struct {
 	_      structs.HostLayout
 	Saddr  [16]uint8
@@ -45,15 +126,57 @@ type spliceSpliceKey struct {
 	Pad    [3]uint8
 }
 
+type spliceSpliceMode uint32
+
+const (
+	spliceSpliceModeSPLICE_MODE_FORWARD spliceSpliceMode = 0
+	spliceSpliceModeSPLICE_MODE_WATCH   spliceSpliceMode = 1
+	spliceSpliceModeSPLICE_MODE_HOLD    spliceSpliceMode = 2
+)
+
+type spliceSpliceOpt uint32
+
+const (
+	spliceSpliceOptSPLICE_OPT_STRIP_TS   spliceSpliceOpt = 1
+	spliceSpliceOptSPLICE_OPT_STRIP_SACK spliceSpliceOpt = 2
+	spliceSpliceOptSPLICE_OPT_LIMIT      spliceSpliceOpt = 4
+)
+
+type spliceSpliceTcpFlag uint32
+
+const (
+	spliceSpliceTcpFlagTCP_FIN spliceSpliceTcpFlag = 1
+	spliceSpliceTcpFlagTCP_SYN spliceSpliceTcpFlag = 2
+	spliceSpliceTcpFlagTCP_RST spliceSpliceTcpFlag = 4
+	spliceSpliceTcpFlagTCP_ACK spliceSpliceTcpFlag = 16
+)
+
+type spliceSpliceTime uint32
+
+const (
+	spliceSpliceTimeSPLICE_TIME_SHIFT spliceSpliceTime = 20
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	spliceMapSpliceCounters = "splice_counters"
-	spliceMapSpliceDirs     = "splice_dirs"
-	spliceMapSpliceEvents   = "splice_events"
-	spliceMapSpliceFlows    = "splice_flows"
-	spliceProgSpliceIngress = "splice_ingress"
+	spliceMapSpliceCounters        = "splice_counters"
+	spliceMapSpliceDirs            = "splice_dirs"
+	spliceMapSpliceEvents          = "splice_events"
+	spliceMapSpliceFlows           = "splice_flows"
+	spliceProgSpliceIngress        = "splice_ingress"
+	spliceVarUnusedSpliceCounter   = "unused_splice_counter"
+	spliceVarUnusedSpliceCtlLayout = "unused_splice_ctl_layout"
+	spliceVarUnusedSpliceDataEvent = "unused_splice_data_event"
+	spliceVarUnusedSpliceEvent     = "unused_splice_event"
+	spliceVarUnusedSpliceEventKind = "unused_splice_event_kind"
+	spliceVarUnusedSpliceFamily    = "unused_splice_family"
+	spliceVarUnusedSpliceFlag      = "unused_splice_flag"
+	spliceVarUnusedSpliceMode      = "unused_splice_mode"
+	spliceVarUnusedSpliceOpt       = "unused_splice_opt"
+	spliceVarUnusedSpliceTcpFlag   = "unused_splice_tcp_flag"
+	spliceVarUnusedSpliceTime      = "unused_splice_time"
 )
 
 // loadSplice returns the embedded CollectionSpec for splice.
@@ -115,6 +238,17 @@ type spliceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spliceVariableSpecs struct {
+	UnusedSpliceCounter   *ebpf.VariableSpec `ebpf:"unused_splice_counter"`
+	UnusedSpliceCtlLayout *ebpf.VariableSpec `ebpf:"unused_splice_ctl_layout"`
+	UnusedSpliceDataEvent *ebpf.VariableSpec `ebpf:"unused_splice_data_event"`
+	UnusedSpliceEvent     *ebpf.VariableSpec `ebpf:"unused_splice_event"`
+	UnusedSpliceEventKind *ebpf.VariableSpec `ebpf:"unused_splice_event_kind"`
+	UnusedSpliceFamily    *ebpf.VariableSpec `ebpf:"unused_splice_family"`
+	UnusedSpliceFlag      *ebpf.VariableSpec `ebpf:"unused_splice_flag"`
+	UnusedSpliceMode      *ebpf.VariableSpec `ebpf:"unused_splice_mode"`
+	UnusedSpliceOpt       *ebpf.VariableSpec `ebpf:"unused_splice_opt"`
+	UnusedSpliceTcpFlag   *ebpf.VariableSpec `ebpf:"unused_splice_tcp_flag"`
+	UnusedSpliceTime      *ebpf.VariableSpec `ebpf:"unused_splice_time"`
 }
 
 // spliceObjects contains all objects after they have been loaded into the kernel.
@@ -156,6 +290,17 @@ func (m *spliceMaps) Close() error {
 //
 // It can be passed to loadSpliceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spliceVariables struct {
+	UnusedSpliceCounter   *ebpf.Variable `ebpf:"unused_splice_counter"`
+	UnusedSpliceCtlLayout *ebpf.Variable `ebpf:"unused_splice_ctl_layout"`
+	UnusedSpliceDataEvent *ebpf.Variable `ebpf:"unused_splice_data_event"`
+	UnusedSpliceEvent     *ebpf.Variable `ebpf:"unused_splice_event"`
+	UnusedSpliceEventKind *ebpf.Variable `ebpf:"unused_splice_event_kind"`
+	UnusedSpliceFamily    *ebpf.Variable `ebpf:"unused_splice_family"`
+	UnusedSpliceFlag      *ebpf.Variable `ebpf:"unused_splice_flag"`
+	UnusedSpliceMode      *ebpf.Variable `ebpf:"unused_splice_mode"`
+	UnusedSpliceOpt       *ebpf.Variable `ebpf:"unused_splice_opt"`
+	UnusedSpliceTcpFlag   *ebpf.Variable `ebpf:"unused_splice_tcp_flag"`
+	UnusedSpliceTime      *ebpf.Variable `ebpf:"unused_splice_time"`
 }
 
 // splicePrograms contains all programs after they have been loaded into the kernel.

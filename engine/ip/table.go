@@ -74,9 +74,10 @@ func tupleFromKey(k spliceSpliceKey) Tuple {
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 func ntohs(v uint16) uint16 { return htons(v) }
 
+// splice_key.family values, from enum splice_family.
 const (
-	afInet  = 2
-	afInet6 = 10
+	afInet  = uint8(spliceSpliceFamilySPLICE_AF_INET)
+	afInet6 = uint8(spliceSpliceFamilySPLICE_AF_INET6)
 )
 
 // PairSpec is what the datapath needs to splice a pair.
@@ -149,20 +150,28 @@ type DirMode struct {
 	LimitSeq uint32
 }
 
+// Short names for the generated constants of bpf/splice.h: translation
+// options (enum splice_opt), learnt facts (enum splice_flag), the packing of
+// splice_dir.ctl (enum splice_ctl_layout) and of last_seen (enum splice_time).
 const (
-	optStripTS   = 1
-	optStripSACK = 2
-	optLimit     = 4
+	optStripTS   = uint32(spliceSpliceOptSPLICE_OPT_STRIP_TS)
+	optStripSACK = uint32(spliceSpliceOptSPLICE_OPT_STRIP_SACK)
+	optLimit     = uint32(spliceSpliceOptSPLICE_OPT_LIMIT)
 
-	flagFINSeen  = 1
-	flagFINAcked = 2
-	flagTimeWait = 4
-	flagClosed   = 8
-	flagLimitEv  = 16
-	flagWatchEv  = 32
-	flagDataEv   = 64
+	flagFINSeen  = uint32(spliceSpliceFlagSPLICE_F_FIN_SEEN)
+	flagFINAcked = uint32(spliceSpliceFlagSPLICE_F_FIN_ACKED)
+	flagTimeWait = uint32(spliceSpliceFlagSPLICE_F_TIME_WAIT)
+	flagClosed   = uint32(spliceSpliceFlagSPLICE_F_CLOSED)
+	flagLimitEv  = uint32(spliceSpliceFlagSPLICE_F_LIMIT_EV)
+	flagWatchEv  = uint32(spliceSpliceFlagSPLICE_F_WATCH_EV)
+	flagDataEv   = uint32(spliceSpliceFlagSPLICE_F_DATA_EV)
 
-	timeShift = 20 // last_seen = ktime >> timeShift
+	ctlMask        = uint32(spliceSpliceCtlLayoutSPLICE_CTL_FIELD_MASK)
+	ctlOptsPos     = uint32(spliceSpliceCtlLayoutSPLICE_CTL_OPTS_POS)
+	ctlInShiftPos  = uint32(spliceSpliceCtlLayoutSPLICE_CTL_IN_SHIFT_POS)
+	ctlOutShiftPos = uint32(spliceSpliceCtlLayoutSPLICE_CTL_OUT_SHIFT_POS)
+
+	timeShift = uint32(spliceSpliceTimeSPLICE_TIME_SHIFT) // last_seen = ktime >> timeShift
 )
 
 func (s DirSpec) ctl() uint32 {
@@ -176,7 +185,7 @@ func (s DirSpec) ctl() uint32 {
 	if s.Limited {
 		opts |= optLimit
 	}
-	return uint32(s.Mode) | opts<<8 | uint32(s.InShift)<<16 | uint32(s.OutShift)<<24
+	return uint32(s.Mode) | opts<<ctlOptsPos | uint32(s.InShift)<<ctlInShiftPos | uint32(s.OutShift)<<ctlOutShiftPos
 }
 
 func (s DirSpec) validate() error {
@@ -348,7 +357,7 @@ func (d *Datapath) Update(spec PairSpec) error {
 		return fmt.Errorf("engine ip: update %v: connection B changed from %v to %v", spec.A, p.spec.B, np.spec.B)
 	}
 	for _, dir := range []engine.Direction{engine.Up, engine.Down} {
-		if m := engine.Mode(atomic.LoadUint32(&d.entry(p.slot(dir)).Ctl) & 0xff); m != engine.Hold {
+		if m := engine.Mode(atomic.LoadUint32(&d.entry(p.slot(dir)).Ctl) & ctlMask); m != engine.Hold {
 			return fmt.Errorf("engine ip: update %v: direction %v is in mode %v, not hold", spec.A, dir, m)
 		}
 	}
@@ -610,8 +619,8 @@ func (d *Datapath) dirStats(s uint32, now time.Duration) DirStats {
 	flags := atomic.LoadUint32(&e.Flags)
 	return DirStats{
 		DirMode: DirMode{
-			Mode:     engine.Mode(ctl & 0xff),
-			Limited:  (ctl>>8)&optLimit != 0,
+			Mode:     engine.Mode(ctl & ctlMask),
+			Limited:  (ctl>>ctlOptsPos)&optLimit != 0,
 			LimitSeq: atomic.LoadUint32(&e.LimitSeq),
 		},
 		SndNxt: atomic.LoadUint32(&e.SndNxt),

@@ -233,17 +233,16 @@ func (e *Engine) readEvents() {
 		if errors.Is(err, ringbuf.ErrClosed) {
 			return
 		}
-		if err != nil || len(rec.RawSample) < 12 {
+		if err != nil || len(rec.RawSample) < eventSize {
 			e.rbErrors.Add(1)
 			continue
 		}
-		ck := nativeUint64(rec.RawSample[0:8])
-		kind := nativeUint32(rec.RawSample[8:12])
+		ev := decodeEvent(rec.RawSample)
 		e.mu.Lock()
-		s := e.byCookie[ck]
+		s := e.byCookie[ev.Cookie]
 		e.mu.Unlock()
 		if s != nil {
-			s.event(kind)
+			s.event(ev.Kind)
 		}
 	}
 }

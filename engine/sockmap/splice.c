@@ -211,3 +211,10 @@ int splice_verdict(struct __sk_buff *skb)
 }
 
 char _license[] SEC("license") = "GPL";
+
+// Types the Go loader takes from bpf2go -type although no map holds them:
+// an unused pointer makes clang emit each one's BTF, so Go never copies a
+// value or an offset of this file by hand.
+const struct event *unused_event __attribute__((unused));
+const enum event_kind *unused_event_kind __attribute__((unused));
+const enum counter *unused_counter __attribute__((unused));

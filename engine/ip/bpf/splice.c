@@ -13,6 +13,23 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/*
+ * Types the Go loader takes from bpf2go -type although no map holds them:
+ * an unused pointer makes clang emit each one's BTF, so Go never copies a
+ * value or an offset of splice.h by hand.
+ */
+const enum splice_mode *unused_splice_mode __attribute__((unused));
+const enum splice_opt *unused_splice_opt __attribute__((unused));
+const enum splice_flag *unused_splice_flag __attribute__((unused));
+const enum splice_family *unused_splice_family __attribute__((unused));
+const enum splice_ctl_layout *unused_splice_ctl_layout __attribute__((unused));
+const enum splice_time *unused_splice_time __attribute__((unused));
+const enum splice_tcp_flag *unused_splice_tcp_flag __attribute__((unused));
+const enum splice_event_kind *unused_splice_event_kind __attribute__((unused));
+const enum splice_counter *unused_splice_counter __attribute__((unused));
+const struct splice_event *unused_splice_event __attribute__((unused));
+const struct splice_data_event *unused_splice_data_event __attribute__((unused));
+
 #define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
 

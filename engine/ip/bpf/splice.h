@@ -16,8 +16,11 @@
 #define SPLICE_CAPTURE 2048
 #endif
 
-#define SPLICE_AF_INET 2
-#define SPLICE_AF_INET6 10
+/* splice_key.family values (the kernel's AF_INET, AF_INET6). */
+enum splice_family {
+	SPLICE_AF_INET = 2,
+	SPLICE_AF_INET6 = 10,
+};
 
 /*
  * splice_key names one direction of a spliced pair: the 4-tuple of a packet
@@ -88,11 +91,23 @@ struct splice_dir {
 	__u64 packets;	 /* packets forwarded, retransmissions included */
 };
 
-#define SPLICE_CTL_MODE(c) ((c) & 0xff)
-#define SPLICE_CTL_OPTS(c) (((c) >> 8) & 0xff)
-#define SPLICE_CTL_IN_SHIFT(c) (((c) >> 16) & 0xff)
-#define SPLICE_CTL_OUT_SHIFT(c) (((c) >> 24) & 0xff)
-#define SPLICE_TIME_SHIFT 20
+/* Layout of splice_dir.ctl: four byte-wide fields at these bit positions. */
+enum splice_ctl_layout {
+	SPLICE_CTL_FIELD_MASK = 0xff,
+	SPLICE_CTL_OPTS_POS = 8,
+	SPLICE_CTL_IN_SHIFT_POS = 16,
+	SPLICE_CTL_OUT_SHIFT_POS = 24,
+};
+
+#define SPLICE_CTL_MODE(c) ((c) & SPLICE_CTL_FIELD_MASK)
+#define SPLICE_CTL_OPTS(c) (((c) >> SPLICE_CTL_OPTS_POS) & SPLICE_CTL_FIELD_MASK)
+#define SPLICE_CTL_IN_SHIFT(c) (((c) >> SPLICE_CTL_IN_SHIFT_POS) & SPLICE_CTL_FIELD_MASK)
+#define SPLICE_CTL_OUT_SHIFT(c) (((c) >> SPLICE_CTL_OUT_SHIFT_POS) & SPLICE_CTL_FIELD_MASK)
+
+/* splice_dir.last_seen = bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT. */
+enum splice_time {
+	SPLICE_TIME_SHIFT = 20,
+};
 
 /* Events reported to the control plane through the ring buffer. */
 enum splice_event_kind {

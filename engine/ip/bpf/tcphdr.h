@@ -15,10 +15,13 @@
 #define HDR_BUF 64
 #define HDR_MASK (HDR_BUF - 1)
 
-#define TCP_FIN 0x01
-#define TCP_SYN 0x02
-#define TCP_RST 0x04
-#define TCP_ACK 0x10
+/* TCP header flag bits; splice_data_event.tcpflags carries them. */
+enum splice_tcp_flag {
+	TCP_FIN = 0x01,
+	TCP_SYN = 0x02,
+	TCP_RST = 0x04,
+	TCP_ACK = 0x10,
+};
 
 #define TCPOPT_EOL 0
 #define TCPOPT_NOP 1
