@@ -2,4 +2,4 @@
 
 package ip
 
-//go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type splice_key -type splice_dir -type splice_mode -type splice_opt -type splice_flag -type splice_family -type splice_ctl_layout -type splice_time -type splice_tcp_flag -type splice_event_kind -type splice_counter -type splice_event -type splice_data_event splice bpf/splice.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go run github.com/splicer/splicer/internal/bpf2go -type splice_key -type splice_dir -type splice_mode -type splice_opt -type splice_flag -type splice_family -type splice_ctl_layout -type splice_time -type splice_tcp_flag -type splice_event_kind -type splice_counter -type splice_event -type splice_data_event splice bpf/splice.c

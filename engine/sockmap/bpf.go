@@ -2,8 +2,6 @@
 
 package sockmap
 
-//go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type ctl -type flow -type event -type event_kind -type counter splice splice.c
-
 import (
 	"errors"
 	"fmt"

@@ -1,4 +1,5 @@
 /* splice.c: tc ingress program of engine ip: translates each packet of a spliced TCP connection into a packet of its peer connection and redirects it out of the peer's device. */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>

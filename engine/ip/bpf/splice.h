@@ -1,4 +1,5 @@
 /* splice.h: the ABI between the splice tc program and its Go loader: map keys and values, modes, flags, counters and events. */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 #ifndef SPLICE_H
 #define SPLICE_H
 

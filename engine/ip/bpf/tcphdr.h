@@ -1,4 +1,5 @@
 /* tcphdr.h: a TCP header copied to the stack: big-endian field access at verifier-bounded offsets, option parsing and the option rewrite. */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 #ifndef SPLICE_TCPHDR_H
 #define SPLICE_TCPHDR_H
 

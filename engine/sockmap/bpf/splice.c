@@ -1,8 +1,6 @@
 // sk_skb stream parser and verdict that move a spliced pair's bytes from one socket's receive path to its peer's send queue, never past a byte budget.
-//go:build ignore
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 
-// SPDX-License-Identifier: GPL-2.0
-//
 // Every socket whose incoming bytes are forwarded sits in rx_socks; every
 // socket bytes are forwarded to sits in tx_socks, which has no programs, so
 // its own receive path stays untouched. Both maps are keyed by socket cookie.
@@ -210,7 +208,7 @@ int splice_verdict(struct __sk_buff *skb)
 	return SK_PASS;
 }
 
-char _license[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 // Types the Go loader takes from bpf2go -type although no map holds them:
 // an unused pointer makes clang emit each one's BTF, so Go never copies a
