@@ -26,6 +26,9 @@ import (
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
 // waitFor bounds every wait on the network; it only matters when a test is
@@ -383,13 +386,13 @@ func spliceAt(tb testing.TB, el *engineLab, pp *pipe.Engine, lp labPair, size, k
 		return false, fmt.Errorf("control mode: %+v, %v", r, err)
 	}
 	down := r.Moved[engine.Down]
-	local, remote, err := addrs(lp.p.Client)
+	local, remote, err := tcprepair.Addrs(lp.p.Client)
 	if err != nil {
 		return false, err
 	}
 	// A pair that stops moving while spliced has its state captured, for
 	// the failure to explain itself.
-	watch := el.watchStall(lp, Tuple{Src: remote, Dst: local})
+	watch := el.watchStall(lp, datapath.Tuple{Src: remote, Dst: local})
 	res, err := el.e.Splice(ctx, lp.p, engine.Both(idle))
 	stall := watch.report()
 	spliced := err == nil
@@ -609,7 +612,7 @@ func TestEngineFallsBackWithoutClockAnswer(t *testing.T) {
 
 // queued is SIOCINQ of c.
 func queued(c *net.TCPConn) (n int, err error) {
-	err = withFD(c, func(fd int) error {
+	err = tcprepair.WithFD(c, func(fd int) error {
 		var err error
 		n, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
 		return err
@@ -767,43 +770,5 @@ func eventually(tb testing.TB, what string, cond func() bool) {
 			tb.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// TestFollowerEndOfPair: the end a follower reports from the datapath's
-// state. A reset after both FINs were acknowledged (a peer that already
-// forgot the connection answering a late segment) leaves the end EOF; a
-// reset before that is a reset.
-func TestFollowerEndOfPair(t *testing.T) {
-	h := newHarness(t, Options{})
-	follow := func(a Tuple) (engine.Result, bool) {
-		f := follower{p: engine.NewPair(1, "t", nil), a: a, dp: h.dp, lastMove: time.Now()}
-		return f.onTick(0)
-	}
-
-	tp := topo4
-	spec := h.baseSpec(tp)
-	h.insert(spec)
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN, payload: payload}), verdictRedirect)
-	clientFINEnd := uint32(upNxt + len(payload) + 1)
-	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
-	if res, done := follow(spec.A); done {
-		t.Fatalf("with both FINs sent, one acknowledged, the follower ended: %+v", res)
-	}
-	h.send(tp.up(seg{seq: clientFINEnd, ack: upAcked + 1, flags: tcpACK}), verdictRedirect)
-	h.send(tp.down(seg{seq: downNxt + 1, flags: tcpRST}), verdictRedirect)
-	if got := h.stats(spec.A).Phase; got != PhaseClosed {
-		t.Fatalf("phase %v after the late reset, want closed", got)
-	}
-	if res, done := follow(spec.A); !done || res.End != engine.EndEOF || res.Moved != [2]int64{int64(len(payload)), 0} {
-		t.Errorf("reset after TIME_WAIT: follower ended %v with %+v, want EOF", done, res)
-	}
-
-	tp = topo4.withPort(40001)
-	spec = h.baseSpec(tp)
-	h.insert(spec)
-	h.send(tp.down(seg{seq: downNxt, flags: tcpRST}), verdictRedirect)
-	if res, done := follow(spec.A); !done || res.End != engine.EndReset {
-		t.Errorf("reset of an open pair: follower ended %v with %+v, want reset", done, res)
 	}
 }

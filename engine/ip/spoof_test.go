@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
 )
 
 // TestEngineDropsSpoofedSegments: segments forged on the client's 4-tuple
@@ -28,7 +30,7 @@ func TestEngineDropsSpoofedSegments(t *testing.T) {
 	}
 	client := netip.MustParseAddrPort(lp.client.LocalAddr().String())
 	fwd := netip.MustParseAddrPort(lp.client.RemoteAddr().String())
-	st, err := el.e.dp.Lookup(Tuple{Src: client, Dst: fwd})
+	st, err := el.e.dp.Lookup(datapath.Tuple{Src: client, Dst: fwd})
 	if err != nil {
 		t.Fatal(err)
 	}

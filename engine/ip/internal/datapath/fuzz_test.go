@@ -1,6 +1,6 @@
 // Fuzz target: the reference model against the real program (Program.Run) on frames the fuzzer mutates from generated segments: malformed headers, option soup, lengths that lie. Verdict, drop reason, output bytes and state must agree.
 
-package ip
+package datapath
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/engine/ip/internal/packet"
 )
 
 var (
@@ -55,7 +56,7 @@ func FuzzDatapath(f *testing.F) {
 		n := 1 + rng.IntN(8)
 		for j := range n {
 			d := rng.IntN(2)
-			frame := randomSeg(rng, ref, d, tp, false).bytes()
+			frame := randomSeg(rng, ref, d, tp, false).Bytes()
 			if j == n-1 {
 				for k := 0; k+1 < len(edits); k += 2 {
 					if off := int(edits[k]); off < len(frame) {
@@ -106,7 +107,7 @@ func compareRun(t *testing.T, h *harness, ref *refModel, p *pair, frame []byte) 
 // must still agree with the reference on dropping or passing it).
 func refreshChecksums(frame []byte) {
 	defer func() { recover() }()
-	if _, err := parseFrame(frame); err == nil {
-		fixChecksums(frame)
+	if _, err := packet.Parse(frame); err == nil {
+		packet.FixChecksums(frame)
 	}
 }

@@ -1,6 +1,6 @@
 // Tests of quiesce: the CPU list parser, and that a visit to every CPU returns with the thread's affinity as it was.
 
-package ip
+package tcprepair
 
 import (
 	"runtime"

@@ -1,6 +1,6 @@
 // Loading, attaching and closing the splice program, and reading its counters.
 
-package ip
+package datapath
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 // Rebuilding one of the forwarder's frozen sockets in place with TCP_REPAIR: same descriptor, new sequence numbers, options and windows, so the proxy's *net.TCPConn carries on after an unsplice.
 
-package ip
+package tcprepair
 
 import (
 	"errors"
@@ -23,30 +23,30 @@ const (
 	tcpoptTimestamp = 8
 )
 
-// rebuild is what a frozen socket becomes: the connection as the peer
+// Rebuild is what a frozen socket becomes: the connection as the peer
 // sees it after the datapath forwarded it for a while.
-type rebuild struct {
-	local, remote netip.AddrPort
-	// sndSeq is snd_una = snd_nxt = write_seq: the peer acknowledged
-	// everything sent to it. rcvSeq is rcv_nxt before queued, which goes
+type Rebuild struct {
+	Local, Remote netip.AddrPort
+	// SndSeq is snd_una = snd_nxt = write_seq: the peer acknowledged
+	// everything sent to it. RcvSeq is rcv_nxt before queued, which goes
 	// into the receive queue for the proxy to read (bytes the datapath
 	// kept back at the boundary).
-	sndSeq, rcvSeq uint32
-	queued         []byte
+	SndSeq, RcvSeq uint32
+	Queued         []byte
 	// Options as negotiated at the handshake (read when frozen).
-	peerMSS              uint16
-	wscale               bool
-	sndWScale, rcvWScale uint8
-	sack, timestamps     bool
-	// tsClock is the TSval the socket's next segment carries: at least
+	PeerMSS              uint16
+	WScale               bool
+	SndWScale, RcvWScale uint8
+	SACK, Timestamps     bool
+	// TSClock is the TSval the socket's next segment carries: at least
 	// the last one the datapath sent the peer in its name.
-	tsClock uint32
-	// sndWnd is the peer's latest window in bytes; maxWindow the largest
-	// it offered; rcvWnd the window the socket advertises.
-	sndWnd, maxWindow, rcvWnd uint32
+	TSClock uint32
+	// SndWnd is the peer's latest window in bytes; MaxWindow the largest
+	// it offered; RcvWnd the window the socket advertises.
+	SndWnd, MaxWindow, RcvWnd uint32
 }
 
-// rebuildSock turns the frozen socket fd, still in repair mode, into the
+// RebuildSock turns the frozen socket fd, still in repair mode, into the
 // connection r describes. It disconnects the socket without a trace
 // (tcp_disconnect in repair mode sends no reset; it only sets
 // ECONNABORTED, which SO_ERROR clears), sets both queues' sequence
@@ -55,46 +55,46 @@ type rebuild struct {
 // ESTABLISHED without a SYN; then options, clock, queued bytes and
 // windows. The socket stays in repair mode: the caller leaves it when the
 // pair is out of the datapath.
-func rebuildSock(fd int, r rebuild) error {
+func RebuildSock(fd int, r Rebuild) error {
 	if err := disconnect(fd); err != nil {
 		return fmt.Errorf("disconnect: %w", err)
 	}
 	unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR) // clears ECONNABORTED
-	if err := setQueueSeq(fd, tcpSendQueue, r.sndSeq); err != nil {
+	if err := setQueueSeq(fd, SendQueue, r.SndSeq); err != nil {
 		return fmt.Errorf("send queue seq: %w", err)
 	}
-	if err := setQueueSeq(fd, tcpRecvQueue, r.rcvSeq); err != nil {
+	if err := setQueueSeq(fd, RecvQueue, r.RcvSeq); err != nil {
 		return fmt.Errorf("receive queue seq: %w", err)
 	}
-	if err := rebind(fd, r.local); err != nil {
-		return fmt.Errorf("bind %v: %w", r.local, err)
+	if err := rebind(fd, r.Local); err != nil {
+		return fmt.Errorf("bind %v: %w", r.Local, err)
 	}
-	if err := clampMSS(fd, r.peerMSS); err != nil {
+	if err := clampMSS(fd, r.PeerMSS); err != nil {
 		return fmt.Errorf("TCP_MAXSEG: %w", err)
 	}
-	if err := unix.Connect(fd, sockaddr(r.remote)); err != nil {
-		return fmt.Errorf("connect %v: %w", r.remote, err)
+	if err := unix.Connect(fd, sockaddr(r.Remote)); err != nil {
+		return fmt.Errorf("connect %v: %w", r.Remote, err)
 	}
 	if err := setRepairOptions(fd, r); err != nil {
 		return fmt.Errorf("TCP_REPAIR_OPTIONS: %w", err)
 	}
-	if r.timestamps {
+	if r.Timestamps {
 		// The value's low bit selects microsecond timestamps (Linux 6.7):
 		// keep milliseconds, rounding up so PAWS still holds.
-		clock := (r.tsClock + 1) &^ 1
+		clock := (r.TSClock + 1) &^ 1
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(clock))); err != nil {
 			return fmt.Errorf("TCP_TIMESTAMP: %w", err)
 		}
 	}
-	if err := fillRecvQueue(fd, r.queued); err != nil {
+	if err := FillRecvQueue(fd, r.Queued); err != nil {
 		return fmt.Errorf("receive queue: %w", err)
 	}
-	rcvNxt := r.rcvSeq + uint32(len(r.queued))
-	w := repairWindow{sndWl1: r.rcvSeq, sndWnd: r.sndWnd, maxWindow: max(r.maxWindow, r.sndWnd), rcvWnd: r.rcvWnd, rcvWup: rcvNxt}
+	rcvNxt := r.RcvSeq + uint32(len(r.Queued))
+	w := Window{SndWl1: r.RcvSeq, SndWnd: r.SndWnd, MaxWindow: max(r.MaxWindow, r.SndWnd), RcvWnd: r.RcvWnd, RcvWup: rcvNxt}
 	if err := setRepairWindow(fd, w); err != nil {
 		return fmt.Errorf("TCP_REPAIR_WINDOW: %w", err)
 	}
-	return checkLocal(fd, r.local)
+	return checkLocal(fd, r.Local)
 }
 
 // clampMSS sets the socket's user MSS to the peer's before the repair
@@ -169,16 +169,16 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 // setRepairOptions restores the options negotiated at the handshake,
 // which tcp_disconnect forgot: the peer's MSS, window scales, SACK and
 // timestamps.
-func setRepairOptions(fd int, r rebuild) error {
+func setRepairOptions(fd int, r Rebuild) error {
 	type opt struct{ code, val uint32 }
-	opts := []opt{{tcpoptMSS, uint32(r.peerMSS)}}
-	if r.wscale {
-		opts = append(opts, opt{tcpoptWindow, uint32(r.sndWScale) | uint32(r.rcvWScale)<<16})
+	opts := []opt{{tcpoptMSS, uint32(r.PeerMSS)}}
+	if r.WScale {
+		opts = append(opts, opt{tcpoptWindow, uint32(r.SndWScale) | uint32(r.RcvWScale)<<16})
 	}
-	if r.sack {
+	if r.SACK {
 		opts = append(opts, opt{tcpoptSACKPerm, 0})
 	}
-	if r.timestamps {
+	if r.Timestamps {
 		opts = append(opts, opt{tcpoptTimestamp, 0})
 	}
 	_, _, errno := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_OPTIONS,
@@ -189,11 +189,11 @@ func setRepairOptions(fd int, r rebuild) error {
 	return nil
 }
 
-// fillRecvQueue appends b to the receive queue of a socket in repair mode
+// FillRecvQueue appends b to the receive queue of a socket in repair mode
 // (a send with TCP_REPAIR_QUEUE = TCP_RECV_QUEUE), advancing rcv_nxt: the
 // proxy reads b as if it had arrived.
-func fillRecvQueue(fd int, b []byte) error {
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpRecvQueue); err != nil {
+func FillRecvQueue(fd int, b []byte) error {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, RecvQueue); err != nil {
 		return err
 	}
 	for len(b) > 0 {
@@ -206,8 +206,8 @@ func fillRecvQueue(fd int, b []byte) error {
 	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue)
 }
 
-func setRepairWindow(fd int, w repairWindow) error {
-	buf := [5]uint32{w.sndWl1, w.sndWnd, w.maxWindow, w.rcvWnd, w.rcvWup}
+func setRepairWindow(fd int, w Window) error {
+	buf := [5]uint32{w.SndWl1, w.SndWnd, w.MaxWindow, w.RcvWnd, w.RcvWup}
 	_, _, errno := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW,
 		uintptr(unsafe.Pointer(&buf[0])), unsafe.Sizeof(buf), 0)
 	if errno != 0 {
@@ -216,9 +216,9 @@ func setRepairWindow(fd int, w repairWindow) error {
 	return nil
 }
 
-// leaveRepair takes a rebuilt socket out of repair mode with a window
+// LeaveRepair takes a rebuilt socket out of repair mode with a window
 // probe: a bare ACK that tells the peer the new rcv_nxt (bytes the
 // datapath kept are acknowledged at once) and window.
-func leaveRepair(fd int) error {
+func LeaveRepair(fd int) error {
 	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF)
 }

@@ -1,43 +1,13 @@
 // Which pairs the datapath can translate, and the PairSpec that splices two frozen connections.
 
-package ip
+package datapath
 
 import (
 	"errors"
 	"fmt"
-	"net/netip"
-)
 
-// ConnParams describes one of the forwarder's two sockets of a pair, as
-// TCP_INFO and TCP_REPAIR report it once the socket is frozen.
-type ConnParams struct {
-	// Local is the forwarder's address and port, Remote the peer's.
-	Local, Remote netip.AddrPort
-	// Ifindex is the device the connection's packets leave through.
-	Ifindex int
-	// WScale: window scaling was negotiated (TCPI_OPT_WSCALE). SndWScale is
-	// the peer's shift, applied to windows the peer sends
-	// (tcpi_snd_wscale); RcvWScale the forwarder's, applied by the peer to
-	// windows the forwarder sends (tcpi_rcv_wscale).
-	WScale               bool
-	SndWScale, RcvWScale uint8
-	// Timestamps, SACK and ECN: negotiated (TCPI_OPT_TIMESTAMPS,
-	// TCPI_OPT_SACK, TCPI_OPT_ECN).
-	Timestamps, SACK, ECN bool
-	// Signed: segments carry TCP-MD5 or TCP-AO signatures; MPTCP: the
-	// connection is an MPTCP subflow.
-	Signed, MPTCP bool
-	// AdvMSS is the MSS the forwarder advertised, PeerMSS the one the peer
-	// advertised; 0 if unknown.
-	AdvMSS, PeerMSS uint16
-	// WriteSeq, RcvNxt and SndUna are the socket's sequence numbers
-	// (TCP_QUEUE_SEQ of the send and receive queues, and snd_una), after
-	// the forwarder appended everything it still owes the peer.
-	WriteSeq, RcvNxt, SndUna uint32
-	// TSVal is the socket's timestamp clock now (TCP_TIMESTAMP); PeerTSVal
-	// the peer's latest TSval, e.g. from DirStats.TSLast of a held pair.
-	TSVal, PeerTSVal uint32
-}
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+)
 
 // CanTranslate reports whether the datapath can splice connections a
 // (client side) and b (server side); a non-nil error says why not, for the
@@ -59,7 +29,7 @@ type ConnParams struct {
 //     toward the client by having the upstream SYN announce the client's
 //     MSS (internal/sockopt); toward the server it cannot, once the
 //     client's handshake is over.
-func CanTranslate(a, b ConnParams) error {
+func CanTranslate(a, b tcprepair.ConnParams) error {
 	var errs []error
 	fa, fb := family(a), family(b)
 	switch {
@@ -92,7 +62,7 @@ func CanTranslate(a, b ConnParams) error {
 	return errors.Join(errs...)
 }
 
-func family(c ConnParams) uint8 {
+func family(c tcprepair.ConnParams) uint8 {
 	l, r := c.Local.Addr().Unmap(), c.Remote.Addr().Unmap()
 	switch {
 	case l.Is4() && r.Is4():
@@ -120,7 +90,7 @@ func only(onA bool) string {
 // one the forwarder's socket sent, so the receiver's PAWS check holds;
 // echoes come back exact. The caller may set modes (engine.Hold while it
 // works) before Insert.
-func NewPairSpec(a, b ConnParams) (PairSpec, error) {
+func NewPairSpec(a, b tcprepair.ConnParams) (PairSpec, error) {
 	if err := CanTranslate(a, b); err != nil {
 		return PairSpec{}, fmt.Errorf("engine ip: %w", err)
 	}

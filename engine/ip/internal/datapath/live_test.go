@@ -1,6 +1,6 @@
 // Live test: client, forwarder and server namespaces over veth, real TCP connections spliced through the program at tcx ingress, bulk data both ways, then FIN teardown to TIME_WAIT.
 
-package ip
+package datapath
 
 import (
 	"bufio"
@@ -23,6 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
 // liveNet is the lab topology in three namespaces: C <-(cf|fc)-> F <-(fs|sf)-> S.
@@ -218,7 +220,7 @@ func waitIdle(t *testing.T, cs ...*net.TCPConn) {
 }
 
 func sockIoctl(c *net.TCPConn, req uint) (n int, err error) {
-	err = withFD(c, func(fd int) error {
+	err = tcprepair.WithFD(c, func(fd int) error {
 		n, err = unix.IoctlGetInt(fd, req)
 		return err
 	})
@@ -226,7 +228,7 @@ func sockIoctl(c *net.TCPConn, req uint) (n int, err error) {
 }
 
 func tsClock(c *net.TCPConn) (v uint32, err error) {
-	err = withFD(c, func(fd int) error {
+	err = tcprepair.WithFD(c, func(fd int) error {
 		x, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
 		v = uint32(x)
 		return err
@@ -236,13 +238,13 @@ func tsClock(c *net.TCPConn) (v uint32, err error) {
 
 // freeze puts a socket in repair mode (it sends nothing from now on, not
 // even on close) and reads what splicing needs from it.
-func freeze(c *net.TCPConn, ifindex int, peer *net.TCPConn) (ConnParams, error) {
-	p := ConnParams{
+func freeze(c *net.TCPConn, ifindex int, peer *net.TCPConn) (tcprepair.ConnParams, error) {
+	p := tcprepair.ConnParams{
 		Local:   c.LocalAddr().(*net.TCPAddr).AddrPort(),
 		Remote:  c.RemoteAddr().(*net.TCPAddr).AddrPort(),
 		Ifindex: ifindex,
 	}
-	err := withFD(c, func(fd int) error {
+	err := tcprepair.WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
 			return fmt.Errorf("TCP_REPAIR: %w", err)
 		}

@@ -1,6 +1,6 @@
 // Sequence tests: teardown to TIME_WAIT, resets, hold then update, watch and limit events, the sweeper and the per-direction counters.
 
-package ip
+package datapath
 
 import (
 	"errors"
@@ -9,15 +9,17 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/packet"
 )
 
 // send runs a segment through the program and fails the test unless the
 // verdict is want.
-func (h *harness) send(s seg, want int32) []byte {
+func (h *harness) send(s packet.Seg, want int32) []byte {
 	h.tb.Helper()
-	v, out := h.run(s.bytes())
+	v, out := h.run(s.Bytes())
 	if v != want {
-		h.tb.Fatalf("verdict %d for seq %d ack %d flags %#x, want %d", v, s.seq, s.ack, s.flags, want)
+		h.tb.Fatalf("verdict %d for seq %d ack %d flags %#x, want %d", v, s.Seq, s.Ack, s.Flags, want)
 	}
 	return out
 }
@@ -79,20 +81,20 @@ func TestTeardownToTimeWait(t *testing.T) {
 	h.insert(spec)
 	a := spec.A
 
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN, payload: payload}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.FIN, Payload: payload}), verdictRedirect)
 	if got := h.stats(a).Phase; got != PhaseFINRelayed1 {
 		t.Fatalf("after client FIN: %v", got)
 	}
 	clientFINEnd := uint32(upNxt + len(payload) + 1)
-	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: clientFINEnd + upOff, Flags: packet.ACK}), verdictRedirect)
 	if got := h.stats(a).Phase; got != PhaseACKRelayed1 {
 		t.Fatalf("after its ACK: %v", got)
 	}
-	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: clientFINEnd + upOff, Flags: packet.ACK | packet.FIN}), verdictRedirect)
 	if got := h.stats(a).Phase; got != PhaseFINRelayed2 {
 		t.Fatalf("after server FIN: %v", got)
 	}
-	h.send(tp.up(seg{seq: clientFINEnd, ack: upAcked + 1, flags: tcpACK}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: clientFINEnd, Ack: upAcked + 1, Flags: packet.ACK}), verdictRedirect)
 	st := h.stats(a)
 	if st.Phase != PhaseTimeWait {
 		t.Fatalf("after the last ACK: %v", st.Phase)
@@ -109,7 +111,7 @@ func TestTeardownToTimeWait(t *testing.T) {
 	}
 
 	// The server did not get the last ACK and retransmits its FIN.
-	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: clientFINEnd + upOff, Flags: packet.ACK | packet.FIN}), verdictRedirect)
 
 	now := Now()
 	if rm, err := h.dp.Sweep(now); err != nil || len(rm) != 0 {
@@ -120,7 +122,7 @@ func TestTeardownToTimeWait(t *testing.T) {
 		t.Fatalf("Sweep after 2MSL: %v (%v)", rm, err)
 	}
 	// Gone: the next packet of the tuple belongs to the stack again.
-	h.send(tp.up(seg{seq: clientFINEnd, ack: upAcked + 1, flags: tcpACK}), verdictPass)
+	h.send(tp.up(packet.Seg{Seq: clientFINEnd, Ack: upAcked + 1, Flags: packet.ACK}), verdictPass)
 }
 
 // TestSYNReopensEndedPair: a client whose ports wrap sends a SYN on the
@@ -135,22 +137,22 @@ func TestSYNReopensEndedPair(t *testing.T) {
 	h.insert(spec)
 	a := spec.A
 	clientFINEnd := uint32(upNxt + 1)
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN}), verdictRedirect)
-	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
-	h.send(tp.up(seg{seq: clientFINEnd, ack: upAcked + 1, flags: tcpACK}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.FIN}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: clientFINEnd + upOff, Flags: packet.ACK | packet.FIN}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: clientFINEnd, Ack: upAcked + 1, Flags: packet.ACK}), verdictRedirect)
 	if st := h.stats(a); st.Phase != PhaseTimeWait {
 		t.Fatalf("phase %v, want time_wait", st.Phase)
 	}
 	// A SYN-ACK is no new connection: still dropped.
-	h.send(tp.up(seg{seq: 7, ack: 9, flags: tcpSYN | tcpACK}), verdictDrop)
-	h.send(tp.up(seg{seq: clientFINEnd + 1000, flags: tcpSYN}), verdictPass)
+	h.send(tp.up(packet.Seg{Seq: 7, Ack: 9, Flags: packet.SYN | packet.ACK}), verdictDrop)
+	h.send(tp.up(packet.Seg{Seq: clientFINEnd + 1000, Flags: packet.SYN}), verdictPass)
 	if c, err := h.dp.Counters(); err != nil || c["reopened"] != 1 {
 		t.Errorf("reopened counter %d (%v), want 1", c["reopened"], err)
 	}
 	// The handshake's ACK belongs to the stack as well.
-	h.send(tp.up(seg{seq: clientFINEnd + 1001, ack: 1, flags: tcpACK}), verdictPass)
+	h.send(tp.up(packet.Seg{Seq: clientFINEnd + 1001, Ack: 1, Flags: packet.ACK}), verdictPass)
 	// The server's retransmitted FIN is still translated.
-	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: clientFINEnd + upOff, Flags: packet.ACK | packet.FIN}), verdictRedirect)
 	rm, err := h.dp.Sweep(Now() + 30*time.Second)
 	if err != nil || len(rm) != 1 || rm[0].Pair != a {
 		t.Fatalf("Sweep after 2MSL: %v (%v)", rm, err)
@@ -165,13 +167,13 @@ func TestSimultaneousClose(t *testing.T) {
 	spec := h.baseSpec(tp)
 	h.insert(spec)
 
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN}), verdictRedirect)
-	h.send(tp.down(seg{seq: downNxt, ack: upNxt + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.FIN}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK | packet.FIN}), verdictRedirect)
 	if got := h.stats(spec.A).Phase; got != PhaseFINRelayed2 {
 		t.Fatalf("after both FINs: %v", got)
 	}
-	h.send(tp.up(seg{seq: upNxt + 1, ack: upAcked + 1, flags: tcpACK}), verdictRedirect)
-	h.send(tp.down(seg{seq: downNxt + 1, ack: upNxt + upOff + 1, flags: tcpACK}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt + 1, Ack: upAcked + 1, Flags: packet.ACK}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt + 1, Ack: upNxt + upOff + 1, Flags: packet.ACK}), verdictRedirect)
 	if got := h.stats(spec.A).Phase; got != PhaseTimeWait {
 		t.Fatalf("after both ACKs: %v", got)
 	}
@@ -186,8 +188,8 @@ func TestResetClosesPair(t *testing.T) {
 	spec := h.baseSpec(tp)
 	h.insert(spec)
 
-	out := h.send(tp.down(seg{seq: downNxt, flags: tcpRST}), verdictRedirect)
-	want := tp.downOut(seg{seq: downNxt + downOff, flags: tcpRST}).bytes()
+	out := h.send(tp.down(packet.Seg{Seq: downNxt, Flags: packet.RST}), verdictRedirect)
+	want := tp.downOut(packet.Seg{Seq: downNxt + downOff, Flags: packet.RST}).Bytes()
 	if string(out) != string(want) {
 		t.Errorf("RST translated to %x, want %x", out, want)
 	}
@@ -199,7 +201,7 @@ func TestResetClosesPair(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 	before := h.drops()
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK, payload: payload}), verdictDrop)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Payload: payload}), verdictDrop)
 	if got := dropDelta(before, h.drops()); got != "closed" {
 		t.Errorf("late segment dropped as %q", got)
 	}
@@ -221,9 +223,9 @@ func TestHoldThenUpdate(t *testing.T) {
 	h.insert(held)
 
 	before := h.drops()
-	h.send(tp.up(seg{seq: upNxt, ack: 1, flags: tcpACK, opts: cat(optNOP(), optNOP(), optTS(12345, 1)), payload: payload}), verdictDrop)
-	h.send(tp.down(seg{seq: downNxt, ack: 1, flags: tcpACK, opts: cat(optNOP(), optNOP(), optTS(777, 1))}), verdictDrop)
-	h.send(tp.down(seg{seq: downNxt + 1<<30, ack: 1, flags: tcpACK, opts: cat(optNOP(), optNOP(), optTS(999999, 1))}), verdictDrop)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: 1, Flags: packet.ACK, Opts: packet.Cat(packet.OptNOP(), packet.OptNOP(), packet.OptTS(12345, 1)), Payload: payload}), verdictDrop)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: 1, Flags: packet.ACK, Opts: packet.Cat(packet.OptNOP(), packet.OptNOP(), packet.OptTS(777, 1))}), verdictDrop)
+	h.send(tp.down(packet.Seg{Seq: downNxt + 1<<30, Ack: 1, Flags: packet.ACK, Opts: packet.Cat(packet.OptNOP(), packet.OptNOP(), packet.OptTS(999999, 1))}), verdictDrop)
 	if got := h.drops()["hold"] - before["hold"]; got != 3 {
 		t.Errorf("%d hold drops, want 3", got)
 	}
@@ -235,8 +237,8 @@ func TestHoldThenUpdate(t *testing.T) {
 	if err := h.dp.Update(final); err != nil {
 		t.Fatalf("Update: %v", err)
 	}
-	out := h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK, win: 7, payload: payload}), verdictRedirect)
-	if want := tp.upOut(seg{seq: upNxt + upOff, ack: downNxt, flags: tcpACK, win: 7, payload: payload}).bytes(); string(out) != string(want) {
+	out := h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Win: 7, Payload: payload}), verdictRedirect)
+	if want := tp.upOut(packet.Seg{Seq: upNxt + upOff, Ack: downNxt, Flags: packet.ACK, Win: 7, Payload: payload}).Bytes(); string(out) != string(want) {
 		t.Errorf("after Update: %x, want %x", out, want)
 	}
 	if err := h.dp.Update(final); err == nil {
@@ -253,12 +255,12 @@ func TestWatch(t *testing.T) {
 	spec.Up.Mode = engine.Watch
 	h.insert(spec)
 
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK}), verdictRedirect)
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpPSH, payload: payload}), verdictDrop)
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpPSH, payload: payload}), verdictDrop)
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN}), verdictDrop)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.PSH, Payload: payload}), verdictDrop)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.PSH, Payload: payload}), verdictDrop)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.FIN}), verdictDrop)
 	// A retransmission of bytes already forwarded passes the watch.
-	h.send(tp.up(seg{seq: upNxt - uint32(len(payload)), ack: upAcked, flags: tcpACK | tcpPSH, payload: payload}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt - uint32(len(payload)), Ack: upAcked, Flags: packet.ACK | packet.PSH, Payload: payload}), verdictRedirect)
 	evs := h.events()
 	if len(evs) != 2 || evs[0].Kind != EventWatch || evs[0].Seq != upNxt || evs[0].Dir != engine.Up {
 		t.Fatalf("events %+v, want one watch at %d, then the data kept", evs, upNxt)
@@ -271,14 +273,14 @@ func TestWatch(t *testing.T) {
 	}
 	// The sender's next bare ACK has its seq past the dropped data: it is
 	// forwarded, and SndNxt stays at the first byte not forwarded.
-	h.send(tp.up(seg{seq: upNxt + uint32(len(payload)), ack: upAcked, flags: tcpACK}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt + uint32(len(payload)), Ack: upAcked, Flags: packet.ACK}), verdictRedirect)
 	if st := h.stats(spec.A).Up; st.SndNxt != upNxt {
 		t.Errorf("SndNxt %d after a bare ACK past the watched data, want %d", st.SndNxt, upNxt)
 	}
 	if err := h.dp.SetMode(spec.A, engine.Up, DirMode{Mode: engine.Forward}); err != nil {
 		t.Fatal(err)
 	}
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpPSH, payload: payload}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.PSH, Payload: payload}), verdictRedirect)
 }
 
 // TestLimit: a limited direction forwards up to the limit exactly, stops
@@ -291,14 +293,14 @@ func TestLimit(t *testing.T) {
 	h.insert(spec)
 	data := make([]byte, 60)
 
-	h.send(tp.down(seg{seq: downNxt, ack: upNxt + upOff, flags: tcpACK, payload: data}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Payload: data}), verdictRedirect)
 	before := h.drops()
-	h.send(tp.down(seg{seq: downNxt + 60, ack: upNxt + upOff, flags: tcpACK, payload: data}), verdictDrop)
+	h.send(tp.down(packet.Seg{Seq: downNxt + 60, Ack: upNxt + upOff, Flags: packet.ACK, Payload: data}), verdictDrop)
 	if got := dropDelta(before, h.drops()); got != "limit" {
 		t.Errorf("crossing segment dropped as %q", got)
 	}
-	h.send(tp.down(seg{seq: downNxt + 60, ack: upNxt + upOff, flags: tcpACK}), verdictRedirect)
-	h.send(tp.down(seg{seq: downNxt, ack: upNxt + upOff, flags: tcpACK, payload: data}), verdictRedirect) // retransmission below the limit
+	h.send(tp.down(packet.Seg{Seq: downNxt + 60, Ack: upNxt + upOff, Flags: packet.ACK}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Payload: data}), verdictRedirect) // retransmission below the limit
 	evs := h.events()
 	if len(evs) != 2 || evs[0].Kind != EventLimit || evs[0].Seq != downNxt+60 {
 		t.Fatalf("events %+v, want one limit at %d and the data kept", evs, downNxt+60)
@@ -312,7 +314,7 @@ func TestLimit(t *testing.T) {
 	if err := h.dp.SetMode(spec.A, engine.Down, DirMode{Mode: engine.Forward, Limited: true, LimitSeq: downNxt + 120}); err != nil {
 		t.Fatal(err)
 	}
-	h.send(tp.down(seg{seq: downNxt + 60, ack: upNxt + upOff, flags: tcpACK, payload: data}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt + 60, Ack: upNxt + upOff, Flags: packet.ACK, Payload: data}), verdictRedirect)
 	evs = h.events()
 	if len(evs) != 1 || evs[0].Kind != EventLimit || evs[0].Seq != downNxt+120 {
 		t.Fatalf("events %+v, want one limit at %d", evs, downNxt+120)
@@ -331,9 +333,9 @@ func TestCounters(t *testing.T) {
 	h.insert(spec)
 	data := make([]byte, 1000)
 
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked - 5, flags: tcpACK, win: 11, payload: data}), verdictRedirect)
-	h.send(tp.up(seg{seq: upNxt + 1000, ack: upAcked, flags: tcpACK, win: 12, payload: data}), verdictRedirect)
-	h.send(tp.up(seg{seq: upNxt + 500, ack: upAcked - 5, flags: tcpACK, win: 13, payload: data, opts: cat(optNOP(), optNOP(), optTS(4242, 0))}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked - 5, Flags: packet.ACK, Win: 11, Payload: data}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt + 1000, Ack: upAcked, Flags: packet.ACK, Win: 12, Payload: data}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt + 500, Ack: upAcked - 5, Flags: packet.ACK, Win: 13, Payload: data, Opts: packet.Cat(packet.OptNOP(), packet.OptNOP(), packet.OptTS(4242, 0))}), verdictRedirect)
 	st := h.stats(spec.A)
 	up := st.Up
 	if up.Bytes != 2000 || up.Packets != 3 || up.SndNxt != upNxt+2000 || up.AckHi != upAcked || up.Window != 13 || up.TSLast != 4242 {

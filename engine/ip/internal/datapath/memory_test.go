@@ -1,6 +1,6 @@
 // Measures the state a spliced pair costs: key and value bytes, and what the kernel accounts for the maps (fdinfo memlock).
 
-package ip
+package datapath
 
 import (
 	"bufio"

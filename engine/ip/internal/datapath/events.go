@@ -1,6 +1,6 @@
 // Events the program reports through its ring buffer: FIN, TIME_WAIT, reset, limit, watch, and the data kept at a boundary.
 
-package ip
+package datapath
 
 import (
 	"errors"

@@ -1,6 +1,8 @@
-// The forwarder's sockets as the control plane sees them: freezing with TCP_REPAIR, reading sequence numbers, options and queues, and thawing.
-
-package ip
+// Package tcprepair freezes the forwarder's sockets with TCP_REPAIR, reads what splicing needs from them (sequence numbers, options, queues, windows, clocks), thaws them, and rebuilds a frozen socket in place for an unsplice.
+//
+// It also hands out the grace periods (Graces) after which every segment
+// already past tc ingress has reached its socket.
+package tcprepair
 
 import (
 	"errors"
@@ -15,31 +17,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sockState is what splicing needs from one of the forwarder's sockets,
+// State is what splicing needs from one of the forwarder's sockets,
 // read while it is frozen.
-type sockState struct {
-	params ConnParams
-	// inq and outq are the bytes in the receive queue (received, not read
+type State struct {
+	Params ConnParams
+	// InQ and OutQ are the bytes in the receive queue (received, not read
 	// by the proxy) and in the send queue (written, not acknowledged).
-	inq, outq int
-	// established: the socket is in TCP_ESTABLISHED (no FIN either way)
-	// or TCP_CLOSE_WAIT (finReceived: the peer's FIN is in rcv_nxt).
-	established, finReceived bool
-	// state is tcpi_state, for messages.
-	state uint8
-	// usecTS: the connection's timestamps tick in microseconds.
-	usecTS bool
-	// rtt is the smoothed round-trip time.
-	rtt time.Duration
-	// sndMSS is the payload the socket puts in a full segment (its
+	InQ, OutQ int
+	// Established: the socket is in TCP_ESTABLISHED (no FIN either way)
+	// or TCP_CLOSE_WAIT (FINReceived: the peer's FIN is in rcv_nxt).
+	Established, FINReceived bool
+	// TCPState is tcpi_state, for messages.
+	TCPState uint8
+	// UsecTS: the connection's timestamps tick in microseconds.
+	UsecTS bool
+	// RTT is the smoothed round-trip time.
+	RTT time.Duration
+	// SndMSS is the payload the socket puts in a full segment (its
 	// mss_cache: the peer's MSS and the path MTU, options taken off).
-	sndMSS int
+	SndMSS int
 }
 
 // Constants of linux/tcp.h that x/sys lacks.
 const (
-	tcpRecvQueue = 1 // TCP_RECV_QUEUE
-	tcpSendQueue = 2 // TCP_SEND_QUEUE
+	RecvQueue = 1 // TCP_RECV_QUEUE
+	SendQueue = 2 // TCP_SEND_QUEUE
 
 	tcpiOptTimestamps = 1
 	tcpiOptSACK       = 2
@@ -53,8 +55,8 @@ const (
 	tcpCloseWait   = 8
 )
 
-// withFD runs f on c's descriptor without taking it from the netpoller.
-func withFD(c *net.TCPConn, f func(fd int) error) error {
+// WithFD runs f on c's descriptor without taking it from the netpoller.
+func WithFD(c *net.TCPConn, f func(fd int) error) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
@@ -66,8 +68,8 @@ func withFD(c *net.TCPConn, f func(fd int) error) error {
 	return ferr
 }
 
-// addrs returns c's local and remote addresses, IPv4-mapped ones unmapped.
-func addrs(c *net.TCPConn) (local, remote netip.AddrPort, err error) {
+// Addrs returns c's local and remote addresses, IPv4-mapped ones unmapped.
+func Addrs(c *net.TCPConn) (local, remote netip.AddrPort, err error) {
 	l, lok := c.LocalAddr().(*net.TCPAddr)
 	r, rok := c.RemoteAddr().(*net.TCPAddr)
 	if !lok || !rok || l == nil || r == nil {
@@ -77,20 +79,20 @@ func addrs(c *net.TCPConn) (local, remote netip.AddrPort, err error) {
 	return netip.AddrPortFrom(lap.Addr().Unmap(), lap.Port()), netip.AddrPortFrom(rap.Addr().Unmap(), rap.Port()), nil
 }
 
-// sockProtocol returns the socket's protocol (IPPROTO_TCP, or IPPROTO_MPTCP
+// Protocol returns the socket's protocol (IPPROTO_TCP, or IPPROTO_MPTCP
 // for an MPTCP socket, whose TCP_REPAIR and sequence numbers are not those
 // of the wire).
-func sockProtocol(c *net.TCPConn) (proto int, err error) {
-	err = withFD(c, func(fd int) error {
+func Protocol(c *net.TCPConn) (proto int, err error) {
+	err = WithFD(c, func(fd int) error {
 		proto, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
 		return err
 	})
 	return proto, err
 }
 
-// sockNetnsInode returns the inode of the network namespace c belongs to.
-func sockNetnsInode(c *net.TCPConn) (ino uint64, err error) {
-	err = withFD(c, func(fd int) error {
+// NetnsInode returns the inode of the network namespace c belongs to.
+func NetnsInode(c *net.TCPConn) (ino uint64, err error) {
+	err = WithFD(c, func(fd int) error {
 		nsfd, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
 		if err != nil {
 			return fmt.Errorf("SIOCGSKNS: %w", err)
@@ -106,16 +108,16 @@ func sockNetnsInode(c *net.TCPConn) (ino uint64, err error) {
 	return ino, err
 }
 
-// freezeSock puts c in repair mode, in which it sends nothing, not even
+// Freeze puts c in repair mode, in which it sends nothing, not even
 // when closed, and reads its state. The caller thaws it or closes it.
-func freezeSock(c *net.TCPConn) (sockState, error) {
-	var s sockState
-	local, remote, err := addrs(c)
+func Freeze(c *net.TCPConn) (State, error) {
+	var s State
+	local, remote, err := Addrs(c)
 	if err != nil {
 		return s, err
 	}
-	s.params.Local, s.params.Remote = local, remote
-	err = withFD(c, func(fd int) error {
+	s.Params.Local, s.Params.Remote = local, remote
+	err = WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
 			return fmt.Errorf("TCP_REPAIR (needs CAP_NET_ADMIN): %w", err)
 		}
@@ -124,30 +126,30 @@ func freezeSock(c *net.TCPConn) (sockState, error) {
 	return s, err
 }
 
-// rereadSock reads a frozen c's state again.
-func rereadSock(c *net.TCPConn, s sockState) (sockState, error) {
-	err := withFD(c, func(fd int) error { return readFrozen(fd, &s) })
+// Reread reads a frozen c's state again.
+func Reread(c *net.TCPConn, s State) (State, error) {
+	err := WithFD(c, func(fd int) error { return readFrozen(fd, &s) })
 	return s, err
 }
 
 // readFrozen reads sequence numbers, queues, options and MSS of a frozen
 // socket.
-func readFrozen(fd int, s *sockState) error {
+func readFrozen(fd int, s *State) error {
 	var err error
-	if s.params.WriteSeq, err = queueSeq(fd, tcpSendQueue); err != nil {
+	if s.Params.WriteSeq, err = queueSeq(fd, SendQueue); err != nil {
 		return fmt.Errorf("send queue seq: %w", err)
 	}
-	if s.params.RcvNxt, err = queueSeq(fd, tcpRecvQueue); err != nil {
+	if s.Params.RcvNxt, err = queueSeq(fd, RecvQueue); err != nil {
 		return fmt.Errorf("receive queue seq: %w", err)
 	}
-	if s.inq, err = unix.IoctlGetInt(fd, unix.SIOCINQ); err != nil {
+	if s.InQ, err = unix.IoctlGetInt(fd, unix.SIOCINQ); err != nil {
 		return fmt.Errorf("SIOCINQ: %w", err)
 	}
-	if s.outq, err = unix.IoctlGetInt(fd, unix.SIOCOUTQ); err != nil {
+	if s.OutQ, err = unix.IoctlGetInt(fd, unix.SIOCOUTQ); err != nil {
 		return fmt.Errorf("SIOCOUTQ: %w", err)
 	}
 	// SIOCOUTQ is write_seq - snd_una.
-	s.params.SndUna = s.params.WriteSeq - uint32(s.outq)
+	s.Params.SndUna = s.Params.WriteSeq - uint32(s.OutQ)
 	info, err := rawTCPInfoOf(fd)
 	if err != nil {
 		return fmt.Errorf("TCP_INFO: %w", err)
@@ -157,28 +159,28 @@ func readFrozen(fd int, s *sockState) error {
 	if len(info) < 88 {
 		return fmt.Errorf("TCP_INFO: %d bytes", len(info))
 	}
-	s.established = info[0] == tcpEstablished || info[0] == tcpCloseWait
-	s.finReceived = info[0] == tcpCloseWait
-	s.state = info[0]
+	s.Established = info[0] == tcpEstablished || info[0] == tcpCloseWait
+	s.FINReceived = info[0] == tcpCloseWait
+	s.TCPState = info[0]
 	opts := info[5]
-	s.params.Timestamps = opts&tcpiOptTimestamps != 0
-	s.params.SACK = opts&tcpiOptSACK != 0
-	s.params.WScale = opts&tcpiOptWScale != 0
-	s.params.ECN = opts&tcpiOptECN != 0
-	s.usecTS = opts&tcpiOptUsecTS != 0
-	if s.params.WScale {
-		s.params.SndWScale, s.params.RcvWScale = info[6]&0xf, info[6]>>4
+	s.Params.Timestamps = opts&tcpiOptTimestamps != 0
+	s.Params.SACK = opts&tcpiOptSACK != 0
+	s.Params.WScale = opts&tcpiOptWScale != 0
+	s.Params.ECN = opts&tcpiOptECN != 0
+	s.UsecTS = opts&tcpiOptUsecTS != 0
+	if s.Params.WScale {
+		s.Params.SndWScale, s.Params.RcvWScale = info[6]&0xf, info[6]>>4
 	}
-	s.rtt = time.Duration(le32(info[68:])) * time.Microsecond
-	s.sndMSS = int(le32(info[16:]))
-	s.params.AdvMSS = uint16(le32(info[84:]))
+	s.RTT = time.Duration(le32(info[68:])) * time.Microsecond
+	s.SndMSS = int(le32(info[16:]))
+	s.Params.AdvMSS = uint16(le32(info[84:]))
 	// In repair mode TCP_MAXSEG reports mss_clamp: the MSS the peer
 	// advertised (capped by the socket's own TCP_MAXSEG).
 	mss, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 	if err != nil {
 		return fmt.Errorf("TCP_MAXSEG: %w", err)
 	}
-	s.params.PeerMSS = uint16(mss)
+	s.Params.PeerMSS = uint16(mss)
 	return nil
 }
 
@@ -209,22 +211,22 @@ func rawTCPInfoOf(fd int) ([]byte, error) {
 	return buf[:l], nil
 }
 
-// thawSock takes c out of repair mode without a window probe: the socket
+// Thaw takes c out of repair mode without a window probe: the socket
 // carries on as if it had never been frozen.
-func thawSock(c *net.TCPConn) error {
-	return withFD(c, func(fd int) error {
+func Thaw(c *net.TCPConn) error {
+	return WithFD(c, func(fd int) error {
 		return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF_NO_WP)
 	})
 }
 
-// pokeSock makes a frozen c send one window probe (a bare ACK one below
+// Poke makes a frozen c send one window probe (a bare ACK one below
 // snd_una) and freezes it again. The peer answers an old sequence number
 // with an ACK carrying its current TSval, which the held pair records: the
 // only way to learn a peer's timestamp clock without reading its socket.
 // Nothing else leaves the socket: its queues are empty and the pair is
 // held, so no segment reaches it meanwhile.
-func pokeSock(c *net.TCPConn) error {
-	return withFD(c, func(fd int) error {
+func Poke(c *net.TCPConn) error {
+	return WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF); err != nil {
 			return fmt.Errorf("TCP_REPAIR off: %w", err)
 		}
@@ -235,10 +237,10 @@ func pokeSock(c *net.TCPConn) error {
 	})
 }
 
-// sockTSClock reads c's timestamp clock now (TCP_TIMESTAMP, the socket's
+// TSClock reads c's timestamp clock now (TCP_TIMESTAMP, the socket's
 // offset included): the TSval its next segment would carry.
-func sockTSClock(c *net.TCPConn) (v uint32, err error) {
-	err = withFD(c, func(fd int) error {
+func TSClock(c *net.TCPConn) (v uint32, err error) {
+	err = WithFD(c, func(fd int) error {
 		x, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
 		v = uint32(x)
 		return err
@@ -246,22 +248,22 @@ func sockTSClock(c *net.TCPConn) (v uint32, err error) {
 	return v, err
 }
 
-// graces hands out RCU grace periods to many splices at once. The receive
+// Graces hands out RCU grace periods to many splices at once. The receive
 // path from tc ingress to the socket runs in one RCU read-side section, so
 // once a grace period that began after a pair was inserted has ended,
 // every segment that passed tc before the insert has reached its socket,
 // and the queues read afterwards are final. A grace period (quiesce) takes
 // microseconds to 10 ms, so splices share them instead of each blocking a
 // thread in one.
-type graces struct {
+type Graces struct {
 	mu      sync.Mutex
 	running bool
 	waiting []chan struct{}
 }
 
-// start returns a channel closed at the end of a grace period that began
-// after start was called.
-func (g *graces) start() <-chan struct{} {
+// Start returns a channel closed at the end of a grace period that began
+// after Start was called.
+func (g *Graces) Start() <-chan struct{} {
 	ch := make(chan struct{})
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -273,7 +275,7 @@ func (g *graces) start() <-chan struct{} {
 	return ch
 }
 
-func (g *graces) run() {
+func (g *Graces) run() {
 	for {
 		g.mu.Lock()
 		batch := g.waiting
@@ -295,15 +297,15 @@ func (g *graces) run() {
 	}
 }
 
-// peekQueue returns the n bytes of a frozen c's receive queue (bytes
+// PeekQueue returns the n bytes of a frozen c's receive queue (bytes
 // received and acknowledged, not read) or send queue (written, not
 // acknowledged, from snd_una), read in repair mode without consuming them.
-func peekQueue(c *net.TCPConn, queue, n int) ([]byte, error) {
+func PeekQueue(c *net.TCPConn, queue, n int) ([]byte, error) {
 	buf := make([]byte, n)
 	if n == 0 {
 		return buf, nil
 	}
-	err := withFD(c, func(fd int) error {
+	err := WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 			return err
 		}
@@ -321,15 +323,15 @@ func peekQueue(c *net.TCPConn, queue, n int) ([]byte, error) {
 	return buf, err
 }
 
-// repairWindow is struct tcp_repair_window: the windows of a frozen
+// Window is struct tcp_repair_window: the windows of a frozen
 // socket, in bytes.
-type repairWindow struct {
-	sndWl1, sndWnd, maxWindow, rcvWnd, rcvWup uint32
+type Window struct {
+	SndWl1, SndWnd, MaxWindow, RcvWnd, RcvWup uint32
 }
 
-// readRepairWindow reads TCP_REPAIR_WINDOW of a frozen c.
-func readRepairWindow(c *net.TCPConn) (w repairWindow, err error) {
-	err = withFD(c, func(fd int) error {
+// ReadWindow reads TCP_REPAIR_WINDOW of a frozen c.
+func ReadWindow(c *net.TCPConn) (w Window, err error) {
+	err = WithFD(c, func(fd int) error {
 		var buf [20]byte
 		l := uint32(len(buf))
 		_, _, errno := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW,
@@ -337,7 +339,7 @@ func readRepairWindow(c *net.TCPConn) (w repairWindow, err error) {
 		if errno != 0 {
 			return fmt.Errorf("TCP_REPAIR_WINDOW: %w", errno)
 		}
-		w = repairWindow{le32(buf[0:]), le32(buf[4:]), le32(buf[8:]), le32(buf[12:]), le32(buf[16:])}
+		w = Window{le32(buf[0:]), le32(buf[4:]), le32(buf[8:]), le32(buf[12:]), le32(buf[16:])}
 		return nil
 	})
 	return w, err

@@ -1,6 +1,6 @@
 // The pair table: tuples, pair specs, and inserting, updating, reading and deleting a pair's two directional entries.
 
-package ip
+package datapath
 
 import (
 	"errors"

@@ -1,18 +1,19 @@
 // Test helpers: a throwaway network namespace with the lab's two forwarder devices, a loaded datapath, and Program.Run inside that namespace.
 
-package ip
+package datapath
 
 import (
 	"net/netip"
 	"runtime"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/internal/testenv"
+
+	"github.com/splicer/splicer/engine/ip/internal/packet"
 )
 
 // topo holds the lab's addresses: client C <-> forwarder F (link A) and F
@@ -40,10 +41,10 @@ func (t topo) a() Tuple { return Tuple{Src: t.client, Dst: t.fa} }
 func (t topo) b() Tuple { return Tuple{Src: t.server, Dst: t.fb} }
 
 // Segments on the four legs: client -> F, F -> server, server -> F, F -> client.
-func (t topo) up(s seg) seg      { s.src, s.dst = t.client, t.fa; return s }
-func (t topo) upOut(s seg) seg   { s.src, s.dst = t.fb, t.server; return s }
-func (t topo) down(s seg) seg    { s.src, s.dst = t.server, t.fb; return s }
-func (t topo) downOut(s seg) seg { s.src, s.dst = t.fa, t.client; return s }
+func (t topo) up(s packet.Seg) packet.Seg      { s.Src, s.Dst = t.client, t.fa; return s }
+func (t topo) upOut(s packet.Seg) packet.Seg   { s.Src, s.Dst = t.fb, t.server; return s }
+func (t topo) down(s packet.Seg) packet.Seg    { s.Src, s.Dst = t.server, t.fb; return s }
+func (t topo) downOut(s packet.Seg) packet.Seg { s.Src, s.Dst = t.fa, t.client; return s }
 
 // withPort returns t with the client's port and the forwarder's port
 // toward the server changed, for another pair.
@@ -200,14 +201,14 @@ func newHarness(tb testing.TB, opts Options) *harness {
 // run passes one frame through the real program.
 func (h *harness) run(frame []byte) (int32, []byte) {
 	h.tb.Helper()
-	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
-	var ret uint32
+	var ret int32
+	var out []byte
 	var err error
-	h.ns.do(func() { ret, err = h.dp.objs.SpliceIngress.Run(opts) })
+	h.ns.do(func() { ret, out, err = h.dp.Run(frame) })
 	if err != nil {
 		h.tb.Fatalf("Program.Run: %v", err)
 	}
-	return int32(ret), opts.DataOut
+	return ret, out
 }
 
 // baseSpec is a pair on topology t with distinct, non-trivial offsets in

@@ -1,6 +1,6 @@
 // Tests for CanTranslate and NewPairSpec, and for the ABI the Go side shares with bpf/splice.h; none needs privileges.
 
-package ip
+package datapath
 
 import (
 	"net/netip"
@@ -9,10 +9,12 @@ import (
 	"unsafe"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
-func connPair() (a, b ConnParams) {
-	a = ConnParams{
+func connPair() (a, b tcprepair.ConnParams) {
+	a = tcprepair.ConnParams{
 		Local: topo4.fa, Remote: topo4.client, Ifindex: 3,
 		WScale: true, SndWScale: 7, RcvWScale: 9,
 		Timestamps: true, SACK: true,
@@ -20,7 +22,7 @@ func connPair() (a, b ConnParams) {
 		TSVal: 70_000, PeerTSVal: 100,
 		AdvMSS: 1460, PeerMSS: 1460,
 	}
-	b = ConnParams{
+	b = tcprepair.ConnParams{
 		Local: topo4.fb, Remote: topo4.server, Ifindex: 4,
 		WScale: true, SndWScale: 2, RcvWScale: 8,
 		Timestamps: true, SACK: true,
@@ -34,24 +36,24 @@ func connPair() (a, b ConnParams) {
 func TestCanTranslate(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		tweak func(a, b *ConnParams)
+		tweak func(a, b *tcprepair.ConnParams)
 		want  string // substring of the error; "" for supported
 	}{
-		{name: "same options", tweak: func(a, b *ConnParams) {}},
-		{name: "window scaling on one side only", tweak: func(a, b *ConnParams) { b.WScale = false }},
-		{name: "SACK on one side only", tweak: func(a, b *ConnParams) { a.SACK = false }},
-		{name: "nothing negotiated", tweak: func(a, b *ConnParams) {
-			*a = ConnParams{Local: a.Local, Remote: a.Remote}
-			*b = ConnParams{Local: b.Local, Remote: b.Remote}
+		{name: "same options", tweak: func(a, b *tcprepair.ConnParams) {}},
+		{name: "window scaling on one side only", tweak: func(a, b *tcprepair.ConnParams) { b.WScale = false }},
+		{name: "SACK on one side only", tweak: func(a, b *tcprepair.ConnParams) { a.SACK = false }},
+		{name: "nothing negotiated", tweak: func(a, b *tcprepair.ConnParams) {
+			*a = tcprepair.ConnParams{Local: a.Local, Remote: a.Remote}
+			*b = tcprepair.ConnParams{Local: b.Local, Remote: b.Remote}
 		}},
-		{name: "timestamps on the client side only", tweak: func(a, b *ConnParams) { b.Timestamps = false }, want: "timestamps negotiated on A"},
-		{name: "timestamps on the server side only", tweak: func(a, b *ConnParams) { a.Timestamps = false }, want: "timestamps negotiated on B"},
-		{name: "ECN on one side", tweak: func(a, b *ConnParams) { a.ECN = true }, want: "ECN"},
-		{name: "signed segments", tweak: func(a, b *ConnParams) { b.Signed = true }, want: "TCP-MD5"},
-		{name: "MPTCP", tweak: func(a, b *ConnParams) { a.MPTCP = true }, want: "MPTCP"},
-		{name: "IPv4 and IPv6", tweak: func(a, b *ConnParams) { b.Local, b.Remote = topo6.fb, topo6.server }, want: "address families differ"},
-		{name: "client MSS above what the server accepts", tweak: func(a, b *ConnParams) { b.PeerMSS = 1400 }, want: "client may send 1460-byte segments, the server accepts 1400"},
-		{name: "IPv4-mapped addresses count as IPv4", tweak: func(a, b *ConnParams) {
+		{name: "timestamps on the client side only", tweak: func(a, b *tcprepair.ConnParams) { b.Timestamps = false }, want: "timestamps negotiated on A"},
+		{name: "timestamps on the server side only", tweak: func(a, b *tcprepair.ConnParams) { a.Timestamps = false }, want: "timestamps negotiated on B"},
+		{name: "ECN on one side", tweak: func(a, b *tcprepair.ConnParams) { a.ECN = true }, want: "ECN"},
+		{name: "signed segments", tweak: func(a, b *tcprepair.ConnParams) { b.Signed = true }, want: "TCP-MD5"},
+		{name: "MPTCP", tweak: func(a, b *tcprepair.ConnParams) { a.MPTCP = true }, want: "MPTCP"},
+		{name: "IPv4 and IPv6", tweak: func(a, b *tcprepair.ConnParams) { b.Local, b.Remote = topo6.fb, topo6.server }, want: "address families differ"},
+		{name: "client MSS above what the server accepts", tweak: func(a, b *tcprepair.ConnParams) { b.PeerMSS = 1400 }, want: "client may send 1460-byte segments, the server accepts 1400"},
+		{name: "IPv4-mapped addresses count as IPv4", tweak: func(a, b *tcprepair.ConnParams) {
 			a.Remote = netip.AddrPortFrom(netip.AddrFrom16(topo4.client.Addr().As16()), a.Remote.Port())
 		}},
 	} {

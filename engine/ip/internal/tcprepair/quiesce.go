@@ -1,6 +1,6 @@
 // Waiting until every segment already past tc ingress has reached its socket: a visit to every CPU (microseconds), or an RCU grace period (milliseconds) where a visit proves nothing.
 
-package ip
+package tcprepair
 
 import (
 	"os"

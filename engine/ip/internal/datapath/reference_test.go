@@ -1,12 +1,14 @@
 // Test helper: a pure-Go reference of the datapath: the same checks, translation and tracking on raw frames, with checksums recomputed from scratch.
 
-package ip
+package datapath
 
 import (
 	"encoding/binary"
 	"net/netip"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/packet"
 )
 
 // Verdicts as the program returns them (tc action codes).
@@ -125,7 +127,7 @@ func (m *refModel) drop(why string) (int32, []byte) {
 // redirect, the translated frame with checksums recomputed from scratch.
 func (m *refModel) run(frame []byte) (int32, []byte) {
 	f := append([]byte(nil), frame...)
-	if len(f) < ethLen {
+	if len(f) < packet.EthLen {
 		return verdictPass, nil
 	}
 	var flow Tuple
@@ -133,33 +135,33 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 	frag := false
 	switch binary.BigEndian.Uint16(f[12:]) {
 	case 0x0800:
-		if len(f) < ethLen+20 {
+		if len(f) < packet.EthLen+20 {
 			return verdictPass, nil
 		}
-		ihl := int(f[ethLen] & 0xf)
-		if f[ethLen]>>4 != 4 || ihl < 5 || f[ethLen+9] != 6 {
+		ihl := int(f[packet.EthLen] & 0xf)
+		if f[packet.EthLen]>>4 != 4 || ihl < 5 || f[packet.EthLen+9] != 6 {
 			return verdictPass, nil
 		}
-		fo := binary.BigEndian.Uint16(f[ethLen+6:])
+		fo := binary.BigEndian.Uint16(f[packet.EthLen+6:])
 		if fo&0x1fff != 0 {
 			return verdictPass, nil
 		}
 		frag = fo&0x2000 != 0
-		l4 = ethLen + ihl*4
-		end = ethLen + int(binary.BigEndian.Uint16(f[ethLen+2:]))
-		flow.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(f[ethLen+12:])), 0)
-		flow.Dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(f[ethLen+16:])), 0)
+		l4 = packet.EthLen + ihl*4
+		end = packet.EthLen + int(binary.BigEndian.Uint16(f[packet.EthLen+2:]))
+		flow.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(f[packet.EthLen+12:])), 0)
+		flow.Dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(f[packet.EthLen+16:])), 0)
 	case 0x86dd:
-		if len(f) < ethLen+40 {
+		if len(f) < packet.EthLen+40 {
 			return verdictPass, nil
 		}
-		if f[ethLen]>>4 != 6 || f[ethLen+6] != 6 {
+		if f[packet.EthLen]>>4 != 6 || f[packet.EthLen+6] != 6 {
 			return verdictPass, nil
 		}
-		l4 = ethLen + 40
-		end = l4 + int(binary.BigEndian.Uint16(f[ethLen+4:]))
-		flow.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[ethLen+8:])), 0)
-		flow.Dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[ethLen+24:])), 0)
+		l4 = packet.EthLen + 40
+		end = l4 + int(binary.BigEndian.Uint16(f[packet.EthLen+4:]))
+		flow.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[packet.EthLen+8:])), 0)
+		flow.Dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[packet.EthLen+24:])), 0)
 	default:
 		return verdictPass, nil
 	}
@@ -209,7 +211,7 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 		}
 	}
 
-	if flags&(tcpSYN|tcpACK) == tcpSYN && e.flags&(flagTimeWait|flagClosed) != 0 {
+	if flags&(packet.SYN|packet.ACK) == packet.SYN && e.flags&(flagTimeWait|flagClosed) != 0 {
 		delete(m.flows, flow) // a new connection on an ended pair's tuple
 		return verdictPass, nil
 	}
@@ -222,26 +224,26 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 		}
 		return m.drop("hold")
 	}
-	if flags&tcpSYN != 0 {
+	if flags&packet.SYN != 0 {
 		return m.drop("syn_on_spliced")
 	}
-	if flags&(tcpACK|tcpRST) == 0 {
+	if flags&(packet.ACK|packet.RST) == 0 {
 		return m.drop("no_ack")
 	}
 	if !seqOK {
 		return m.drop("seq_out_of_window")
 	}
-	if flags&tcpACK != 0 {
+	if flags&packet.ACK != 0 {
 		dack := int32(ack - (peer.sndNxt + peer.seqOff))
 		if dack > 0 || dack < -int32(span(max(e.inShift, e.outShift))) {
 			return m.drop("ack_out_of_window")
 		}
 	}
 	fin := uint32(0)
-	if flags&tcpFIN != 0 {
+	if flags&packet.FIN != 0 {
 		fin = 1
 	}
-	if (plen > 0 || fin == 1) && flags&tcpRST == 0 {
+	if (plen > 0 || fin == 1) && flags&packet.RST == 0 {
 		// The segment holding the next byte is kept for the control plane.
 		keep := func() {
 			if e.flags&flagDataEv == 0 && !after(seq, e.sndNxt) && after(seq+plen+fin, e.sndNxt) {
@@ -267,7 +269,7 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 			return m.drop("limit")
 		}
 	}
-	if m.mtu > 0 && len(f)-ethLen > m.mtu {
+	if m.mtu > 0 && len(f)-packet.EthLen > m.mtu {
 		return m.drop("mtu_exceeded")
 	}
 
@@ -275,7 +277,7 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 	binary.BigEndian.PutUint16(h[0:], e.out.Src.Port())
 	binary.BigEndian.PutUint16(h[2:], e.out.Dst.Port())
 	binary.BigEndian.PutUint32(h[4:], seq+e.seqOff)
-	if flags&tcpACK != 0 {
+	if flags&packet.ACK != 0 {
 		binary.BigEndian.PutUint32(h[8:], ack-peer.seqOff)
 	}
 	binary.BigEndian.PutUint16(h[14:], rescale(win, e.inShift, e.outShift))
@@ -286,7 +288,7 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 			}
 		} else {
 			binary.BigEndian.PutUint32(h[o.ts+2:], tsval+e.tsOff)
-			if flags&tcpACK != 0 {
+			if flags&packet.ACK != 0 {
 				binary.BigEndian.PutUint32(h[o.ts+6:], binary.BigEndian.Uint32(h[o.ts+6:])-peer.tsOff)
 			}
 		}
@@ -302,22 +304,22 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 			}
 		}
 	}
-	if f[ethLen]>>4 == 4 {
+	if f[packet.EthLen]>>4 == 4 {
 		a, b := e.out.Src.Addr().As4(), e.out.Dst.Addr().As4()
-		copy(f[ethLen+12:], a[:])
-		copy(f[ethLen+16:], b[:])
+		copy(f[packet.EthLen+12:], a[:])
+		copy(f[packet.EthLen+16:], b[:])
 	} else {
 		a, b := e.out.Src.Addr().As16(), e.out.Dst.Addr().As16()
-		copy(f[ethLen+8:], a[:])
-		copy(f[ethLen+24:], b[:])
+		copy(f[packet.EthLen+8:], a[:])
+		copy(f[packet.EthLen+24:], b[:])
 	}
 	// Full recomputation, as a sender would: the program's incremental
 	// update must give the same bytes.
-	p := pktInfo{v6: f[ethLen]>>4 == 6, l4: l4, end: end}
-	if !p.v6 {
-		binary.BigEndian.PutUint16(f[ethLen+10:], ipv4Checksum(f))
+	p := packet.Info{V6: f[packet.EthLen]>>4 == 6, L4: l4, End: end}
+	if !p.V6 {
+		binary.BigEndian.PutUint16(f[packet.EthLen+10:], packet.IPv4Checksum(f))
 	}
-	binary.BigEndian.PutUint16(f[l4+16:], tcpChecksum(f, p))
+	binary.BigEndian.PutUint16(f[l4+16:], packet.TCPChecksum(f, p))
 
 	m.commit(e, peer, flow, seq, ack, flags, plen, win, o, tsval)
 	return verdictRedirect, f
@@ -330,10 +332,10 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 	if o.ts != 0 && (e.tsLast == 0 || after(tsval, e.tsLast)) {
 		e.tsLast = tsval
 	}
-	if flags&tcpACK != 0 && after(ack, e.ackHi) {
+	if flags&packet.ACK != 0 && after(ack, e.ackHi) {
 		e.ackHi = ack
 	}
-	if flags&tcpRST != 0 {
+	if flags&packet.RST != 0 {
 		// RFC 5961 3.2: only a reset exactly at the next byte closes.
 		if seq == e.sndNxt {
 			if e.flags&flagClosed == 0 {
@@ -346,7 +348,7 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 	}
 	dataEnd := seq + plen
 	fin := uint32(0)
-	if flags&tcpFIN != 0 {
+	if flags&packet.FIN != 0 {
 		fin = 1
 	}
 	// A bare ACK moves nothing: its seq may lie past data a watch or a
@@ -361,7 +363,7 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 		e.flags |= flagFINSeen
 		m.events = append(m.events, refEvent{EventFIN, dataEnd, flow})
 	}
-	if flags&tcpACK != 0 {
+	if flags&packet.ACK != 0 {
 		if peer.flags&flagFINSeen != 0 && peer.flags&flagFINAcked == 0 && ack == peer.sndNxt+peer.seqOff {
 			peer.flags |= flagFINAcked
 		}

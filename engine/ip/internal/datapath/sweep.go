@@ -1,6 +1,6 @@
 // The sweeper: removes pairs whose TIME_WAIT ran out, that a reset closed, or that stayed idle too long.
 
-package ip
+package datapath
 
 import (
 	"errors"

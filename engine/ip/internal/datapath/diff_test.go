@@ -1,6 +1,6 @@
 // Randomized differential test: thousands of segments with random option mixes, sizes, flags and sequence numbers (wrapping at 2^32), through the program and the Go reference, compared byte for byte and state for state.
 
-package ip
+package datapath
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/packet"
 )
 
 var diffSeed = flag.Uint64("ip.seed", 0, "seed for TestDifferential (0: from the clock)")
@@ -43,7 +45,7 @@ func TestDifferential(t *testing.T) {
 		for j := range perPair {
 			d := rng.IntN(2)
 			// Resets come late: a pair they close drops everything after.
-			frame := randomSeg(rng, ref, d, tp, j >= perPair-40).bytes()
+			frame := randomSeg(rng, ref, d, tp, j >= perPair-40).Bytes()
 			before := h.drops()
 			refDrops := map[string]uint64{}
 			for k, v := range ref.drops {
@@ -60,7 +62,7 @@ func TestDifferential(t *testing.T) {
 			}
 			if v == verdictRedirect {
 				redirected++
-				if err := checkChecksums(out); err != nil {
+				if err := packet.CheckChecksums(out); err != nil {
 					t.Fatalf("pair %d seg %d: %v\nframe %s", i, j, err, where())
 				}
 				if !bytes.Equal(out, rout) {
@@ -162,70 +164,70 @@ func randomSpec(rng *rand.Rand, h *harness, tp topo) PairSpec {
 // randomSeg builds a segment in direction d (0 up, 1 down) around the
 // reference's current state: mostly valid, sometimes at the guards' edges,
 // sometimes far outside, with a random option mix.
-func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) seg {
+func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) packet.Seg {
 	e, peer := ref.dirs[d], ref.dirs[d^1]
-	s := seg{win: uint16(rng.Uint32()), ipID: uint16(rng.Uint32()), ttl: uint8(1 + rng.IntN(255))}
+	s := packet.Seg{Win: uint16(rng.Uint32()), IPID: uint16(rng.Uint32()), TTL: uint8(1 + rng.IntN(255))}
 
 	seqSpan := span(peer.outShift)
 	switch r := rng.IntN(100); {
 	case r < 65:
-		s.seq = e.sndNxt
+		s.Seq = e.sndNxt
 	case r < 80:
-		s.seq = e.sndNxt - rng.Uint32N(5000)
+		s.Seq = e.sndNxt - rng.Uint32N(5000)
 	case r < 88:
-		s.seq = e.sndNxt + rng.Uint32N(5000)
+		s.Seq = e.sndNxt + rng.Uint32N(5000)
 	case r < 94:
 		edge := []uint32{seqSpan, seqSpan + 1, -seqSpan, -seqSpan - 1}[rng.IntN(4)]
-		s.seq = e.sndNxt + edge
+		s.Seq = e.sndNxt + edge
 	default:
-		s.seq = rng.Uint32()
+		s.Seq = rng.Uint32()
 	}
 	sent := peer.sndNxt + peer.seqOff
 	ackSpan := span(max(e.inShift, e.outShift))
 	switch r := rng.IntN(100); {
 	case r < 70:
-		s.ack = sent - rng.Uint32N(3000)
+		s.Ack = sent - rng.Uint32N(3000)
 	case r < 82:
-		s.ack = sent
+		s.Ack = sent
 	case r < 88:
-		s.ack = sent + 1 + rng.Uint32N(100)
+		s.Ack = sent + 1 + rng.Uint32N(100)
 	case r < 94:
-		s.ack = sent - ackSpan + uint32(rng.IntN(3)) - 1
+		s.Ack = sent - ackSpan + uint32(rng.IntN(3)) - 1
 	default:
-		s.ack = rng.Uint32()
+		s.Ack = rng.Uint32()
 	}
 
 	if rng.IntN(100) < 96 {
-		s.flags |= tcpACK
+		s.Flags |= packet.ACK
 	}
 	for _, f := range []struct {
 		bit  uint8
 		perc int
-	}{{tcpPSH, 30}, {tcpFIN, 2}, {tcpSYN, 1}, {tcpURG, 3}, {0x40, 3}, {0x80, 3}} {
+	}{{packet.PSH, 30}, {packet.FIN, 2}, {packet.SYN, 1}, {packet.URG, 3}, {0x40, 3}, {0x80, 3}} {
 		if rng.IntN(100) < f.perc {
-			s.flags |= f.bit
+			s.Flags |= f.bit
 		}
 	}
 	if resets && rng.IntN(100) < 3 {
-		s.flags |= tcpRST
+		s.Flags |= packet.RST
 	}
-	if s.flags&tcpURG != 0 {
-		s.urg = uint16(rng.Uint32())
+	if s.Flags&packet.URG != 0 {
+		s.Urg = uint16(rng.Uint32())
 	}
 
 	switch r := rng.IntN(100); {
 	case r < 40:
 	case r < 70:
-		s.payload = make([]byte, 1+rng.IntN(100))
+		s.Payload = make([]byte, 1+rng.IntN(100))
 	case r < 99:
-		s.payload = make([]byte, 100+rng.IntN(1300))
+		s.Payload = make([]byte, 100+rng.IntN(1300))
 	default:
-		s.payload = make([]byte, 1461+rng.IntN(500)) // too big for the peer's MTU, or not, with options
+		s.Payload = make([]byte, 1461+rng.IntN(500)) // too big for the peer's MTU, or not, with options
 	}
-	for i := range s.payload {
-		s.payload[i] = byte(rng.Uint32())
+	for i := range s.Payload {
+		s.Payload[i] = byte(rng.Uint32())
 	}
-	s.opts = randomOpts(rng, e, s.ack)
+	s.Opts = randomOpts(rng, e, s.Ack)
 
 	if d == 0 {
 		return tp.up(s)
@@ -237,21 +239,21 @@ func randomOpts(rng *rand.Rand, e *refDir, ack uint32) []byte {
 	var o []byte
 	room := func(n int) bool { return len(o)+n <= 40 }
 	if rng.IntN(10) < 6 {
-		o = append(o, bytes.Repeat(optNOP(), rng.IntN(4))...)
+		o = append(o, bytes.Repeat(packet.OptNOP(), rng.IntN(4))...)
 		val := e.tsLast + rng.Uint32N(2000) - 500
 		if rng.IntN(10) == 0 {
 			val = rng.Uint32()
 		}
-		o = append(o, optTS(val, rng.Uint32())...)
+		o = append(o, packet.OptTS(val, rng.Uint32())...)
 	}
 	if rng.IntN(20) == 0 && room(4) {
-		o = append(o, optMSS(uint16(rng.Uint32()))...)
+		o = append(o, packet.OptMSS(uint16(rng.Uint32()))...)
 	}
 	if rng.IntN(20) == 0 && room(6) {
-		o = append(o, optUnknown(byte(30+rng.IntN(200)), 1, 2, 3, 4)...)
+		o = append(o, packet.OptUnknown(byte(30+rng.IntN(200)), 1, 2, 3, 4)...)
 	}
 	if rng.IntN(10) < 3 {
-		o = append(o, bytes.Repeat(optNOP(), rng.IntN(3))...)
+		o = append(o, bytes.Repeat(packet.OptNOP(), rng.IntN(3))...)
 		blocks := 1 + rng.IntN(4)
 		for blocks > 0 && !room(2+8*blocks) {
 			blocks--
@@ -264,7 +266,7 @@ func randomOpts(rng *rand.Rand, e *refDir, ack uint32) []byte {
 				edges = append(edges, left, right)
 				left = right + rng.Uint32N(3000)
 			}
-			o = append(o, optSACK(edges...)...)
+			o = append(o, packet.OptSACK(edges...)...)
 		}
 	}
 	switch rng.IntN(50) {
