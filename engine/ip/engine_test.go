@@ -33,7 +33,7 @@ import (
 
 // waitFor bounds every wait on the network; it only matters when a test is
 // about to fail.
-const waitFor = 10 * time.Second
+const waitFor = testenv.Wait
 
 // engineLab is a lab with an Engine loaded in its forwarder namespace.
 type engineLab struct {
@@ -233,7 +233,7 @@ func TestEngineFallbackMidStream(t *testing.T) {
 	defer cancel()
 	checked := checkStreamAsync(ctx, lp.client, size)
 	// Control mode until the stream runs at full speed.
-	eventually(t, "the stream under way", func() bool {
+	testenv.Eventually(t, "the stream under way", func() bool {
 		r, err := pp.Splice(ctx, lp.p, engine.Options{For: 20 * time.Millisecond})
 		if err != nil || r.End != engine.EndTimer {
 			t.Fatalf("control mode: %+v, %v", r, err)
@@ -434,7 +434,7 @@ func TestEngineManyPairs(t *testing.T) {
 			results <- err
 		}()
 	}
-	eventually(t, "every pair spliced", func() bool { return len(el.e.dp.Pairs()) == n })
+	testenv.Eventually(t, "every pair spliced", func() bool { return len(el.e.dp.Pairs()) == n })
 	var clients sync.WaitGroup
 	for i, lp := range lps {
 		clients.Go(func() {
@@ -492,12 +492,12 @@ func TestEngineHalfClose(t *testing.T) {
 			}
 			msg, answer := randomBytes(256<<10), randomBytes(1<<20)
 			go func() { a.Write(msg); a.CloseWrite() }()
-			if got := readAllT(t, b); !bytes.Equal(got, msg) {
+			if got := testenv.ReadAll(t, b); !bytes.Equal(got, msg) {
 				t.Fatalf("%d bytes before EOF, want the %d sent", len(got), len(msg))
 			}
-			eventually(t, "the message counted in the pair", func() bool { return lp.p.Bytes(first) == int64(len(msg)) })
+			testenv.Eventually(t, "the message counted in the pair", func() bool { return lp.p.Bytes(first) == int64(len(msg)) })
 			go func() { b.Write(answer); b.CloseWrite() }()
-			if got := readAllT(t, a); sha256.Sum256(got) != sha256.Sum256(answer) {
+			if got := testenv.ReadAll(t, a); sha256.Sum256(got) != sha256.Sum256(answer) {
 				t.Fatalf("the answer arrived changed (%d bytes of %d)", len(got), len(answer))
 			}
 			res := result(t, done, engine.EndEOF)
@@ -524,7 +524,7 @@ func TestEngineReset(t *testing.T) {
 				if _, err := c[0].Write([]byte{1}); err != nil {
 					t.Fatal(err)
 				}
-				readFullT(t, c[1], 1)
+				testenv.ReadFull(t, c[1], 1)
 			}
 			resetter.SetLinger(0)
 			resetter.Close()
@@ -559,7 +559,7 @@ func TestEngineSplicesBufferedData(t *testing.T) {
 			if _, err := src.Write(early); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the early bytes in the forwarder's receive queue", func() bool {
+			testenv.Eventually(t, "the early bytes in the forwarder's receive queue", func() bool {
 				n, err := queued(lp.p.Src(from))
 				return err == nil && n == len(early)
 			})
@@ -567,13 +567,13 @@ func TestEngineSplicesBufferedData(t *testing.T) {
 			late := []byte(" and after")
 			src.Write(late)
 			src.CloseWrite()
-			if got := readAllT(t, dst); string(got) != string(early)+string(late) {
+			if got := testenv.ReadAll(t, dst); string(got) != string(early)+string(late) {
 				t.Fatalf("after the splice %d bytes arrived, want %d", len(got), len(early)+len(late))
 			}
-			eventually(t, "the pair back to spliced", func() bool { return lp.p.State() == engine.StateSpliced })
+			testenv.Eventually(t, "the pair back to spliced", func() bool { return lp.p.State() == engine.StateSpliced })
 			dst.Write([]byte("answer"))
 			dst.CloseWrite()
-			if got := readAllT(t, src); string(got) != "answer" {
+			if got := testenv.ReadAll(t, src); string(got) != "answer" {
 				t.Fatalf("the answer arrived as %q", got)
 			}
 			res := result(t, done, engine.EndEOF)
@@ -671,7 +671,7 @@ func echoOnce(tb testing.TB, lp labPair) {
 		if _, err := c[0].Write([]byte("hello")); err != nil {
 			tb.Fatal(err)
 		}
-		if got := readFullT(tb, c[1], 5); string(got) != "hello" {
+		if got := testenv.ReadFull(tb, c[1], 5); string(got) != "hello" {
 			tb.Fatalf("read %q", got)
 		}
 	}
@@ -739,36 +739,4 @@ func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	rand.NewChaCha8([32]byte{byte(n)}).Read(b)
 	return b
-}
-
-func readAllT(tb testing.TB, c *net.TCPConn) []byte {
-	tb.Helper()
-	c.SetReadDeadline(time.Now().Add(waitFor))
-	b, err := io.ReadAll(c)
-	if err != nil {
-		tb.Fatalf("read to EOF: %d bytes, then %v", len(b), err)
-	}
-	return b
-}
-
-func readFullT(tb testing.TB, c *net.TCPConn, n int) []byte {
-	tb.Helper()
-	c.SetReadDeadline(time.Now().Add(waitFor))
-	b := make([]byte, n)
-	if got, err := io.ReadFull(c, b); err != nil {
-		tb.Fatalf("read %d bytes: got %d, then %v", n, got, err)
-	}
-	return b
-}
-
-// eventually polls cond until it holds or waitFor passes.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
