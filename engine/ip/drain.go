@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
 )
 
 const (
@@ -246,11 +248,11 @@ func rescaleWindow(w uint16, in, out uint8) uint16 {
 
 // drainer delivers a spliced pair's owed bytes beside the datapath.
 type drainer struct {
-	dp   *Datapath
+	dp   *datapath.Datapath
 	in   *injector
 	fd   int
-	a    Tuple
-	spec PairSpec
+	a    datapath.Tuple
+	spec datapath.PairSpec
 	dirs []*owed
 	buf  []byte
 	// progress is when a receiver last acknowledged owed bytes (Unix
@@ -288,7 +290,7 @@ func (d *drainer) run(stop <-chan struct{}) error {
 		if err != nil {
 			return err
 		}
-		if st.Phase == PhaseClosed {
+		if st.Phase == datapath.PhaseClosed {
 			return errors.New("the pair was reset while draining")
 		}
 		pending, busy := false, false
@@ -321,7 +323,7 @@ func (d *drainer) run(stop <-chan struct{}) error {
 // the first unacknowledged segment on duplicate or partial ACKs and after
 // a timeout, and sends new segments within the receiver's window. It
 // reports whether it stopped at the burst limit with more to send.
-func (d *drainer) step(o *owed, st PairStats, now time.Time) bool {
+func (d *drainer) step(o *owed, st datapath.PairStats, now time.Time) bool {
 	other, otherSpec := st.Dir(1-o.dir), d.spec.Dir(1-o.dir)
 	end := o.end()
 	f := d.fields(o, st)
@@ -375,7 +377,7 @@ func (d *drainer) fastRetransmit(o *owed, f segFields) {
 // fields are the ACK, window and timestamps of the drain's next segments
 // in o's direction: the latest the datapath translated, or, before it
 // saw any, the frozen output socket's own.
-func (d *drainer) fields(o *owed, st PairStats) segFields {
+func (d *drainer) fields(o *owed, st datapath.PairStats) segFields {
 	same, other := st.Dir(o.dir), st.Dir(1-o.dir)
 	sameSpec, otherSpec := d.spec.Dir(o.dir), d.spec.Dir(1-o.dir)
 	f := segFields{ack: o.ack0, win: o.win0, ts: o.ts}

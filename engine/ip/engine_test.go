@@ -26,11 +26,14 @@ import (
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
 // waitFor bounds every wait on the network; it only matters when a test is
 // about to fail.
-const waitFor = 10 * time.Second
+const waitFor = testenv.Wait
 
 // engineLab is a lab with an Engine loaded in its forwarder namespace.
 type engineLab struct {
@@ -230,7 +233,7 @@ func TestEngineFallbackMidStream(t *testing.T) {
 	defer cancel()
 	checked := checkStreamAsync(ctx, lp.client, size)
 	// Control mode until the stream runs at full speed.
-	eventually(t, "the stream under way", func() bool {
+	testenv.Eventually(t, "the stream under way", func() bool {
 		r, err := pp.Splice(ctx, lp.p, engine.Options{For: 20 * time.Millisecond})
 		if err != nil || r.End != engine.EndTimer {
 			t.Fatalf("control mode: %+v, %v", r, err)
@@ -383,13 +386,13 @@ func spliceAt(tb testing.TB, el *engineLab, pp *pipe.Engine, lp labPair, size, k
 		return false, fmt.Errorf("control mode: %+v, %v", r, err)
 	}
 	down := r.Moved[engine.Down]
-	local, remote, err := addrs(lp.p.Client)
+	local, remote, err := tcprepair.Addrs(lp.p.Client)
 	if err != nil {
 		return false, err
 	}
 	// A pair that stops moving while spliced has its state captured, for
 	// the failure to explain itself.
-	watch := el.watchStall(lp, Tuple{Src: remote, Dst: local})
+	watch := el.watchStall(lp, datapath.Tuple{Src: remote, Dst: local})
 	res, err := el.e.Splice(ctx, lp.p, engine.Both(idle))
 	stall := watch.report()
 	spliced := err == nil
@@ -431,7 +434,7 @@ func TestEngineManyPairs(t *testing.T) {
 			results <- err
 		}()
 	}
-	eventually(t, "every pair spliced", func() bool { return len(el.e.dp.Pairs()) == n })
+	testenv.Eventually(t, "every pair spliced", func() bool { return len(el.e.dp.Pairs()) == n })
 	var clients sync.WaitGroup
 	for i, lp := range lps {
 		clients.Go(func() {
@@ -489,12 +492,12 @@ func TestEngineHalfClose(t *testing.T) {
 			}
 			msg, answer := randomBytes(256<<10), randomBytes(1<<20)
 			go func() { a.Write(msg); a.CloseWrite() }()
-			if got := readAllT(t, b); !bytes.Equal(got, msg) {
+			if got := testenv.ReadAll(t, b); !bytes.Equal(got, msg) {
 				t.Fatalf("%d bytes before EOF, want the %d sent", len(got), len(msg))
 			}
-			eventually(t, "the message counted in the pair", func() bool { return lp.p.Bytes(first) == int64(len(msg)) })
+			testenv.Eventually(t, "the message counted in the pair", func() bool { return lp.p.Bytes(first) == int64(len(msg)) })
 			go func() { b.Write(answer); b.CloseWrite() }()
-			if got := readAllT(t, a); sha256.Sum256(got) != sha256.Sum256(answer) {
+			if got := testenv.ReadAll(t, a); sha256.Sum256(got) != sha256.Sum256(answer) {
 				t.Fatalf("the answer arrived changed (%d bytes of %d)", len(got), len(answer))
 			}
 			res := result(t, done, engine.EndEOF)
@@ -521,7 +524,7 @@ func TestEngineReset(t *testing.T) {
 				if _, err := c[0].Write([]byte{1}); err != nil {
 					t.Fatal(err)
 				}
-				readFullT(t, c[1], 1)
+				testenv.ReadFull(t, c[1], 1)
 			}
 			resetter.SetLinger(0)
 			resetter.Close()
@@ -556,7 +559,7 @@ func TestEngineSplicesBufferedData(t *testing.T) {
 			if _, err := src.Write(early); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the early bytes in the forwarder's receive queue", func() bool {
+			testenv.Eventually(t, "the early bytes in the forwarder's receive queue", func() bool {
 				n, err := queued(lp.p.Src(from))
 				return err == nil && n == len(early)
 			})
@@ -564,13 +567,13 @@ func TestEngineSplicesBufferedData(t *testing.T) {
 			late := []byte(" and after")
 			src.Write(late)
 			src.CloseWrite()
-			if got := readAllT(t, dst); string(got) != string(early)+string(late) {
+			if got := testenv.ReadAll(t, dst); string(got) != string(early)+string(late) {
 				t.Fatalf("after the splice %d bytes arrived, want %d", len(got), len(early)+len(late))
 			}
-			eventually(t, "the pair back to spliced", func() bool { return lp.p.State() == engine.StateSpliced })
+			testenv.Eventually(t, "the pair back to spliced", func() bool { return lp.p.State() == engine.StateSpliced })
 			dst.Write([]byte("answer"))
 			dst.CloseWrite()
-			if got := readAllT(t, src); string(got) != "answer" {
+			if got := testenv.ReadAll(t, src); string(got) != "answer" {
 				t.Fatalf("the answer arrived as %q", got)
 			}
 			res := result(t, done, engine.EndEOF)
@@ -609,7 +612,7 @@ func TestEngineFallsBackWithoutClockAnswer(t *testing.T) {
 
 // queued is SIOCINQ of c.
 func queued(c *net.TCPConn) (n int, err error) {
-	err = withFD(c, func(fd int) error {
+	err = tcprepair.WithFD(c, func(fd int) error {
 		var err error
 		n, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
 		return err
@@ -668,7 +671,7 @@ func echoOnce(tb testing.TB, lp labPair) {
 		if _, err := c[0].Write([]byte("hello")); err != nil {
 			tb.Fatal(err)
 		}
-		if got := readFullT(tb, c[1], 5); string(got) != "hello" {
+		if got := testenv.ReadFull(tb, c[1], 5); string(got) != "hello" {
 			tb.Fatalf("read %q", got)
 		}
 	}
@@ -736,74 +739,4 @@ func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	rand.NewChaCha8([32]byte{byte(n)}).Read(b)
 	return b
-}
-
-func readAllT(tb testing.TB, c *net.TCPConn) []byte {
-	tb.Helper()
-	c.SetReadDeadline(time.Now().Add(waitFor))
-	b, err := io.ReadAll(c)
-	if err != nil {
-		tb.Fatalf("read to EOF: %d bytes, then %v", len(b), err)
-	}
-	return b
-}
-
-func readFullT(tb testing.TB, c *net.TCPConn, n int) []byte {
-	tb.Helper()
-	c.SetReadDeadline(time.Now().Add(waitFor))
-	b := make([]byte, n)
-	if got, err := io.ReadFull(c, b); err != nil {
-		tb.Fatalf("read %d bytes: got %d, then %v", n, got, err)
-	}
-	return b
-}
-
-// eventually polls cond until it holds or waitFor passes.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// TestFollowerEndOfPair: the end a follower reports from the datapath's
-// state. A reset after both FINs were acknowledged (a peer that already
-// forgot the connection answering a late segment) leaves the end EOF; a
-// reset before that is a reset.
-func TestFollowerEndOfPair(t *testing.T) {
-	h := newHarness(t, Options{})
-	follow := func(a Tuple) (engine.Result, bool) {
-		f := follower{p: engine.NewPair(1, "t", nil), a: a, dp: h.dp, lastMove: time.Now()}
-		return f.onTick(0)
-	}
-
-	tp := topo4
-	spec := h.baseSpec(tp)
-	h.insert(spec)
-	h.send(tp.up(seg{seq: upNxt, ack: upAcked, flags: tcpACK | tcpFIN, payload: payload}), verdictRedirect)
-	clientFINEnd := uint32(upNxt + len(payload) + 1)
-	h.send(tp.down(seg{seq: downNxt, ack: clientFINEnd + upOff, flags: tcpACK | tcpFIN}), verdictRedirect)
-	if res, done := follow(spec.A); done {
-		t.Fatalf("with both FINs sent, one acknowledged, the follower ended: %+v", res)
-	}
-	h.send(tp.up(seg{seq: clientFINEnd, ack: upAcked + 1, flags: tcpACK}), verdictRedirect)
-	h.send(tp.down(seg{seq: downNxt + 1, flags: tcpRST}), verdictRedirect)
-	if got := h.stats(spec.A).Phase; got != PhaseClosed {
-		t.Fatalf("phase %v after the late reset, want closed", got)
-	}
-	if res, done := follow(spec.A); !done || res.End != engine.EndEOF || res.Moved != [2]int64{int64(len(payload)), 0} {
-		t.Errorf("reset after TIME_WAIT: follower ended %v with %+v, want EOF", done, res)
-	}
-
-	tp = topo4.withPort(40001)
-	spec = h.baseSpec(tp)
-	h.insert(spec)
-	h.send(tp.down(seg{seq: downNxt, flags: tcpRST}), verdictRedirect)
-	if res, done := follow(spec.A); !done || res.End != engine.EndReset {
-		t.Errorf("reset of an open pair: follower ended %v with %+v, want reset", done, res)
-	}
 }

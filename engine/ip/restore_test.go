@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/testenv"
+
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
 // TestRebuildSockInPlace: both of a pair's forwarder sockets, frozen and
@@ -23,28 +25,28 @@ func TestRebuildSockInPlace(t *testing.T) {
 		fwd, peer *net.TCPConn
 	}{{"client side", lp.p.Client, lp.client}, {"upstream side", lp.p.Upstream(), lp.server}} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := freezeSock(c.fwd)
+			s, err := tcprepair.Freeze(c.fwd)
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := readRepairWindow(c.fwd)
+			w, err := tcprepair.ReadWindow(c.fwd)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ts, _ := sockTSClock(c.fwd)
-			r := rebuild{
-				local: s.params.Local, remote: s.params.Remote,
-				sndSeq: s.params.WriteSeq, rcvSeq: s.params.RcvNxt,
-				peerMSS: s.params.PeerMSS, wscale: s.params.WScale,
-				sndWScale: s.params.SndWScale, rcvWScale: s.params.RcvWScale,
-				sack: s.params.SACK, timestamps: s.params.Timestamps, tsClock: ts + 1,
-				sndWnd: w.sndWnd, maxWindow: w.maxWindow, rcvWnd: w.rcvWnd,
+			ts, _ := tcprepair.TSClock(c.fwd)
+			r := tcprepair.Rebuild{
+				Local: s.Params.Local, Remote: s.Params.Remote,
+				SndSeq: s.Params.WriteSeq, RcvSeq: s.Params.RcvNxt,
+				PeerMSS: s.Params.PeerMSS, WScale: s.Params.WScale,
+				SndWScale: s.Params.SndWScale, RcvWScale: s.Params.RcvWScale,
+				SACK: s.Params.SACK, Timestamps: s.Params.Timestamps, TSClock: ts + 1,
+				SndWnd: w.SndWnd, MaxWindow: w.MaxWindow, RcvWnd: w.RcvWnd,
 			}
-			err = withFD(c.fwd, func(fd int) error {
-				if err := rebuildSock(fd, r); err != nil {
+			err = tcprepair.WithFD(c.fwd, func(fd int) error {
+				if err := tcprepair.RebuildSock(fd, r); err != nil {
 					return err
 				}
-				return leaveRepair(fd)
+				return tcprepair.LeaveRepair(fd)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -52,23 +54,23 @@ func TestRebuildSockInPlace(t *testing.T) {
 			exchange(t, c.fwd, c.peer, "ping")
 			exchange(t, c.peer, c.fwd, "pong")
 			// The rebuilt socket reports the options it had.
-			again, err := freezeSock(c.fwd)
+			again, err := tcprepair.Freeze(c.fwd)
 			if err != nil {
 				t.Fatal(err)
 			}
-			thawSock(c.fwd)
+			tcprepair.Thaw(c.fwd)
 			// Sequence numbers move; the MSS the socket advertised is
 			// recomputed from the route without the timestamp option's
 			// 12 bytes, which only the handshake takes off.
-			got, want := again.params, s.params
+			got, want := again.Params, s.Params
 			got.WriteSeq, got.RcvNxt, got.SndUna, want.WriteSeq, want.RcvNxt, want.SndUna = 0, 0, 0, 0, 0, 0
 			got.AdvMSS, want.AdvMSS = 0, 0
-			if got != want || again.usecTS != s.usecTS {
-				t.Errorf("rebuilt: %+v usec %v, was %+v usec %v", got, again.usecTS, want, s.usecTS)
+			if got != want || again.UsecTS != s.UsecTS {
+				t.Errorf("rebuilt: %+v usec %v, was %+v usec %v", got, again.UsecTS, want, s.UsecTS)
 			}
 			// Control mode after an unsplice sends full-sized segments.
-			if again.sndMSS != s.sndMSS {
-				t.Errorf("rebuilt socket sends %d-byte segments, was %d", again.sndMSS, s.sndMSS)
+			if again.SndMSS != s.SndMSS {
+				t.Errorf("rebuilt socket sends %d-byte segments, was %d", again.SndMSS, s.SndMSS)
 			}
 		})
 	}

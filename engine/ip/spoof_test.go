@@ -10,6 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
 )
 
 // TestEngineDropsSpoofedSegments: segments forged on the client's 4-tuple
@@ -23,12 +26,12 @@ func TestEngineDropsSpoofedSegments(t *testing.T) {
 	if _, err := lp.client.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	if got := readFullT(t, lp.server, 5); string(got) != "hello" {
+	if got := testenv.ReadFull(t, lp.server, 5); string(got) != "hello" {
 		t.Fatalf("server read %q", got)
 	}
 	client := netip.MustParseAddrPort(lp.client.LocalAddr().String())
 	fwd := netip.MustParseAddrPort(lp.client.RemoteAddr().String())
-	st, err := el.e.dp.Lookup(Tuple{Src: client, Dst: fwd})
+	st, err := el.e.dp.Lookup(datapath.Tuple{Src: client, Dst: fwd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +71,7 @@ func TestEngineDropsSpoofedSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the forged segments counted", func() bool {
+	testenv.Eventually(t, "the forged segments counted", func() bool {
 		after, _ := el.e.dp.Drops()
 		for r, n := range want {
 			if after[r]-before[r] < n {
@@ -87,12 +90,12 @@ func TestEngineDropsSpoofedSegments(t *testing.T) {
 	// are the client's, and the pair closes cleanly.
 	lp.client.Write([]byte(" world"))
 	lp.client.CloseWrite()
-	if got := readAllT(t, lp.server); string(got) != " world" {
+	if got := testenv.ReadAll(t, lp.server); string(got) != " world" {
 		t.Fatalf("server read %q after the forged segments, want %q", got, " world")
 	}
 	lp.server.Write([]byte("bye"))
 	lp.server.CloseWrite()
-	if got := readAllT(t, lp.client); string(got) != "bye" {
+	if got := testenv.ReadAll(t, lp.client); string(got) != "bye" {
 		t.Fatalf("client read %q", got)
 	}
 	result(t, done, engine.EndEOF)

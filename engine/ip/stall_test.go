@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
 )
 
 // stallAfter is how long a spliced pair may move no byte before its
@@ -21,7 +23,7 @@ const stallAfter = time.Second
 type stallWatch struct {
 	el   *engineLab
 	lp   labPair
-	a    Tuple
+	a    datapath.Tuple
 	stop chan struct{}
 	done chan struct{}
 
@@ -32,7 +34,7 @@ type stallWatch struct {
 
 // watchStall starts watching lp, whose A tuple is a, until report is
 // called.
-func (el *engineLab) watchStall(lp labPair, a Tuple) *stallWatch {
+func (el *engineLab) watchStall(lp labPair, a datapath.Tuple) *stallWatch {
 	w := &stallWatch{el: el, lp: lp, a: a, stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w
@@ -122,7 +124,7 @@ func (w *stallWatch) capture() string {
 			ds := st.Dir(d)
 			fmt.Fprintf(&b, "%v: snd_nxt %d ack_hi %d win %d ts %d bytes %d packets %d fin %v finacked %v last %v ago, seqoff/tsoff %v\n",
 				d, ds.SndNxt, ds.AckHi, ds.Window, ds.TSLast, ds.Bytes, ds.Packets, ds.FIN, ds.FINAcked,
-				Now()-ds.LastSeen, w.offsets(d))
+				datapath.Now()-ds.LastSeen, w.offsets(d))
 		}
 	}
 	if drops, err := w.el.e.dp.Drops(); err == nil {
@@ -138,15 +140,11 @@ func (w *stallWatch) capture() string {
 
 // offsets are direction d's published SeqOff and TSOff.
 func (w *stallWatch) offsets(d engine.Direction) [2]uint32 {
-	dp := w.el.e.dp
-	dp.mu.Lock()
-	defer dp.mu.Unlock()
-	p, err := dp.lookup(w.a)
+	seqOff, tsOff, err := w.el.e.dp.Offsets(w.a, d)
 	if err != nil {
 		return [2]uint32{}
 	}
-	e := dp.entry(p.slot(d))
-	return [2]uint32{e.SeqOff, e.TsOff}
+	return [2]uint32{seqOff, tsOff}
 }
 
 // ss runs ss for the sockets matching filter in a namespace.

@@ -15,6 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
 const (
@@ -69,7 +72,7 @@ func queuedPastBoundary(p *engine.Pair, opts engine.Options) error {
 			continue
 		}
 		var inq int
-		err := withFD(p.Src(d), func(fd int) error {
+		err := tcprepair.WithFD(p.Src(d), func(fd int) error {
 			var err error
 			inq, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
 			return err
@@ -90,8 +93,8 @@ func queuedPastBoundary(p *engine.Pair, opts engine.Options) error {
 // readings, their windows, and whether their keepalive was on (it is
 // turned off while frozen: a keepalive timeout would send a reset).
 type frozen struct {
-	s         [2]sockState // by side: 0 client, 1 upstream
-	w         [2]repairWindow
+	s         [2]tcprepair.State // by side: 0 client, 1 upstream
+	w         [2]tcprepair.Window
 	keepalive [2]bool
 }
 
@@ -100,19 +103,19 @@ type frozen struct {
 // sequence number (bytes the source socket holds unread count toward it,
 // as the drain delivers them), a watched or held direction the program's
 // watch (acks pass, data is kept back and reported).
-func prepareUnsplice(opts engine.Options, spec *PairSpec, sa, sb sockState) error {
+func prepareUnsplice(opts engine.Options, spec *datapath.PairSpec, sa, sb tcprepair.State) error {
 	switch {
-	case sa.params.ECN || sb.params.ECN:
+	case sa.Params.ECN || sb.Params.ECN:
 		return errors.New("ECN was negotiated, and TCP_REPAIR cannot restore it for unsplicing")
-	case sa.usecTS || sb.usecTS:
+	case sa.UsecTS || sb.UsecTS:
 		return errors.New("microsecond timestamps, which TCP_REPAIR cannot restore for unsplicing")
-	case sa.finReceived || sb.finReceived:
+	case sa.FINReceived || sb.FINReceived:
 		return errors.New("a peer already sent its FIN, and TCP_REPAIR cannot restore CLOSE_WAIT for unsplicing")
 	}
-	unread := [2]int{sa.inq, sb.inq} // by direction: up's source is the client socket
+	unread := [2]int{sa.InQ, sb.InQ} // by direction: up's source is the client socket
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		o := opts.Dir(d)
-		m := DirMode{Mode: engine.Forward}
+		m := datapath.DirMode{Mode: engine.Forward}
 		switch {
 		case o.Mode == engine.Watch || o.Mode == engine.Hold:
 			if unread[d] > 0 {
@@ -136,15 +139,15 @@ func prepareUnsplice(opts engine.Options, spec *PairSpec, sa, sb sockState) erro
 
 // freezeForUnsplice reads both sockets' windows and turns their keepalive
 // off for the time they stay frozen.
-func freezeForUnsplice(client, up *net.TCPConn, sa, sb sockState) (*frozen, error) {
-	fz := &frozen{s: [2]sockState{sa, sb}}
+func freezeForUnsplice(client, up *net.TCPConn, sa, sb tcprepair.State) (*frozen, error) {
+	fz := &frozen{s: [2]tcprepair.State{sa, sb}}
 	for i, c := range []*net.TCPConn{client, up} {
-		w, err := readRepairWindow(c)
+		w, err := tcprepair.ReadWindow(c)
 		if err != nil {
 			return nil, err
 		}
 		fz.w[i] = w
-		err = withFD(c, func(fd int) error {
+		err = tcprepair.WithFD(c, func(fd int) error {
 			on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE)
 			if err != nil {
 				return err
@@ -165,14 +168,14 @@ type unsplicer struct {
 	e    *Engine
 	p    *engine.Pair
 	opts engine.Options
-	spec PairSpec
+	spec datapath.PairSpec
 	fz   *frozen
 	// kept is, per direction, the latest segment the program kept back.
-	kept [2]*Event
+	kept [2]*datapath.Event
 	// timer fires after opts.For; nil without.
 	timer *time.Timer
 	// last is the pair's latest tracked state, for resetting its peers.
-	last PairStats
+	last datapath.PairStats
 	// used: the kept bytes of a direction are in the rebuilt socket.
 	used [2]bool
 }
@@ -204,10 +207,10 @@ func (u *unsplicer) stop() {
 // half-closed connection cannot be rebuilt. Every direction forwards, so
 // the other side's FIN passes too and the pair reaches TIME_WAIT; the
 // splice then ends with EndEOF. It returns nil, the unsplicer's new value.
-func (u *unsplicer) plain(a Tuple) *unsplicer {
+func (u *unsplicer) plain(a datapath.Tuple) *unsplicer {
 	u.stop()
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
-		if err := u.e.dp.SetMode(a, d, DirMode{Mode: engine.Forward}); err != nil {
+		if err := u.e.dp.SetMode(a, d, datapath.DirMode{Mode: engine.Forward}); err != nil {
 			u.e.log.Warn("forwarding a half-closed pair to its end", "pair", u.p.ID, "err", err)
 		}
 	}
@@ -217,16 +220,16 @@ func (u *unsplicer) plain(a Tuple) *unsplicer {
 
 // onEvent records kept data and reports whether ev ends the splice, with
 // how and in which direction.
-func (u *unsplicer) onEvent(ev Event) (engine.End, engine.Direction, bool) {
+func (u *unsplicer) onEvent(ev datapath.Event) (engine.End, engine.Direction, bool) {
 	d := ev.Dir
 	switch ev.Kind {
-	case EventData:
+	case datapath.EventData:
 		u.kept[d] = &ev
-	case EventLimit:
+	case datapath.EventLimit:
 		if u.opts.Dir(d).Mode == engine.Forward && u.opts.Dir(d).Limit > 0 {
 			return engine.EndLimit, d, true
 		}
-	case EventWatch:
+	case datapath.EventWatch:
 		if u.opts.Dir(d).Mode == engine.Watch {
 			return engine.EndData, d, true
 		}
@@ -235,7 +238,7 @@ func (u *unsplicer) onEvent(ev Event) (engine.End, engine.Direction, bool) {
 }
 
 // onStats catches a limit or watch whose event was lost.
-func (u *unsplicer) onStats(st PairStats) (engine.End, engine.Direction, bool) {
+func (u *unsplicer) onStats(st datapath.PairStats) (engine.End, engine.Direction, bool) {
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		o, ds := u.opts.Dir(d), st.Dir(d)
 		switch {
@@ -292,7 +295,7 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 	return res
 }
 
-func keptLen(ev *Event) int {
+func keptLen(ev *datapath.Event) int {
 	if ev == nil || ev.Kept == nil {
 		return 0
 	}
@@ -302,7 +305,7 @@ func keptLen(ev *Event) int {
 // quiesce stops both directions' data (watch), waits until each receiver
 // has acknowledged everything forwarded to it, and returns the pair's
 // state, whose SndNxt no longer moves.
-func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (PairStats, error) {
+func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (datapath.PairStats, error) {
 	a, dp := f.a, f.dp
 	st, err := dp.Lookup(a)
 	if err != nil {
@@ -317,14 +320,14 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (PairStats, error) {
 		// A direction at its limit forwards nothing new; any other
 		// forwarding direction may have a segment inside the program.
 		inFlight = inFlight || !(ds.Limited && ds.SndNxt == ds.LimitSeq)
-		if err := dp.SetMode(a, d, DirMode{Mode: engine.Watch}); err != nil {
+		if err := dp.SetMode(a, d, datapath.DirMode{Mode: engine.Watch}); err != nil {
 			return st, err
 		}
 	}
 	if inFlight {
 		// Every program run that still saw Forward has committed once
 		// a grace period has passed; SndNxt is final.
-		<-u.e.graces.start()
+		<-u.e.graces.Start()
 	}
 	// Both directions stay watched while the sockets are rebuilt: acks
 	// pass, nothing advances SndNxt, and data that arrives meanwhile (the
@@ -340,7 +343,7 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (PairStats, error) {
 
 // waitQuiet polls the pair until both receivers acknowledged all that was
 // forwarded to them, consuming its notices meanwhile.
-func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (PairStats, error) {
+func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats, error) {
 	deadline := time.Now().Add(quietTimeout)
 	wait := 50 * time.Microsecond
 	for {
@@ -349,7 +352,7 @@ func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (PairStats, error) 
 			return st, err
 		}
 		u.last = st
-		if st.Phase == PhaseClosed {
+		if st.Phase == datapath.PhaseClosed {
 			return st, errors.New("reset while unsplicing")
 		}
 		if u.quiet(st) {
@@ -374,7 +377,7 @@ func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (PairStats, error) 
 // ackOf is the highest ack the sender of direction d sent, kept-back
 // segments included (a request carries the ACK of the response before
 // it).
-func (u *unsplicer) ackOf(st PairStats, d engine.Direction) uint32 {
+func (u *unsplicer) ackOf(st datapath.PairStats, d engine.Direction) uint32 {
 	ack := st.Dir(d).AckHi
 	if k := u.kept[d]; k != nil && k.Kept.HasAck && seqLess(ack, k.Kept.Ack) {
 		ack = k.Kept.Ack
@@ -383,14 +386,14 @@ func (u *unsplicer) ackOf(st PairStats, d engine.Direction) uint32 {
 }
 
 // quiet: nothing forwarded in either direction is unacknowledged.
-func (u *unsplicer) quiet(st PairStats) bool {
+func (u *unsplicer) quiet(st datapath.PairStats) bool {
 	return u.ackOf(st, engine.Down) == st.Up.SndNxt+u.spec.Up.SeqOff &&
 		u.ackOf(st, engine.Up) == st.Down.SndNxt+u.spec.Down.SeqOff
 }
 
 // awaitKept waits briefly for a data event the program reported but the
 // reader has not delivered: its bytes save the sender a retransmission.
-func (u *unsplicer) awaitKept(ch <-chan notice, st PairStats) {
+func (u *unsplicer) awaitKept(ch <-chan notice, st datapath.PairStats) {
 	deadline := time.After(keptTimeout)
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		for st.Dir(d).Kept && (u.kept[d] == nil || u.kept[d].Seq != st.Dir(d).SndNxt) {
@@ -408,14 +411,14 @@ func (u *unsplicer) awaitKept(ch <-chan notice, st PairStats) {
 
 // rebuild rebuilds both sockets from st, takes the pair out of the
 // datapath and leaves repair mode.
-func (u *unsplicer) rebuild(st PairStats, ch <-chan notice) error {
+func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 	conns := [2]*net.TCPConn{u.p.Client, u.p.Upstream()}
 	for side, c := range conns {
 		r, err := u.rebuildOf(side, c, st)
 		if err != nil {
 			return failf("%v", err)
 		}
-		if err := withFD(c, func(fd int) error { return rebuildSock(fd, r) }); err != nil {
+		if err := tcprepair.WithFD(c, func(fd int) error { return tcprepair.RebuildSock(fd, r) }); err != nil {
 			return failf("rebuild the %s socket: %v", sideName(side), err)
 		}
 	}
@@ -423,8 +426,8 @@ func (u *unsplicer) rebuild(st PairStats, ch <-chan notice) error {
 		return err
 	}
 	for side, c := range conns {
-		err := withFD(c, func(fd int) error {
-			if err := leaveRepair(fd); err != nil {
+		err := tcprepair.WithFD(c, func(fd int) error {
+			if err := tcprepair.LeaveRepair(fd); err != nil {
 				return err
 			}
 			if u.fz.keepalive[side] {
@@ -444,7 +447,7 @@ func (u *unsplicer) rebuild(st PairStats, ch <-chan notice) error {
 // would drop the next request, which then waits for a retransmission
 // timeout), and appends to the rebuilt sockets (still in repair mode) the
 // data the program kept while they were rebuilt.
-func (u *unsplicer) leaveTable(st PairStats, ch <-chan notice, conns [2]*net.TCPConn) error {
+func (u *unsplicer) leaveTable(st datapath.PairStats, ch <-chan notice, conns [2]*net.TCPConn) error {
 	a := u.spec.A
 	held, err := u.e.dp.Remove(a)
 	if err != nil {
@@ -462,7 +465,7 @@ func (u *unsplicer) leaveTable(st PairStats, ch <-chan notice, conns [2]*net.TCP
 		if u.used[d] || k == nil || k.Seq != held.Dir(engine.Direction(d)).SndNxt || len(k.Kept.Data) == 0 {
 			continue
 		}
-		if err := withFD(conns[side], func(fd int) error { return fillRecvQueue(fd, k.Kept.Data) }); err != nil {
+		if err := tcprepair.WithFD(conns[side], func(fd int) error { return tcprepair.FillRecvQueue(fd, k.Kept.Data) }); err != nil {
 			return failf("append kept bytes to the %s socket: %v", sideName(side), err)
 		}
 		u.used[d] = true
@@ -482,33 +485,33 @@ func sideName(side int) string {
 //
 //	client socket: rcv_nxt = Up.SndNxt (+ kept bytes), snd = Down.SndNxt + Down.SeqOff
 //	upstream:      rcv_nxt = Down.SndNxt (+ kept),     snd = Up.SndNxt + Up.SeqOff
-func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st PairStats) (rebuild, error) {
+func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st datapath.PairStats) (tcprepair.Rebuild, error) {
 	in, out := engine.Up, engine.Down
 	if side == 1 {
 		in, out = engine.Down, engine.Up
 	}
 	s, w := u.fz.s[side], u.fz.w[side]
-	ps := s.params
+	ps := s.Params
 	si, so := st.Dir(in), st.Dir(out)
-	r := rebuild{
-		local: ps.Local, remote: ps.Remote,
-		sndSeq: so.SndNxt + u.spec.Dir(out).SeqOff, rcvSeq: si.SndNxt,
-		peerMSS: ps.PeerMSS, wscale: ps.WScale, sndWScale: ps.SndWScale, rcvWScale: ps.RcvWScale,
-		sack: ps.SACK, timestamps: ps.Timestamps,
-		sndWnd: w.sndWnd, maxWindow: w.maxWindow, rcvWnd: max(w.rcvWnd, 1),
+	r := tcprepair.Rebuild{
+		Local: ps.Local, Remote: ps.Remote,
+		SndSeq: so.SndNxt + u.spec.Dir(out).SeqOff, RcvSeq: si.SndNxt,
+		PeerMSS: ps.PeerMSS, WScale: ps.WScale, SndWScale: ps.SndWScale, RcvWScale: ps.RcvWScale,
+		SACK: ps.SACK, Timestamps: ps.Timestamps,
+		SndWnd: w.SndWnd, MaxWindow: w.MaxWindow, RcvWnd: max(w.RcvWnd, 1),
 	}
 	raw, fresh := si.Window, si.Packets > 0
 	if k := u.kept[in]; k != nil && k.Seq == si.SndNxt {
-		r.queued = k.Kept.Data
+		r.Queued = k.Kept.Data
 		u.used[in] = true
 		raw, fresh = k.Kept.Window, true
 	}
 	if fresh {
 		// The peer's latest window, in its own scale.
-		r.sndWnd = uint32(raw) << min(ps.SndWScale, 14)
+		r.SndWnd = uint32(raw) << min(ps.SndWScale, 14)
 	}
 	if ps.Timestamps {
-		clock, err := sockTSClock(c)
+		clock, err := tcprepair.TSClock(c)
 		if err != nil {
 			return r, fmt.Errorf("TCP_TIMESTAMP of the %s socket: %w", sideName(side), err)
 		}
@@ -517,7 +520,7 @@ func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st PairStats) (rebuild, 
 		if so.TSLast != 0 {
 			clock = seqMax(clock, so.TSLast+u.spec.Dir(out).TSOff+1)
 		}
-		r.tsClock = clock
+		r.TSClock = clock
 	}
 	return r, nil
 }
@@ -562,7 +565,7 @@ func (u *unsplicer) fail(f *follower, cause error) engine.Result {
 	// left for it, resets.
 	u.e.resetPeers(u.spec, u.last)
 	for _, c := range []*net.TCPConn{u.p.Client, u.p.Upstream()} {
-		withFD(c, func(fd int) error {
+		tcprepair.WithFD(c, func(fd int) error {
 			return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON)
 		})
 		c.Close()
@@ -608,10 +611,6 @@ func (s *unspliceStats) done(d time.Duration) {
 	}
 }
 
-// UnspliceTimes returns how long the latest unsplices took (at most
-// 4096), from the trigger (limit, watch or timer) to the pair back in
-// control mode: waiting for the receivers' ACKs, rebuilding both sockets,
-// removing the pair.
 // ObserveUnsplice implements engine.UnspliceObserver: fn gets the duration
 // of every unsplice from now on (a metrics histogram).
 func (e *Engine) ObserveUnsplice(fn func(time.Duration)) {
@@ -620,6 +619,10 @@ func (e *Engine) ObserveUnsplice(fn func(time.Duration)) {
 	e.unspl.observe = fn
 }
 
+// UnspliceTimes returns how long the latest unsplices took (at most
+// 4096), from the trigger (limit, watch or timer) to the pair back in
+// control mode: waiting for the receivers' ACKs, rebuilding both sockets,
+// removing the pair.
 func (e *Engine) UnspliceTimes() []time.Duration {
 	e.unspl.mu.Lock()
 	defer e.unspl.mu.Unlock()
@@ -643,12 +646,12 @@ const clocksTTL = 10 * time.Minute
 // rememberClocks keeps the peers' TSvals of st, by connection: the client's
 // under the pair's A tuple, the server's under its B tuple (a proxy may
 // pair the same client connection with another upstream next time).
-func (e *Engine) rememberClocks(spec PairSpec, st PairStats) {
+func (e *Engine) rememberClocks(spec datapath.PairSpec, st datapath.PairStats) {
 	now := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.clocks == nil {
-		e.clocks = make(map[Tuple]peerClock)
+		e.clocks = make(map[datapath.Tuple]peerClock)
 	}
 	if len(e.clocks) >= 4096 {
 		for k, c := range e.clocks {
@@ -672,7 +675,7 @@ type knownClocks struct {
 }
 
 // fill sets the TSvals st lacks from the known clocks.
-func (k knownClocks) fill(st PairStats) PairStats {
+func (k knownClocks) fill(st datapath.PairStats) datapath.PairStats {
 	if st.Up.TSLast == 0 && k.haveClient {
 		st.Up.TSLast = k.client
 	}
@@ -684,7 +687,7 @@ func (k knownClocks) fill(st PairStats) PairStats {
 
 // recallClocks returns what is remembered, and recent, of the clocks of
 // the peers of connections a (client) and b (server).
-func (e *Engine) recallClocks(a, b Tuple) knownClocks {
+func (e *Engine) recallClocks(a, b datapath.Tuple) knownClocks {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var k knownClocks

@@ -2,9 +2,8 @@
 
 package sockmap
 
-//go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type ctl -type flow splice splice.c
-
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -15,22 +14,21 @@ import (
 	"github.com/splicer/splicer/internal/caps"
 )
 
-// Event kinds sent by the parser through the events ring buffer (enum event_kind).
+// Short names for the generated enums of splice.c: the event kinds the
+// parser sends through the events ring buffer (enum event_kind) and the
+// indexes of the per-CPU counters map (enum counter).
 const (
-	eventLimit   = 1
-	eventStopped = 2
-	eventCredit  = 3
-)
+	eventLimit   = uint32(spliceEventKindEVENT_LIMIT)
+	eventStopped = uint32(spliceEventKindEVENT_STOPPED)
+	eventCredit  = uint32(spliceEventKindEVENT_CREDIT)
 
-// Counter indexes of the per-CPU counters map (enum counter).
-const (
-	counterRedirectMsgs = iota
-	counterRedirectBytes
-	counterParserStops
-	counterDropNoState
-	counterDropNoPeer
-	counterEventsLost
-	counterMax
+	counterRedirectMsgs  = spliceCounterCOUNTER_REDIRECT_MSGS
+	counterRedirectBytes = spliceCounterCOUNTER_REDIRECT_BYTES
+	counterParserStops   = spliceCounterCOUNTER_PARSER_STOPS
+	counterDropNoState   = spliceCounterCOUNTER_DROP_NO_STATE
+	counterDropNoPeer    = spliceCounterCOUNTER_DROP_NO_PEER
+	counterEventsLost    = spliceCounterCOUNTER_EVENTS_LOST
+	counterMax           = spliceCounterCOUNTER_MAX
 )
 
 // checkKernel names the kernel feature missing for sockmap splicing.
@@ -46,7 +44,18 @@ func checkKernel() error {
 
 // datapath is the loaded programs and maps, shared by every pair.
 type datapath struct {
-	objs spliceObjects
+	objs spliceLoaded
+}
+
+// spliceLoaded is what loadDatapath takes from the object: the programs and
+// maps, not the variables that only make clang emit the ABI types.
+type spliceLoaded struct {
+	splicePrograms
+	spliceMaps
+}
+
+func (o *spliceLoaded) Close() error {
+	return errors.Join(o.splicePrograms.Close(), o.spliceMaps.Close())
 }
 
 // loadDatapath loads the programs with maps sized for maxPairs pairs and
@@ -94,9 +103,9 @@ func (d *datapath) close() error { return d.objs.Close() }
 // counters sums the per-CPU counters.
 func (d *datapath) counters() [counterMax]uint64 {
 	var out [counterMax]uint64
-	for i := uint32(0); i < counterMax; i++ {
+	for i := range counterMax {
 		var per []uint64
-		if err := d.objs.Counters.Lookup(i, &per); err != nil {
+		if err := d.objs.Counters.Lookup(uint32(i), &per); err != nil {
 			continue
 		}
 		for _, v := range per {

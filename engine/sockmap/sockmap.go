@@ -166,22 +166,31 @@ func (e *Engine) Close() error {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	c := e.dp.counters()
-	return Stats{
+	s := Stats{
 		Splices:       e.splices.Load(),
 		Active:        e.nactive.Load(),
 		Fallbacks:     e.fallbacks.Load(),
 		GiveBacks:     e.giveBacks.Load(),
 		Pauses:        e.pauses.Load(),
-		KernelBytes:   c[counterRedirectBytes],
 		UserBytes:     e.userBytes.Load(),
-		Redirects:     c[counterRedirectMsgs],
-		ParserStops:   c[counterParserStops],
-		DropsNoState:  c[counterDropNoState],
-		DropsNoPeer:   c[counterDropNoPeer],
-		EventsLost:    c[counterEventsLost],
 		RingbufErrors: e.rbErrors.Load(),
 	}
+	for i, v := range e.dp.counters() {
+		*counterFields[i](&s) = v
+	}
+	return s
+}
+
+// counterFields says which field of Stats reports each BPF counter, by
+// enum counter index; TestCounterFields fails when the C counts something
+// Stats does not report.
+var counterFields = [counterMax]func(*Stats) *uint64{
+	counterRedirectMsgs:  func(s *Stats) *uint64 { return &s.Redirects },
+	counterRedirectBytes: func(s *Stats) *uint64 { return &s.KernelBytes },
+	counterParserStops:   func(s *Stats) *uint64 { return &s.ParserStops },
+	counterDropNoState:   func(s *Stats) *uint64 { return &s.DropsNoState },
+	counterDropNoPeer:    func(s *Stats) *uint64 { return &s.DropsNoPeer },
+	counterEventsLost:    func(s *Stats) *uint64 { return &s.EventsLost },
 }
 
 // Splice implements engine.Engine.
@@ -233,17 +242,16 @@ func (e *Engine) readEvents() {
 		if errors.Is(err, ringbuf.ErrClosed) {
 			return
 		}
-		if err != nil || len(rec.RawSample) < 12 {
+		if err != nil || len(rec.RawSample) < eventSize {
 			e.rbErrors.Add(1)
 			continue
 		}
-		ck := nativeUint64(rec.RawSample[0:8])
-		kind := nativeUint32(rec.RawSample[8:12])
+		ev := decodeEvent(rec.RawSample)
 		e.mu.Lock()
-		s := e.byCookie[ck]
+		s := e.byCookie[ev.Cookie]
 		e.mu.Unlock()
 		if s != nil {
-			s.event(kind)
+			s.event(ev.Kind)
 		}
 	}
 }

@@ -13,6 +13,18 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type spliceCounter uint32
+
+const (
+	spliceCounterCOUNTER_REDIRECT_MSGS  spliceCounter = 0
+	spliceCounterCOUNTER_REDIRECT_BYTES spliceCounter = 1
+	spliceCounterCOUNTER_PARSER_STOPS   spliceCounter = 2
+	spliceCounterCOUNTER_DROP_NO_STATE  spliceCounter = 3
+	spliceCounterCOUNTER_DROP_NO_PEER   spliceCounter = 4
+	spliceCounterCOUNTER_EVENTS_LOST    spliceCounter = 5
+	spliceCounterCOUNTER_MAX            spliceCounter = 6
+)
+
 type spliceCtl struct {
 	_      structs.HostLayout
 	Peer   uint64
@@ -22,6 +34,21 @@ type spliceCtl struct {
 	Stop   uint32
 	Gen    uint32
 }
+
+type spliceEvent struct {
+	_      structs.HostLayout
+	Cookie uint64
+	Kind   uint32
+	Pad    uint32
+}
+
+type spliceEventKind uint32
+
+const (
+	spliceEventKindEVENT_LIMIT   spliceEventKind = 1
+	spliceEventKindEVENT_STOPPED spliceEventKind = 2
+	spliceEventKindEVENT_CREDIT  spliceEventKind = 3
+)
 
 type spliceFlow struct {
 	_          structs.HostLayout
@@ -37,14 +64,17 @@ type spliceFlow struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	spliceMapCounters       = "counters"
-	spliceMapCtls           = "ctls"
-	spliceMapEvents         = "events"
-	spliceMapFlows          = "flows"
-	spliceMapRxSocks        = "rx_socks"
-	spliceMapTxSocks        = "tx_socks"
-	spliceProgSpliceParser  = "splice_parser"
-	spliceProgSpliceVerdict = "splice_verdict"
+	spliceMapCounters        = "counters"
+	spliceMapCtls            = "ctls"
+	spliceMapEvents          = "events"
+	spliceMapFlows           = "flows"
+	spliceMapRxSocks         = "rx_socks"
+	spliceMapTxSocks         = "tx_socks"
+	spliceProgSpliceParser   = "splice_parser"
+	spliceProgSpliceVerdict  = "splice_verdict"
+	spliceVarUnusedCounter   = "unused_counter"
+	spliceVarUnusedEvent     = "unused_event"
+	spliceVarUnusedEventKind = "unused_event_kind"
 )
 
 // loadSplice returns the embedded CollectionSpec for splice.
@@ -109,6 +139,9 @@ type spliceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spliceVariableSpecs struct {
+	UnusedCounter   *ebpf.VariableSpec `ebpf:"unused_counter"`
+	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventKind *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 }
 
 // spliceObjects contains all objects after they have been loaded into the kernel.
@@ -154,6 +187,9 @@ func (m *spliceMaps) Close() error {
 //
 // It can be passed to loadSpliceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spliceVariables struct {
+	UnusedCounter   *ebpf.Variable `ebpf:"unused_counter"`
+	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventKind *ebpf.Variable `ebpf:"unused_event_kind"`
 }
 
 // splicePrograms contains all programs after they have been loaded into the kernel.

@@ -1,0 +1,177 @@
+// Learning the peers' timestamp clocks while a pair is held: poke each peer for a segment and read the TSval the datapath saw.
+
+package ip
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+)
+
+// probeClocks makes both frozen sockets send a window probe, except
+// toward a peer whose clock is known; the peers answer with an ACK
+// carrying their current TSval, which the held pair records (learnClocks
+// reads it).
+func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb tcprepair.State, known knownClocks) error {
+	held, err := datapath.NewPairSpec(sa.Params, sb.Params)
+	if err != nil {
+		return err
+	}
+	// Seed the seq guard so the answers count as the peers' own.
+	held.Up.Mode, held.Down.Mode = engine.Hold, engine.Hold
+	if err := e.dp.Update(held); err != nil {
+		return err
+	}
+	var errs []error
+	if !known.haveClient {
+		errs = append(errs, e.poke(client, sa))
+	}
+	if !known.haveServer {
+		errs = append(errs, e.poke(up, sb))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("window probe: %w", err)
+	}
+	return nil
+}
+
+// poke makes c's peer send an ACK with its current TSval: c sends a
+// window probe, or, in CLOSE_WAIT where Linux sends none, the engine
+// injects the same probe itself.
+func (e *Engine) poke(c *net.TCPConn, s tcprepair.State) error {
+	if !s.FINReceived {
+		return tcprepair.Poke(c)
+	}
+	ts, err := tcprepair.TSClock(c)
+	if err != nil {
+		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	}
+	p := s.Params
+	fd, err := e.inject.open(p.Local.Addr().Is6(), e.home.do)
+	if err != nil {
+		return err
+	}
+	var buf [60 + tsOptLen]byte
+	pkt := buildSegment(buf[:], p.Local, p.Remote, p.SndUna-1, segFields{ack: p.RcvNxt, win: 0xffff, ts: true, tsVal: ts}, nil)
+	return e.inject.send(fd, p.Remote.Addr(), pkt)
+}
+
+// rereadPair reads both frozen sockets again: segments may have reached
+// them since the first reading.
+func rereadPair(client, up *net.TCPConn, sa, sb tcprepair.State) (tcprepair.State, tcprepair.State, error) {
+	na, err := tcprepair.Reread(client, sa)
+	if err != nil {
+		return sa, sb, fmt.Errorf("read the client connection: %w", err)
+	}
+	nb, err := tcprepair.Reread(up, sb)
+	if err != nil {
+		return sa, sb, fmt.Errorf("read the upstream connection: %w", err)
+	}
+	if reason := unspliceable(na, nb); reason != "" {
+		return sa, sb, errors.New(reason)
+	}
+	return na, nb, nil
+}
+
+// learnClocks waits for the TSvals the probes' answers carried (probing
+// again once if one is missing; a known one needs no answer), then reads the sockets' own clocks,
+// which are at least the TSval of anything they sent.
+func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb tcprepair.State, pa, pb *tcprepair.ConnParams, probed time.Time, timeout time.Duration, known knownClocks) error {
+	a := datapath.Tuple{Src: pa.Remote, Dst: pa.Local}
+	st, err := e.awaitClockAnswers(a, time.Now().Add(timeout), known)
+	for try := 0; err == nil && !clockAnswered(st) && try < reprobes; try++ {
+		// Lost, or never sent: Linux answers at most one out-of-window
+		// segment per reprobeAfter per socket, and a peer under loss
+		// may just have answered another one.
+		time.Sleep(time.Until(probed.Add(reprobeAfter)))
+		if st, err = e.dp.Lookup(a); err == nil {
+			st = known.fill(st)
+		}
+		if err != nil || clockAnswered(st) {
+			break
+		}
+		probed = time.Now()
+		if st.Up.TSLast == 0 {
+			err = e.poke(client, sa)
+		}
+		if err == nil && st.Down.TSLast == 0 {
+			err = e.poke(up, sb)
+		}
+		if err != nil {
+			return fmt.Errorf("window probe: %w", err)
+		}
+		st, err = e.awaitClockAnswers(a, time.Now().Add(timeout), known)
+	}
+	if err != nil {
+		return err
+	}
+	if !clockAnswered(st) {
+		return fmt.Errorf("no answer to the timestamp probe, asked %d times, within %v of each (client %v, server %v)",
+			1+reprobes, timeout, st.Up.TSLast != 0, st.Down.TSLast != 0)
+	}
+	pa.PeerTSVal, pb.PeerTSVal = st.Up.TSLast, st.Down.TSLast
+	if pa.TSVal, err = tcprepair.TSClock(client); err != nil {
+		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	}
+	if pb.TSVal, err = tcprepair.TSClock(up); err != nil {
+		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	}
+	pa.TSVal += tsLead(sa.UsecTS)
+	pb.TSVal += tsLead(sa.UsecTS)
+	return nil
+}
+
+const (
+	// reprobeAfter is how long after a probe a missing answer is asked
+	// for again: Linux rate-limits its answers to out-of-window segments
+	// to one per 500 ms per socket (tcp_invalid_ratelimit).
+	reprobeAfter = 510 * time.Millisecond
+	// reprobes is how many times a missing answer is asked for again
+	// before falling back; the pair is held (its packets dropped)
+	// meanwhile, which its peers pay for with their retransmission
+	// timeouts.
+	reprobes = 1
+)
+
+// clockAnswered: the held pair has seen both peers' TSvals.
+func clockAnswered(st datapath.PairStats) bool { return st.Up.TSLast != 0 && st.Down.TSLast != 0 }
+
+// awaitClockAnswers polls the held pair a until both peers' TSvals are
+// known (seen by the datapath, or from an earlier unsplice) or deadline
+// passes, and returns its last state.
+func (e *Engine) awaitClockAnswers(a datapath.Tuple, deadline time.Time, known knownClocks) (datapath.PairStats, error) {
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
+		st, err := e.dp.Lookup(a)
+		if err == nil {
+			st = known.fill(st)
+		}
+		if err != nil || clockAnswered(st) || time.Now().After(deadline) {
+			return st, err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// tsLeadTime is how far ahead of its timestamp clock a socket's TSvals
+// may have run. Linux stamps a segment with its earliest departure time
+// (EDT): a paced socket (BBR, fq) puts TSvals on the wire up to one
+// burst's pacing delay ahead of TCP_TIMESTAMP, measured here up to 33 ms.
+// Translated TSvals below the peer's last one would be refused as old
+// (PAWS: dropped, answered with a duplicate ACK) until the clock caught
+// up; a jump forward costs nothing, as the peer accepts any newer TSval
+// and the echoes are translated back exactly.
+const tsLeadTime = 100 * time.Millisecond
+
+// tsLead is tsLeadTime in timestamp ticks.
+func tsLead(usecTS bool) uint32 {
+	if usecTS {
+		return uint32(tsLeadTime / time.Microsecond)
+	}
+	return uint32(tsLeadTime / time.Millisecond)
+}

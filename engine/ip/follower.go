@@ -1,0 +1,318 @@
+// Following a spliced pair to its end: counters for /flows, the datapath's events and phases, idle timeouts, and resetting the peers of a pair removed early.
+
+package ip
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+)
+
+// notice is news about a spliced pair for the Splice that follows it.
+type notice struct {
+	ev datapath.Event
+	// removed: Sweep removed the pair for this reason ("reset",
+	// "time_wait", "idle").
+	removed string
+}
+
+// follow waits for the spliced pair to end, copying its byte counters
+// to p as they grow; meanwhile it delivers the bytes owed at splice time,
+// with the pair in StateDraining until they are acknowledged.
+func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
+	a, ch := sp.a, sp.ch
+	defer e.unregister(a)
+	f := follower{p: p, a: a, dp: e.dp, release: e.release, resetPeers: func(st datapath.PairStats) { e.resetPeers(sp.spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	if sp.drain != nil {
+		f.drained = sp.drain.lastProgress
+	}
+	for d, n := range sp.unread {
+		p.AddBytes(engine.Direction(d), n)
+		f.counted[d] = n
+	}
+	var drained chan error
+	if sp.drain != nil {
+		p.SetState(engine.StateDraining)
+		drained = make(chan error, 1)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { drained <- sp.drain.run(stop) }()
+	}
+	var u *unsplicer
+	if sp.fz != nil {
+		u = newUnsplicer(e, p, sp, opts)
+		defer u.stop()
+	}
+	tick := time.NewTicker(statsEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-u.timerC():
+			return u.unsplice(&f, ch, engine.EndTimer, engine.Up)
+		case err := <-drained:
+			drained = nil
+			if err == nil {
+				p.SetState(engine.StateSpliced)
+			}
+			sp.drain.logDone(e.log, p.ID, err)
+		case <-ctx.Done():
+			f.refresh()
+			f.remove()
+			return closedIfKept(p, sp, f.end(engine.EndCancel, nil))
+		case n := <-ch:
+			if n.removed == "" && n.ev.Time < sp.since {
+				continue // an earlier splice's, read late
+			}
+			if u != nil && n.removed == "" && n.ev.Kind == datapath.EventFIN {
+				u = u.plain(f.a) // a half-closed pair cannot be rebuilt: it runs to its end
+			}
+			if u != nil && n.removed == "" {
+				if end, dir, ok := u.onEvent(n.ev); ok {
+					return u.unsplice(&f, ch, end, dir)
+				}
+			}
+			if res, done := f.onNotice(n); done {
+				return closedIfKept(p, sp, res)
+			}
+		case <-tick.C:
+			if res, done := f.onTick(opts.IdleTimeout); done {
+				return closedIfKept(p, sp, res)
+			}
+			if u != nil {
+				if end, dir, ok := u.onStats(f.last); ok {
+					return u.unsplice(&f, ch, end, dir)
+				}
+			}
+		}
+	}
+}
+
+// follower is the state of one followed pair.
+type follower struct {
+	// resetPeers resets both peers of the removed pair.
+	resetPeers func(datapath.PairStats)
+	// release frees what the engine keeps for the pair once it leaves
+	// the table.
+	release func(datapath.Tuple)
+	p       *engine.Pair
+	a       datapath.Tuple
+	dp      *datapath.Datapath
+	counted [2]int64 // bytes already added to p
+	// acked is each direction's highest ACK when last seen: a pair whose
+	// ACKs advance is not idle.
+	acked [2]uint32
+	// extra: bytes counted at splice time (the unread receive queues)
+	// on top of the datapath's counters.
+	extra   [2]int64
+	seed    [2]uint32
+	seedFIN [2]bool
+	eof     [2]bool
+	// closedClean: both FINs were acknowledged. A reset after that (say,
+	// a peer that already forgot the connection answering a late
+	// segment) does not turn the clean end into a reset.
+	closedClean bool
+	resetDir    engine.Direction
+	lastMove    time.Time
+	// drained, if set, says when the drain last delivered owed bytes:
+	// that is movement too, though the datapath's counters stand still.
+	drained func() time.Time
+	// last is the pair's state at the latest refresh (its Phase too).
+	last datapath.PairStats
+}
+
+// refresh copies the pair's counters to p; false when the pair is gone.
+func (f *follower) refresh() (bool, error) {
+	st, err := f.dp.Lookup(f.a)
+	if err != nil {
+		return false, err
+	}
+	f.last = st
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		ds := st.Dir(d)
+		// A correction of streamBytes may take the count back by a byte.
+		if n := int64(f.streamBytes(d, ds)) + f.extra[d]; n != f.counted[d] {
+			f.p.AddBytes(d, n-f.counted[d])
+			if n > f.counted[d] {
+				f.lastMove = time.Now()
+			}
+			f.counted[d] = n
+		}
+		f.eof[d] = f.eof[d] || ds.FIN
+		// Retransmissions filling holes move no new byte, but a
+		// receiver acknowledging them is progress all the same.
+		if ds.AckHi != f.acked[d] {
+			f.acked[d] = ds.AckHi
+			f.lastMove = time.Now()
+		}
+	}
+	if f.drained != nil {
+		if t := f.drained(); t.After(f.lastMove) {
+			f.lastMove = t
+		}
+	}
+	f.closedClean = f.closedClean || (st.Up.FIN && st.Up.FINAcked && st.Down.FIN && st.Down.FINAcked)
+	return true, nil
+}
+
+// streamBytes is the datapath's byte count of direction d. Once the
+// direction's FIN was forwarded its low 32 bits must equal the sequence
+// distance from the published SndNxt to the FIN: the pair's count has been
+// seen one over after a mid-stream splice (1 pair in about 50, cause not
+// found yet), so the distance, which is exact, corrects it.
+func (f *follower) streamBytes(d engine.Direction, ds datapath.DirStats) uint64 {
+	if !ds.FIN {
+		return ds.Bytes
+	}
+	dist := ds.SndNxt - f.seed[d]
+	if !f.seedFIN[d] {
+		dist-- // the FIN takes one sequence number
+	}
+	// Lookup's fields are not one snapshot: trust the distance only when
+	// it is close to the counter.
+	over := int32(uint32(ds.Bytes) - dist)
+	if over != 0 && over > -16 && over < 16 {
+		return uint64(int64(ds.Bytes) - int64(over))
+	}
+	return ds.Bytes
+}
+
+// remove deletes the pair; one Sweep already removed needs nothing more.
+func (f *follower) remove() {
+	st, err := f.dp.Lookup(f.a)
+	f.dp.Delete(f.a)
+	if f.release != nil {
+		f.release(f.a)
+	}
+	if err == nil && f.resetPeers != nil && st.Phase != datapath.PhaseClosed {
+		f.resetPeers(st)
+	}
+}
+
+func (f *follower) end(end engine.End, err error) engine.Result {
+	r := engine.Result{End: end, Moved: f.counted, EOF: f.eof, Err: err}
+	if end == engine.EndReset {
+		r.Dir = f.resetDir
+	}
+	return r
+}
+
+func (f *follower) onNotice(n notice) (engine.Result, bool) {
+	if n.removed != "" {
+		return f.gone(n.removed), true
+	}
+	f.refresh()
+	switch n.ev.Kind {
+	case datapath.EventFIN:
+		f.eof[n.ev.Dir] = true
+	case datapath.EventReset:
+		if f.closedClean {
+			return f.end(engine.EndEOF, nil), true
+		}
+		f.resetDir = n.ev.Dir
+		return f.end(engine.EndReset, nil), true
+	case datapath.EventTimeWait:
+		return f.end(engine.EndEOF, nil), true
+	}
+	return engine.Result{}, false
+}
+
+// onTick catches what events may have missed (a full ring buffer) and
+// enforces the idle timeout.
+func (f *follower) onTick(idle time.Duration) (engine.Result, bool) {
+	ok, err := f.refresh()
+	switch {
+	case errors.Is(err, datapath.ErrNotFound):
+		return f.gone(""), true
+	case err != nil || !ok:
+		return f.end(engine.EndError, err), true
+	case f.closedClean || f.last.Phase == datapath.PhaseTimeWait:
+		return f.end(engine.EndEOF, nil), true
+	case f.last.Phase == datapath.PhaseClosed:
+		return f.end(engine.EndReset, nil), true
+	case idle > 0 && time.Since(f.lastMove) >= idle:
+		f.remove()
+		return f.end(engine.EndIdle, nil), true
+	}
+	return engine.Result{}, false
+}
+
+// gone ends a pair that Sweep removed, for reason if known.
+func (f *follower) gone(reason string) engine.Result {
+	switch {
+	case f.closedClean:
+		return f.end(engine.EndEOF, nil)
+	case reason == "reset" || f.last.Phase == datapath.PhaseClosed:
+		return f.end(engine.EndReset, nil)
+	case reason == "time_wait" || f.last.Phase == datapath.PhaseTimeWait:
+		return f.end(engine.EndEOF, nil)
+	}
+	return f.end(engine.EndIdle, nil)
+}
+
+// resetPeers sends each peer of a pair just removed from the table (on
+// cancel or idle) a reset at the highest sequence number forwarded to it.
+// A peer that has received everything accepts it; one with bytes still in
+// flight answers with a challenge ACK, which now reaches the forwarder's
+// stack, which has no socket for it and resets it exactly.
+func (e *Engine) resetPeers(spec datapath.PairSpec, st datapath.PairStats) {
+	fd, err := e.inject.open(spec.A.Src.Addr().Is6(), e.home.do)
+	if err != nil {
+		e.log.Warn("resetting the peers of a removed pair", "err", err)
+		return
+	}
+	var buf [60]byte
+	toClient := buildSegment(buf[:], spec.A.Dst, spec.A.Src, st.Down.SndNxt+spec.Down.SeqOff, segFields{ack: st.Up.SndNxt, flags: 0x14}, nil)
+	e.inject.send(fd, spec.A.Src.Addr(), toClient)
+	toServer := buildSegment(buf[:], spec.B.Dst, spec.B.Src, st.Up.SndNxt+spec.Up.SeqOff, segFields{ack: st.Down.SndNxt, flags: 0x14}, nil)
+	e.inject.send(fd, spec.B.Src.Addr(), toServer)
+}
+
+func (e *Engine) register(a datapath.Tuple) chan notice {
+	ch := make(chan notice, 8)
+	e.mu.Lock()
+	e.waiters[a] = ch
+	e.mu.Unlock()
+	return ch
+}
+
+func (e *Engine) unregister(a datapath.Tuple) {
+	e.mu.Lock()
+	delete(e.waiters, a)
+	e.mu.Unlock()
+}
+
+// notify passes n to the Splice following pair a, if any. It never
+// blocks: a waiter that is behind catches up from Lookup on its next tick.
+func (e *Engine) notify(a datapath.Tuple, n notice) {
+	e.mu.Lock()
+	ch := e.waiters[a]
+	e.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- n:
+	default:
+	}
+}
+
+// readEvents hands the program's events to the pairs' followers until the
+// datapath closes.
+func (e *Engine) readEvents() {
+	for {
+		ev, err := e.dp.ReadEvent()
+		switch {
+		case errors.Is(err, datapath.ErrClosed):
+			return
+		case err != nil:
+			e.log.Warn("reading datapath events", "err", err)
+			continue
+		case ev.Found:
+			e.notify(ev.Pair, notice{ev: ev})
+		}
+	}
+}

@@ -1,0 +1,557 @@
+/* splice.c: tc ingress program of engine ip: translates each packet of a spliced TCP connection into a packet of its peer connection and redirects it out of the peer's device. */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "splice.h"
+#include "tcphdr.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/*
+ * Types the Go loader takes from bpf2go -type although no map holds them:
+ * an unused pointer makes clang emit each one's BTF, so Go never copies a
+ * value or an offset of splice.h by hand.
+ */
+const enum splice_mode *unused_splice_mode __attribute__((unused));
+const enum splice_opt *unused_splice_opt __attribute__((unused));
+const enum splice_flag *unused_splice_flag __attribute__((unused));
+const enum splice_family *unused_splice_family __attribute__((unused));
+const enum splice_ctl_layout *unused_splice_ctl_layout __attribute__((unused));
+const enum splice_time *unused_splice_time __attribute__((unused));
+const enum splice_tcp_flag *unused_splice_tcp_flag __attribute__((unused));
+const enum splice_event_kind *unused_splice_event_kind __attribute__((unused));
+const enum splice_counter *unused_splice_counter __attribute__((unused));
+const struct splice_event *unused_splice_event __attribute__((unused));
+const struct splice_data_event *unused_splice_data_event __attribute__((unused));
+
+#define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
+
+/* 4-tuple -> slot in splice_dirs; two keys per pair. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct splice_key);
+	__type(value, __u32);
+	__uint(max_entries, SPLICE_MAX_DIRS);
+} splice_flows SEC(".maps");
+
+/* Directional entries, mmapped by the control plane for atomic mode changes and reads. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct splice_dir);
+	__uint(max_entries, SPLICE_MAX_DIRS);
+} splice_dirs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, SPLICE_CNT_MAX);
+} splice_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, SPLICE_EVENT_BYTES);
+} splice_events SEC(".maps");
+
+static __always_inline void count(__u32 what)
+{
+	__u64 *v = bpf_map_lookup_elem(&splice_counters, &what);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int drop(__u32 why)
+{
+	count(why);
+	return TC_ACT_SHOT;
+}
+
+static __always_inline void emit(const struct splice_key *k, __u32 kind, __u32 seq)
+{
+	struct splice_event *ev = bpf_ringbuf_reserve(&splice_events, sizeof(*ev), 0);
+	if (!ev) {
+		count(SPLICE_CNT_EVENT_LOST);
+		return;
+	}
+	/* The fine clock: Go compares it with CLOCK_MONOTONIC to tell this
+	 * splice's events from an earlier one's; events are rare. */
+	ev->ktime = bpf_ktime_get_ns();
+	ev->kind = kind;
+	ev->seq = seq;
+	__builtin_memcpy(&ev->key, k, sizeof(*k));
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* seq_after reports whether a comes after b in sequence space (RFC 1982). */
+static __always_inline int seq_after(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) > 0;
+}
+
+/*
+ * advance raises *p to v if v is after it, atomically against the other
+ * CPUs that may handle the same direction, and stores the value it replaced
+ * in *old. It returns 1 if it advanced.
+ */
+static __always_inline int advance(__u32 *p, __u32 v, __u32 *old)
+{
+	for (int i = 0; i < 4; i++) {
+		__u32 cur = READ_ONCE(*p);
+		if (!seq_after(v, cur))
+			return 0;
+		if (__sync_val_compare_and_swap(p, cur, v) == cur) {
+			*old = cur;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* win_span is how far a segment may legitimately lie from a tracked edge when windows use shift. */
+static __always_inline __u32 win_span(__u32 shift)
+{
+	if (shift > 14)
+		shift = 14;
+	return 65536u << shift;
+}
+
+/* rescale_window re-expresses a raw window of one connection in the other's scale, rounding down. */
+static __always_inline __u16 rescale_window(__u16 w, __u32 in_shift, __u32 out_shift)
+{
+	if (in_shift > 14)
+		in_shift = 14;
+	if (out_shift > 14)
+		out_shift = 14;
+	__u64 bytes = ((__u64)w << in_shift) >> out_shift;
+	return bytes > 0xffff ? 0xffff : bytes;
+}
+
+/* The parts of a packet the lookup needs. */
+struct pkt {
+	struct splice_key key;
+	__u32 l4;  /* offset of the TCP header */
+	__u32 end; /* offset just past the IP packet, trailing frame padding excluded */
+	__u8 frag; /* an IPv4 first fragment */
+};
+
+/* parse_ip returns -1 for anything that is not TCP over IPv4/IPv6 with a readable port pair. */
+static __always_inline int parse_ip(struct __sk_buff *skb, struct pkt *p)
+{
+	struct ethhdr eth;
+	__u32 len;
+
+	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) < 0)
+		return -1;
+	if (eth.h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr ip;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0)
+			return -1;
+		if (ip.version != 4 || ip.ihl < 5 || ip.protocol != IPPROTO_TCP)
+			return -1;
+		__u16 frag = bpf_ntohs(ip.frag_off);
+		if (frag & 0x1fff)
+			return -1; /* a later fragment carries no TCP header to match */
+		p->frag = (frag & 0x2000) != 0;
+		p->l4 = ETH_HLEN + ip.ihl * 4;
+		len = bpf_ntohs(ip.tot_len);
+		if (len == 0 && skb->gso_size)
+			len = skb->len - ETH_HLEN; /* BIG TCP: the length lives in the skb */
+		p->end = ETH_HLEN + len;
+		p->key.family = SPLICE_AF_INET;
+		__builtin_memcpy(p->key.saddr, &ip.saddr, 4);
+		__builtin_memcpy(p->key.daddr, &ip.daddr, 4);
+	} else if (eth.h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) < 0)
+			return -1;
+		if (ip6.version != 6 || ip6.nexthdr != IPPROTO_TCP)
+			return -1; /* extension headers are not parsed, so never spliced */
+		p->l4 = ETH_HLEN + sizeof(ip6);
+		len = bpf_ntohs(ip6.payload_len);
+		if (len == 0 && skb->gso_size)
+			len = skb->len - p->l4; /* BIG TCP: the length lives in the skb */
+		p->end = p->l4 + len;
+		p->key.family = SPLICE_AF_INET6;
+		__builtin_memcpy(p->key.saddr, &ip6.saddr, 16);
+		__builtin_memcpy(p->key.daddr, &ip6.daddr, 16);
+	} else {
+		return -1;
+	}
+
+	__be16 ports[2];
+	if (bpf_skb_load_bytes(skb, p->l4, ports, sizeof(ports)) < 0)
+		return -1;
+	p->key.sport = ports[0];
+	p->key.dport = ports[1];
+	return 0;
+}
+
+/* The TCP segment, parsed. */
+struct seg {
+	__u8 hdr[HDR_BUF]; /* the header as received; zero past hlen */
+	__u8 out[HDR_BUF]; /* the header as it will be sent */
+	struct tcpopts o;
+	__u32 hlen;
+	__u32 len; /* payload bytes */
+	__u32 seq;
+	__u32 ack;
+	__u32 tsval;
+	__u16 win;
+	__u8 flags;
+};
+
+/* parse_tcp returns -1 for a header that is truncated or inconsistent with the IP length. */
+static __always_inline int parse_tcp(struct __sk_buff *skb, const struct pkt *p, struct seg *s)
+{
+	if (p->end > skb->len || p->end < p->l4 + 20)
+		return -1;
+	if (bpf_skb_load_bytes(skb, p->l4, s->hdr, 20) < 0)
+		return -1;
+	__u32 hlen = (s->hdr[12] >> 4) * 4;
+	if (hlen < 20 || p->l4 + hlen > p->end)
+		return -1;
+	if (hlen > 20 && bpf_skb_load_bytes(skb, p->l4 + 20, s->hdr + 20, hlen - 20) < 0)
+		return -1;
+	if (parse_opts(s->hdr, hlen, &s->o) < 0)
+		return -1;
+	s->hlen = hlen;
+	s->len = p->end - p->l4 - hlen;
+	s->seq = get32(s->hdr, 4);
+	s->ack = get32(s->hdr, 8);
+	s->flags = s->hdr[13];
+	s->win = get16(s->hdr, 14);
+	if (s->o.ts)
+		s->tsval = get32(s->hdr, s->o.ts + 2);
+	return 0;
+}
+
+/* note_ts remembers the sender's latest timestamp: the control plane needs it to pick TsOff and to rebuild sockets. */
+static __always_inline void note_ts(struct splice_dir *e, const struct seg *s)
+{
+	if (!s->o.ts)
+		return;
+	__u32 cur = READ_ONCE(e->ts_last);
+	if (cur == 0 || seq_after(s->tsval, cur))
+		WRITE_ONCE(e->ts_last, s->tsval);
+}
+
+/*
+ * fits_mtu checks the packet against the peer device's MTU; a GSO packet is
+ * checked segment by segment. Routing itself happens in
+ * bpf_redirect_neigh: bpf_fib_lookup would demand IP forwarding enabled on
+ * the device, which a forwarder that only splices should not need.
+ */
+static __always_inline int fits_mtu(struct __sk_buff *skb, const struct splice_dir *e)
+{
+	__u32 mtu = 0;
+
+	return bpf_check_mtu(skb, e->out_ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) == BPF_MTU_CHK_RET_SUCCESS;
+}
+
+/*
+ * rewrite writes the translated TCP header and addresses into the packet.
+ * Checksums are updated by difference through the kernel helpers: the
+ * header diff without BPF_F_PSEUDO_HDR, the address diff with it, so a
+ * CHECKSUM_PARTIAL skb (GSO included) keeps only its pseudo-header sum
+ * adjusted, and a CHECKSUM_COMPLETE skb keeps a valid skb->csum.
+ */
+static __always_inline int rewrite(struct __sk_buff *skb, const struct pkt *p, struct seg *s,
+				   const struct splice_dir *e, const struct splice_dir *peer, __u32 ctl)
+{
+	__u32 csum_off = p->l4 + 16;
+	__u32 hlen = s->hlen & 0x3c;
+
+	__builtin_memcpy(s->out, s->hdr, HDR_BUF);
+	__builtin_memcpy(s->out, &e->out_sport, 2);
+	__builtin_memcpy(s->out + 2, &e->out_dport, 2);
+	put32(s->out, 4, s->seq + e->seq_off);
+	if (s->flags & TCP_ACK)
+		put32(s->out, 8, s->ack - peer->seq_off);
+	put16(s->out, 14, rescale_window(s->win, SPLICE_CTL_IN_SHIFT(ctl), SPLICE_CTL_OUT_SHIFT(ctl)));
+	rewrite_opts(s->out, &s->o, SPLICE_CTL_OPTS(ctl), s->flags & TCP_ACK, e->ts_off, peer->ts_off,
+		     peer->seq_off);
+
+	if (hlen < 20)
+		return -1;
+	__s64 hdiff = bpf_csum_diff((__be32 *)s->hdr, hlen, (__be32 *)s->out, hlen, 0);
+	if (hdiff < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, csum_off, 0, hdiff, 0) < 0)
+		return -1;
+
+	if (p->key.family == SPLICE_AF_INET) {
+		__s64 adiff = bpf_csum_diff((__be32 *)p->key.saddr, 4, (__be32 *)e->out_saddr, 4, 0);
+		if (adiff < 0)
+			return -1;
+		adiff = bpf_csum_diff((__be32 *)p->key.daddr, 4, (__be32 *)e->out_daddr, 4, adiff);
+		if (adiff < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, saddr), e->out_saddr, 4, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, daddr), e->out_daddr, 4, 0) < 0)
+			return -1;
+		if (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), 0, adiff, 0) < 0)
+			return -1;
+		if (bpf_l4_csum_replace(skb, csum_off, 0, adiff, BPF_F_PSEUDO_HDR) < 0)
+			return -1;
+		return 0;
+	}
+
+	__s64 adiff = bpf_csum_diff((__be32 *)p->key.saddr, 32, (__be32 *)e->out_saddr, 32, 0);
+	if (adiff < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, saddr), e->out_saddr, 32, 0) < 0)
+		return -1;
+	/*
+	 * BPF_F_IPV6 (Linux 6.16+) keeps skb->csum of a CHECKSUM_COMPLETE skb
+	 * untouched, as IPv6 has no header checksum absorbing the address
+	 * change. Older kernels refuse the flag; without it only that rare
+	 * case is left with a stale skb->csum, which the receiver recomputes.
+	 */
+	long rc = bpf_l4_csum_replace(skb, csum_off, 0, adiff, BPF_F_PSEUDO_HDR | BPF_F_IPV6);
+	if (rc == -22)
+		rc = bpf_l4_csum_replace(skb, csum_off, 0, adiff, BPF_F_PSEUDO_HDR);
+	return rc < 0 ? -1 : 0;
+}
+
+/* close_pair marks both directions closed after a reset and reports it once. */
+static __always_inline void close_pair(struct splice_dir *e, struct splice_dir *peer, const struct splice_key *k,
+				       __u32 seq)
+{
+	__u32 was = __sync_fetch_and_or(&e->flags, SPLICE_F_CLOSED);
+	__sync_fetch_and_or(&peer->flags, SPLICE_F_CLOSED);
+	if (!(was & SPLICE_F_CLOSED))
+		emit(k, SPLICE_EV_RESET, seq);
+}
+
+/*
+ * commit records what the forwarded segment changed: tracked edges,
+ * counters, and the teardown state (SpliceNP 2.2). A FIN each way, each
+ * acknowledged, puts the pair in TIME_WAIT; the Go sweeper removes it
+ * after 2MSL. A reset that the receiver will accept closes the pair.
+ */
+static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer, const struct pkt *p,
+				   const struct seg *s, __u32 ctl)
+{
+	__u32 old;
+
+	WRITE_ONCE(e->last_seen, (__u32)(bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT));
+	WRITE_ONCE(e->win, s->win);
+	__sync_fetch_and_add(&e->packets, 1);
+	note_ts(e, s);
+	if (s->flags & TCP_ACK)
+		advance(&e->ack_hi, s->ack, &old);
+
+	if (s->flags & TCP_RST) {
+		/*
+		 * RFC 5961 3.2: the receiver resets only on a seq exactly at its
+		 * next expected byte; any other in-window reset gets a challenge
+		 * ACK (forwarded like any segment) and the pair lives on. A blind
+		 * attacker must now guess the exact number, not a window.
+		 */
+		if (s->seq == READ_ONCE(e->snd_nxt))
+			close_pair(e, peer, &p->key, s->seq);
+		return;
+	}
+
+	__u32 data_end = s->seq + s->len;
+	__u32 fin = s->flags & TCP_FIN ? 1 : 0;
+	/* Only data or FIN moves snd_nxt: a bare ACK's seq may lie past bytes a watch or limit did not forward. */
+	if ((s->len || fin) && advance(&e->snd_nxt, data_end + fin, &old) && seq_after(data_end, old))
+		__sync_fetch_and_add(&e->bytes, data_end - old);
+	if (fin && !(__sync_fetch_and_or(&e->flags, SPLICE_F_FIN_SEEN) & SPLICE_F_FIN_SEEN))
+		emit(&p->key, SPLICE_EV_FIN, data_end);
+
+	if (s->flags & TCP_ACK) {
+		__u32 pf = READ_ONCE(peer->flags);
+		if ((pf & SPLICE_F_FIN_SEEN) && !(pf & SPLICE_F_FIN_ACKED) &&
+		    s->ack == READ_ONCE(peer->snd_nxt) + peer->seq_off)
+			pf = __sync_fetch_and_or(&peer->flags, SPLICE_F_FIN_ACKED) | SPLICE_F_FIN_ACKED;
+		__u32 ef = READ_ONCE(e->flags);
+		__u32 done = SPLICE_F_FIN_SEEN | SPLICE_F_FIN_ACKED;
+		if ((ef & done) == done && (pf & done) == done && !(ef & SPLICE_F_TIME_WAIT)) {
+			__u32 was = __sync_fetch_and_or(&e->flags, SPLICE_F_TIME_WAIT);
+			__sync_fetch_and_or(&peer->flags, SPLICE_F_TIME_WAIT);
+			if (!(was & SPLICE_F_TIME_WAIT))
+				emit(&p->key, SPLICE_EV_TIME_WAIT, s->ack);
+		}
+	}
+
+	if ((SPLICE_CTL_OPTS(ctl) & SPLICE_OPT_LIMIT) && READ_ONCE(e->snd_nxt) == READ_ONCE(e->limit_seq) &&
+	    !(__sync_fetch_and_or(&e->flags, SPLICE_F_LIMIT_EV) & SPLICE_F_LIMIT_EV))
+		emit(&p->key, SPLICE_EV_LIMIT, e->limit_seq);
+}
+
+/*
+ * keep_data reports the first segment a watched or limited direction did
+ * not forward, if it holds the direction's next byte (nxt), with up to
+ * SPLICE_CAPTURE bytes of its payload from nxt on: the control plane hands
+ * them to the proxy after unsplicing, sparing the sender a retransmission
+ * timeout. Reported once per SetMode.
+ */
+static __always_inline void keep_data(struct __sk_buff *skb, const struct pkt *p, const struct seg *s,
+				      struct splice_dir *e, __u32 nxt)
+{
+	__u32 fin = (s->flags & TCP_FIN) ? 1 : 0;
+
+	if ((READ_ONCE(e->flags) & SPLICE_F_DATA_EV) || seq_after(s->seq, nxt) || !seq_after(s->seq + s->len + fin, nxt))
+		return; /* already kept, or a gap before it, or nothing new in it */
+	struct splice_data_event *ev = bpf_ringbuf_reserve(&splice_events, sizeof(*ev), 0);
+	if (!ev) {
+		count(SPLICE_CNT_EVENT_LOST);
+		return;
+	}
+	if (__sync_fetch_and_or(&e->flags, SPLICE_F_DATA_EV) & SPLICE_F_DATA_EV) {
+		bpf_ringbuf_discard(ev, 0); /* another CPU kept it first */
+		return;
+	}
+	__u32 skip = nxt - s->seq;
+	__u32 n = s->len > skip ? s->len - skip : 0;
+	asm volatile("" : "+r"(n)); /* keep the clamp below visible to the verifier */
+	if (n > SPLICE_CAPTURE)
+		n = SPLICE_CAPTURE;
+	if (n > 0 && bpf_skb_load_bytes(skb, p->l4 + s->hlen + skip, ev->data, n) < 0)
+		n = 0; /* unreadable: the sender retransmits instead */
+	ev->ev.ktime = bpf_ktime_get_ns(); /* fine clock, as in emit() */
+	ev->ev.kind = SPLICE_EV_DATA;
+	ev->ev.seq = nxt;
+	__builtin_memcpy(&ev->ev.key, &p->key, sizeof(p->key));
+	ev->ack = s->ack;
+	ev->len = n;
+	ev->tsval = s->tsval;
+	ev->win = s->win;
+	ev->tcpflags = s->flags;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* splice checks, translates and redirects one segment of a spliced flow. */
+/* reopen hands a SYN on the tuple of an ended pair (both FINs acknowledged,
+ * or reset) to the stack, as a TIME_WAIT socket accepts a new SYN (RFC
+ * 6191): a client whose ephemeral ports wrap reuses them while the pair
+ * waits out 2MSL, and dropping its SYN would stall it for retransmissions.
+ * The flow leaves the table so the handshake's next segments reach the
+ * listener too; the pair itself waits for the control plane's sweep, and
+ * the peer's direction still translates a retransmitted FIN. */
+static __always_inline int reopen(const struct pkt *p)
+{
+	bpf_map_delete_elem(&splice_flows, &p->key);
+	count(SPLICE_CNT_REOPENED);
+	return TC_ACT_UNSPEC; /* a new connection: the stack's (the listener's) */
+}
+
+static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct splice_dir *e,
+				  struct splice_dir *peer)
+{
+	struct seg s = {};
+
+	if (p->frag)
+		return drop(SPLICE_DROP_FRAGMENT); /* a fragmented segment cannot be rewritten whole; TCP sets DF */
+	if (parse_tcp(skb, p, &s) < 0)
+		return drop(SPLICE_DROP_MALFORMED); /* a receiver might read it differently from our translation */
+
+	__u32 ctl = READ_ONCE(e->ctl);
+	__u32 pctl = READ_ONCE(peer->ctl);
+	__u32 mode = SPLICE_CTL_MODE(ctl);
+	__u32 flags = READ_ONCE(e->flags);
+	__u32 nxt = READ_ONCE(e->snd_nxt);
+	__u32 span = win_span(SPLICE_CTL_OUT_SHIFT(pctl));
+	__s32 dseq = s.seq - nxt;
+	int seq_ok = dseq <= (__s32)span && dseq >= -(__s32)span;
+
+	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)))
+		return reopen(p);
+	if (flags & SPLICE_F_CLOSED)
+		return drop(SPLICE_DROP_CLOSED); /* a reset ended the pair: nobody is left to receive this */
+	if (mode == SPLICE_MODE_HOLD) {
+		if (seq_ok)
+			note_ts(e, &s);
+		return drop(SPLICE_DROP_HOLD); /* offsets may be half-written; the sender retransmits after the hold */
+	}
+	if (s.flags & TCP_SYN)
+		return drop(SPLICE_DROP_SYN); /* a new handshake on a spliced tuple would desynchronize both ends */
+	if (!(s.flags & (TCP_ACK | TCP_RST)))
+		return drop(SPLICE_DROP_NO_ACK); /* RFC 9293 3.10.7.4: a synchronized receiver drops it anyway */
+	if (!seq_ok)
+		return drop(SPLICE_DROP_SEQ); /* far from anything the sender could send now: blind injection */
+	if (s.flags & TCP_ACK) {
+		__u32 sent = READ_ONCE(peer->snd_nxt) + peer->seq_off;
+		__s32 dack = s.ack - sent;
+		/*
+		 * The lag may reach the sender's own window (in_shift) or, while
+		 * the control plane drains owed bytes, the other connection's
+		 * (out_shift): the larger span.
+		 */
+		__u32 ashift = SPLICE_CTL_IN_SHIFT(ctl) > SPLICE_CTL_OUT_SHIFT(ctl) ? SPLICE_CTL_IN_SHIFT(ctl) : SPLICE_CTL_OUT_SHIFT(ctl);
+		if (dack > 0 || dack < -(__s32)win_span(ashift))
+			return drop(SPLICE_DROP_ACK); /* acks data never sent, or lags more than a window: blind injection */
+	}
+
+	int carries = s.len > 0 || (s.flags & TCP_FIN);
+	if (carries && !(s.flags & TCP_RST)) {
+		/* A retransmission of bytes already forwarded passes a watch: the receiver's ack of them is what unsplicing waits for. */
+		int fresh = seq_after(s.seq + s.len + ((s.flags & TCP_FIN) ? 1 : 0), nxt);
+		if (mode == SPLICE_MODE_WATCH && fresh) {
+			if (!(__sync_fetch_and_or(&e->flags, SPLICE_F_WATCH_EV) & SPLICE_F_WATCH_EV))
+				emit(&p->key, SPLICE_EV_WATCH, s.seq);
+			keep_data(skb, p, &s, e, nxt);
+			return drop(SPLICE_DROP_WATCH); /* the control plane takes this data (kept in a data event, or retransmitted to the rebuilt socket) */
+		}
+		if (SPLICE_CTL_OPTS(ctl) & SPLICE_OPT_LIMIT) {
+			__u32 limit = READ_ONCE(e->limit_seq);
+			if (seq_after(s.seq + s.len + ((s.flags & TCP_FIN) ? 1 : 0), limit)) {
+				if (!seq_after(s.seq, nxt) &&
+				    !(__sync_fetch_and_or(&e->flags, SPLICE_F_LIMIT_EV) & SPLICE_F_LIMIT_EV))
+					emit(&p->key, SPLICE_EV_LIMIT, nxt);
+				keep_data(skb, p, &s, e, nxt);
+				return drop(SPLICE_DROP_LIMIT); /* bytes past the limit belong to the control plane (kept in a data event, or retransmitted) */
+			}
+		}
+	}
+
+	if (!fits_mtu(skb, e))
+		return drop(SPLICE_DROP_MTU); /* the peer device would drop it; the MSS clamp should have prevented it */
+	if (rewrite(skb, p, &s, e, peer, ctl) < 0)
+		return drop(SPLICE_DROP_REWRITE); /* half-rewritten: sending it would corrupt the peer connection */
+	commit(e, peer, p, &s, ctl);
+	count(SPLICE_CNT_FORWARDED);
+	/*
+	 * Out of the peer's device, never up our own stack: the rewritten
+	 * source is local, a martian there. The kernel routes toward the new
+	 * destination through that device and resolves L2; if it finds no
+	 * route it drops the packet and counts it in the device's tx_dropped.
+	 */
+	return bpf_redirect_neigh(e->out_ifindex, 0, 0, 0);
+}
+
+SEC("tc")
+int splice_ingress(struct __sk_buff *skb)
+{
+	struct pkt p = {};
+
+	if (parse_ip(skb, &p) < 0)
+		return TC_ACT_UNSPEC; /* not TCP over IPv4/IPv6 with ports: never spliced, let the next program decide */
+	__u32 *slot = bpf_map_lookup_elem(&splice_flows, &p.key);
+	if (!slot)
+		return TC_ACT_UNSPEC; /* not spliced: the next program or the local stack owns it */
+	__u32 si = *slot;
+	__u32 pi = si ^ 1;
+	struct splice_dir *e = bpf_map_lookup_elem(&splice_dirs, &si);
+	struct splice_dir *peer = bpf_map_lookup_elem(&splice_dirs, &pi);
+	if (!e || !peer)
+		return drop(SPLICE_DROP_NO_ENTRY); /* a control-plane bug: the flow points past the table */
+	return splice(skb, &p, e, peer);
+}

@@ -1,0 +1,168 @@
+/* splice.h: the ABI between the splice tc program and its Go loader: map keys and values, modes, flags, counters and events. */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+#ifndef SPLICE_H
+#define SPLICE_H
+
+#include <linux/types.h>
+
+/* Tunable sizes; the Go loader overrides max_entries before loading. */
+#ifndef SPLICE_MAX_DIRS
+#define SPLICE_MAX_DIRS (2 * 16384)
+#endif
+#ifndef SPLICE_EVENT_BYTES
+#define SPLICE_EVENT_BYTES (256 * 1024)
+#endif
+/* Payload bytes a data event carries at most: one request line and headers, or one MSS. */
+#ifndef SPLICE_CAPTURE
+#define SPLICE_CAPTURE 2048
+#endif
+
+/* splice_key.family values (the kernel's AF_INET, AF_INET6). */
+enum splice_family {
+	SPLICE_AF_INET = 2,
+	SPLICE_AF_INET6 = 10,
+};
+
+/*
+ * splice_key names one direction of a spliced pair: the 4-tuple of a packet
+ * as it arrives at the forwarder. IPv4 addresses use the first 4 bytes of
+ * saddr/daddr; the rest stays zero.
+ */
+struct splice_key {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__be16 sport;
+	__be16 dport;
+	__u8 family;
+	__u8 pad[3];
+};
+
+/* Modes a direction is in; the values are engine.Mode's. */
+enum splice_mode {
+	SPLICE_MODE_FORWARD = 0, /* translate and forward */
+	SPLICE_MODE_WATCH = 1,	 /* forward acks; data or FIN raises an event and is not forwarded */
+	SPLICE_MODE_HOLD = 2,	 /* forward nothing: the control plane is computing the translation */
+};
+
+/* Per-direction translation options, set by the control plane. */
+enum splice_opt {
+	SPLICE_OPT_STRIP_TS = 1,   /* overwrite the timestamp option with NOPs */
+	SPLICE_OPT_STRIP_SACK = 2, /* overwrite SACK blocks with NOPs */
+	SPLICE_OPT_LIMIT = 4,	   /* forward no byte at or past limit_seq */
+};
+
+/* Per-direction facts the program learns; only ever set, with atomic OR. */
+enum splice_flag {
+	SPLICE_F_FIN_SEEN = 1,	/* this direction forwarded its FIN */
+	SPLICE_F_FIN_ACKED = 2, /* the other side acknowledged that FIN */
+	SPLICE_F_TIME_WAIT = 4, /* both FINs acknowledged: the pair waits 2MSL */
+	SPLICE_F_CLOSED = 8,	/* a reset ended the pair: forward nothing more */
+	SPLICE_F_LIMIT_EV = 16, /* the limit event was reported */
+	SPLICE_F_WATCH_EV = 32, /* the watch event was reported */
+	SPLICE_F_DATA_EV = 64,	/* the first data past the boundary was reported with its payload */
+};
+
+/*
+ * splice_dir is one direction of a pair: what to rewrite a packet into and
+ * what the program has tracked. Slots 2n and 2n+1 of splice_dirs hold the
+ * two directions of pair n, so a direction's peer is at slot ^ 1.
+ * Sequence numbers are in the sender's (input) space unless said otherwise.
+ * Layout: 96 bytes; the Go side reads and writes it through mmap.
+ */
+struct splice_dir {
+	/* Rewrite target: the peer direction's key, source and destination swapped. */
+	__u8 out_saddr[16];
+	__u8 out_daddr[16];
+	__be16 out_sport;
+	__be16 out_dport;
+	__u32 out_ifindex;
+	__u32 seq_off; /* out.seq = in.seq + seq_off; the peer's acks subtract it */
+	__u32 ts_off;  /* out.TSval = in.TSval + ts_off; the peer's TSecr subtract it */
+	/* mode | opts << 8 | in_shift << 16 | out_shift << 24; one atomic store by the control plane */
+	__u32 ctl;
+	__u32 limit_seq; /* with SPLICE_OPT_LIMIT: first sequence number not to forward */
+	__u32 flags;	 /* enum splice_flag */
+	__u32 snd_nxt;	 /* highest seq + len (+1 for FIN) forwarded */
+	__u32 ack_hi;	 /* highest ack forwarded (it acknowledges the peer's output space) */
+	__u32 ts_last;	 /* latest TSval seen, 0 if none */
+	__u16 win;	 /* last raw (unscaled) window field forwarded */
+	__u16 pad;
+	__u32 last_seen; /* bpf_ktime_get_coarse_ns() >> 20 of the last forwarded packet */
+	__u64 bytes;	 /* stream bytes forwarded: advances of snd_nxt, FIN excluded */
+	__u64 packets;	 /* packets forwarded, retransmissions included */
+};
+
+/* Layout of splice_dir.ctl: four byte-wide fields at these bit positions. */
+enum splice_ctl_layout {
+	SPLICE_CTL_FIELD_MASK = 0xff,
+	SPLICE_CTL_OPTS_POS = 8,
+	SPLICE_CTL_IN_SHIFT_POS = 16,
+	SPLICE_CTL_OUT_SHIFT_POS = 24,
+};
+
+#define SPLICE_CTL_MODE(c) ((c) & SPLICE_CTL_FIELD_MASK)
+#define SPLICE_CTL_OPTS(c) (((c) >> SPLICE_CTL_OPTS_POS) & SPLICE_CTL_FIELD_MASK)
+#define SPLICE_CTL_IN_SHIFT(c) (((c) >> SPLICE_CTL_IN_SHIFT_POS) & SPLICE_CTL_FIELD_MASK)
+#define SPLICE_CTL_OUT_SHIFT(c) (((c) >> SPLICE_CTL_OUT_SHIFT_POS) & SPLICE_CTL_FIELD_MASK)
+
+/* splice_dir.last_seen = bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT. */
+enum splice_time {
+	SPLICE_TIME_SHIFT = 20,
+};
+
+/* Events reported to the control plane through the ring buffer. */
+enum splice_event_kind {
+	SPLICE_EV_FIN = 1,	 /* a direction forwarded its FIN; seq = the FIN's sequence number */
+	SPLICE_EV_TIME_WAIT = 2, /* both FINs acknowledged; the pair entered TIME_WAIT */
+	SPLICE_EV_RESET = 3,	 /* a reset was forwarded and closed the pair; seq = the RST's */
+	SPLICE_EV_LIMIT = 4,	 /* the limit stopped forwarding; seq = snd_nxt, the first byte not forwarded */
+	SPLICE_EV_WATCH = 5,	 /* data or FIN arrived in a watched direction; seq = its first byte */
+	SPLICE_EV_DATA = 6,	 /* the segment holding snd_nxt was not forwarded (watch or limit); seq = snd_nxt */
+};
+
+struct splice_event {
+	__u64 ktime;
+	__u32 kind;
+	__u32 seq;
+	struct splice_key key; /* the direction the triggering packet travelled */
+};
+
+/*
+ * splice_data_event keeps, for the control plane, the first bytes a watched
+ * or limited direction did not forward, from snd_nxt on: unsplicing puts
+ * them into the rebuilt socket's receive queue, so the sender need not
+ * retransmit them. Bytes past SPLICE_CAPTURE are left to retransmission.
+ */
+struct splice_data_event {
+	struct splice_event ev; /* kind SPLICE_EV_DATA, seq = snd_nxt = the sequence number of data[0] */
+	__u32 ack;		/* the segment's ack field (valid with the ACK flag) */
+	__u32 len;		/* bytes in data */
+	__u32 tsval;		/* the segment's TSval, 0 without timestamps */
+	__u16 win;		/* the segment's raw window */
+	__u8 tcpflags;		/* the segment's flags (FIN, ACK) */
+	__u8 pad;
+	__u8 data[SPLICE_CAPTURE];
+};
+
+/* Counters, per CPU. Names in Go: counterNames. Drops carry the reason. */
+enum splice_counter {
+	SPLICE_CNT_FORWARDED = 0, /* packets translated and redirected */
+	SPLICE_CNT_EVENT_LOST,	  /* events the full ring buffer refused */
+	SPLICE_CNT_REOPENED,	  /* SYNs that reopened the tuple of an ended pair, handed to the stack */
+	SPLICE_DROP_NO_ENTRY,	  /* a flow pointed at a slot with no entry */
+	SPLICE_DROP_FRAGMENT,	  /* IPv4 first fragment of a spliced flow */
+	SPLICE_DROP_MALFORMED,	  /* truncated or inconsistent IP/TCP header or options */
+	SPLICE_DROP_CLOSED,	  /* the pair was reset */
+	SPLICE_DROP_HOLD,	  /* the direction is held while the control plane works */
+	SPLICE_DROP_SYN,	  /* SYN on a spliced 4-tuple */
+	SPLICE_DROP_NO_ACK,	  /* neither ACK nor RST: invalid on a synchronized connection */
+	SPLICE_DROP_SEQ,	  /* seq outside the tracked window: blind injection */
+	SPLICE_DROP_ACK,	  /* ack of data never sent, or far behind: blind injection */
+	SPLICE_DROP_WATCH,	  /* data in a watched direction, left for the control plane */
+	SPLICE_DROP_LIMIT,	  /* data at or past the byte limit, left for the control plane */
+	SPLICE_DROP_MTU,	  /* the packet (or a GSO segment) does not fit the peer device's MTU */
+	SPLICE_DROP_REWRITE,	  /* a store or checksum helper failed */
+	SPLICE_CNT_MAX,
+};
+
+#endif

@@ -1,0 +1,45 @@
+// Package datapath is engine ip's datapath: a tc BPF program that turns the packets of one TCP connection into packets of another, so the forwarder runs no TCP for a spliced pair.
+//
+// A pair is connection A (client <-> forwarder) and connection B (forwarder
+// <-> server). Once the control plane has frozen both sockets and computed
+// the offsets between their sequence and timestamp spaces, it inserts the
+// pair with Insert; from then on the program at tc ingress (tcx) of the
+// forwarder's devices rewrites each segment of A into a segment of B and
+// redirects it out of B's device, and the mirror for B -> A:
+//
+//	out.saddr, out.sport = forwarder's address/port on B;  out.daddr, out.dport = server's
+//	out.seq   = in.seq + SeqOff[A->B]
+//	out.ack   = in.ack - SeqOff[B->A]
+//	SACK edge = edge - SeqOff[B->A]
+//	TSval     = in.TSval + TSOff[A->B];  TSecr = in.TSecr - TSOff[B->A]
+//	window    = min(65535, (W << InShift) >> OutShift)
+//
+// Checksums are updated by difference with the kernel helpers, so
+// CHECKSUM_PARTIAL, CHECKSUM_COMPLETE and GSO/GRO super-packets stay right.
+//
+// The program drops, with a per-CPU counter named after the reason (Drops):
+// SYNs on a spliced tuple, segments whose seq or ack lies outside the
+// tracked window (blind resets and injections), malformed headers, data in
+// a held, watched or limited direction. It tracks per direction the highest
+// seq sent, highest ack, last window, latest TSval, bytes and packets, and
+// runs the teardown of SpliceNP 2.2: FIN each way, each acknowledged, puts
+// the pair in TIME_WAIT, which Sweep removes after Options.TimeWait; a reset
+// the receiver will accept closes the pair at once; Options.IdleTimeout
+// reclaims pairs whose ends vanished. Transitions and watch/limit stops are
+// reported through ReadEvent.
+//
+// Typical use by the control plane:
+//
+//	dp, err := datapath.Load(datapath.Options{})
+//	dp.Attach(clientSideIfindex); dp.Attach(serverSideIfindex)
+//	if err := datapath.CanTranslate(a, b); err != nil { /* fall back, say why */ }
+//	spec, _ := datapath.NewPairSpec(a, b)
+//	dp.Insert(spec)            // spec.Up.Mode = engine.Hold first closes the race with packets in flight
+//	dp.Update(spec)            // then publish the final offsets with Mode = engine.Forward
+//	st, _ := dp.Lookup(spec.A) // byte counters for /flows
+//	dp.Sweep(datapath.Now())   // periodically
+//
+// Needs Linux 6.6 (tcx), CAP_BPF and CAP_NET_ADMIN; amd64 (bpfel). See
+// engine/ip/README.md for the state layout and its size per pair, and for what the
+// control plane does not do yet.
+package datapath

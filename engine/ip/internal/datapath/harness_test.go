@@ -1,0 +1,265 @@
+// Test helpers: a throwaway network namespace with the lab's two forwarder devices, a loaded datapath, and Program.Run inside that namespace.
+
+package datapath
+
+import (
+	"net/netip"
+	"runtime"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/testenv"
+
+	"github.com/splicer/splicer/engine/ip/internal/packet"
+)
+
+// topo holds the lab's addresses: client C <-> forwarder F (link A) and F
+// <-> server S (link B).
+type topo struct {
+	client, fa, fb, server netip.AddrPort
+}
+
+var (
+	topo4 = topo{
+		client: netip.MustParseAddrPort("10.99.1.2:40000"),
+		fa:     netip.MustParseAddrPort("10.99.1.1:7000"),
+		fb:     netip.MustParseAddrPort("10.99.2.1:50000"),
+		server: netip.MustParseAddrPort("10.99.2.2:8080"),
+	}
+	topo6 = topo{
+		client: netip.MustParseAddrPort("[fd00:99:1::2]:40000"),
+		fa:     netip.MustParseAddrPort("[fd00:99:1::1]:7000"),
+		fb:     netip.MustParseAddrPort("[fd00:99:2::1]:50000"),
+		server: netip.MustParseAddrPort("[fd00:99:2::2]:8080"),
+	}
+)
+
+func (t topo) a() Tuple { return Tuple{Src: t.client, Dst: t.fa} }
+func (t topo) b() Tuple { return Tuple{Src: t.server, Dst: t.fb} }
+
+// Segments on the four legs: client -> F, F -> server, server -> F, F -> client.
+func (t topo) up(s packet.Seg) packet.Seg      { s.Src, s.Dst = t.client, t.fa; return s }
+func (t topo) upOut(s packet.Seg) packet.Seg   { s.Src, s.Dst = t.fb, t.server; return s }
+func (t topo) down(s packet.Seg) packet.Seg    { s.Src, s.Dst = t.server, t.fb; return s }
+func (t topo) downOut(s packet.Seg) packet.Seg { s.Src, s.Dst = t.fa, t.client; return s }
+
+// withPort returns t with the client's port and the forwarder's port
+// toward the server changed, for another pair.
+func (t topo) withPort(port uint16) topo {
+	t.client = netip.AddrPortFrom(t.client.Addr(), port)
+	t.fb = netip.AddrPortFrom(t.fb.Addr(), port+10000)
+	return t
+}
+
+// testNS is a network namespace owned by one locked OS thread; sockets,
+// netlink calls and Program.Run that must see it run on that thread
+// through do.
+type testNS struct {
+	calls    chan func()
+	finished chan struct{}
+	handle   netns.NsHandle
+	ifA, ifB int // the harness devices, for newTestNS
+}
+
+// newTestNS returns a namespace with the harness devices (setupDevices).
+func newTestNS(tb testing.TB) *testNS {
+	tb.Helper()
+	return newNS(tb, func(ns *testNS) (err error) {
+		ns.ifA, ns.ifB, err = setupDevices()
+		return err
+	})
+}
+
+// newNS returns a fresh namespace with lo up, after running setup in it.
+func newNS(tb testing.TB, setup func(*testNS) error) *testNS {
+	tb.Helper()
+	testenv.RequireRoot(tb)
+	ns := &testNS{calls: make(chan func()), finished: make(chan struct{})}
+	ready := make(chan error)
+	go func() {
+		// The thread is never unlocked: it exits with this goroutine and
+		// takes the namespace with it, whatever happens.
+		runtime.LockOSThread()
+		defer close(ns.finished)
+		h, err := netns.New()
+		if err != nil {
+			ready <- err
+			return
+		}
+		defer h.Close()
+		ns.handle = h
+		err = linkUp("lo")
+		if err == nil && setup != nil {
+			err = setup(ns)
+		}
+		ready <- err
+		if err != nil {
+			return
+		}
+		for f := range ns.calls {
+			f()
+		}
+	}()
+	if err := <-ready; err != nil {
+		tb.Fatalf("test namespace: %v", err)
+	}
+	tb.Cleanup(func() {
+		close(ns.calls)
+		<-ns.finished
+	})
+	return ns
+}
+
+func linkUp(name string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	return netlink.LinkSetUp(l)
+}
+
+// do runs f on the namespace's thread and waits for it.
+func (ns *testNS) do(f func()) {
+	done := make(chan struct{})
+	ns.calls <- func() { defer close(done); f() }
+	<-done
+}
+
+// setupDevices creates devices for link A and link B with the forwarder's
+// addresses, so route lookups toward client and server succeed. They are
+// veth pairs whose far ends stay in the namespace: this kernel has no dummy
+// driver.
+func setupDevices() (ifA, ifB int, err error) {
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer nl.Close()
+	idx := make([]int, 2)
+	for i, c := range []struct {
+		name   string
+		v4, v6 string
+	}{{"spa", "10.99.1.1/24", "fd00:99:1::1/64"}, {"spb", "10.99.2.1/24", "fd00:99:2::1/64"}} {
+		d := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: c.name, MTU: 1500}, PeerName: c.name + "-far"}
+		if err := nl.LinkAdd(d); err != nil {
+			return 0, 0, err
+		}
+		far, err := nl.LinkByName(c.name + "-far")
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := nl.LinkSetUp(far); err != nil {
+			return 0, 0, err
+		}
+		l, err := nl.LinkByName(c.name)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, a := range []string{c.v4, c.v6} {
+			addr, err := netlink.ParseAddr(a)
+			if err != nil {
+				return 0, 0, err
+			}
+			addr.Flags = unix.IFA_F_NODAD
+			if err := nl.AddrAdd(l, addr); err != nil {
+				return 0, 0, err
+			}
+		}
+		if err := nl.LinkSetUp(l); err != nil {
+			return 0, 0, err
+		}
+		idx[i] = l.Attrs().Index
+	}
+	return idx[0], idx[1], nil
+}
+
+// harness is a loaded datapath and a namespace to run its program in.
+type harness struct {
+	tb testing.TB
+	dp *Datapath
+	ns *testNS
+}
+
+func newHarness(tb testing.TB, opts Options) *harness {
+	tb.Helper()
+	ns := newTestNS(tb)
+	dp, err := Load(opts)
+	if err != nil {
+		tb.Fatalf("Load: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := dp.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return &harness{tb: tb, dp: dp, ns: ns}
+}
+
+// run passes one frame through the real program.
+func (h *harness) run(frame []byte) (int32, []byte) {
+	h.tb.Helper()
+	var ret int32
+	var out []byte
+	var err error
+	h.ns.do(func() { ret, out, err = h.dp.Run(frame) })
+	if err != nil {
+		h.tb.Fatalf("Program.Run: %v", err)
+	}
+	return ret, out
+}
+
+// baseSpec is a pair on topology t with distinct, non-trivial offsets in
+// each direction and both sides scaling windows by 7.
+func (h *harness) baseSpec(t topo) PairSpec {
+	const (
+		upNxt, downNxt = 1_000_000, 5_000_000
+		upOff, downOff = 1000, 0x10000000
+	)
+	return PairSpec{
+		A: t.a(), B: t.b(),
+		IfindexA: h.ns.ifA, IfindexB: h.ns.ifB,
+		Up: DirSpec{
+			SeqOff: upOff, TSOff: 500, InShift: 7, OutShift: 7,
+			SndNxt: upNxt, AckHi: downNxt + downOff, TSLast: 100,
+		},
+		Down: DirSpec{
+			SeqOff: downOff, TSOff: 9000, InShift: 7, OutShift: 7,
+			SndNxt: downNxt, AckHi: upNxt + upOff, TSLast: 7000,
+		},
+	}
+}
+
+func (h *harness) insert(spec PairSpec) {
+	h.tb.Helper()
+	if err := h.dp.Insert(spec); err != nil {
+		h.tb.Fatalf("Insert: %v", err)
+	}
+	h.tb.Cleanup(func() { h.dp.Delete(spec.A) })
+}
+
+func (h *harness) drops() map[string]uint64 {
+	h.tb.Helper()
+	d, err := h.dp.Drops()
+	if err != nil {
+		h.tb.Fatalf("Drops: %v", err)
+	}
+	return d
+}
+
+// dropDelta returns the one reason whose counter grew between before and
+// after, "" if none did, or "several" if more than one did.
+func dropDelta(before, after map[string]uint64) string {
+	grew := ""
+	for k, v := range after {
+		if v != before[k] {
+			if grew != "" {
+				return "several"
+			}
+			grew = k
+		}
+	}
+	return grew
+}

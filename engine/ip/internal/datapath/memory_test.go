@@ -1,0 +1,75 @@
+// Measures the state a spliced pair costs: key and value bytes, and what the kernel accounts for the maps (fdinfo memlock).
+
+package datapath
+
+import (
+	"bufio"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/splicer/splicer/internal/testenv"
+)
+
+func memlock(tb testing.TB, m *ebpf.Map) int {
+	tb.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/self/fdinfo/%d", m.FD()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "memlock:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("no memlock in fdinfo")
+	return 0
+}
+
+// TestMemoryPerPair inserts pairs and reports what each costs; README.md
+// quotes its output. The table state per pair is exact (two keys, two slot
+// numbers, two directional entries); the kernel's figure for the flow hash
+// includes its per-element header.
+func TestMemoryPerPair(t *testing.T) {
+	testenv.RequireRoot(t)
+	const pairs, capacity = 2000, 4096
+	dp, err := Load(Options{MaxPairs: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	before := memlock(t, dp.objs.SpliceFlows)
+	for i := range pairs {
+		a := Tuple{
+			Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 40000),
+			Dst: topo4.fa,
+		}
+		b := Tuple{Src: topo4.server, Dst: netip.AddrPortFrom(topo4.fb.Addr(), uint16(20000+i))}
+		if err := dp.Insert(PairSpec{A: a, B: b, IfindexA: 1, IfindexB: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hashPerPair := float64(memlock(t, dp.objs.SpliceFlows)-before) / pairs
+	keyVal := 2 * (unsafe.Sizeof(spliceSpliceKey{}) + 4 + unsafe.Sizeof(spliceSpliceDir{}))
+	arrayPerPair := float64(memlock(t, dp.objs.SpliceDirs)) / capacity
+	t.Logf("per pair: %d bytes of keys and values (2 x (40 key + 4 slot + 96 entry)); kernel: %.0f bytes in the flow hash (allocated per pair) + %.0f bytes in the directional array (preallocated per pair of capacity)",
+		keyVal, hashPerPair, arrayPerPair)
+	if hashPerPair < 2*(40+4) || hashPerPair > 1024 {
+		t.Errorf("flow hash grew by %.0f bytes per pair", hashPerPair)
+	}
+	if arrayPerPair < 2*96 || arrayPerPair > 2*96+64 {
+		t.Errorf("directional array costs %.0f bytes per pair of capacity", arrayPerPair)
+	}
+}

@@ -1,0 +1,381 @@
+// Test helper: a pure-Go reference of the datapath: the same checks, translation and tracking on raw frames, with checksums recomputed from scratch.
+
+package datapath
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/packet"
+)
+
+// Verdicts as the program returns them (tc action codes).
+const (
+	verdictPass     int32 = -1 // TC_ACT_UNSPEC: not ours
+	verdictDrop     int32 = 2  // TC_ACT_SHOT
+	verdictRedirect int32 = 7  // TC_ACT_REDIRECT
+)
+
+// refDir mirrors struct splice_dir.
+type refDir struct {
+	out                   Tuple
+	ifindex               int
+	seqOff, tsOff         uint32
+	mode                  engine.Mode
+	stripTS, stripSACK    bool
+	limited               bool
+	inShift, outShift     uint8
+	limitSeq              uint32
+	flags                 uint32
+	sndNxt, ackHi, tsLast uint32
+	win                   uint16
+	bytes, packets        uint64
+}
+
+type refEvent struct {
+	kind EventKind
+	seq  uint32
+	flow Tuple
+}
+
+// refModel is the reference datapath: flows to slots, slots to entries.
+type refModel struct {
+	flows  map[Tuple]int
+	dirs   map[int]*refDir
+	drops  map[string]uint64
+	events []refEvent
+	mtu    int // the peer devices' MTU; 0: not checked
+}
+
+func newRefModel() *refModel {
+	return &refModel{flows: map[Tuple]int{}, dirs: map[int]*refDir{}, drops: map[string]uint64{}}
+}
+
+func refDirFrom(out Tuple, ifindex int, s DirSpec) *refDir {
+	return &refDir{
+		out: out, ifindex: ifindex, seqOff: s.SeqOff, tsOff: s.TSOff, mode: s.Mode,
+		stripTS: s.StripTS, stripSACK: s.StripSACK, limited: s.Limited,
+		inShift: s.InShift, outShift: s.OutShift, limitSeq: s.LimitSeq,
+		sndNxt: s.SndNxt, ackHi: s.AckHi, tsLast: s.TSLast,
+	}
+}
+
+// insert mirrors Datapath.Insert for pair number n.
+func (m *refModel) insert(spec PairSpec, n int) {
+	m.flows[spec.A.unmapped()] = 2 * n
+	m.flows[spec.B.unmapped()] = 2*n + 1
+	m.dirs[2*n] = refDirFrom(spec.B.Reverse().unmapped(), spec.IfindexB, spec.Up)
+	m.dirs[2*n+1] = refDirFrom(spec.A.Reverse().unmapped(), spec.IfindexA, spec.Down)
+}
+
+func after(a, b uint32) bool { return int32(a-b) > 0 }
+
+func span(shift uint8) uint32 { return 65536 << min(shift, 14) }
+
+func rescale(w uint16, in, out uint8) uint16 {
+	v := uint64(w) << min(in, 14) >> min(out, 14)
+	return uint16(min(v, 0xffff))
+}
+
+// refOpts mirrors parse_opts: positions of the timestamp and SACK options.
+type refOpts struct{ ts, sack, sackLen int }
+
+func parseOptsRef(h []byte) (refOpts, bool) {
+	var o refOpts
+	i := 20
+	for n := 0; n < 40 && i < len(h); n++ {
+		kind := h[i]
+		if kind == 0 {
+			break
+		}
+		if kind == 1 {
+			i++
+			continue
+		}
+		l := 0
+		if i+1 < len(h) {
+			l = int(h[i+1])
+		}
+		if l < 2 || i+l > len(h) {
+			return o, false
+		}
+		switch kind {
+		case 8:
+			if l != 10 || o.ts != 0 {
+				return o, false
+			}
+			o.ts = i
+		case 5:
+			if l < 10 || l > 34 || (l-2)%8 != 0 || o.sack != 0 {
+				return o, false
+			}
+			o.sack, o.sackLen = i, l
+		}
+		i += l
+	}
+	return o, true
+}
+
+func (m *refModel) drop(why string) (int32, []byte) {
+	m.drops[why]++
+	return verdictDrop, nil
+}
+
+// run processes one frame as the program would: the verdict and, for a
+// redirect, the translated frame with checksums recomputed from scratch.
+func (m *refModel) run(frame []byte) (int32, []byte) {
+	f := append([]byte(nil), frame...)
+	if len(f) < packet.EthLen {
+		return verdictPass, nil
+	}
+	var flow Tuple
+	var l4, end int
+	frag := false
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case 0x0800:
+		if len(f) < packet.EthLen+20 {
+			return verdictPass, nil
+		}
+		ihl := int(f[packet.EthLen] & 0xf)
+		if f[packet.EthLen]>>4 != 4 || ihl < 5 || f[packet.EthLen+9] != 6 {
+			return verdictPass, nil
+		}
+		fo := binary.BigEndian.Uint16(f[packet.EthLen+6:])
+		if fo&0x1fff != 0 {
+			return verdictPass, nil
+		}
+		frag = fo&0x2000 != 0
+		l4 = packet.EthLen + ihl*4
+		end = packet.EthLen + int(binary.BigEndian.Uint16(f[packet.EthLen+2:]))
+		flow.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(f[packet.EthLen+12:])), 0)
+		flow.Dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(f[packet.EthLen+16:])), 0)
+	case 0x86dd:
+		if len(f) < packet.EthLen+40 {
+			return verdictPass, nil
+		}
+		if f[packet.EthLen]>>4 != 6 || f[packet.EthLen+6] != 6 {
+			return verdictPass, nil
+		}
+		l4 = packet.EthLen + 40
+		end = l4 + int(binary.BigEndian.Uint16(f[packet.EthLen+4:]))
+		flow.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[packet.EthLen+8:])), 0)
+		flow.Dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[packet.EthLen+24:])), 0)
+	default:
+		return verdictPass, nil
+	}
+	if len(f) < l4+4 {
+		return verdictPass, nil
+	}
+	flow.Src = netip.AddrPortFrom(flow.Src.Addr(), binary.BigEndian.Uint16(f[l4:]))
+	flow.Dst = netip.AddrPortFrom(flow.Dst.Addr(), binary.BigEndian.Uint16(f[l4+2:]))
+	slot, ok := m.flows[flow]
+	if !ok {
+		return verdictPass, nil
+	}
+	e, peer := m.dirs[slot], m.dirs[slot^1]
+	if e == nil || peer == nil {
+		return m.drop("no_entry")
+	}
+	if frag {
+		return m.drop("fragment")
+	}
+	if end > len(f) || end < l4+20 {
+		return m.drop("malformed")
+	}
+	hlen := int(f[l4+12]>>4) * 4
+	if hlen < 20 || l4+hlen > end {
+		return m.drop("malformed")
+	}
+	h := f[l4 : l4+hlen]
+	o, ok := parseOptsRef(h)
+	if !ok {
+		return m.drop("malformed")
+	}
+	seq := binary.BigEndian.Uint32(h[4:])
+	ack := binary.BigEndian.Uint32(h[8:])
+	flags := h[13]
+	win := binary.BigEndian.Uint16(h[14:])
+	plen := uint32(end - l4 - hlen)
+	var tsval uint32
+	if o.ts != 0 {
+		tsval = binary.BigEndian.Uint32(h[o.ts+2:])
+	}
+	sp := span(peer.outShift)
+	dseq := int32(seq - e.sndNxt)
+	seqOK := dseq <= int32(sp) && dseq >= -int32(sp)
+	noteTS := func() {
+		if o.ts != 0 && (e.tsLast == 0 || after(tsval, e.tsLast)) {
+			e.tsLast = tsval
+		}
+	}
+
+	if flags&(packet.SYN|packet.ACK) == packet.SYN && e.flags&(flagTimeWait|flagClosed) != 0 {
+		delete(m.flows, flow) // a new connection on an ended pair's tuple
+		return verdictPass, nil
+	}
+	if e.flags&flagClosed != 0 {
+		return m.drop("closed")
+	}
+	if e.mode == engine.Hold {
+		if seqOK {
+			noteTS()
+		}
+		return m.drop("hold")
+	}
+	if flags&packet.SYN != 0 {
+		return m.drop("syn_on_spliced")
+	}
+	if flags&(packet.ACK|packet.RST) == 0 {
+		return m.drop("no_ack")
+	}
+	if !seqOK {
+		return m.drop("seq_out_of_window")
+	}
+	if flags&packet.ACK != 0 {
+		dack := int32(ack - (peer.sndNxt + peer.seqOff))
+		if dack > 0 || dack < -int32(span(max(e.inShift, e.outShift))) {
+			return m.drop("ack_out_of_window")
+		}
+	}
+	fin := uint32(0)
+	if flags&packet.FIN != 0 {
+		fin = 1
+	}
+	if (plen > 0 || fin == 1) && flags&packet.RST == 0 {
+		// The segment holding the next byte is kept for the control plane.
+		keep := func() {
+			if e.flags&flagDataEv == 0 && !after(seq, e.sndNxt) && after(seq+plen+fin, e.sndNxt) {
+				e.flags |= flagDataEv
+				m.events = append(m.events, refEvent{EventData, e.sndNxt, flow})
+			}
+		}
+		// Retransmissions of bytes already forwarded pass a watch.
+		if e.mode == engine.Watch && after(seq+plen+fin, e.sndNxt) {
+			if e.flags&flagWatchEv == 0 {
+				e.flags |= flagWatchEv
+				m.events = append(m.events, refEvent{EventWatch, seq, flow})
+			}
+			keep()
+			return m.drop("watch")
+		}
+		if e.limited && after(seq+plen+fin, e.limitSeq) {
+			if !after(seq, e.sndNxt) && e.flags&flagLimitEv == 0 {
+				e.flags |= flagLimitEv
+				m.events = append(m.events, refEvent{EventLimit, e.sndNxt, flow})
+			}
+			keep()
+			return m.drop("limit")
+		}
+	}
+	if m.mtu > 0 && len(f)-packet.EthLen > m.mtu {
+		return m.drop("mtu_exceeded")
+	}
+
+	// Rewrite.
+	binary.BigEndian.PutUint16(h[0:], e.out.Src.Port())
+	binary.BigEndian.PutUint16(h[2:], e.out.Dst.Port())
+	binary.BigEndian.PutUint32(h[4:], seq+e.seqOff)
+	if flags&packet.ACK != 0 {
+		binary.BigEndian.PutUint32(h[8:], ack-peer.seqOff)
+	}
+	binary.BigEndian.PutUint16(h[14:], rescale(win, e.inShift, e.outShift))
+	if o.ts != 0 {
+		if e.stripTS {
+			for i := 0; i < 10; i++ {
+				h[o.ts+i] = 1
+			}
+		} else {
+			binary.BigEndian.PutUint32(h[o.ts+2:], tsval+e.tsOff)
+			if flags&packet.ACK != 0 {
+				binary.BigEndian.PutUint32(h[o.ts+6:], binary.BigEndian.Uint32(h[o.ts+6:])-peer.tsOff)
+			}
+		}
+	}
+	if o.sack != 0 {
+		if e.stripSACK {
+			for i := 0; i < o.sackLen; i++ {
+				h[o.sack+i] = 1
+			}
+		} else {
+			for at := o.sack + 2; at < o.sack+o.sackLen; at += 4 {
+				binary.BigEndian.PutUint32(h[at:], binary.BigEndian.Uint32(h[at:])-peer.seqOff)
+			}
+		}
+	}
+	if f[packet.EthLen]>>4 == 4 {
+		a, b := e.out.Src.Addr().As4(), e.out.Dst.Addr().As4()
+		copy(f[packet.EthLen+12:], a[:])
+		copy(f[packet.EthLen+16:], b[:])
+	} else {
+		a, b := e.out.Src.Addr().As16(), e.out.Dst.Addr().As16()
+		copy(f[packet.EthLen+8:], a[:])
+		copy(f[packet.EthLen+24:], b[:])
+	}
+	// Full recomputation, as a sender would: the program's incremental
+	// update must give the same bytes.
+	p := packet.Info{V6: f[packet.EthLen]>>4 == 6, L4: l4, End: end}
+	if !p.V6 {
+		binary.BigEndian.PutUint16(f[packet.EthLen+10:], packet.IPv4Checksum(f))
+	}
+	binary.BigEndian.PutUint16(f[l4+16:], packet.TCPChecksum(f, p))
+
+	m.commit(e, peer, flow, seq, ack, flags, plen, win, o, tsval)
+	return verdictRedirect, f
+}
+
+// commit mirrors commit() in splice.c, serially.
+func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags uint8, plen uint32, win uint16, o refOpts, tsval uint32) {
+	e.win = win
+	e.packets++
+	if o.ts != 0 && (e.tsLast == 0 || after(tsval, e.tsLast)) {
+		e.tsLast = tsval
+	}
+	if flags&packet.ACK != 0 && after(ack, e.ackHi) {
+		e.ackHi = ack
+	}
+	if flags&packet.RST != 0 {
+		// RFC 5961 3.2: only a reset exactly at the next byte closes.
+		if seq == e.sndNxt {
+			if e.flags&flagClosed == 0 {
+				m.events = append(m.events, refEvent{EventReset, seq, flow})
+			}
+			e.flags |= flagClosed
+			peer.flags |= flagClosed
+		}
+		return
+	}
+	dataEnd := seq + plen
+	fin := uint32(0)
+	if flags&packet.FIN != 0 {
+		fin = 1
+	}
+	// A bare ACK moves nothing: its seq may lie past data a watch or a
+	// limit did not forward.
+	if old := e.sndNxt; (plen > 0 || fin == 1) && after(dataEnd+fin, old) {
+		e.sndNxt = dataEnd + fin
+		if after(dataEnd, old) {
+			e.bytes += uint64(dataEnd - old)
+		}
+	}
+	if fin == 1 && e.flags&flagFINSeen == 0 {
+		e.flags |= flagFINSeen
+		m.events = append(m.events, refEvent{EventFIN, dataEnd, flow})
+	}
+	if flags&packet.ACK != 0 {
+		if peer.flags&flagFINSeen != 0 && peer.flags&flagFINAcked == 0 && ack == peer.sndNxt+peer.seqOff {
+			peer.flags |= flagFINAcked
+		}
+		done := uint32(flagFINSeen | flagFINAcked)
+		if e.flags&done == done && peer.flags&done == done && e.flags&flagTimeWait == 0 {
+			e.flags |= flagTimeWait
+			peer.flags |= flagTimeWait
+			m.events = append(m.events, refEvent{EventTimeWait, ack, flow})
+		}
+	}
+	if e.limited && e.sndNxt == e.limitSeq && e.flags&flagLimitEv == 0 {
+		e.flags |= flagLimitEv
+		m.events = append(m.events, refEvent{EventLimit, e.limitSeq, flow})
+	}
+}

@@ -1,0 +1,58 @@
+// RFC 5961 on the real program and the reference: a reset inside the window but not at the next byte is passed on (its receiver answers with a challenge ACK) and leaves the pair spliced; only a reset exactly at the next byte closes it.
+
+package datapath
+
+import (
+	"testing"
+
+	"github.com/splicer/splicer/engine/ip/internal/packet"
+)
+
+func TestResetClosesOnlyAtTheNextByte(t *testing.T) {
+	h := newHarness(t, Options{MaxPairs: 16})
+	for _, tp := range []topo{topo4, topo6} {
+		spec := h.baseSpec(tp)
+		h.insert(spec)
+		ref := newRefModel()
+		ref.insert(spec, 0)
+		ref.mtu = 1500
+		step := func(what string, in packet.Seg, want int32, wantDrop string) {
+			t.Helper()
+			frame := in.Bytes()
+			before := h.drops()
+			verdict, _ := h.run(frame)
+			drop := dropDelta(before, h.drops())
+			refVerdict, _ := ref.run(frame)
+			if verdict != want || drop != wantDrop {
+				t.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
+			}
+			if refVerdict != want {
+				t.Errorf("%s: reference verdict %d, want %d", what, refVerdict, want)
+			}
+		}
+		data := packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: []byte("x")}
+		for _, off := range []uint32{1, 100, 5000} {
+			step("reset behind the next byte by "+itoa(off), tp.up(packet.Seg{Seq: upNxt - off, Ack: upAcked, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
+			step("reset ahead of the next byte by "+itoa(off), tp.up(packet.Seg{Seq: upNxt + off, Ack: upAcked, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
+		}
+		// The receiver's challenge ACK goes back to the resetting side.
+		step("challenge ACK", tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9}), verdictRedirect, "")
+		step("data after in-window resets", tp.up(data), verdictRedirect, "")
+		next := uint32(upNxt + 1) // the byte after the data above
+		step("reset at the next byte", tp.up(packet.Seg{Seq: next, Ack: upAcked, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
+		data.Seq = next
+		step("data after the reset", tp.up(data), verdictDrop, "closed")
+		h.dp.Delete(spec.A)
+	}
+}
+
+func itoa(v uint32) string {
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; v > 0; v /= 10 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+	}
+	return string(b)
+}

@@ -1,0 +1,131 @@
+// Waiting until every segment already past tc ingress has reached its socket: a visit to every CPU (microseconds), or an RCU grace period (milliseconds) where a visit proves nothing.
+
+package tcprepair
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// quiesce returns once every segment that passed tc ingress before the
+// call has been handed to its socket (or to the socket's backlog, which
+// the next lock holder processes). It reports false when it could not
+// wait at all, for the caller to wait another way.
+//
+// A segment goes from tc ingress to tcp_v4_rcv in one softirq run, with
+// bottom halves disabled: the CPU cannot switch tasks in between. So once
+// this thread has run on every online CPU, every such run that was under
+// way at the call has ended. That is an RCU-bh grace period, taken in
+// microseconds where synchronize_rcu takes about 10 ms. It proves nothing
+// when softirqs are preemptible (PREEMPT_RT) or when this process may not
+// run on some CPU (cpusets): then membarrier(MEMBARRIER_CMD_GLOBAL), which
+// calls synchronize_rcu, waits for a full grace period.
+func quiesce() bool {
+	if !softirqPreemptible() && visitEveryCPU() {
+		return true
+	}
+	const membarrierCmdGlobal = 1
+	_, _, errno := syscall.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0)
+	return errno == 0
+}
+
+// softirqPreemptible reports a PREEMPT_RT kernel, whose softirqs run in
+// preemptible threads. The kernel cannot change while running: read once,
+// not on every splice.
+var softirqPreemptible = sync.OnceValue(func() bool {
+	b, err := os.ReadFile("/sys/kernel/realtime")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+})
+
+// visitEveryCPU runs the calling thread on each online CPU in turn and
+// restores its affinity. It reports false if some online CPU is outside
+// the thread's allowed set or a move failed.
+func visitEveryCPU() bool {
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return false
+	}
+	runtime.LockOSThread()
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		runtime.UnlockOSThread()
+		return false
+	}
+	ok := true
+	for _, cpu := range cpus {
+		if !allowed.IsSet(cpu) || !runOn(cpu) {
+			ok = false
+			break
+		}
+	}
+	if unix.SchedSetaffinity(0, &allowed) != nil {
+		// The thread keeps a one-CPU affinity: let it die with this
+		// goroutine rather than serve others (no UnlockOSThread).
+		return false
+	}
+	runtime.UnlockOSThread()
+	return ok
+}
+
+// runOn moves the calling thread to cpu; sched_setaffinity returns once
+// the thread runs there, which getcpu confirms.
+func runOn(cpu int) bool {
+	var one unix.CPUSet
+	one.Set(cpu)
+	if unix.SchedSetaffinity(0, &one) != nil {
+		return false
+	}
+	for range 100 {
+		if currentCPU() == cpu {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return false
+}
+
+func currentCPU() int {
+	var cpu uint32
+	_, _, errno := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)
+	if errno != 0 {
+		return -1
+	}
+	return int(cpu)
+}
+
+// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,5,7-8").
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, err
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+func parseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, err
+		}
+		last := first
+		if isRange {
+			if last, err = strconv.Atoi(hi); err != nil {
+				return nil, err
+			}
+		}
+		for c := first; c <= last; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}

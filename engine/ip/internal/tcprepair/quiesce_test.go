@@ -1,0 +1,55 @@
+// Tests of quiesce: the CPU list parser, and that a visit to every CPU returns with the thread's affinity as it was.
+
+package tcprepair
+
+import (
+	"runtime"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string][]int{
+		"0":         {0},
+		"0-1":       {0, 1},
+		"0-3,5,7-8": {0, 1, 2, 3, 5, 7, 8},
+	} {
+		got, err := parseCPUList(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseCPUList(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "a", "1-b"} {
+		if _, err := parseCPUList(bad); err == nil {
+			t.Errorf("parseCPUList(%q) accepted", bad)
+		}
+	}
+}
+
+func TestVisitEveryCPUKeepsAffinity(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allAllowed := true
+	for _, c := range cpus {
+		allAllowed = allAllowed && before.IsSet(c)
+	}
+	if got := visitEveryCPU(); got != allAllowed {
+		t.Errorf("visitEveryCPU() = %v with every online CPU allowed = %v", got, allAllowed)
+	}
+	if err := unix.SchedGetaffinity(0, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before != after {
+		t.Errorf("affinity after the visit %v, before %v", after, before)
+	}
+}

@@ -1,0 +1,224 @@
+// Rebuilding one of the forwarder's frozen sockets in place with TCP_REPAIR: same descriptor, new sequence numbers, options and windows, so the proxy's *net.TCPConn carries on after an unsplice.
+
+package tcprepair
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Constants of linux/tcp.h that x/sys lacks.
+const (
+	tcpNoQueue = 0 // TCP_NO_QUEUE
+
+	// TCP_REPAIR_OPTIONS codes (the TCP option kinds).
+	tcpoptMSS       = 2
+	tcpoptWindow    = 3
+	tcpoptSACKPerm  = 4
+	tcpoptTimestamp = 8
+)
+
+// Rebuild is what a frozen socket becomes: the connection as the peer
+// sees it after the datapath forwarded it for a while.
+type Rebuild struct {
+	Local, Remote netip.AddrPort
+	// SndSeq is snd_una = snd_nxt = write_seq: the peer acknowledged
+	// everything sent to it. RcvSeq is rcv_nxt before queued, which goes
+	// into the receive queue for the proxy to read (bytes the datapath
+	// kept back at the boundary).
+	SndSeq, RcvSeq uint32
+	Queued         []byte
+	// Options as negotiated at the handshake (read when frozen).
+	PeerMSS              uint16
+	WScale               bool
+	SndWScale, RcvWScale uint8
+	SACK, Timestamps     bool
+	// TSClock is the TSval the socket's next segment carries: at least
+	// the last one the datapath sent the peer in its name.
+	TSClock uint32
+	// SndWnd is the peer's latest window in bytes; MaxWindow the largest
+	// it offered; RcvWnd the window the socket advertises.
+	SndWnd, MaxWindow, RcvWnd uint32
+}
+
+// RebuildSock turns the frozen socket fd, still in repair mode, into the
+// connection r describes. It disconnects the socket without a trace
+// (tcp_disconnect in repair mode sends no reset; it only sets
+// ECONNABORTED, which SO_ERROR clears), sets both queues' sequence
+// numbers, binds it to its old address (repair mode forces the reuse of a
+// listener's port) and connects it, which in repair mode goes straight to
+// ESTABLISHED without a SYN; then options, clock, queued bytes and
+// windows. The socket stays in repair mode: the caller leaves it when the
+// pair is out of the datapath.
+func RebuildSock(fd int, r Rebuild) error {
+	if err := disconnect(fd); err != nil {
+		return fmt.Errorf("disconnect: %w", err)
+	}
+	unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR) // clears ECONNABORTED
+	if err := setQueueSeq(fd, SendQueue, r.SndSeq); err != nil {
+		return fmt.Errorf("send queue seq: %w", err)
+	}
+	if err := setQueueSeq(fd, RecvQueue, r.RcvSeq); err != nil {
+		return fmt.Errorf("receive queue seq: %w", err)
+	}
+	if err := rebind(fd, r.Local); err != nil {
+		return fmt.Errorf("bind %v: %w", r.Local, err)
+	}
+	if err := clampMSS(fd, r.PeerMSS); err != nil {
+		return fmt.Errorf("TCP_MAXSEG: %w", err)
+	}
+	if err := unix.Connect(fd, sockaddr(r.Remote)); err != nil {
+		return fmt.Errorf("connect %v: %w", r.Remote, err)
+	}
+	if err := setRepairOptions(fd, r); err != nil {
+		return fmt.Errorf("TCP_REPAIR_OPTIONS: %w", err)
+	}
+	if r.Timestamps {
+		// The value's low bit selects microsecond timestamps (Linux 6.7):
+		// keep milliseconds, rounding up so PAWS still holds.
+		clock := (r.TSClock + 1) &^ 1
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(clock))); err != nil {
+			return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+		}
+	}
+	if err := FillRecvQueue(fd, r.Queued); err != nil {
+		return fmt.Errorf("receive queue: %w", err)
+	}
+	rcvNxt := r.RcvSeq + uint32(len(r.Queued))
+	w := Window{SndWl1: r.RcvSeq, SndWnd: r.SndWnd, MaxWindow: max(r.MaxWindow, r.SndWnd), RcvWnd: r.RcvWnd, RcvWup: rcvNxt}
+	if err := setRepairWindow(fd, w); err != nil {
+		return fmt.Errorf("TCP_REPAIR_WINDOW: %w", err)
+	}
+	return checkLocal(fd, r.Local)
+}
+
+// clampMSS sets the socket's user MSS to the peer's before the repair
+// connect: connect sizes segments (mss_cache) from the route and the MSS
+// clamp known then, and TCP_REPAIR_OPTIONS later only moves the clamp, so a
+// socket with no user MSS (an accepted one) would send 536-byte segments
+// in control mode after unsplicing.
+func clampMSS(fd int, peerMSS uint16) error {
+	if peerMSS < 88 { // TCP_MIN_MSS: unknown, keep the route's
+		return nil
+	}
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG, int(peerMSS))
+}
+
+// disconnect is connect(AF_UNSPEC): tcp_disconnect, which in repair mode
+// sends nothing, purges both queues and takes the socket out of the
+// established table.
+func disconnect(fd int) error {
+	var sa [16]byte // struct sockaddr, sa_family AF_UNSPEC
+	_, _, errno := syscall.Syscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa[0])), uintptr(len(sa)))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func setQueueSeq(fd, queue int, seq uint32) error {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
+		return err
+	}
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUEUE_SEQ, int(int32(seq)))
+}
+
+// rebind binds fd to its old address. A socket whose port survived the
+// disconnect (bound by the user before: SOCK_BINDPORT_LOCK) refuses a
+// second bind with EINVAL and keeps its port; checkLocal verifies it.
+func rebind(fd int, local netip.AddrPort) error {
+	err := unix.Bind(fd, sockaddr(local))
+	if errors.Is(err, unix.EINVAL) {
+		return nil
+	}
+	return err
+}
+
+// checkLocal makes sure the rebuilt connection has its old local address:
+// the peer knows no other.
+func checkLocal(fd int, want netip.AddrPort) error {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return err
+	}
+	var got netip.AddrPort
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		got = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		got = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	if got != want {
+		return fmt.Errorf("rebuilt with local address %v, not %v", got, want)
+	}
+	return nil
+}
+
+func sockaddr(ap netip.AddrPort) unix.Sockaddr {
+	if ap.Addr().Is4() {
+		return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+	}
+	return &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
+}
+
+// setRepairOptions restores the options negotiated at the handshake,
+// which tcp_disconnect forgot: the peer's MSS, window scales, SACK and
+// timestamps.
+func setRepairOptions(fd int, r Rebuild) error {
+	type opt struct{ code, val uint32 }
+	opts := []opt{{tcpoptMSS, uint32(r.PeerMSS)}}
+	if r.WScale {
+		opts = append(opts, opt{tcpoptWindow, uint32(r.SndWScale) | uint32(r.RcvWScale)<<16})
+	}
+	if r.SACK {
+		opts = append(opts, opt{tcpoptSACKPerm, 0})
+	}
+	if r.Timestamps {
+		opts = append(opts, opt{tcpoptTimestamp, 0})
+	}
+	_, _, errno := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_OPTIONS,
+		uintptr(unsafe.Pointer(&opts[0])), uintptr(len(opts)*8), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// FillRecvQueue appends b to the receive queue of a socket in repair mode
+// (a send with TCP_REPAIR_QUEUE = TCP_RECV_QUEUE), advancing rcv_nxt: the
+// proxy reads b as if it had arrived.
+func FillRecvQueue(fd int, b []byte) error {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, RecvQueue); err != nil {
+		return err
+	}
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue)
+}
+
+func setRepairWindow(fd int, w Window) error {
+	buf := [5]uint32{w.SndWl1, w.SndWnd, w.MaxWindow, w.RcvWnd, w.RcvWup}
+	_, _, errno := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW,
+		uintptr(unsafe.Pointer(&buf[0])), unsafe.Sizeof(buf), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// LeaveRepair takes a rebuilt socket out of repair mode with a window
+// probe: a bare ACK that tells the peer the new rcv_nxt (bytes the
+// datapath kept are acknowledged at once) and window.
+func LeaveRepair(fd int) error {
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF)
+}

@@ -1,0 +1,346 @@
+// Package tcprepair freezes the forwarder's sockets with TCP_REPAIR, reads what splicing needs from them (sequence numbers, options, queues, windows, clocks), thaws them, and rebuilds a frozen socket in place for an unsplice.
+//
+// It also hands out the grace periods (Graces) after which every segment
+// already past tc ingress has reached its socket.
+package tcprepair
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// State is what splicing needs from one of the forwarder's sockets,
+// read while it is frozen.
+type State struct {
+	Params ConnParams
+	// InQ and OutQ are the bytes in the receive queue (received, not read
+	// by the proxy) and in the send queue (written, not acknowledged).
+	InQ, OutQ int
+	// Established: the socket is in TCP_ESTABLISHED (no FIN either way)
+	// or TCP_CLOSE_WAIT (FINReceived: the peer's FIN is in rcv_nxt).
+	Established, FINReceived bool
+	// TCPState is tcpi_state, for messages.
+	TCPState uint8
+	// UsecTS: the connection's timestamps tick in microseconds.
+	UsecTS bool
+	// RTT is the smoothed round-trip time.
+	RTT time.Duration
+	// SndMSS is the payload the socket puts in a full segment (its
+	// mss_cache: the peer's MSS and the path MTU, options taken off).
+	SndMSS int
+}
+
+// Constants of linux/tcp.h that x/sys lacks.
+const (
+	RecvQueue = 1 // TCP_RECV_QUEUE
+	SendQueue = 2 // TCP_SEND_QUEUE
+
+	tcpiOptTimestamps = 1
+	tcpiOptSACK       = 2
+	tcpiOptWScale     = 4
+	tcpiOptECN        = 8
+	// tcpiOptUsecTS: microsecond timestamps (Linux 6.7).
+	tcpiOptUsecTS = 64
+	// tcpEstablished and tcpCloseWait are TCP_ESTABLISHED and
+	// TCP_CLOSE_WAIT (the peer's FIN received, none sent) of tcpi_state.
+	tcpEstablished = 1
+	tcpCloseWait   = 8
+)
+
+// WithFD runs f on c's descriptor without taking it from the netpoller.
+func WithFD(c *net.TCPConn, f func(fd int) error) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// Addrs returns c's local and remote addresses, IPv4-mapped ones unmapped.
+func Addrs(c *net.TCPConn) (local, remote netip.AddrPort, err error) {
+	l, lok := c.LocalAddr().(*net.TCPAddr)
+	r, rok := c.RemoteAddr().(*net.TCPAddr)
+	if !lok || !rok || l == nil || r == nil {
+		return local, remote, errors.New("connection has no TCP addresses (closed?)")
+	}
+	lap, rap := l.AddrPort(), r.AddrPort()
+	return netip.AddrPortFrom(lap.Addr().Unmap(), lap.Port()), netip.AddrPortFrom(rap.Addr().Unmap(), rap.Port()), nil
+}
+
+// Protocol returns the socket's protocol (IPPROTO_TCP, or IPPROTO_MPTCP
+// for an MPTCP socket, whose TCP_REPAIR and sequence numbers are not those
+// of the wire).
+func Protocol(c *net.TCPConn) (proto int, err error) {
+	err = WithFD(c, func(fd int) error {
+		proto, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+		return err
+	})
+	return proto, err
+}
+
+// NetnsInode returns the inode of the network namespace c belongs to.
+func NetnsInode(c *net.TCPConn) (ino uint64, err error) {
+	err = WithFD(c, func(fd int) error {
+		nsfd, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+		if err != nil {
+			return fmt.Errorf("SIOCGSKNS: %w", err)
+		}
+		defer unix.Close(nsfd)
+		var st unix.Stat_t
+		if err := unix.Fstat(nsfd, &st); err != nil {
+			return err
+		}
+		ino = st.Ino
+		return nil
+	})
+	return ino, err
+}
+
+// Freeze puts c in repair mode, in which it sends nothing, not even
+// when closed, and reads its state. The caller thaws it or closes it.
+func Freeze(c *net.TCPConn) (State, error) {
+	var s State
+	local, remote, err := Addrs(c)
+	if err != nil {
+		return s, err
+	}
+	s.Params.Local, s.Params.Remote = local, remote
+	err = WithFD(c, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
+			return fmt.Errorf("TCP_REPAIR (needs CAP_NET_ADMIN): %w", err)
+		}
+		return readFrozen(fd, &s)
+	})
+	return s, err
+}
+
+// Reread reads a frozen c's state again.
+func Reread(c *net.TCPConn, s State) (State, error) {
+	err := WithFD(c, func(fd int) error { return readFrozen(fd, &s) })
+	return s, err
+}
+
+// readFrozen reads sequence numbers, queues, options and MSS of a frozen
+// socket.
+func readFrozen(fd int, s *State) error {
+	var err error
+	if s.Params.WriteSeq, err = queueSeq(fd, SendQueue); err != nil {
+		return fmt.Errorf("send queue seq: %w", err)
+	}
+	if s.Params.RcvNxt, err = queueSeq(fd, RecvQueue); err != nil {
+		return fmt.Errorf("receive queue seq: %w", err)
+	}
+	if s.InQ, err = unix.IoctlGetInt(fd, unix.SIOCINQ); err != nil {
+		return fmt.Errorf("SIOCINQ: %w", err)
+	}
+	if s.OutQ, err = unix.IoctlGetInt(fd, unix.SIOCOUTQ); err != nil {
+		return fmt.Errorf("SIOCOUTQ: %w", err)
+	}
+	// SIOCOUTQ is write_seq - snd_una.
+	s.Params.SndUna = s.Params.WriteSeq - uint32(s.OutQ)
+	info, err := rawTCPInfoOf(fd)
+	if err != nil {
+		return fmt.Errorf("TCP_INFO: %w", err)
+	}
+	// struct tcp_info: state at 0, options at 5, wscales at 6 (snd low
+	// nibble, rcv high), snd_mss at 16, rtt (us) at 68, advmss at 84.
+	if len(info) < 88 {
+		return fmt.Errorf("TCP_INFO: %d bytes", len(info))
+	}
+	s.Established = info[0] == tcpEstablished || info[0] == tcpCloseWait
+	s.FINReceived = info[0] == tcpCloseWait
+	s.TCPState = info[0]
+	opts := info[5]
+	s.Params.Timestamps = opts&tcpiOptTimestamps != 0
+	s.Params.SACK = opts&tcpiOptSACK != 0
+	s.Params.WScale = opts&tcpiOptWScale != 0
+	s.Params.ECN = opts&tcpiOptECN != 0
+	s.UsecTS = opts&tcpiOptUsecTS != 0
+	if s.Params.WScale {
+		s.Params.SndWScale, s.Params.RcvWScale = info[6]&0xf, info[6]>>4
+	}
+	s.RTT = time.Duration(le32(info[68:])) * time.Microsecond
+	s.SndMSS = int(le32(info[16:]))
+	s.Params.AdvMSS = uint16(le32(info[84:]))
+	// In repair mode TCP_MAXSEG reports mss_clamp: the MSS the peer
+	// advertised (capped by the socket's own TCP_MAXSEG).
+	mss, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil {
+		return fmt.Errorf("TCP_MAXSEG: %w", err)
+	}
+	s.Params.PeerMSS = uint16(mss)
+	return nil
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// queueSeq reads rcv_nxt (TCP_RECV_QUEUE) or write_seq (TCP_SEND_QUEUE) of
+// a frozen socket.
+func queueSeq(fd, queue int) (uint32, error) {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
+		return 0, err
+	}
+	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUEUE_SEQ)
+	return uint32(v), err
+}
+
+// rawTCPInfoOf returns struct tcp_info as bytes: x/sys's TCPInfo hides the
+// window-scale bitfields in its padding.
+func rawTCPInfoOf(fd int) ([]byte, error) {
+	buf := make([]byte, 256)
+	l := uint32(len(buf))
+	_, _, errno := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO,
+		uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if errno != 0 {
+		return nil, errno
+	}
+	return buf[:l], nil
+}
+
+// Thaw takes c out of repair mode without a window probe: the socket
+// carries on as if it had never been frozen.
+func Thaw(c *net.TCPConn) error {
+	return WithFD(c, func(fd int) error {
+		return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF_NO_WP)
+	})
+}
+
+// Poke makes a frozen c send one window probe (a bare ACK one below
+// snd_una) and freezes it again. The peer answers an old sequence number
+// with an ACK carrying its current TSval, which the held pair records: the
+// only way to learn a peer's timestamp clock without reading its socket.
+// Nothing else leaves the socket: its queues are empty and the pair is
+// held, so no segment reaches it meanwhile.
+func Poke(c *net.TCPConn) error {
+	return WithFD(c, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF); err != nil {
+			return fmt.Errorf("TCP_REPAIR off: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
+			return fmt.Errorf("TCP_REPAIR on: %w", err)
+		}
+		return nil
+	})
+}
+
+// TSClock reads c's timestamp clock now (TCP_TIMESTAMP, the socket's
+// offset included): the TSval its next segment would carry.
+func TSClock(c *net.TCPConn) (v uint32, err error) {
+	err = WithFD(c, func(fd int) error {
+		x, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
+		v = uint32(x)
+		return err
+	})
+	return v, err
+}
+
+// Graces hands out RCU grace periods to many splices at once. The receive
+// path from tc ingress to the socket runs in one RCU read-side section, so
+// once a grace period that began after a pair was inserted has ended,
+// every segment that passed tc before the insert has reached its socket,
+// and the queues read afterwards are final. A grace period (quiesce) takes
+// microseconds to 10 ms, so splices share them instead of each blocking a
+// thread in one.
+type Graces struct {
+	mu      sync.Mutex
+	running bool
+	waiting []chan struct{}
+}
+
+// Start returns a channel closed at the end of a grace period that began
+// after Start was called.
+func (g *Graces) Start() <-chan struct{} {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.waiting = append(g.waiting, ch)
+	if !g.running {
+		g.running = true
+		go g.run()
+	}
+	return ch
+}
+
+func (g *Graces) run() {
+	for {
+		g.mu.Lock()
+		batch := g.waiting
+		g.waiting = nil
+		if len(batch) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		if !quiesce() {
+			// No grace period to wait for: give segments already past
+			// tc ingress a moment to reach their sockets.
+			time.Sleep(5 * time.Millisecond)
+		}
+		for _, ch := range batch {
+			close(ch)
+		}
+	}
+}
+
+// PeekQueue returns the n bytes of a frozen c's receive queue (bytes
+// received and acknowledged, not read) or send queue (written, not
+// acknowledged, from snd_una), read in repair mode without consuming them.
+func PeekQueue(c *net.TCPConn, queue, n int) ([]byte, error) {
+	buf := make([]byte, n)
+	if n == 0 {
+		return buf, nil
+	}
+	err := WithFD(c, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
+			return err
+		}
+		// The send queue is copied whole (a shorter buffer fails); the
+		// receive queue in one call as long as the buffer holds it.
+		got, _, err := unix.Recvfrom(fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		if err != nil {
+			return err
+		}
+		if got != n {
+			return fmt.Errorf("%d bytes queued, %d read", n, got)
+		}
+		return nil
+	})
+	return buf, err
+}
+
+// Window is struct tcp_repair_window: the windows of a frozen
+// socket, in bytes.
+type Window struct {
+	SndWl1, SndWnd, MaxWindow, RcvWnd, RcvWup uint32
+}
+
+// ReadWindow reads TCP_REPAIR_WINDOW of a frozen c.
+func ReadWindow(c *net.TCPConn) (w Window, err error) {
+	err = WithFD(c, func(fd int) error {
+		var buf [20]byte
+		l := uint32(len(buf))
+		_, _, errno := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
+		if errno != 0 {
+			return fmt.Errorf("TCP_REPAIR_WINDOW: %w", errno)
+		}
+		w = Window{le32(buf[0:]), le32(buf[4:]), le32(buf[8:]), le32(buf[12:]), le32(buf[16:])}
+		return nil
+	})
+	return w, err
+}

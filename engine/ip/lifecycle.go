@@ -1,0 +1,201 @@
+// Engine ip's life: its options, New, loading the datapath on first use, the sweeper, and Close.
+
+package ip
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/caps"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+)
+
+const (
+	// statsEvery is how often a spliced pair's counters are copied to
+	// the pair for /flows, and its idle timeout checked.
+	statsEvery = 250 * time.Millisecond
+	// sweepEvery is how often TIME_WAIT, reset and idle pairs are removed.
+	sweepEvery = time.Second
+	// learnTimeout bounds the wait for the peers' answers to the window
+	// probes, on top of four round trips.
+	learnTimeout = 100 * time.Millisecond
+)
+
+// Options configures engine ip. The zero value is usable.
+type Options struct {
+	// MaxPairs is how many pairs can be spliced at once (default 16384);
+	// the datapath's table is preallocated for them.
+	MaxPairs int
+	// TimeWait is how long a pair stays in the datapath after both FINs
+	// were acknowledged, to translate retransmitted FINs and last ACKs
+	// (2MSL; default 60s, Linux's TIME_WAIT).
+	TimeWait time.Duration
+	// IdleTimeout removes pairs that forwarded nothing for this long, for
+	// pairs whose ends vanished (default 0: never).
+	IdleTimeout time.Duration
+}
+
+func (o Options) datapath() datapath.Options {
+	return datapath.Options{MaxPairs: o.MaxPairs, TimeWait: o.TimeWait, IdleTimeout: o.IdleTimeout}
+}
+
+// Engine is engine ip: the datapath's tc program forwards a spliced pair's
+// packets, and the forwarder's two sockets are closed without a trace, or,
+// when the splice may give the pair back (byte limits, watched or held
+// directions, timers), kept frozen and rebuilt in place when it does
+// (unsplice.go). See README.md.
+type Engine struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	loaded   bool
+	loadErr  error
+	closed   bool
+	dp       *datapath.Datapath
+	home     *homeNS
+	attached map[int]bool // device indexes in home
+	graces   tcprepair.Graces
+	inject   *injector
+	// drained counts pairs spliced with owed bytes, and those bytes.
+	drainedPairs, drainedBytes atomic.Int64
+	waiters                    map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
+	// kept holds, by A tuple, a descriptor of each pair's frozen upstream
+	// socket until the pair leaves the table: it keeps the forwarder's
+	// local port, so no new upstream connection reuses the 4-tuple.
+	kept map[datapath.Tuple]int
+	// unspl counts unsplices (unsplice.go).
+	unspl unspliceStats
+	// clocks holds, by connection tuple, the peers' latest TSvals seen
+	// by the datapath when a pair was unspliced, for the next splice.
+	clocks map[datapath.Tuple]peerClock
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// New returns engine ip with the datapath options opts (MaxPairs, TimeWait,
+// IdleTimeout for pairs whose ends vanished). Nothing is loaded until Probe
+// or the first Splice, which must run in the network namespace whose
+// devices reach clients and servers. A nil log discards.
+func New(opts Options, log *slog.Logger) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{
+		opts:     opts,
+		log:      log.With("engine", "ip"),
+		attached: make(map[int]bool),
+		waiters:  make(map[datapath.Tuple]chan notice),
+		kept:     make(map[datapath.Tuple]int),
+		stop:     make(chan struct{}),
+		inject:   newInjector(),
+	}
+}
+
+// Name implements engine.Engine.
+func (e *Engine) Name() string { return "ip" }
+
+// Probe implements engine.Engine: it loads the datapath (once) in the
+// calling thread's network namespace. Its error names the missing
+// privilege (CAP_BPF, CAP_NET_ADMIN) or kernel feature.
+func (e *Engine) Probe() error { return e.load() }
+
+func (e *Engine) load() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return datapath.ErrClosed
+	}
+	if !e.loaded {
+		e.loaded = true
+		e.loadErr = e.loadLocked()
+	}
+	return e.loadErr
+}
+
+func (e *Engine) loadLocked() error {
+	if err := caps.RequireBPF("engine ip"); err != nil {
+		return err
+	}
+	home, err := openHomeNS()
+	if err != nil {
+		return err
+	}
+	dp, err := datapath.Load(e.opts.datapath())
+	if err != nil {
+		home.close()
+		return err
+	}
+	e.home, e.dp = home, dp
+	e.wg.Add(2)
+	go func() { defer e.wg.Done(); e.readEvents() }()
+	go func() { defer e.wg.Done(); e.sweep() }()
+	return nil
+}
+
+// Supports implements engine.Engine. Byte limits, watched and held
+// directions and timers are done by unsplicing (unsplice.go).
+func (e *Engine) Supports(p *engine.Pair, opts engine.Options) error {
+	if p.Upstream() == nil {
+		return errors.New("the pair has no upstream connection")
+	}
+	return supportsUnsplice(opts)
+}
+
+// Close implements engine.Engine: it detaches the program from every device
+// and frees the table. Pairs still spliced then reach the forwarder's
+// stack, which no longer has their sockets, and are reset.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	dp, home := e.dp, e.home
+	e.mu.Unlock()
+	if dp == nil {
+		return nil
+	}
+	close(e.stop)
+	// The kept sockets go first: once the program is detached, the
+	// pairs' segments would reach them, and a frozen socket may answer.
+	e.mu.Lock()
+	for a := range e.kept {
+		e.releaseLocked(a)
+	}
+	e.mu.Unlock()
+	err := dp.Close() // ends readEvents
+	e.wg.Wait()
+	e.inject.close()
+	home.close()
+	return err
+}
+
+// sweep removes pairs in TIME_WAIT for Options.TimeWait, reset or idle for
+// Options.IdleTimeout, every sweepEvery until Close.
+func (e *Engine) sweep() {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+		removed, err := e.dp.Sweep(datapath.Now())
+		if err != nil && !errors.Is(err, datapath.ErrClosed) {
+			e.log.Warn("sweeping the pair table", "err", err)
+		}
+		for _, r := range removed {
+			e.release(r.Pair)
+			e.notify(r.Pair, notice{removed: r.Reason})
+		}
+	}
+}

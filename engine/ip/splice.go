@@ -1,0 +1,376 @@
+// Splicing an idle pair into the datapath: hold, freeze both sockets, compute the translation, deliver owed bytes, publish, and close or keep the sockets.
+
+package ip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+)
+
+// Splice implements engine.Engine. It returns a *engine.FallbackError,
+// having changed nothing on either connection, when the pair cannot be
+// spliced (data buffered, options the datapath cannot translate, a peer on
+// this host, a full table, a peer that does not answer the timestamp
+// probe). Otherwise the datapath forwards the pair; Splice follows it
+// until both FINs are acknowledged (EndEOF, the pair stays in TIME_WAIT),
+// a reset (EndReset), IdleTimeout (EndIdle) or ctx (EndCancel), with the
+// forwarder's sockets closed; or until a limit, data in a watched
+// direction or opts.For gives the pair back on the same sockets (EndLimit,
+// EndData, EndTimer). On EndIdle and EndCancel the pair is removed: the
+// peers' next segments are answered with resets by the forwarder's stack.
+func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options) (engine.Result, error) {
+	if err := e.Supports(p, opts); err != nil {
+		return engine.Result{}, engine.Fallback("ip", "%v", err)
+	}
+	if err := e.load(); err != nil {
+		return engine.Result{}, engine.Fallback("ip", "%v", err)
+	}
+	if err := queuedPastBoundary(p, opts); err != nil {
+		return engine.Result{}, engine.Fallback("ip", "%v", err)
+	}
+	sp, err := e.spliceOnOwnStack(p, opts)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	if opts.OnSpliced != nil {
+		opts.OnSpliced()
+	}
+	return e.follow(ctx, p, sp, opts), nil
+}
+
+// spliceOnOwnStack runs splice on a goroutine of its own. Splicing goes
+// deep (netlink, repair-mode reads, map updates) and grows a goroutine's
+// stack to 16-32 KiB, which the caller's goroutine would then keep, idle,
+// for the whole life of the pair; a short-lived goroutine hands it back
+// for the next splice instead (measured: 24 KiB of stack per spliced pair
+// at 10,000 pairs without this).
+func (e *Engine) spliceOnOwnStack(p *engine.Pair, opts engine.Options) (spliced, error) {
+	type result struct {
+		sp  spliced
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		sp, err := e.splice(p, opts)
+		ch <- result{sp, err}
+	}()
+	r := <-ch
+	return r.sp, r.err
+}
+
+// spliced is a pair splice put in the datapath.
+type spliced struct {
+	a    datapath.Tuple
+	ch   <-chan notice
+	spec datapath.PairSpec // as published
+	// drain delivers the bytes the forwarder held at splice time; nil
+	// when it held none.
+	drain *drainer
+	// unread counts, per direction, the bytes of the input socket's
+	// receive queue that the drain delivers: the proxy never counted them.
+	unread [2]int64
+	// seed is each direction's SndNxt when published; seedFIN: it
+	// includes a FIN already received.
+	seed    [2]uint32
+	seedFIN [2]bool
+	// fz, for a splice that may end in control mode, holds what
+	// unsplicing needs; the sockets then stay open, frozen.
+	fz *frozen
+	// since is Now() before the pair was inserted: events stamped
+	// earlier belong to an earlier splice of the same tuples, read late.
+	since time.Duration
+}
+
+// splice puts the pair in the datapath and closes its sockets; it returns
+// the pair's A tuple, the channel its news arrives on and the bytes still
+// to deliver, or a *engine.FallbackError.
+func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
+	client, up := p.Client, p.Upstream()
+	pa, err := e.locate(client)
+	if err != nil {
+		return spliced{}, engine.Fallback("ip", "client connection: %v", err)
+	}
+	pb, err := e.locate(up)
+	if err != nil {
+		return spliced{}, engine.Fallback("ip", "upstream connection: %v", err)
+	}
+	if err := e.attach(pa.Ifindex, pb.Ifindex); err != nil {
+		return spliced{}, engine.Fallback("ip", "%v", err)
+	}
+
+	// Hold first: from here on no segment of either connection reaches
+	// its socket, so what the frozen sockets report stays true.
+	hold := datapath.DirSpec{DirMode: datapath.DirMode{Mode: engine.Hold}}
+	spec := datapath.PairSpec{
+		A: datapath.Tuple{Src: pa.Remote, Dst: pa.Local}, B: datapath.Tuple{Src: pb.Remote, Dst: pb.Local},
+		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold,
+	}
+	ch := e.register(spec.A)
+	since := datapath.Now()
+	if err := e.dp.Insert(spec); err != nil {
+		e.unregister(spec.A)
+		return spliced{}, engine.Fallback("ip", "%v", err)
+	}
+	undo := func(format string, args ...any) (spliced, error) {
+		// Thaw before Delete: segments are still held meanwhile, and the
+		// peers retransmit what the hold dropped to the live sockets.
+		errs := []error{tcprepair.Thaw(client), tcprepair.Thaw(up), e.dp.Delete(spec.A)}
+		e.unregister(spec.A)
+		if err := errors.Join(errs...); err != nil {
+			e.log.Warn("undoing a splice that fell back", "pair", p.ID, "err", err)
+		}
+		return spliced{}, engine.Fallback("ip", format, args...)
+	}
+	grace := e.graces.Start()
+
+	sa, err := tcprepair.Freeze(client)
+	if err != nil {
+		return undo("freeze the client connection: %v", err)
+	}
+	sb, err := tcprepair.Freeze(up)
+	if err != nil {
+		return undo("freeze the upstream connection: %v", err)
+	}
+	sa.Params.Ifindex, sb.Params.Ifindex = pa.Ifindex, pb.Ifindex
+	if reason := unspliceable(sa, sb); reason != "" {
+		return undo("%s", reason)
+	}
+	if err := datapath.CanTranslate(sa.Params, sb.Params); err != nil {
+		return undo("%v", err)
+	}
+	var probed time.Time
+	// A peer whose connection was unspliced before needs no probe: its
+	// clock is known from then (unsplice.go).
+	known := e.recallClocks(spec.A, spec.B)
+	if sa.Params.Timestamps {
+		// The probes' answers travel while the grace period runs.
+		probed = time.Now()
+		if err := e.probeClocks(client, up, sa, sb, known); err != nil {
+			return undo("%v", err)
+		}
+	}
+	<-grace
+	// Segments that were already past tc when the pair was inserted have
+	// reached the sockets by now: this reading is final.
+	if sa, sb, err = rereadPair(client, up, sa, sb); err != nil {
+		return undo("%v", err)
+	}
+	pa, pb = sa.Params, sb.Params
+	if pa.Timestamps {
+		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.RTT, sb.RTT)+learnTimeout, known); err != nil {
+			return undo("%v", err)
+		}
+	}
+	sa.Params, sb.Params = pa, pb
+	d, err := e.owedBytes(client, up, sa, sb)
+	if err != nil {
+		return undo("%v", err)
+	}
+	var fz *frozen
+	if unsplicing(opts) {
+		if err := prepareUnsplice(opts, &d.spec, sa, sb); err != nil {
+			return undo("%v", err)
+		}
+		if fz, err = freezeForUnsplice(client, up, sa, sb); err != nil {
+			return undo("%v", err)
+		}
+	}
+	if err := e.dp.Update(d.spec); err != nil {
+		return undo("%v", err)
+	}
+	if err := e.keep(spec.A, up); err != nil {
+		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
+	}
+	// Both sockets are in repair mode: closing them sends nothing. The
+	// forwarder closes the connections again later, which is harmless.
+	// A splice that may unsplice keeps them, frozen, to rebuild them.
+	if fz == nil {
+		if err := errors.Join(client.Close(), up.Close()); err != nil {
+			e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
+		}
+	}
+	sp := spliced{a: spec.A, ch: ch, spec: d.spec, fz: fz, since: since, unread: [2]int64{int64(sa.InQ), int64(sb.InQ)},
+		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},
+		seedFIN: [2]bool{d.spec.Up.FINSeen, d.spec.Down.FINSeen}}
+	if len(d.dirs) > 0 {
+		sp.drain = d
+		e.drainedPairs.Add(1)
+		for _, o := range d.dirs {
+			e.drainedBytes.Add(int64(len(o.data)))
+		}
+	}
+	return sp, nil
+}
+
+// owedBytes reads what the frozen sockets hold for their peers and returns
+// the final spec, with offsets that leave room for those bytes, and the
+// drainer that delivers them: toward the server, the upstream socket's
+// send queue then the client socket's receive queue; toward the client,
+// the mirror.
+func (e *Engine) owedBytes(client, up *net.TCPConn, sa, sb tcprepair.State) (*drainer, error) {
+	pa, pb := sa.Params, sb.Params
+	// A FIN received and acknowledged is owed too, after the bytes.
+	pa.WriteSeq += uint32(sb.InQ) + b2u(sb.FINReceived)
+	pb.WriteSeq += uint32(sa.InQ) + b2u(sa.FINReceived)
+	spec, err := datapath.NewPairSpec(pa, pb)
+	if err != nil {
+		return nil, err
+	}
+	spec.Up.FINSeen, spec.Down.FINSeen = sa.FINReceived, sb.FINReceived
+	d := &drainer{dp: e.dp, in: e.inject, a: spec.A, spec: spec}
+	upOwed := sb.OutQ + sa.InQ + int(b2u(sa.FINReceived))
+	downOwed := sa.OutQ + sb.InQ + int(b2u(sb.FINReceived))
+	// The datapath drops acks lagging more than a window's span behind
+	// what was sent; the receiver acknowledges the owed bytes from below.
+	if lim := guardSpan(max(spec.Down.InShift, spec.Down.OutShift)); upOwed >= lim {
+		return nil, fmt.Errorf("%d bytes owed to the server, more than the ack guard's span of %d", upOwed, lim)
+	}
+	if lim := guardSpan(max(spec.Up.InShift, spec.Up.OutShift)); downOwed >= lim {
+		return nil, fmt.Errorf("%d bytes owed to the client, more than the ack guard's span of %d", downOwed, lim)
+	}
+	for _, o := range []struct {
+		dir       engine.Direction
+		out, in   *net.TCPConn
+		sOut, sIn tcprepair.State
+		n         int
+	}{{engine.Up, up, client, sb, sa, upOwed}, {engine.Down, client, up, sa, sb, downOwed}} {
+		if o.n == 0 {
+			continue
+		}
+		ow, err := e.owedDir(o.dir, o.out, o.in, o.sOut, o.sIn)
+		if err != nil {
+			return nil, err
+		}
+		d.dirs = append(d.dirs, ow)
+	}
+	if len(d.dirs) > 0 {
+		fd, err := e.inject.open(pa.Local.Addr().Is6(), e.home.do)
+		if err != nil {
+			return nil, err
+		}
+		d.fd = fd
+	}
+	return d, nil
+}
+
+// owedDir reads one direction's owed bytes: out's send queue and in's
+// receive queue, which follows it on the output connection.
+func (e *Engine) owedDir(dir engine.Direction, out, in *net.TCPConn, sOut, sIn tcprepair.State) (*owed, error) {
+	sent, err := tcprepair.PeekQueue(out, tcprepair.SendQueue, sOut.OutQ)
+	if err != nil {
+		return nil, fmt.Errorf("read the %v send queue: %w", dir, err)
+	}
+	unread, err := tcprepair.PeekQueue(in, tcprepair.RecvQueue, sIn.InQ)
+	if err != nil {
+		return nil, fmt.Errorf("read the %v receive queue: %w", dir, err)
+	}
+	w, err := tcprepair.ReadWindow(out)
+	if err != nil {
+		return nil, err
+	}
+	po := sOut.Params
+	win := uint64(w.RcvWup+w.RcvWnd-po.RcvNxt) >> po.RcvWScale
+	mss := sOut.SndMSS
+	if mss <= 0 {
+		mss = 536
+	}
+	return &owed{
+		dir:   dir,
+		fin:   sIn.FINReceived,
+		src:   po.Local,
+		dst:   po.Remote,
+		start: po.SndUna,
+		data:  append(sent, unread...),
+		mss:   mss,
+		ts:    po.Timestamps,
+		edge0: po.SndUna + w.SndWnd,
+		ack0:  po.RcvNxt,
+		win0:  uint16(min(win, 0xffff)),
+		// 4 srtt, within the drain's bounds: a socket that waited on a
+		// closed window may report a smoothed RTT of seconds.
+		rto0: min(max(drainMinRTO, 4*sOut.RTT), drainMaxRTO),
+	}, nil
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// guardSpan is win_span of the datapath: how far acks may lag.
+func guardSpan(shift uint8) int { return 65536 << min(shift, 14) }
+
+// unspliceable says why two frozen sockets cannot be spliced by this cut,
+// or "".
+func unspliceable(a, b tcprepair.State) string {
+	switch {
+	case !a.Established || !b.Established:
+		return fmt.Sprintf("a connection is not established (the forwarder sent a FIN, or is not connected): client side state %d, upstream side %d", a.TCPState, b.TCPState)
+	case a.Params.Timestamps && a.UsecTS != b.UsecTS:
+		return "timestamps tick in microseconds on one connection only"
+	}
+	return ""
+}
+
+// locate returns c's addresses and the device toward its peer, after
+// checking that the datapath can see c's packets at all.
+func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
+	var cp tcprepair.ConnParams
+	if c == nil {
+		return cp, errors.New("no connection")
+	}
+	local, remote, err := tcprepair.Addrs(c)
+	if err != nil {
+		return cp, err
+	}
+	proto, err := tcprepair.Protocol(c)
+	if err != nil {
+		return cp, err
+	}
+	if proto != unix.IPPROTO_TCP {
+		return cp, errors.New("an MPTCP socket: its subflows' sequence numbers are not the socket's")
+	}
+	ino, err := tcprepair.NetnsInode(c)
+	if err != nil {
+		return cp, err
+	}
+	if ino != e.home.ino {
+		return cp, errors.New("the socket is in another network namespace than the one engine ip was loaded in")
+	}
+	ifindex, err := e.home.deviceTo(remote.Addr())
+	if err != nil {
+		return cp, err
+	}
+	return tcprepair.ConnParams{Local: local, Remote: remote, Ifindex: ifindex}, nil
+}
+
+// attach attaches the program to each device once.
+func (e *Engine) attach(ifindexes ...int) error {
+	for _, i := range ifindexes {
+		e.mu.Lock()
+		done := e.attached[i]
+		e.mu.Unlock()
+		if done {
+			continue
+		}
+		if err := e.home.do(func() error { return e.dp.Attach(i) }); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.attached[i] = true
+		e.mu.Unlock()
+	}
+	return nil
+}
