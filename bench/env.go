@@ -40,14 +40,19 @@ const (
 	Source
 	Echo
 	HTTP
+	// Sockperf is served by a sockperf server (sockperf sr), not the origin.
+	Sockperf
 	numServices
 )
 
-var serviceNames = [...]string{"sink", "source", "echo", "http"}
+// numOriginServices are the services the built-in origin serves.
+const numOriginServices = Sockperf
+
+var serviceNames = [...]string{"sink", "source", "echo", "http", "sockperf"}
 
 func (s Service) String() string { return serviceNames[s] }
 
-var serviceProtos = [...]origin.Proto{origin.Sink, origin.Source, origin.Echo, origin.HTTP}
+var serviceProtos = [numOriginServices]origin.Proto{origin.Sink, origin.Source, origin.Echo, origin.HTTP}
 
 // Engines are splicer's engines as targets, shallow to deep; Peers are the
 // forwarders they are compared with, in table order.
@@ -104,6 +109,8 @@ type Env struct {
 	Lab *lab.Lab
 	// Client is where load generators dial from.
 	Client host
+	// server is where the origin and the sockperf server run.
+	server host
 	// SwitchPeers are peers measured only as HTTP switches (nginx).
 	SwitchPeers []*Target
 	// Skipped says what loopback mode left out and why.
@@ -116,6 +123,10 @@ type Env struct {
 	// addrs is where the lab's hosts listen.
 	addrs  addressing
 	origin *origin.Server
+	// sockperfOnce starts the sockperf server at most once; sockperfErr
+	// says why it could not.
+	sockperfOnce sync.Once
+	sockperfErr  error
 	// adminClient talks to splicer's admin endpoints (see admin).
 	adminClient *http.Client
 	adminOnce   sync.Once
@@ -130,7 +141,8 @@ type addressing struct {
 	fwd, server string
 }
 
-// Port blocks: origin services at 5001+s; each target at base+s.
+// Port blocks: origin services at 5001+s, the sockperf server at
+// 5001+Sockperf; each target at base+s.
 const originPort = 5001
 
 // lateSplice is when the late listeners splice; lateOffset is their port
@@ -198,7 +210,7 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 	} else {
 		e.Skipped = append(e.Skipped, "lab, route, sockmap, ip: need root (network namespaces, BPF); ran on loopback")
 	}
-	e.splicer, e.addrs = opts.Splicer, a
+	e.splicer, e.addrs, e.server = opts.Splicer, a, server
 	if err := e.startOrigin(server, a); err != nil {
 		return err
 	}
@@ -212,7 +224,7 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 
 func (e *Env) startOrigin(server host, a addressing) error {
 	e.origin = origin.New(nil)
-	for s := Service(0); s < numServices; s++ {
+	for s := Service(0); s < numOriginServices; s++ {
 		ln, err := server.Listen("tcp", net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
 		if err != nil {
 			return fmt.Errorf("origin %s: %w", s, err)

@@ -16,7 +16,7 @@ import (
 )
 
 // installHint names the Debian package that provides a missing peer.
-var installHint = map[string]string{"haproxy": "haproxy", "socat": "socat", "nginx": "nginx-light", "wrk": "wrk"}
+var installHint = map[string]string{"haproxy": "haproxy", "socat": "socat", "nginx": "nginx-light", "wrk": "wrk", "sockperf": "sockperf"}
 
 func (e *Env) startPeers(ctx context.Context, a addressing) {
 	e.startHAProxy(ctx, a, "haproxy", false)
