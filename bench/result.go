@@ -77,10 +77,13 @@ type samples struct {
 	order []string
 	vals  map[string][]float64
 	units map[string]string
+	// tools name what measured a metric when it is not the experiment's
+	// tool (see addBy).
+	tools map[string]string
 }
 
 func newSamples() *samples {
-	return &samples{vals: map[string][]float64{}, units: map[string]string{}}
+	return &samples{vals: map[string][]float64{}, units: map[string]string{}, tools: map[string]string{}}
 }
 
 func (s *samples) add(target, metric, unit string, v float64) {
@@ -90,6 +93,12 @@ func (s *samples) add(target, metric, unit string, v float64) {
 	}
 	s.vals[k] = append(s.vals[k], v)
 	s.units[k] = unit
+}
+
+// addBy adds a run measured by tool rather than the experiment's own.
+func (s *samples) addBy(tool, target, metric, unit string, v float64) {
+	s.add(target, metric, unit, v)
+	s.tools[target+"\x00"+metric] = tool
 }
 
 // get returns the runs of a metric of a target.
@@ -104,7 +113,9 @@ func (s *samples) rows(targets []string) []Row {
 			if name != t {
 				continue
 			}
-			out = append(out, summarize(name, metric, s.units[k], s.vals[k]))
+			row := summarize(name, metric, s.units[k], s.vals[k])
+			row.Tool = s.tools[k]
+			out = append(out, row)
 		}
 	}
 	return out

@@ -51,6 +51,18 @@ func TestSamplesKeepTargetOrder(t *testing.T) {
 	}
 }
 
+// TestSamplesNameTheirTool checks that a row added by another tool than
+// the experiment's names it, and the others leave it to the experiment.
+func TestSamplesNameTheirTool(t *testing.T) {
+	s := newSamples()
+	s.add("copy", "rr1_tps", "txn/s", 1)
+	s.addBy("sockperf", "copy", "sockperf14_avg_us", "µs RTT", 30)
+	rows := s.rows([]string{"copy"})
+	if len(rows) != 2 || rows[0].Tool != "" || rows[1].Tool != "sockperf" {
+		t.Errorf("rows = %+v, want rr1_tps without a tool, sockperf14_avg_us by sockperf", rows)
+	}
+}
+
 func TestWriteJSONShape(t *testing.T) {
 	one := &Result{Experiment: "segment", Rows: []Row{{Engine: "copy", Metric: "rr1_tps", Value: 2, Min: 1, Max: 3, Unit: "txn/s", Runs: 3}}}
 	var buf bytes.Buffer
