@@ -1,4 +1,4 @@
-// The segment experiment (seed 001 Table II): request/response of 1- and 1460-byte messages over one connection.
+// The segment experiment (seed 001 Table II): request/response of 1- and 1460-byte messages over one connection, and sockperf's ping-pong beside it.
 
 package bench
 
@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // segmentSizes are the message sizes of Table II: one byte, one full segment.
@@ -13,13 +14,21 @@ var segmentSizes = []int{1, 1460}
 
 // Segment ping-pongs 1-byte and 1460-byte messages through every target
 // over one connection and reports transactions per second, CPU per
-// transaction and the speedup in transactions per second against copy.
+// transaction and the speedup in transactions per second against copy;
+// then, where sockperf is installed, sockperf's round trips of 14- and
+// 1460-byte messages through the same target.
 func Segment(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "segment", Unavailable: e.missing()}
 	targets := e.Available()
 	smp := newSamples()
 	tps := map[string]map[int]float64{} // by metric+target, then run: for paired speedups
-	p := newProgress(s.Progress, "segment", s.Runs*len(targets)*len(segmentSizes))
+	spErr := e.startSockperf(ctx)
+	steps := len(segmentSizes)
+	if spErr == nil {
+		steps += len(sockperfSizes)
+	}
+	seen := map[string]string{} // engine /flows showed for each target's sockperf pairs
+	p := newProgress(s.Progress, "segment", s.Runs*len(targets)*steps)
 	for run := 0; run < s.Runs; run++ {
 		for _, t := range targets {
 			for _, size := range segmentSizes {
@@ -48,6 +57,12 @@ func Segment(ctx context.Context, e *Env, s Settings) (*Result, error) {
 					smp.add(t.Name, "proc_cpu_us_per_txn"+suffix, "µs", r.ProcUSPerTxn)
 				}
 			}
+			if spErr == nil {
+				res.Notes = append(res.Notes, e.segmentSockperf(ctx, t, run, s.Duration, p, smp, seen)...)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+			}
 		}
 	}
 	p.finish()
@@ -58,7 +73,64 @@ func Segment(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		fmt.Sprintf("%d run(s) of %v per target and size, targets interleaved; one connection, TCP_NODELAY; cells are median (min–max)", s.Runs, s.Duration),
 		"speedup: transactions/s over copy's in the same repetition",
 		"cpu_us_per_txn: every CPU's busy time (user, system, irq, softirq) per transaction, load generator and origin included; proc_cpu_us_per_txn: the forwarder processes' own user+system time (none for route: no process forwards)")
+	res.Notes = append(res.Notes, sockperfNotes(spErr, s.Duration, targets, seen)...)
 	return res, nil
+}
+
+// segmentSockperf runs sockperf's ping-pongs of one repetition through t
+// and adds their samples; it returns a note for each failed run. Through
+// an engine, a run counts only if /flows showed its pair spliced by that
+// engine: sockperf dials by itself, so the harness cannot wait for the
+// splice before the first message as it does for loadgen.
+func (e *Env) segmentSockperf(ctx context.Context, t *Target, run int, dur time.Duration, p *progress, smp *samples, seen map[string]string) []string {
+	var notes []string
+	for _, size := range sockperfSizes {
+		p.step(fmt.Sprintf("run %d %s sockperf%d", run+1, t.Name, size))
+		var r SockperfRun
+		fn := func() (err error) {
+			r, err = e.Sockperf(ctx, t, size, dur)
+			return err
+		}
+		var engine string
+		var err error
+		if t.Peer {
+			err = fn()
+		} else {
+			engine, err = e.engineSeenOn(ctx, t.Name+"-sockperf", fn)
+		}
+		if ctx.Err() != nil {
+			return notes
+		}
+		switch {
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("run %d %v", run+1, err))
+			continue
+		case !t.Peer && engine != t.Name:
+			notes = append(notes, fmt.Sprintf("run %d %s sockperf%d: /flows did not show the pair spliced by %s (saw %q): run left out", run+1, t.Name, size, t.Name, engine))
+			continue
+		}
+		seen[t.Name] = engine
+		metric := fmt.Sprintf("sockperf%d_", size)
+		smp.addBy("sockperf", t.Name, metric+"avg_us", "µs RTT", r.AvgUS)
+		smp.addBy("sockperf", t.Name, metric+"p99_us", "µs RTT", r.P99US)
+	}
+	return notes
+}
+
+// sockperfNotes say how the sockperf rows were measured, or why there are
+// none.
+func sockperfNotes(spErr error, dur time.Duration, targets []*Target, seen map[string]string) []string {
+	if spErr != nil {
+		return []string{fmt.Sprintf("sockperf14_*, sockperf1460_*: n/a, %v", spErr)}
+	}
+	notes := []string{
+		fmt.Sprintf("sockperf14_*, sockperf1460_* (tool sockperf): `sockperf pp --tcp -m SIZE -t %d --full-rtt` in the client namespace through the target to `sockperf sr --tcp` in the server namespace, one connection, one message in flight, TCP_NODELAY (sockperf's default), 400 ms warm-up not counted; avg is sockperf's avg-rtt, p99 its 99.000 percentile, both full round trips in µs (not sockperf's default half round trip); 14 bytes is sockperf's smallest message (its header)", sockperfSeconds(dur)),
+		"sockperf vs rr*: rr1_tps and rr1460_tps come from loadgen, a Go closed loop against the origin's echo sharing the CPUs with the forwarder; sockperf is a C client and server, so its client and server cost less per message: compare targets within one tool, not sockperf's latency with 1/rr_tps",
+	}
+	for _, n := range engineNotes(targets, seen) {
+		notes = append(notes, "sockperf: "+n)
+	}
+	return notes
 }
 
 // addSpeedups adds each target's transactions/s over copy's, paired by

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -91,6 +92,7 @@ func TestBenchAllQuick(t *testing.T) {
 			t.Errorf("segment has no rows for %s, which runs on every host with the lab", name)
 		}
 	}
+	checkSockperfRows(t, results[0])
 	for _, r := range results {
 		t.Run(r.Experiment, func(t *testing.T) {
 			if !strings.Contains(stdout, "### "+r.Experiment) {
@@ -158,6 +160,25 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 	}
 	for _, row := range r.Rows {
 		checkRow(t, row)
+	}
+}
+
+// checkSockperfRows checks segment's sockperf rows where sockperf is
+// installed (make deps installs it): every measured target has them, and
+// they name sockperf as their tool.
+func checkSockperfRows(t *testing.T, r bench.Result) {
+	t.Helper()
+	if _, err := exec.LookPath("sockperf"); err != nil {
+		t.Logf("sockperf not installed: segment's sockperf rows not checked")
+		return
+	}
+	for name := range targetsWithRows(r) {
+		for _, m := range []string{"sockperf14_avg_us", "sockperf14_p99_us", "sockperf1460_avg_us", "sockperf1460_p99_us"} {
+			row, ok := r.Row(name, m)
+			if !ok || row.Tool != "sockperf" {
+				t.Errorf("segment: %s has no %s row measured by sockperf (%+v)", name, m, row)
+			}
+		}
 	}
 }
 
