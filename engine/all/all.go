@@ -61,6 +61,9 @@ var Ladder = []Factory{
 // rest of the order.
 var AutoOrder = []string{"ip", "pipe", "sockmap", "copy"}
 
+// The configuration learns the engine names from here, where the engines are.
+func init() { config.RegisterEngines(Names()...) }
+
 // Names returns the engine names, deepest first.
 func Names() []string {
 	n := make([]string, len(Ladder))
