@@ -77,6 +77,9 @@ const (
 	Down
 )
 
+// Reverse is the other way through the pair.
+func (d Direction) Reverse() Direction { return 1 - d }
+
 func (d Direction) String() string {
 	if d == Up {
 		return "up"

@@ -46,12 +46,20 @@ func unsplicing(opts engine.Options) bool {
 		opts.Up.Mode == engine.Hold || opts.Down.Mode == engine.Hold
 }
 
-// supportsUnsplice refuses byte limits the datapath cannot express: one
-// limit sequence number covers less than 2^31 bytes.
+// supportsUnsplice refuses byte limits the datapath cannot express (one
+// limit sequence number covers less than 2^31 bytes), and a direction
+// forwarded to its end beside one held, watched or limited: the contract ends such a
+// splice at the forwarded FIN (EndEOF) with the other direction in control
+// mode, a half-closed pair whose sockets TCP_REPAIR cannot rebuild (it
+// restores ESTABLISHED sockets only).
 func supportsUnsplice(opts engine.Options) error {
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
-		if o := opts.Dir(d); o.Mode == engine.Forward && o.Limit >= maxLimit {
+		o, other := opts.Dir(d), opts.Dir(d.Reverse())
+		switch {
+		case o.Mode == engine.Forward && o.Limit >= maxLimit:
 			return fmt.Errorf("the %v limit of %d bytes is beyond what engine ip can stop at (%d)", d, o.Limit, maxLimit)
+		case o.Mode == engine.Forward && o.Limit == 0 && (other.Mode != engine.Forward || other.Limit > 0):
+			return fmt.Errorf("engine ip cannot end a splice at the %v FIN with the other direction in control mode (TCP_REPAIR rebuilds no half-closed socket)", d)
 		}
 	}
 	return nil
