@@ -219,6 +219,9 @@ func (s *suite) testReset(t *testing.T, d engine.Direction) {
 	if r.End != engine.EndReset {
 		t.Errorf("end = %v, want reset", r.End)
 	}
+	// As the forwarder does when a splice ends the pair: engines never
+	// close a pair's sockets, they arm the reset.
+	c.Pair.CloseConns()
 	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := peer.Read(buf)
 	if !errors.Is(err, syscall.ECONNRESET) {

@@ -146,6 +146,9 @@ func (el *engineLab) splice(tb testing.TB, ctx context.Context, lp labPair, opts
 	tb.Helper()
 	spliced := make(chan struct{})
 	opts.OnSpliced = func() { close(spliced) }
+	if opts.OnDetached == nil {
+		opts.OnDetached = func() { lp.p.CloseConns() } // as the forwarder does
+	}
 	out := make(chan spliceResult, 1)
 	go func() {
 		r, err := el.e.Splice(ctx, lp.p, opts)
@@ -478,8 +481,8 @@ func (el *engineLab) checkDrops(tb testing.TB, reasons ...string) {
 
 // TestEngineSplicesBufferedData: bytes the forwarder acknowledged but the
 // proxy never read (in either socket's receive queue) are delivered by the
-// engine after splicing, before the bytes sent later; the pair shows
-// draining until they are acknowledged, then spliced, and counts them.
+// engine after splicing, before the bytes sent later; the engine reports
+// draining until they are acknowledged, then done, and counts them.
 func TestEngineSplicesBufferedData(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
 	for _, from := range []engine.Direction{engine.Up, engine.Down} {
@@ -497,14 +500,26 @@ func TestEngineSplicesBufferedData(t *testing.T) {
 				n, err := queued(lp.p.Src(from))
 				return err == nil && n == len(early)
 			})
-			done := el.splice(t, context.Background(), lp, engine.Both(0))
+			var draining, drained atomic.Bool
+			opts := engine.Both(0)
+			opts.OnDraining = func(d bool) {
+				if d {
+					draining.Store(true)
+				} else {
+					drained.Store(true)
+				}
+			}
+			done := el.splice(t, context.Background(), lp, opts)
 			late := []byte(" and after")
 			src.Write(late)
 			src.CloseWrite()
 			if got := testenv.ReadAll(t, dst); string(got) != string(early)+string(late) {
 				t.Fatalf("after the splice %d bytes arrived, want %d", len(got), len(early)+len(late))
 			}
-			testenv.Eventually(t, "the pair back to spliced", func() bool { return lp.p.State() == engine.StateSpliced })
+			testenv.Eventually(t, "the engine reporting the drain done", drained.Load)
+			if !draining.Load() {
+				t.Error("the engine never reported draining")
+			}
 			dst.Write([]byte("answer"))
 			dst.CloseWrite()
 			if got := testenv.ReadAll(t, src); string(got) != "answer" {

@@ -287,7 +287,7 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 		return u.fail(f, err)
 	case err != nil: // the pair ended on its own meanwhile (reset, removed)
 		f.refresh()
-		return closedIfKept(u.p, spliced{fz: u.fz}, f.gone(""))
+		return f.gone("")
 	}
 	res := f.end(end, nil)
 	res.Dir = dir
@@ -558,8 +558,8 @@ func (u *unsplicer) copyRemainder(res *engine.Result) error {
 }
 
 // fail resets both peers of a pair that could not be unspliced safely,
-// removes it and closes the forwarder's sockets (still in repair mode:
-// silently), counting and logging it.
+// removes it and leaves the forwarder's sockets in repair mode (closing
+// them then sends nothing), counting and logging it.
 func (u *unsplicer) fail(f *follower, cause error) engine.Result {
 	u.e.unspl.failed.Add(1)
 	u.e.log.Warn("unsplicing failed: both peers reset", "pair", u.p.ID, "err", cause)
@@ -572,27 +572,13 @@ func (u *unsplicer) fail(f *follower, cause error) engine.Result {
 	// bytes answers with a challenge ACK, which the stack, with no socket
 	// left for it, resets.
 	u.e.resetPeers(u.spec, u.last)
+	// In repair mode the forwarder's close, when the pair ends, sends nothing.
 	for _, c := range []*net.TCPConn{u.p.Client, u.p.Upstream()} {
 		tcprepair.WithFD(c, func(fd int) error {
 			return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON)
 		})
-		c.Close()
 	}
 	return f.end(engine.EndError, fmt.Errorf("engine ip: unsplicing failed, both peers reset: %w", cause))
-}
-
-// closedIfKept closes the pair's frozen sockets after a splice that kept
-// them ended without giving the pair back (EOF, reset, idle, cancel), as
-// a splice that cannot unsplice does at once: in repair mode, closing
-// sends nothing, and the proxy closes the pair next anyway.
-func closedIfKept(p *engine.Pair, sp spliced, res engine.Result) engine.Result {
-	if sp.fz != nil {
-		p.Client.Close()
-		if up := p.Upstream(); up != nil {
-			up.Close()
-		}
-	}
-	return res
 }
 
 // unspliceStats counts unsplices and keeps the latest durations, for
