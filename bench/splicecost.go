@@ -161,7 +161,10 @@ func (e *Env) spliceIdlePairs(ctx context.Context, en engine.Engine, n int) ([]f
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := en.Splice(sctx, p, engine.Options{OnSpliced: func() { spliced <- time.Since(start) }})
+			_, err := en.Splice(sctx, p, engine.Options{
+				OnSpliced:  func() { spliced <- time.Since(start) },
+				OnDetached: func() { p.CloseConns() }, // as the forwarder does
+			})
 			if err != nil {
 				failed <- err
 			} else {

@@ -77,6 +77,9 @@ const (
 	Down
 )
 
+// Reverse is the other way through the pair.
+func (d Direction) Reverse() Direction { return 1 - d }
+
 func (d Direction) String() string {
 	if d == Up {
 		return "up"
@@ -112,6 +115,26 @@ type Options struct {
 	// engine with kernel state: when the state is installed). The time from
 	// calling Splice to OnSpliced is the splice cost the bench reports.
 	OnSpliced func()
+	// OnDetached, if set, is called at most once when the engine no
+	// longer needs the pair's sockets and closing them sends nothing to
+	// the peers (ip, once a pair that cannot be given back lives in its
+	// datapath, leaves both sockets in repair mode). The forwarder, which
+	// owns the sockets, closes them then, so they cost nothing for the
+	// rest of the pair's life; unset, they close with the pair. Engines
+	// never close a pair's sockets themselves.
+	OnDetached func()
+	// OnDraining, if set, is called with true when the engine starts
+	// delivering bytes buffered at the moment of splicing or unsplicing,
+	// and with false when they are delivered; the forwarder shows the pair
+	// draining meanwhile. Engines never set a pair's state themselves.
+	OnDraining func(draining bool)
+}
+
+// ReportDraining calls OnDraining, if set.
+func (o Options) ReportDraining(draining bool) {
+	if o.OnDraining != nil {
+		o.OnDraining(draining)
+	}
 }
 
 // Dir returns the options of direction d.

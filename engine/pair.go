@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,20 @@ func (p *Pair) Upstream() *net.TCPConn {
 	return p.upstream
 }
 
+// CloseConns closes the client and the upstream connection. Only the
+// forwarder, which owns the pair, calls it: when the pair ends, or earlier
+// when an engine reports the sockets detached (Options.OnDetached).
+func (p *Pair) CloseConns() error {
+	var errs []error
+	if p.Client != nil {
+		errs = append(errs, p.Client.Close())
+	}
+	if up := p.Upstream(); up != nil {
+		errs = append(errs, up.Close())
+	}
+	return errors.Join(errs...)
+}
+
 // SetUpstream records the upstream connection.
 func (p *Pair) SetUpstream(c *net.TCPConn) {
 	p.mu.Lock()
@@ -101,7 +116,7 @@ func (p *Pair) State() State { return State(p.state.Load()) }
 func (p *Pair) SetState(s State) { p.state.Store(uint32(s)) }
 
 // MarkSpliced moves the pair from control to spliced, leaving any other
-// state (draining, set by the engine itself) as it is.
+// state (draining, which the engine reported first) as it is.
 func (p *Pair) MarkSpliced() {
 	p.state.CompareAndSwap(uint32(StateControl), uint32(StateSpliced))
 }

@@ -140,8 +140,8 @@ func (r *runner) stop(end End) {
 		}
 	}
 	if end == EndReset {
-		ResetConn(r.p.Client)
-		ResetConn(up)
+		ArmReset(r.p.Client)
+		ArmReset(up)
 	}
 	r.wg.Wait()
 	if end.KeepsPair() {
@@ -244,12 +244,22 @@ func IsReset(err error) bool {
 // IsEOF reports whether err is a clean end of stream.
 func IsEOF(err error) bool { return errors.Is(err, io.EOF) }
 
-// ResetConn closes c with an RST instead of a FIN (SO_LINGER 0), which is how
-// a reset on one side of a pair is passed to the other.
+// ArmReset makes the close of c send an RST instead of a FIN (SO_LINGER 0).
+// An engine that saw one side of a pair reset arms both sockets, which is
+// how the reset is passed to the other side when the forwarder, which owns
+// the sockets, closes the pair.
+func ArmReset(c *net.TCPConn) {
+	if c != nil {
+		c.SetLinger(0)
+	}
+}
+
+// ResetConn closes c with an RST: what a peer (or a test playing one) does
+// to reset its connection. Engines arm resets (ArmReset) and never close.
 func ResetConn(c *net.TCPConn) {
 	if c == nil {
 		return
 	}
-	c.SetLinger(0)
+	ArmReset(c)
 	c.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/testenv"
@@ -28,9 +29,9 @@ func isTimeout(err error) bool {
 
 func TestClientRules(t *testing.T) {
 	up := fwdtest.Echo(t)
-	denied := loopListener("denied", "127.0.0.1:0", up, "copy")
+	denied := loopListener("denied", "127.0.0.1:0", up, copyengine.Name)
 	denied.DenyClients = []string{"127.0.0.0/8"}
-	capped := loopListener("capped", "127.0.0.1:0", up, "copy")
+	capped := loopListener("capped", "127.0.0.1:0", up, copyengine.Name)
 	capped.MaxConnectionsPerClient = 1
 	f := fwdtest.Start(t, denied, capped)
 

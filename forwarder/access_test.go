@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
@@ -22,7 +23,7 @@ func TestAccessLogLinePerPair(t *testing.T) {
 	up := fwdtest.Echo(t)
 	cfg := config.Default()
 	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{up}, "pipe"
+	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{up}, pipe.Name
 	cfg.Listeners = []config.Listener{l}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestAccessLogLinePerPair(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(buf.String())), &line); err != nil {
 		t.Fatalf("access log %q: %v", buf.String(), err)
 	}
-	want := map[string]any{"listener": "t", "client": client, "upstream": up, "engine": "pipe",
+	want := map[string]any{"listener": "t", "client": client, "upstream": up, "engine": pipe.Name,
 		"bytes_up": float64(5), "bytes_down": float64(5), "reason": "eof"}
 	for k, v := range want {
 		if line[k] != v {

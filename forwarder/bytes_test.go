@@ -10,6 +10,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	copyengine "github.com/splicer/splicer/engine/copy"
+	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 )
@@ -48,7 +50,7 @@ func labelsEqual(got []*dto.LabelPair, want map[string]string) bool {
 
 func TestBytesCountWhileTransferRuns(t *testing.T) {
 	up := fwdtest.Echo(t)
-	for _, name := range []string{"copy", "pipe", "auto"} {
+	for _, name := range []string{copyengine.Name, pipe.Name, "auto"} {
 		t.Run(name, func(t *testing.T) {
 			f := startForwarder(t, name, up)
 			c, err := net.Dial("tcp", f.Addr("t").String())

@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 
+	copyengine "github.com/splicer/splicer/engine/copy"
+	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
@@ -23,7 +25,7 @@ func startForwarder(tb testing.TB, engineName, upstream string) *forwarder.Forwa
 
 func TestEchoThroughEveryEngine(t *testing.T) {
 	up := fwdtest.Echo(t)
-	for _, name := range []string{"copy", "pipe", "auto"} {
+	for _, name := range []string{copyengine.Name, pipe.Name, "auto"} {
 		t.Run(name, func(t *testing.T) {
 			f := startForwarder(t, name, up)
 			c, err := net.Dial("tcp", f.Addr("t").String())

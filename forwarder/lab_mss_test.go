@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/sockopt"
@@ -48,21 +49,21 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 	for _, c := range cases {
 		accepted[c.name] = serveStreamRecording(t, l, c.srv.String())
 		lc := tcpListener(c.name, c.fwd.String(), c.srv.String())
-		lc.Engine = "ip"
+		lc.Engine = ip.Name
 		listeners = append(listeners, lc)
 	}
 	clamped := tcpListener("clamped", fwdAddr(l, 7803), serverAddr(l, 9803))
-	clamped.Engine = "ip"
+	clamped.Engine = ip.Name
 	serveOrigin(t, l, origin.Stream, serverAddr(l, 9803))
 	lf := startLabForwarder(t, l, append(listeners, clamped)...)
-	lf.requireEngine(t, "ip")
+	lf.requireEngine(t, ip.Name)
 
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			const size = 32 << 20
 			client := dialClient(t, l, lf.Addr(c.name).String())
 			lf.waitFlow(t, c.name, "spliced by ip", func(f forwarder.Flow) bool {
-				return f.State == "spliced" && f.Engine == "ip"
+				return f.State == "spliced" && f.Engine == ip.Name
 			})
 			if got := announcedMSS(t, accepted[c.name].first(t)); got != c.clientMSS {
 				t.Errorf("the upstream connection announced MSS %d to the server, want the client's %d", got, c.clientMSS)
@@ -76,7 +77,7 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 				t.Fatalf("32 MiB each way: %+v, %v", rep, err)
 			}
 			for _, f := range flows {
-				if f.Engine != "ip" || (f.State != "spliced" && f.State != "closing") {
+				if f.Engine != ip.Name || (f.State != "spliced" && f.State != "closing") {
 					t.Errorf("/flows during the transfer shows engine %s, state %s (%s); want ip, spliced", f.Engine, f.State, f.Note)
 				}
 			}
@@ -92,18 +93,18 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 	if line := lf.Logs.Line("the server may send"); line != "" {
 		t.Errorf("the server may still send segments the client does not accept: %s", line)
 	}
-	if n := lf.Metric("splicer_splice_transitions_total", "engine", "ip", "outcome", "eof"); n != float64(len(cases)) {
+	if n := lf.Metric("splicer_splice_transitions_total", "engine", ip.Name, "outcome", "eof"); n != float64(len(cases)) {
 		t.Errorf("ip splices that ended at EOF: %v, want %d", n, len(cases))
 	}
-	if n := lf.Metric("splicer_splice_transitions_total", "engine", "ip", "outcome", "fallback"); n != 1 {
+	if n := lf.Metric("splicer_splice_transitions_total", "engine", ip.Name, "outcome", "fallback"); n != 1 {
 		t.Errorf("ip fell back %v times, want once (the client announcing less)", n)
 	}
 	for _, drop := range []string{"mtu_exceeded", "malformed", "rewrite_failed"} {
-		if n := lf.Metric("splicer_engine_events_total", "engine", "ip", "event", drop); n != 0 {
+		if n := lf.Metric("splicer_engine_events_total", "engine", ip.Name, "event", drop); n != 0 {
 			t.Errorf("datapath dropped %v segments as %s", n, drop)
 		}
 	}
-	if n := lf.Metric("splicer_engine_events_total", "engine", "ip", "event", "forwarded"); n == 0 {
+	if n := lf.Metric("splicer_engine_events_total", "engine", ip.Name, "event", "forwarded"); n == 0 {
 		t.Error("the datapath forwarded no segment")
 	}
 }
@@ -124,7 +125,7 @@ func testClientAnnouncesLess(t *testing.T, lf *labForwarder, listener string) {
 		}
 		defer c.Close()
 		f := lf.waitFlow(t, listener, "spliced by a shallower engine", func(f forwarder.Flow) bool {
-			return f.State == "spliced" && f.Engine != "ip"
+			return f.State == "spliced" && f.Engine != ip.Name
 		})
 		if want := "the server accepts 1000"; !strings.Contains(f.Note, "the client may send") || !strings.Contains(f.Note, want) {
 			t.Errorf("/flows note %q, want the fallback's reason with %q", f.Note, want)

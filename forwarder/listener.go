@@ -253,10 +253,7 @@ func (l *listener) handle(c *net.TCPConn) {
 	if errors.Is(err, errPanic) {
 		reason = "panic"
 	}
-	c.Close()
-	if up := p.Upstream(); up != nil {
-		up.Close()
-	}
+	p.CloseConns()
 	l.f.flows.remove(p)
 	m.Active.WithLabelValues(l.cfg.Name).Dec()
 	m.Closed.WithLabelValues(l.cfg.Name, reason).Inc()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy"
 )
@@ -28,7 +29,7 @@ func (p *panicky) Serve(ctx context.Context, s proxy.Session) error {
 func TestPanicClosesOnlyItsPair(t *testing.T) {
 	cfg := config.Default()
 	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream, l.Engine = "p", "127.0.0.1:0", []string{"127.0.0.1:9"}, "copy"
+	l.Name, l.Listen, l.Upstream, l.Engine = "p", "127.0.0.1:0", []string{"127.0.0.1:9"}, copyengine.Name
 	cfg.Listeners = []config.Listener{l}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	copyengine "github.com/splicer/splicer/engine/copy"
+	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
@@ -69,9 +71,9 @@ func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 	up := fwdtest.Echo(t)
 	keep, gone, changed := fwdtest.FreeAddr(t), fwdtest.FreeAddr(t), fwdtest.FreeAddr(t)
 	f := fwdtest.Start(t,
-		loopListener("keep", keep, up, "copy"),
-		loopListener("gone", gone, up, "copy"),
-		loopListener("changed", changed, up, "copy"))
+		loopListener("keep", keep, up, copyengine.Name),
+		loopListener("gone", gone, up, copyengine.Name),
+		loopListener("changed", changed, up, copyengine.Name))
 
 	running, err := net.Dial("tcp", keep)
 	if err != nil {
@@ -119,8 +121,8 @@ func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 
 	added := fwdtest.FreeAddr(t)
 	if err := reloadTo(t, f,
-		loopListener("keep", keep, up, "copy"),
-		loopListener("changed", changed, up, "pipe"),
+		loopListener("keep", keep, up, copyengine.Name),
+		loopListener("changed", changed, up, pipe.Name),
 		loopListener("added", added, up, "auto")); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
@@ -149,13 +151,13 @@ func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 func TestReloadThatCannotBindChangesNothing(t *testing.T) {
 	up := fwdtest.Echo(t)
 	a := fwdtest.FreeAddr(t)
-	f := fwdtest.Start(t, loopListener("a", a, up, "copy"))
+	f := fwdtest.Start(t, loopListener("a", a, up, copyengine.Name))
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	err = reloadTo(t, f, loopListener("b", taken.Addr().String(), up, "copy"))
+	err = reloadTo(t, f, loopListener("b", taken.Addr().String(), up, copyengine.Name))
 	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("reload onto a taken address: err %v, want address in use", err)
 	}
@@ -170,7 +172,7 @@ func TestReloadDrainsRemovedListenersPairs(t *testing.T) {
 	a, b := fwdtest.FreeAddr(t), fwdtest.FreeAddr(t)
 	cfg := config.Default()
 	cfg.ShutdownTimeout = config.Duration(300 * time.Millisecond)
-	cfg.Listeners = []config.Listener{loopListener("a", a, up, "copy"), loopListener("b", b, up, "copy")}
+	cfg.Listeners = []config.Listener{loopListener("a", a, up, copyengine.Name), loopListener("b", b, up, copyengine.Name)}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

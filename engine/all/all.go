@@ -30,22 +30,22 @@ var Ladder = []Factory{
 	// fraction of a millisecond, which now and then costs a sender a
 	// retransmission timeout, and a socket rebuilt by unsplicing restarts
 	// with a 1 s RTO; a latency-sensitive listener should choose that.
-	{Name: "ip", OptIn: true, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
+	{Name: ip.Name, OptIn: true, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
 		if !cfg.IP.Enabled {
 			return nil, nil
 		}
 		return ip.New(ip.Options{MaxPairs: cfg.IP.MaxPairs, TimeWait: cfg.IP.TimeWait.Std(), IdleTimeout: cfg.IP.IdleTimeout.Std()}, log), nil
 	}},
-	{Name: "sockmap", New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
+	{Name: sockmap.Name, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
 		if !cfg.Sockmap.Enabled {
 			return nil, nil
 		}
 		return sockmap.New(sockmap.Options{}, log)
 	}},
-	{Name: "pipe", New: func(cfg config.Engines, _ *slog.Logger) (engine.Engine, error) {
+	{Name: pipe.Name, New: func(cfg config.Engines, _ *slog.Logger) (engine.Engine, error) {
 		return pipe.New(int(cfg.Pipe.PipeSize)), nil
 	}},
-	{Name: "copy", New: func(cfg config.Engines, _ *slog.Logger) (engine.Engine, error) {
+	{Name: copyengine.Name, New: func(cfg config.Engines, _ *slog.Logger) (engine.Engine, error) {
 		return copyengine.New(int(cfg.Copy.BufferSize)), nil
 	}},
 }
@@ -60,6 +60,9 @@ var Ladder = []Factory{
 // is not opt-in. An engine that declines a pair still falls back down the
 // rest of the order.
 var AutoOrder = []string{"ip", "pipe", "sockmap", "copy"}
+
+// The configuration learns the engine names from here, where the engines are.
+func init() { config.RegisterEngines(Names()...) }
 
 // Names returns the engine names, deepest first.
 func Names() []string {

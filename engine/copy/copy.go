@@ -31,8 +31,11 @@ func New(size int) *Engine {
 	return e
 }
 
+// Name is the engine's name in configurations, logs and metrics.
+const Name = "copy"
+
 // Name implements engine.Engine.
-func (e *Engine) Name() string { return "copy" }
+func (e *Engine) Name() string { return Name }
 
 // Probe implements engine.Engine: copy runs everywhere.
 func (e *Engine) Probe() error { return nil }

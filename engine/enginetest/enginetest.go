@@ -94,24 +94,45 @@ func Wait(tb testing.TB, ch <-chan engine.Result) engine.Result {
 	return engine.Result{}
 }
 
+// NewPairFunc makes one pair in control mode for a test, with the far ends
+// the test drives. NewPair (loopback in the test's namespace) is the default.
+type NewPairFunc func(tb testing.TB) *Conns
+
+// Option changes how Run builds the pairs it splices.
+type Option func(*suite)
+
+// WithPairs makes Run build every pair with f: an engine that cannot splice
+// loopback pairs (ip needs real devices) passes pairs through a lab.
+func WithPairs(f NewPairFunc) Option { return func(s *suite) { s.newPair = f } }
+
+// suite is one engine under test and where its pairs come from.
+type suite struct {
+	e       engine.Engine
+	newPair NewPairFunc
+}
+
 // Run runs the conformance suite against e.
-func Run(t *testing.T, e engine.Engine) {
-	t.Run("BothWays", func(t *testing.T) { testBothWays(t, e, 16<<20) })
-	t.Run("HalfCloseUp", func(t *testing.T) { testHalfClose(t, e, engine.Up) })
-	t.Run("HalfCloseDown", func(t *testing.T) { testHalfClose(t, e, engine.Down) })
-	t.Run("ResetFromClient", func(t *testing.T) { testReset(t, e, engine.Up) })
-	t.Run("ResetFromServer", func(t *testing.T) { testReset(t, e, engine.Down) })
-	t.Run("LimitThenControl", func(t *testing.T) { testLimit(t, e) })
-	t.Run("WatchReturnsOnData", func(t *testing.T) { testWatch(t, e) })
-	t.Run("Idle", func(t *testing.T) { testIdle(t, e) })
-	t.Run("Cancel", func(t *testing.T) { testCancel(t, e) })
-	t.Run("TimerKeepsBytes", func(t *testing.T) { testTimer(t, e) })
+func Run(t *testing.T, e engine.Engine, opts ...Option) {
+	s := &suite{e: e, newPair: NewPair}
+	for _, o := range opts {
+		o(s)
+	}
+	t.Run("BothWays", func(t *testing.T) { s.testBothWays(t, 16<<20) })
+	t.Run("HalfCloseUp", func(t *testing.T) { s.testHalfClose(t, engine.Up) })
+	t.Run("HalfCloseDown", func(t *testing.T) { s.testHalfClose(t, engine.Down) })
+	t.Run("ResetFromClient", func(t *testing.T) { s.testReset(t, engine.Up) })
+	t.Run("ResetFromServer", func(t *testing.T) { s.testReset(t, engine.Down) })
+	t.Run("LimitThenControl", s.testLimit)
+	t.Run("WatchReturnsOnData", s.testWatch)
+	t.Run("Idle", s.testIdle)
+	t.Run("Cancel", s.testCancel)
+	t.Run("TimerKeepsBytes", s.testTimer)
 }
 
 // testBothWays sends n random bytes each way at once and compares digests.
-func testBothWays(t *testing.T, e engine.Engine, n int) {
-	c := NewPair(t)
-	res := SpliceAsync(t, e, c.Pair, engine.Both(0))
+func (s *suite) testBothWays(t *testing.T, n int) {
+	c := s.newPair(t)
+	res := SpliceAsync(t, s.e, c.Pair, engine.Both(0))
 	up, down := Random(n, 1), Random(n, 2)
 	gotUp, gotDown := make(chan [32]byte, 1), make(chan [32]byte, 1)
 	go SendThenClose(t, c.Client, up)
@@ -154,9 +175,9 @@ func DigestAll(tb testing.TB, c *net.TCPConn) [32]byte {
 
 // testHalfClose closes one side's write half: the other side sees EOF after
 // every byte, and can still send its answer the other way.
-func testHalfClose(t *testing.T, e engine.Engine, d engine.Direction) {
-	c := NewPair(t)
-	res := SpliceAsync(t, e, c.Pair, engine.Both(0))
+func (s *suite) testHalfClose(t *testing.T, d engine.Direction) {
+	c := s.newPair(t)
+	res := SpliceAsync(t, s.e, c.Pair, engine.Both(0))
 	closer, peer := c.Client, c.Server
 	if d == engine.Down {
 		closer, peer = c.Server, c.Client
@@ -179,9 +200,9 @@ func testHalfClose(t *testing.T, e engine.Engine, d engine.Direction) {
 }
 
 // testReset resets one side: the other side sees a reset, not a clean EOF.
-func testReset(t *testing.T, e engine.Engine, d engine.Direction) {
-	c := NewPair(t)
-	res := SpliceAsync(t, e, c.Pair, engine.Both(0))
+func (s *suite) testReset(t *testing.T, d engine.Direction) {
+	c := s.newPair(t)
+	res := SpliceAsync(t, s.e, c.Pair, engine.Both(0))
 	resetter, peer := c.Client, c.Server
 	if d == engine.Down {
 		resetter, peer = c.Server, c.Client
@@ -198,6 +219,9 @@ func testReset(t *testing.T, e engine.Engine, d engine.Direction) {
 	if r.End != engine.EndReset {
 		t.Errorf("end = %v, want reset", r.End)
 	}
+	// As the forwarder does when a splice ends the pair: engines never
+	// close a pair's sockets, they arm the reset.
+	c.Pair.CloseConns()
 	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := peer.Read(buf)
 	if !errors.Is(err, syscall.ECONNRESET) {
@@ -207,16 +231,16 @@ func testReset(t *testing.T, e engine.Engine, d engine.Direction) {
 
 // testLimit forwards exactly N bytes down, gives control back, and checks
 // that the bytes past N are still on the upstream socket, in order.
-func testLimit(t *testing.T, e engine.Engine) {
-	c := NewPair(t)
+func (s *suite) testLimit(t *testing.T) {
+	c := s.newPair(t)
 	const n, extra = 300000, 5000
 	data := Random(n+extra, 4)
 	go c.Server.Write(data)
 	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Hold}, Down: engine.DirOptions{Mode: engine.Forward, Limit: n}}
-	if err := e.Supports(c.Pair, opts); err != nil {
+	if err := s.e.Supports(c.Pair, opts); err != nil {
 		t.Skipf("engine does not support byte limits: %v", err)
 	}
-	res := SpliceAsync(t, e, c.Pair, opts)
+	res := SpliceAsync(t, s.e, c.Pair, opts)
 	got := make([]byte, n)
 	if _, err := io.ReadFull(c.Client, got); err != nil {
 		t.Fatal(err)
@@ -241,13 +265,13 @@ func testLimit(t *testing.T, e engine.Engine) {
 
 // testWatch forwards down while watching up; data from the client ends the
 // splice and stays readable for the proxy.
-func testWatch(t *testing.T, e engine.Engine) {
-	c := NewPair(t)
+func (s *suite) testWatch(t *testing.T) {
+	c := s.newPair(t)
 	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Forward}}
-	if err := e.Supports(c.Pair, opts); err != nil {
+	if err := s.e.Supports(c.Pair, opts); err != nil {
 		t.Skipf("engine does not support watch: %v", err)
 	}
-	res := SpliceAsync(t, e, c.Pair, opts)
+	res := SpliceAsync(t, s.e, c.Pair, opts)
 	c.Server.Write([]byte("response"))
 	got := make([]byte, 8)
 	if _, err := io.ReadFull(c.Client, got); err != nil || string(got) != "response" {
@@ -265,11 +289,11 @@ func testWatch(t *testing.T, e engine.Engine) {
 	}
 }
 
-func testIdle(t *testing.T, e engine.Engine) {
-	c := NewPair(t)
+func (s *suite) testIdle(t *testing.T) {
+	c := s.newPair(t)
 	opts := engine.Both(200 * time.Millisecond)
 	start := time.Now()
-	r := Wait(t, SpliceAsync(t, e, c.Pair, opts))
+	r := Wait(t, SpliceAsync(t, s.e, c.Pair, opts))
 	if r.End != engine.EndIdle {
 		t.Fatalf("end = %v, want idle", r.End)
 	}
@@ -278,11 +302,11 @@ func testIdle(t *testing.T, e engine.Engine) {
 	}
 }
 
-func testCancel(t *testing.T, e engine.Engine) {
-	c := NewPair(t)
+func (s *suite) testCancel(t *testing.T) {
+	c := s.newPair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan engine.Result, 1)
-	go func() { r, _ := e.Splice(ctx, c.Pair, engine.Both(0)); ch <- r }()
+	go func() { r, _ := s.e.Splice(ctx, c.Pair, engine.Both(0)); ch <- r }()
 	c.Client.Write([]byte("ping"))
 	io.ReadFull(c.Server, make([]byte, 4))
 	cancel()
@@ -292,19 +316,26 @@ func testCancel(t *testing.T, e engine.Engine) {
 }
 
 // testTimer ends a splice by Options.For while bytes flow up and checks that
-// splicing again continues the stream with no byte lost or repeated.
-func testTimer(t *testing.T, e engine.Engine) {
-	c := NewPair(t)
+// splicing again continues the stream with no byte lost or repeated. The
+// server closes once it has read everything, so the second splice ends at
+// both FINs.
+func (s *suite) testTimer(t *testing.T) {
+	c := s.newPair(t)
 	data := Random(8<<20, 5)
 	go SendThenClose(t, c.Client, data)
 	got := make(chan [32]byte, 1)
-	go func() { got <- DigestAll(t, c.Server) }()
-	r := Wait(t, SpliceAsync(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}, For: 20 * time.Millisecond}))
+	go func() {
+		got <- DigestAll(t, c.Server)
+		c.Server.CloseWrite()
+	}()
+	r := Wait(t, SpliceAsync(t, s.e, c.Pair, engine.Options{For: 20 * time.Millisecond}))
 	if r.End != engine.EndTimer && r.End != engine.EndEOF {
 		t.Fatalf("end = %v, want timer", r.End)
 	}
 	if r.End == engine.EndTimer {
-		Wait(t, SpliceAsync(t, e, c.Pair, engine.Options{Down: engine.DirOptions{Mode: engine.Hold}}))
+		if r = Wait(t, SpliceAsync(t, s.e, c.Pair, engine.Options{})); r.End != engine.EndEOF {
+			t.Fatalf("second splice ended %v, want EOF", r.End)
+		}
 	}
 	if <-got != sha256.Sum256(data) {
 		t.Fatal("stream changed across a timer end and a second splice")

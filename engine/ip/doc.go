@@ -2,8 +2,9 @@
 //
 // Engine is the control plane as an engine.Engine: it splices pairs whose
 // queues are empty (holding them, freezing both sockets with TCP_REPAIR,
-// learning the peers' timestamp clocks, publishing, closing the sockets in
-// repair mode) and falls back with the reason otherwise:
+// learning the peers' timestamp clocks, publishing, and leaving the sockets
+// in repair mode for the forwarder to close silently: Options.OnDetached)
+// and falls back with the reason otherwise:
 //
 //	e := ip.New(ip.Options{}, log)
 //	err := e.Probe()                  // in the namespace whose devices reach clients and servers

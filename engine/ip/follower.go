@@ -36,7 +36,7 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 	}
 	var drained chan error
 	if sp.drain != nil {
-		p.SetState(engine.StateDraining)
+		opts.ReportDraining(true)
 		drained = make(chan error, 1)
 		stop := make(chan struct{})
 		defer close(stop)
@@ -56,13 +56,13 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 		case err := <-drained:
 			drained = nil
 			if err == nil {
-				p.SetState(engine.StateSpliced)
+				opts.ReportDraining(false)
 			}
 			sp.drain.logDone(e.log, p.ID, err)
 		case <-ctx.Done():
 			f.refresh()
 			f.remove()
-			return closedIfKept(p, sp, f.end(engine.EndCancel, nil))
+			return f.end(engine.EndCancel, nil)
 		case n := <-ch:
 			if n.removed == "" && n.ev.Time < sp.since {
 				continue // an earlier splice's, read late
@@ -76,11 +76,11 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 				}
 			}
 			if res, done := f.onNotice(n); done {
-				return closedIfKept(p, sp, res)
+				return res
 			}
 		case <-tick.C:
 			if res, done := f.onTick(opts.IdleTimeout); done {
-				return closedIfKept(p, sp, res)
+				return res
 			}
 			if u != nil {
 				if end, dir, ok := u.onStats(f.last); ok {

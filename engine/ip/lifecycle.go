@@ -98,8 +98,11 @@ func New(opts Options, log *slog.Logger) *Engine {
 	}
 }
 
+// Name is the engine's name in configurations, logs and metrics.
+const Name = "ip"
+
 // Name implements engine.Engine.
-func (e *Engine) Name() string { return "ip" }
+func (e *Engine) Name() string { return Name }
 
 // Probe implements engine.Engine: it loads the datapath (once) in the
 // calling thread's network namespace. Its error names the missing

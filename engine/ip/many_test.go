@@ -74,6 +74,7 @@ func TestEngineTenThousandPairs(t *testing.T) {
 				p.SetUpstream(fb.(*net.TCPConn))
 				opts := engine.Both(0)
 				opts.OnSpliced = func() { spliced.Add(1); <-slots }
+				opts.OnDetached = func() { p.CloseConns() } // as the forwarder does
 				res, err := el.e.Splice(ctx, p, opts)
 				fa.Close()
 				fb.Close()

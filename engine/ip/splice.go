@@ -30,13 +30,13 @@ import (
 // peers' next segments are answered with resets by the forwarder's stack.
 func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options) (engine.Result, error) {
 	if err := e.Supports(p, opts); err != nil {
-		return engine.Result{}, engine.Fallback("ip", "%v", err)
+		return engine.Result{}, engine.Fallback(Name, "%v", err)
 	}
 	if err := e.load(); err != nil {
-		return engine.Result{}, engine.Fallback("ip", "%v", err)
+		return engine.Result{}, engine.Fallback(Name, "%v", err)
 	}
 	if err := queuedPastBoundary(p, opts); err != nil {
-		return engine.Result{}, engine.Fallback("ip", "%v", err)
+		return engine.Result{}, engine.Fallback(Name, "%v", err)
 	}
 	sp, err := e.spliceOnOwnStack(p, opts)
 	if err != nil {
@@ -44,6 +44,13 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	}
 	if opts.OnSpliced != nil {
 		opts.OnSpliced()
+	}
+	// Both sockets are in repair mode: closing them sends nothing, and a
+	// splice that cannot give the pair back needs them no more, so the
+	// forwarder may close them now. One that may unsplice keeps them,
+	// frozen, to rebuild them.
+	if sp.fz == nil && opts.OnDetached != nil {
+		opts.OnDetached()
 	}
 	return e.follow(ctx, p, sp, opts), nil
 }
@@ -98,14 +105,14 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	client, up := p.Client, p.Upstream()
 	pa, err := e.locate(client)
 	if err != nil {
-		return spliced{}, engine.Fallback("ip", "client connection: %v", err)
+		return spliced{}, engine.Fallback(Name, "client connection: %v", err)
 	}
 	pb, err := e.locate(up)
 	if err != nil {
-		return spliced{}, engine.Fallback("ip", "upstream connection: %v", err)
+		return spliced{}, engine.Fallback(Name, "upstream connection: %v", err)
 	}
 	if err := e.attach(pa.Ifindex, pb.Ifindex); err != nil {
-		return spliced{}, engine.Fallback("ip", "%v", err)
+		return spliced{}, engine.Fallback(Name, "%v", err)
 	}
 
 	// Hold first: from here on no segment of either connection reaches
@@ -119,7 +126,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	since := datapath.Now()
 	if err := e.dp.Insert(spec); err != nil {
 		e.unregister(spec.A)
-		return spliced{}, engine.Fallback("ip", "%v", err)
+		return spliced{}, engine.Fallback(Name, "%v", err)
 	}
 	undo := func(format string, args ...any) (spliced, error) {
 		// Thaw before Delete: segments are still held meanwhile, and the
@@ -129,7 +136,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		if err := errors.Join(errs...); err != nil {
 			e.log.Warn("undoing a splice that fell back", "pair", p.ID, "err", err)
 		}
-		return spliced{}, engine.Fallback("ip", format, args...)
+		return spliced{}, engine.Fallback(Name, format, args...)
 	}
 	grace := e.graces.Start()
 
@@ -190,14 +197,6 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 	if err := e.keep(spec.A, up); err != nil {
 		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
-	}
-	// Both sockets are in repair mode: closing them sends nothing. The
-	// forwarder closes the connections again later, which is harmless.
-	// A splice that may unsplice keeps them, frozen, to rebuild them.
-	if fz == nil {
-		if err := errors.Join(client.Close(), up.Close()); err != nil {
-			e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
-		}
 	}
 	sp := spliced{a: spec.A, ch: ch, spec: d.spec, fz: fz, since: since, unread: [2]int64{int64(sa.InQ), int64(sb.InQ)},
 		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},

@@ -46,12 +46,20 @@ func unsplicing(opts engine.Options) bool {
 		opts.Up.Mode == engine.Hold || opts.Down.Mode == engine.Hold
 }
 
-// supportsUnsplice refuses byte limits the datapath cannot express: one
-// limit sequence number covers less than 2^31 bytes.
+// supportsUnsplice refuses byte limits the datapath cannot express (one
+// limit sequence number covers less than 2^31 bytes), and a direction
+// forwarded to its end beside one held, watched or limited: the contract ends such a
+// splice at the forwarded FIN (EndEOF) with the other direction in control
+// mode, a half-closed pair whose sockets TCP_REPAIR cannot rebuild (it
+// restores ESTABLISHED sockets only).
 func supportsUnsplice(opts engine.Options) error {
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
-		if o := opts.Dir(d); o.Mode == engine.Forward && o.Limit >= maxLimit {
+		o, other := opts.Dir(d), opts.Dir(d.Reverse())
+		switch {
+		case o.Mode == engine.Forward && o.Limit >= maxLimit:
 			return fmt.Errorf("the %v limit of %d bytes is beyond what engine ip can stop at (%d)", d, o.Limit, maxLimit)
+		case o.Mode == engine.Forward && o.Limit == 0 && (other.Mode != engine.Forward || other.Limit > 0):
+			return fmt.Errorf("engine ip cannot end a splice at the %v FIN with the other direction in control mode (TCP_REPAIR rebuilds no half-closed socket)", d)
 		}
 	}
 	return nil
@@ -279,7 +287,7 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 		return u.fail(f, err)
 	case err != nil: // the pair ended on its own meanwhile (reset, removed)
 		f.refresh()
-		return closedIfKept(u.p, spliced{fz: u.fz}, f.gone(""))
+		return f.gone("")
 	}
 	res := f.end(end, nil)
 	res.Dir = dir
@@ -550,8 +558,8 @@ func (u *unsplicer) copyRemainder(res *engine.Result) error {
 }
 
 // fail resets both peers of a pair that could not be unspliced safely,
-// removes it and closes the forwarder's sockets (still in repair mode:
-// silently), counting and logging it.
+// removes it and leaves the forwarder's sockets in repair mode (closing
+// them then sends nothing), counting and logging it.
 func (u *unsplicer) fail(f *follower, cause error) engine.Result {
 	u.e.unspl.failed.Add(1)
 	u.e.log.Warn("unsplicing failed: both peers reset", "pair", u.p.ID, "err", cause)
@@ -564,27 +572,13 @@ func (u *unsplicer) fail(f *follower, cause error) engine.Result {
 	// bytes answers with a challenge ACK, which the stack, with no socket
 	// left for it, resets.
 	u.e.resetPeers(u.spec, u.last)
+	// In repair mode the forwarder's close, when the pair ends, sends nothing.
 	for _, c := range []*net.TCPConn{u.p.Client, u.p.Upstream()} {
 		tcprepair.WithFD(c, func(fd int) error {
 			return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON)
 		})
-		c.Close()
 	}
 	return f.end(engine.EndError, fmt.Errorf("engine ip: unsplicing failed, both peers reset: %w", cause))
-}
-
-// closedIfKept closes the pair's frozen sockets after a splice that kept
-// them ended without giving the pair back (EOF, reset, idle, cancel), as
-// a splice that cannot unsplice does at once: in repair mode, closing
-// sends nothing, and the proxy closes the pair next anyway.
-func closedIfKept(p *engine.Pair, sp spliced, res engine.Result) engine.Result {
-	if sp.fz != nil {
-		p.Client.Close()
-		if up := p.Upstream(); up != nil {
-			up.Close()
-		}
-	}
-	return res
 }
 
 // unspliceStats counts unsplices and keeps the latest durations, for

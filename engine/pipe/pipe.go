@@ -31,8 +31,11 @@ func New(size int) *Engine {
 	return &Engine{pool: newPool(size, 1024)}
 }
 
+// Name is the engine's name in configurations, logs and metrics.
+const Name = "pipe"
+
 // Name implements engine.Engine.
-func (e *Engine) Name() string { return "pipe" }
+func (e *Engine) Name() string { return Name }
 
 // Probe implements engine.Engine: it checks that a pipe can be made.
 func (e *Engine) Probe() error {

@@ -274,6 +274,7 @@ func TestOneWayFINAndRST(t *testing.T) {
 				src.CloseWrite()
 			}
 			r := enginetest.Wait(t, res)
+			c.Pair.CloseConns() // as the forwarder does once the splice ends the pair
 			dst.SetReadDeadline(time.Now().Add(5 * time.Second))
 			n, err := dst.Read(make([]byte, 1))
 			switch {

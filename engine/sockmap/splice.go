@@ -133,9 +133,9 @@ func (s *splice) setup() error {
 	}
 	k.inTx = true
 	// From here on bytes move: errors no longer fall back.
-	s.p.SetState(engine.StateDraining)
+	s.opts.ReportDraining(true)
 	err = s.predrain()
-	s.p.SetState(engine.StateSpliced)
+	s.opts.ReportDraining(false)
 	if err != nil {
 		if engine.IsReset(err) {
 			s.end(engine.EndReset, k.d, err)
@@ -718,8 +718,8 @@ func (s *splice) finish(ctx context.Context) {
 	}
 	s.stopWaiters()
 	if s.res.End == engine.EndReset {
-		engine.ResetConn(s.p.Client)
-		engine.ResetConn(s.p.Upstream())
+		engine.ArmReset(s.p.Client)
+		engine.ArmReset(s.p.Upstream())
 	}
 	if s.kernel {
 		s.res.Moved[s.k.d] = int64(s.k.pre + s.k.flow.Redirected)
@@ -783,7 +783,7 @@ func (s *splice) stopKernel(ctx context.Context) {
 	}
 	objs.Flows.Lookup(k.srcCk, &k.flow)
 	if s.res.End != engine.EndReset {
-		s.p.SetState(engine.StateDraining)
+		s.opts.ReportDraining(true)
 		s.waitDrained(ctx)
 	}
 	s.leaveTx()

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -174,9 +175,22 @@ var ProxyKinds = []string{"tcp", "socks5", "filter"}
 // naming one gets "not implemented yet" rather than "unknown".
 var plannedProxyKinds []string
 
-// EngineNames are the values of a listener's engine key. auto picks the
-// deepest engine that works for each pair.
-var EngineNames = []string{"auto", "copy", "pipe", "sockmap", "ip"}
+// EngineNames are the values of a listener's engine key: auto, which picks
+// the best engine that works for each pair, and every engine the binary
+// has. Config names no engine itself: the assembly point (engine/all)
+// registers them with RegisterEngines, so the list cannot drift from the
+// engines that exist.
+var EngineNames = []string{"auto"}
+
+// RegisterEngines adds engine names a listener may choose; a name already
+// known is not added twice.
+func RegisterEngines(names ...string) {
+	for _, n := range names {
+		if !slices.Contains(EngineNames, n) {
+			EngineNames = append(EngineNames, n)
+		}
+	}
+}
 
 // LogLevels and LogFormats are the values of log.level and log.format.
 var (

@@ -388,7 +388,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown engine", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], engine: splice}",
-		), []wantErr{{2, "listeners[0].engine", `unknown engine "splice" (allowed: auto, copy, pipe, sockmap, ip)`}}},
+		), []wantErr{{2, "listeners[0].engine", `unknown engine "splice" (allowed: auto, ip, sockmap, pipe, copy)`}}},
 		{"unknown proxy", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], proxy: udp}",

@@ -20,7 +20,7 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-//go:generate go tool bpf2go -cc clang-19 -target bpfel -type counter Loss loss.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go run github.com/splicer/splicer/internal/bpf2go -type counter Loss bpf/loss.c
 
 // Stats counts the packets the program has seen since it was loaded.
 type Stats struct {

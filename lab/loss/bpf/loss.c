@@ -1,6 +1,5 @@
-// loss.c: a tcx program that drops a configurable random fraction of packets, standing in for netem's loss on kernels built without netem.
-
-//go:build ignore
+/* loss.c: a tcx program that drops a configurable random fraction of packets, standing in for netem's loss on kernels built without netem. */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
