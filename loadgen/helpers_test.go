@@ -4,7 +4,6 @@ package loadgen
 
 import (
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
@@ -39,25 +38,6 @@ func serve(tb testing.TB, s *origin.Server, proto origin.Proto, opts ...origin.O
 		tb.Fatal(err)
 	}
 	return l.Addr().String()
-}
-
-// checkNoLeaks fails the test if, after its cleanups, more goroutines run
-// than before it. Call it first so its cleanup runs last.
-func checkNoLeaks(tb testing.TB) {
-	tb.Helper()
-	before := runtime.NumGoroutine()
-	tb.Cleanup(func() {
-		// Exiting goroutines take a moment to be reaped after a close.
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			tb.Errorf("%d goroutines before, %d after:\n%s", before, n, buf)
-		}
-	})
 }
 
 // timeBound fails the test if it has not returned within bound of now.

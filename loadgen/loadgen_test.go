@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -28,7 +29,7 @@ func TestBulk(t *testing.T) {
 		{Both, origin.Echo},
 	} {
 		t.Run(tt.dir.String(), func(t *testing.T) {
-			checkNoLeaks(t)
+			testenv.NoGoroutineLeaks(t)
 			timeBound(t, testWarmup+testDur+testBound)
 			s := startOrigin(t)
 			addr := serve(t, s, tt.proto)
@@ -59,7 +60,7 @@ func TestBulk(t *testing.T) {
 // TestBulkFailsWhenOriginGoes closes the origin mid-run: Bulk must return
 // an error promptly instead of running out its time.
 func TestBulkFailsWhenOriginGoes(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	timeBound(t, testBound)
 	s := startOrigin(t)
 	addr := serve(t, s, origin.Source)
@@ -78,7 +79,7 @@ func TestBulkFailsWhenOriginGoes(t *testing.T) {
 }
 
 func TestBulkDialFailure(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
@@ -98,7 +99,7 @@ func TestRR(t *testing.T) {
 		{"rr 1460 bytes", origin.RR, 1460},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			checkNoLeaks(t)
+			testenv.NoGoroutineLeaks(t)
 			timeBound(t, testWarmup+testDur+testBound)
 			s := startOrigin(t)
 			addr := serve(t, s, tt.proto, origin.WithRRSize(tt.size))
@@ -122,7 +123,7 @@ func TestRR(t *testing.T) {
 // TestRRRejectsWrongResponses points RR at a source, whose bytes are not
 // an echo of the request.
 func TestRRRejectsWrongResponses(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := startOrigin(t)
 	_, err := RR(t.Context(), nil, serve(t, s, origin.Source), 100, testDur)
 	if err == nil || !strings.Contains(err.Error(), "differs") {
@@ -133,7 +134,7 @@ func TestRRRejectsWrongResponses(t *testing.T) {
 // TestRRHonoursContext points RR at a listener nobody accepts on, so no
 // response ever comes: RR must end with the context, not its duration.
 func TestRRHonoursContext(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	timeBound(t, testBound)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -151,7 +152,7 @@ func TestHTTPGet(t *testing.T) {
 	const n, conc, size = 40, 4, 100_000
 	for _, keepAlive := range []bool{true, false} {
 		t.Run(map[bool]string{true: "keep-alive", false: "no keep-alive"}[keepAlive], func(t *testing.T) {
-			checkNoLeaks(t)
+			testenv.NoGoroutineLeaks(t)
 			timeBound(t, testBound)
 			s := startOrigin(t)
 			url := "http://" + serve(t, s, origin.HTTP) + origin.ObjectPath(size)
@@ -178,7 +179,7 @@ func TestHTTPGet(t *testing.T) {
 // TestHTTPGetCountsFailures covers a refused object and, with an impostor
 // server that sends the right length of the wrong bytes, body verification.
 func TestHTTPGetCountsFailures(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	timeBound(t, testBound)
 	s := startOrigin(t)
 	res, err := HTTPGet(t.Context(), nil, "http://"+serve(t, s, origin.HTTP)+"/obj/lots", 5, 2)
@@ -207,7 +208,7 @@ func TestTrace(t *testing.T) {
 	const dur, interval = 300 * time.Millisecond, 50 * time.Millisecond
 	for _, dir := range []Dir{Down, Up} {
 		t.Run(dir.String(), func(t *testing.T) {
-			checkNoLeaks(t)
+			testenv.NoGoroutineLeaks(t)
 			timeBound(t, dur+testBound)
 			s := startOrigin(t)
 			addr := serve(t, s, map[Dir]origin.Proto{Down: origin.Source, Up: origin.Sink}[dir])
@@ -253,7 +254,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestHTTPGetThroughProxy(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	timeBound(t, testBound)
 	s := startOrigin(t)
 	target, err := url.Parse("http://" + serve(t, s, origin.HTTP))

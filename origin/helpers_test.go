@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -52,38 +51,6 @@ func dial(tb testing.TB, addr string) *net.TCPConn {
 	tb.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(20 * time.Second)) // a hung test fails instead of hanging
 	return c.(*net.TCPConn)
-}
-
-// checkNoLeaks fails the test if, after its cleanups, more goroutines run
-// than before it. Call it first so its cleanup runs last.
-func checkNoLeaks(tb testing.TB) {
-	tb.Helper()
-	before := runtime.NumGoroutine()
-	tb.Cleanup(func() {
-		// Exiting goroutines take a moment to be reaped after Close.
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			tb.Errorf("%d goroutines before, %d after:\n%s", before, n, buf)
-		}
-	})
-}
-
-// eventually polls cond until it holds or a generous deadline passes; for
-// effects of a peer's close that have no event to wait on.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // corruptingProxy forwards connections to target, flipping one bit of the

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 func TestParseSize(t *testing.T) {
@@ -40,7 +42,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestHTTPObjects(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	base := "http://" + serve(t, s, HTTP, WithName("origin-a"))
 	tr := &http.Transport{}
@@ -89,7 +91,7 @@ func TestHTTPObjects(t *testing.T) {
 }
 
 func TestHTTPHealthAndErrors(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	base := "http://" + serve(t, s, HTTP)
 	tr := &http.Transport{}

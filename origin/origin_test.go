@@ -10,6 +10,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 func randomBytes(n int) []byte {
@@ -22,7 +24,7 @@ func randomBytes(n int) []byte {
 // TestEchoHalfClose sends a payload and half-closes before reading: the echo
 // must return every byte and then a FIN of its own.
 func TestEchoHalfClose(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	c := dial(t, serve(t, s, Echo))
 	want := randomBytes(3<<20 + 17)
@@ -52,7 +54,7 @@ func TestEchoHalfClose(t *testing.T) {
 }
 
 func TestSinkReadsAllThenCloses(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	c := dial(t, serve(t, s, Sink))
 	payload := randomBytes(2 << 20)
@@ -72,7 +74,7 @@ func TestSinkReadsAllThenCloses(t *testing.T) {
 }
 
 func TestSourceStreamsUntilPeerCloses(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	c := dial(t, serve(t, s, Source))
 	got := make([]byte, 3*sourceBufSize)
@@ -88,11 +90,11 @@ func TestSourceStreamsUntilPeerCloses(t *testing.T) {
 	}
 	c.Close()
 	// The source notices only when a write fails on the reset.
-	eventually(t, "source to drop the closed connection", func() bool { return s.Stats()[Source].Active == 0 })
+	testenv.Eventually(t, "source to drop the closed connection", func() bool { return s.Stats()[Source].Active == 0 })
 }
 
 func TestRRAnswersWholeRequests(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	const size = 1460
 	c := dial(t, serve(t, s, RR, WithRRSize(size)))
@@ -133,7 +135,7 @@ func TestServeRejectsBadConfig(t *testing.T) {
 // TestCloseStopsEverything opens busy and idle connections on every protocol
 // and checks Close cuts them, stops the listeners and returns promptly.
 func TestCloseStopsEverything(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := New(nil)
 	addrs := map[Proto]string{}
 	conns := map[Proto]*net.TCPConn{}

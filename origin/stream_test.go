@@ -7,10 +7,12 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 func TestStreamCheckPasses(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	addr := serve(t, s, Stream)
 	for _, tt := range []struct{ up, down int64 }{
@@ -32,7 +34,7 @@ func TestStreamCheckPasses(t *testing.T) {
 }
 
 func TestStreamCheckDetectsCorruption(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	origin := serve(t, s, Stream)
 	const up, down = 1 << 20, 1 << 20
@@ -72,7 +74,7 @@ func TestStreamCheckDetectsCorruption(t *testing.T) {
 // TestStreamCheckHonoursContext points StreamCheck at a listener nobody
 // accepts on, so nothing ever answers: the check must end with the context.
 func TestStreamCheckHonoursContext(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	c := dial(t, listen(t).Addr().String())
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
@@ -89,7 +91,7 @@ func TestStreamCheckHonoursContext(t *testing.T) {
 // TestStreamCheckShortStream cuts the server off mid-download: an I/O error,
 // not a mismatch.
 func TestStreamCheckShortStream(t *testing.T) {
-	checkNoLeaks(t)
+	testenv.NoGoroutineLeaks(t)
 	s := newServer(t)
 	c := dial(t, serve(t, s, Stream))
 	done := make(chan error, 1)
@@ -97,7 +99,7 @@ func TestStreamCheckShortStream(t *testing.T) {
 		_, err := StreamCheck(t.Context(), c, 0, 1<<40)
 		done <- err
 	}()
-	eventually(t, "the stream to start", func() bool { return s.Stats()[Stream].BytesOut > 0 })
+	testenv.Eventually(t, "the stream to start", func() bool { return s.Stats()[Stream].BytesOut > 0 })
 	s.Close()
 	err := <-done
 	if err == nil || errors.Is(err, ErrMismatch) {

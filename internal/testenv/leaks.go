@@ -1,0 +1,28 @@
+// NoGoroutineLeaks: fail a test that leaves more goroutines running than it found.
+
+package testenv
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// NoGoroutineLeaks fails tb if, after its cleanups, more goroutines run
+// than before it. Call it first so its cleanup runs last.
+func NoGoroutineLeaks(tb testing.TB) {
+	tb.Helper()
+	before := runtime.NumGoroutine()
+	tb.Cleanup(func() {
+		// Exiting goroutines take a moment to be reaped after a close.
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			tb.Errorf("%d goroutines before, %d after:\n%s", before, n, buf)
+		}
+	})
+}
