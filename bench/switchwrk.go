@@ -1,4 +1,4 @@
-// The switch measured by wrk, the load generator others run: requests/s and latency percentiles through http-reverse per engine beside HAProxy and nginx.
+// web's wrk rows: the HTTP switch measured by wrk, the load generator others run: requests/s and latency percentiles through http-reverse per engine beside HAProxy and nginx.
 
 package bench
 
@@ -24,9 +24,10 @@ const (
 
 // SwitchWrk runs wrk from the client namespace through every target with an
 // HTTP switch (splicer's http-reverse per engine, HAProxy in HTTP mode,
-// nginx) for each of s.SwitchSizes.
+// nginx) for each of s.SwitchSizes. Its rows name wrk as their tool; web
+// reports them beside its own.
 func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
-	res := &Result{Experiment: "switch-wrk"}
+	res := &Result{Experiment: "web"}
 	if _, err := exec.LookPath("wrk"); err != nil {
 		return nil, fmt.Errorf("wrk not installed (apt-get install wrk)")
 	}
@@ -43,7 +44,7 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	dur := max(s.Duration*2, time.Second)
 	smp := newSamples()
-	p := newProgress(s.Progress, "switch-wrk", s.Runs*len(targets)*len(s.SwitchSizes))
+	p := newProgress(s.Progress, "web wrk", s.Runs*len(targets)*len(s.SwitchSizes))
 	for run := 0; run < s.Runs; run++ {
 		for _, t := range targets {
 			for _, size := range s.SwitchSizes {
@@ -68,6 +69,9 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	p.finish()
 	res.Rows = smp.rows(names(targets))
+	for i := range res.Rows {
+		res.Rows[i].Tool = "wrk"
+	}
 	pin := "wrk unpinned"
 	if wrkCPU() != "" {
 		pin = "wrk pinned to CPU " + wrkCPU() + " with taskset; the forwarders, the origin and softirq processing are not pinned"

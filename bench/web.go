@@ -1,4 +1,4 @@
-// The web experiment (seed 002): GET and CONNECT through splicer's HTTP forward proxy per engine and object size, a connection per request.
+// The web experiment (seed 002): GET and CONNECT through splicer's HTTP forward proxy per engine and object size, a connection per request; beside it wrk through http-reverse and the peers (switchwrk.go).
 
 package bench
 
@@ -73,6 +73,26 @@ func Web(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		"rps: requests per second; cpu_us: every CPU's busy time per request (load generator and origin included); proc_cpu_us: the splicer process's own; p50_ms: median time from sending the request (dial included) to the last body byte",
 		"sizes are KiB (1k = 1024 bytes)")
 	res.Notes = append(res.Notes, seenNotes(seen)...)
+	return withWrkRows(ctx, e, s, res)
+}
+
+// withWrkRows adds to res the switch measured by wrk (http-reverse per
+// engine beside HAProxy and nginx), or a note saying why it is missing.
+func withWrkRows(ctx context.Context, e *Env, s Settings, res *Result) (*Result, error) {
+	w, err := SwitchWrk(ctx, e, s)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		res.Notes = append(res.Notes, "wrk rows: "+err.Error())
+		return res, nil
+	}
+	res.Rows = append(res.Rows, w.Rows...)
+	res.Notes = append(res.Notes, w.Notes...)
+	for _, m := range w.Unavailable {
+		m.Reason = "wrk rows: " + m.Reason
+		res.Unavailable = append(res.Unavailable, m)
+	}
 	return res, nil
 }
 
