@@ -62,6 +62,11 @@ type Datapath struct {
 	pairs  map[Tuple]*pair // by Tuple A
 	byB    map[Tuple]*pair // by Tuple B
 	slots  slotAlloc
+	// pin is where Pin put the maps and links, or where Adopt found
+	// them; "" when not pinned (pin.go).
+	pin     string
+	meta    *ebpf.Map
+	adopted bool // Adopt's: it takes no new pairs
 }
 
 var dirSize = int(unsafe.Sizeof(spliceSpliceDir{}))
@@ -99,29 +104,43 @@ func Load(opts Options) (*Datapath, error) {
 	spec.Maps[spliceMapSpliceDirs].MaxEntries = uint32(2 * opts.MaxPairs)
 	spec.Maps[spliceMapSpliceEvents].MaxEntries = uint32(opts.EventBuffer)
 
-	d := &Datapath{
+	d := newDatapath(opts)
+	d.slots.max = uint32(opts.MaxPairs)
+	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+		return nil, explainLoad(err)
+	}
+	if err := d.open(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func newDatapath(opts Options) *Datapath {
+	return &Datapath{
 		opts:  opts,
 		links: make(map[int]link.Link),
 		pairs: make(map[Tuple]*pair),
 		byB:   make(map[Tuple]*pair),
-		slots: slotAlloc{max: uint32(opts.MaxPairs)},
 	}
-	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
-		return nil, explainLoad(err)
-	}
-	size := roundUp(2*opts.MaxPairs*dirSize, os.Getpagesize())
+}
+
+// open maps the directional table of the loaded objects into memory and
+// opens the event ring buffer; on error it closes the objects.
+func (d *Datapath) open() error {
+	size := roundUp(2*d.opts.MaxPairs*dirSize, os.Getpagesize())
+	var err error
 	d.dirs, err = unix.Mmap(d.objs.SpliceDirs.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		d.objs.Close()
-		return nil, fmt.Errorf("engine ip: mmap the directional table (needs Linux 5.5+): %w", err)
+		return fmt.Errorf("engine ip: mmap the directional table (needs Linux 5.5+): %w", err)
 	}
 	d.events, err = ringbuf.NewReader(d.objs.SpliceEvents)
 	if err != nil {
 		unix.Munmap(d.dirs)
 		d.objs.Close()
-		return nil, fmt.Errorf("engine ip: event ring buffer: %w", err)
+		return fmt.Errorf("engine ip: event ring buffer: %w", err)
 	}
-	return d, nil
+	return nil
 }
 
 // probe names the first kernel feature the program needs and lacks.
@@ -189,6 +208,12 @@ func (d *Datapath) Attach(ifindex int) error {
 	default:
 		return fmt.Errorf("engine ip: attach to device %d: %w", ifindex, err)
 	}
+	if d.pin != "" {
+		if err := l.Pin(linkPin(d.pin, ifindex)); err != nil {
+			l.Close()
+			return fmt.Errorf("engine ip: pin the attachment to device %d: %w", ifindex, err)
+		}
+	}
 	d.links[ifindex] = l
 	return nil
 }
@@ -203,6 +228,13 @@ func (d *Datapath) Detach(ifindex int) error {
 		return nil
 	}
 	delete(d.links, ifindex)
+	if d.pin != "" {
+		// A pinned link stays attached after Close until its pin goes.
+		if err := l.Unpin(); err != nil {
+			l.Close()
+			return err
+		}
+	}
 	return l.Close()
 }
 
@@ -211,8 +243,17 @@ var ErrClosed = errors.New("engine ip: datapath closed")
 
 // Close detaches the program from every device and releases the maps. The
 // pairs' entries go with them: packets of still-spliced flows then reach
-// the local stack.
-func (d *Datapath) Close() error {
+// the local stack. A pinned datapath's pins and directory are removed
+// first.
+func (d *Datapath) Close() error { return d.close(true) }
+
+// Leave closes the datapath's descriptors but leaves what Pin pinned (or
+// Adopt found) in place: the program stays attached and goes on
+// forwarding the pairs in the table, for a later Adopt. Without a pin it
+// is Close.
+func (d *Datapath) Leave() error { return d.close(false) }
+
+func (d *Datapath) close(unpin bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -220,6 +261,14 @@ func (d *Datapath) Close() error {
 	}
 	d.closed = true
 	var errs []error
+	if unpin && d.pin != "" {
+		// The links' pins first: a link detaches once its last pin
+		// and descriptor are gone.
+		errs = append(errs, removePins(d.pin))
+	}
+	if d.meta != nil {
+		errs = append(errs, d.meta.Close())
+	}
 	for ifindex, l := range d.links {
 		errs = append(errs, l.Close())
 		delete(d.links, ifindex)

@@ -263,6 +263,9 @@ func (d *Datapath) Insert(spec PairSpec) error {
 	if d.closed {
 		return ErrClosed
 	}
+	if d.adopted {
+		return errors.New("engine ip: an adopted datapath takes no new pairs")
+	}
 	if d.pairs[p.spec.A] != nil || d.byB[p.spec.A] != nil || d.pairs[p.spec.B] != nil || d.byB[p.spec.B] != nil {
 		return fmt.Errorf("engine ip: insert %v: a tuple is already spliced", p.spec.A)
 	}
