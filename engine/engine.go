@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -281,4 +282,34 @@ type ControlMode interface {
 // rebuilding their sockets (ip): fn gets how long each unsplice took.
 type UnspliceObserver interface {
 	ObserveUnsplice(fn func(time.Duration))
+}
+
+// Outliving is an engine whose spliced pairs can outlive the process (ip
+// with a pin directory: its BPF program forwards them without the
+// process). After KeepPairs, a pair still spliced when the forwarder
+// cancels it, and every pair left at Close, stays forwarded for the next
+// process to adopt instead of being closed. The old process of an upgrade
+// calls it.
+type Outliving interface {
+	KeepPairs()
+}
+
+// AdoptedPair is a spliced pair an engine took over from an earlier
+// process: it has no sockets and no forwarder pair in this process, only
+// what the engine's tables hold.
+type AdoptedPair struct {
+	// Client is the client's address, Local the forwarder's address the
+	// client connected to (the listener's), Server the upstream's.
+	Client, Local, Server netip.AddrPort
+	State                 State
+	Bytes                 [2]int64
+	// Adopted is when this process took the pair over.
+	Adopted time.Time
+}
+
+// Adopting is an engine that adopts the pairs an earlier process left
+// spliced (ip with a pin directory); /flows lists them.
+type Adopting interface {
+	// Adopted returns the adopted pairs still followed.
+	Adopted() []AdoptedPair
 }

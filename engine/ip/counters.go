@@ -21,13 +21,16 @@ func (e *Engine) Counters() map[string]uint64 {
 	if dp == nil {
 		return out
 	}
+	if e.pins != nil {
+		e.pins.counters(out) // adopted datapaths, and "adopted_pairs", "adopted_reset"
+	}
 	for _, read := range []func() (map[string]uint64, error){dp.Drops, dp.Counters} {
 		m, err := read()
 		if err != nil {
 			continue // closed: the engine is shutting down
 		}
 		for k, v := range m {
-			out[k] = v
+			out[k] += v
 		}
 	}
 	return out

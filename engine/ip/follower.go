@@ -61,6 +61,13 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 			sp.drain.logDone(e.log, p.ID, err)
 		case <-ctx.Done():
 			f.refresh()
+			if sp.fz == nil && drained == nil && e.keepsPairs() {
+				// Left forwarding in the pinned datapath for the next
+				// process (KeepPairs). A pair that may be given back,
+				// or still owes bytes, needs this process's sockets
+				// or drain, and is removed as on any cancel.
+				return f.end(engine.EndCancel, nil)
+			}
 			f.remove()
 			return f.end(engine.EndCancel, nil)
 		case n := <-ch:
@@ -110,7 +117,10 @@ type follower struct {
 	extra   [2]int64
 	seed    [2]uint32
 	seedFIN [2]bool
-	eof     [2]bool
+	// unseeded: seed is unknown (an adopted pair): streamBytes takes the
+	// datapath's counter as it is.
+	unseeded bool
+	eof      [2]bool
 	// closedClean: both FINs were acknowledged. A reset after that (say,
 	// a peer that already forgot the connection answering a late
 	// segment) does not turn the clean end into a reset.
@@ -164,7 +174,7 @@ func (f *follower) refresh() (bool, error) {
 // seen one over after a mid-stream splice (1 pair in about 50, cause not
 // found yet), so the distance, which is exact, corrects it.
 func (f *follower) streamBytes(d engine.Direction, ds datapath.DirStats) uint64 {
-	if !ds.FIN {
+	if !ds.FIN || f.unseeded {
 		return ds.Bytes
 	}
 	dist := ds.SndNxt - f.seed[d]

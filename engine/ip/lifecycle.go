@@ -39,6 +39,11 @@ type Options struct {
 	// IdleTimeout removes pairs that forwarded nothing for this long, for
 	// pairs whose ends vanished (default 0: never).
 	IdleTimeout time.Duration
+	// PinDir, if set, is a directory in a BPF file system where the
+	// datapath's maps and tcx links are pinned, so that spliced pairs
+	// outlive the process: the next engine with the same PinDir adopts
+	// them (persist.go). Empty: nothing is pinned.
+	PinDir string
 }
 
 func (o Options) datapath() datapath.Options {
@@ -75,8 +80,12 @@ type Engine struct {
 	// clocks holds, by connection tuple, the peers' latest TSvals seen
 	// by the datapath when a pair was unspliced, for the next splice.
 	clocks map[datapath.Tuple]peerClock
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// pins is the state of pinning, with Options.PinDir (persist.go).
+	pins *pins
+	// outlive: KeepPairs was called (the old process of an upgrade).
+	outlive atomic.Bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // New returns engine ip with the datapath options opts (MaxPairs, TimeWait,
@@ -136,6 +145,12 @@ func (e *Engine) loadLocked() error {
 		return err
 	}
 	e.home, e.dp = home, dp
+	if e.opts.PinDir != "" {
+		// What earlier processes left is adopted before the first
+		// splice, so /flows and the sweeper have it from the start.
+		e.pins = newPins(e.opts.PinDir)
+		e.adoptAll()
+	}
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.readEvents() }()
 	go func() { defer e.wg.Done(); e.sweep() }()
@@ -152,8 +167,11 @@ func (e *Engine) Supports(p *engine.Pair, opts engine.Options) error {
 }
 
 // Close implements engine.Engine: it detaches the program from every device
-// and frees the table. Pairs still spliced then reach the forwarder's
-// stack, which no longer has their sockets, and are reset.
+// and frees the table (and, with a pin directory, removes the pins). Pairs
+// still spliced then reach the forwarder's stack, which no longer has
+// their sockets, and are reset; adopted pairs still followed are reset
+// first. After KeepPairs, a pinned datapath that still holds pairs is left
+// pinned instead, its program forwarding them, for the next process.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -167,14 +185,29 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	close(e.stop)
+	keep := e.outlive.Load()
+	if e.pins != nil {
+		// Adopted followers reset their pairs, or leave them with keep.
+		e.stopAdopted()
+	}
 	// The kept sockets go first: once the program is detached, the
 	// pairs' segments would reach them, and a frozen socket may answer.
+	// (Repair mode sends nothing when they close.)
 	e.mu.Lock()
 	for a := range e.kept {
 		e.releaseLocked(a)
 	}
 	e.mu.Unlock()
-	err := dp.Close() // ends readEvents
+	var err error
+	if n := len(dp.Pairs()); keep && n > 0 && dp.Pinned() != "" {
+		e.log.Info("leaving spliced pairs pinned for the next process", "pairs", n, "dir", dp.Pinned())
+		err = dp.Leave() // ends readEvents
+	} else {
+		err = dp.Close() // ends readEvents
+	}
+	if e.pins != nil {
+		err = errors.Join(err, e.closePins(keep))
+	}
 	e.wg.Wait()
 	e.inject.close()
 	home.close()
@@ -199,6 +232,9 @@ func (e *Engine) sweep() {
 		for _, r := range removed {
 			e.release(r.Pair)
 			e.notify(r.Pair, notice{removed: r.Reason})
+		}
+		if e.pins != nil {
+			e.sweepAdopted(datapath.Now())
 		}
 	}
 }

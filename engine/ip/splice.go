@@ -355,8 +355,10 @@ func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 	return tcprepair.ConnParams{Local: local, Remote: remote, Ifindex: ifindex}, nil
 }
 
-// attach attaches the program to each device once.
+// attach attaches the program to each device once; with a pin directory
+// the datapath is pinned before its first attachment.
 func (e *Engine) attach(ifindexes ...int) error {
+	e.pinOwn()
 	for _, i := range ifindexes {
 		e.mu.Lock()
 		done := e.attached[i]

@@ -1,0 +1,125 @@
+// Pinned pairs outliving their engine: an engine that keeps its pairs leaves them pinned at Close, the next engine with the same pin directory adopts, follows, counts and lists them, and unpins everything once they are over.
+
+package ip
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+	"github.com/splicer/splicer/origin"
+)
+
+// mountBPFFS mounts a BPF file system of the test's own and returns its
+// root; cleanup unmounts it, which drops whatever is still pinned there.
+func mountBPFFS(tb testing.TB) string {
+	tb.Helper()
+	testenv.RequireRoot(tb)
+	dir := tb.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		tb.Fatalf("mount bpffs: %v", err)
+	}
+	tb.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// fwdPrograms counts the programs at tcx ingress of the forwarder's two
+// devices.
+func fwdPrograms(tb testing.TB, l *lab.Lab) int {
+	tb.Helper()
+	n := 0
+	for _, end := range []lab.End{l.ClientLink().ServerSide, l.ServerLink().ClientSide} {
+		ifindex, err := end.Index()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		err = end.NS.Do(func() error {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+			if err == nil {
+				n += len(res.Programs)
+			}
+			return err
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return n
+}
+
+// TestEngineAdoptsKeptPairs: an engine told to keep its pairs (the old
+// process of an upgrade) leaves a spliced pair pinned when its splice is
+// cancelled and it closes; the program keeps forwarding it; a new engine
+// with the same pin directory adopts it at Probe, lists it, carries 16 MiB
+// each way of the stream protocol through it to EOF, counts it, sweeps it
+// after TIME_WAIT and unpins the datapath, which detaches the program. A
+// third engine, never spliced, pins nothing.
+func TestEngineAdoptsKeptPairs(t *testing.T) {
+	const size = 16 << 20
+	pinDir := filepath.Join(mountBPFFS(t), "splicer", "test")
+	opts := Options{MaxPairs: 16, TimeWait: time.Second, PinDir: pinDir}
+	el := newEngineLab(t, opts)
+	lp := el.pair(t, origin.Stream)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := el.splice(t, ctx, lp, engine.Both(0))
+	gens, _ := os.ReadDir(pinDir)
+	if len(gens) != 1 {
+		t.Fatalf("pin directory holds %d entries after the first splice, want this engine's", len(gens))
+	}
+	el.e.KeepPairs()
+	cancel()
+	if res := result(t, done, engine.EndCancel); res.Err != nil {
+		t.Fatalf("cancelled splice: %+v", res)
+	}
+	if err := el.e.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := fwdPrograms(t, el.l); n != 2 {
+		t.Fatalf("%d programs attached after the keeping engine closed, want its 2", n)
+	}
+
+	next := New(opts, testenv.Logger(t))
+	t.Cleanup(func() { next.Close() })
+	if err := el.l.Fwd.Do(next.Probe); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	adopted := next.Adopted()
+	if len(adopted) != 1 || adopted[0].Client.String() != lp.client.LocalAddr().String() || adopted[0].State != engine.StateSpliced {
+		t.Fatalf("adopted %+v, want the client %v spliced", adopted, lp.client.LocalAddr())
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer ccancel()
+	rep, err := origin.StreamCheck(cctx, lp.client, size, size)
+	if err != nil || !rep.OK() {
+		t.Fatalf("%d bytes each way through the adopted pair: %+v, %v", size, rep, err)
+	}
+	testenv.Eventually(t, "the adopted pair to end", func() bool { return len(next.Adopted()) == 0 })
+	if c := next.Counters(); c["adopted_pairs"] != 1 || c["forwarded"] == 0 {
+		t.Errorf("counters %v, want adopted_pairs 1 and packets forwarded", c)
+	}
+	testenv.Eventually(t, "the adopted datapath unpinned after TIME_WAIT", func() bool {
+		_, err := os.Stat(pinDir)
+		return os.IsNotExist(err) && fwdPrograms(t, el.l) == 0
+	})
+
+	// An engine that splices nothing pins nothing.
+	third := New(opts, testenv.Logger(t))
+	if err := el.l.Fwd.Do(third.Probe); err != nil {
+		t.Fatal(err)
+	}
+	if err := third.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(pinDir); !os.IsNotExist(err) {
+		t.Errorf("an engine that spliced nothing left %s: %v", pinDir, err)
+	}
+}
