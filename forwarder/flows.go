@@ -21,6 +21,10 @@ type Flow struct {
 	BytesUp   int64   `json:"bytes_up"`
 	BytesDown int64   `json:"bytes_down"`
 	AgeS      float64 `json:"age_s"`
+	// Adopted: an engine took the pair over from an earlier process
+	// (ip with a pin directory); it has no ID, and AgeS counts from the
+	// adoption.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Flows is the set of open pairs, and the bytes of the closed ones.
@@ -30,6 +34,9 @@ type Flows struct {
 	// closed is the bytes every closed pair moved, by listener and
 	// direction: with the open pairs' running counts, the byte counter.
 	closed map[string]*[2]int64
+	// adopted lists the pairs engines adopted from an earlier process,
+	// which Snapshot shows after this forwarder's own.
+	adopted func() []Flow
 }
 
 func newFlows() *Flows {
@@ -81,7 +88,8 @@ func (f *Flows) Len() int {
 	return len(f.pairs)
 }
 
-// Snapshot returns every open pair, oldest first.
+// Snapshot returns every open pair, oldest first, then the pairs engines
+// adopted from an earlier process.
 func (f *Flows) Snapshot() []Flow {
 	f.mu.Lock()
 	pairs := make([]*engine.Pair, 0, len(f.pairs))
@@ -93,6 +101,9 @@ func (f *Flows) Snapshot() []Flow {
 	out := make([]Flow, 0, len(pairs))
 	for _, p := range pairs {
 		out = append(out, flowOf(p))
+	}
+	if f.adopted != nil {
+		out = append(out, f.adopted()...)
 	}
 	return out
 }

@@ -65,6 +65,9 @@ type Forwarder struct {
 	// still finishing.
 	retiring map[*listener]struct{}
 	stopped  bool
+	// keep: KeepSplicedPairs was called; shutdown does not wait for
+	// adopted pairs, which stay for the next process.
+	keep bool
 	// hard is cancelled when the graceful period is over: every pair's
 	// engine returns and the pair is closed.
 	hard   context.Context
@@ -97,6 +100,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 			f.log.Warn("engine unavailable", "engine", u.Name, "reason", u.Reason)
 		}
 	}
+	f.flows.adopted = f.adoptedFlows
 	f.metrics.RegisterEngines(f.engines.Engines)
 	f.metrics.Register(newByteCollector(f.flows), healthCollector{f})
 	f.hard, f.cancel = context.WithCancel(context.Background())
@@ -171,6 +175,7 @@ func (f *Forwarder) Shutdown(ctx context.Context) error {
 	f.mu.Lock()
 	f.stopped = true
 	all := f.allListeners()
+	keep := f.keep
 	f.mu.Unlock()
 	f.metrics.Draining.Set(1)
 	for _, l := range all {
@@ -178,7 +183,13 @@ func (f *Forwarder) Shutdown(ctx context.Context) error {
 		l.close()
 	}
 	done := make(chan struct{})
-	go func() { f.pairs.Wait(); close(done) }()
+	go func() {
+		f.pairs.Wait()
+		if !keep {
+			f.waitAdopted(ctx) // pairs an earlier process left get the same grace
+		}
+		close(done)
+	}()
 	var err error
 	select {
 	case <-done:

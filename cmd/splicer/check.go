@@ -92,7 +92,11 @@ func printListeners(path string, cfg *config.Config) {
 // printEngineChoice builds cfg's engines as the daemon would, says which
 // ones this host lacks and why, and which engine each listener starts with.
 func printEngineChoice(cfg *config.Config) {
-	set := all.Build(cfg.Engines, slog.New(slog.DiscardHandler))
+	// Probing must not adopt what a crashed daemon left pinned: closing
+	// the probe would then reset those pairs.
+	engines := cfg.Engines
+	engines.IP.PinDir = config.PinDirOff
+	set := all.Build(engines, slog.New(slog.DiscardHandler))
 	defer set.Close()
 	fmt.Println("engines on this host:")
 	for _, e := range set.Engines {

@@ -54,6 +54,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	defaultPinDir(cfg, path)
 	log := newLogger(cfg.Log)
 	in, err := handoff.FromEnv()
 	if err != nil {
@@ -97,6 +98,15 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	}
 	notify(log, sdnotify.Ready)
 	return d, nil
+}
+
+// defaultPinDir fills in engines.ip.pin_dir when the file leaves it empty:
+// a directory named after the configuration file, so that the next
+// process started with the same file adopts this one's spliced pairs.
+func defaultPinDir(cfg *config.Config, path string) {
+	if cfg.Engines.IP.PinDir == "" {
+		cfg.Engines.IP.PinDir = config.DefaultPinDir(path)
+	}
 }
 
 // openAccessLog returns the access logger c asks for, or nil.
@@ -181,6 +191,7 @@ func (d *daemon) reloadLogged(by string) ([]string, error) {
 		}
 		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
 	}
+	defaultPinDir(cfg, d.path)
 	notes, err := d.f.Reload(cfg)
 	if err != nil {
 		d.log.Error("reload refused", "err", err)

@@ -79,6 +79,10 @@ func (d *daemon) wait() error {
 			}
 			d.log.Info("shutting down", "signal", sig.String(), "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
 		case <-d.upgraded:
+			// ip pairs still spliced when the grace period ends stay
+			// pinned for the new process, which adopts them once this
+			// one is gone.
+			d.f.KeepSplicedPairs()
 			d.log.Info("upgraded: draining", "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
 		}
 		return d.shutdown(sigs)

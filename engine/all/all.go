@@ -34,7 +34,11 @@ var Ladder = []Factory{
 		if !cfg.IP.Enabled {
 			return nil, nil
 		}
-		return ip.New(ip.Options{MaxPairs: cfg.IP.MaxPairs, TimeWait: cfg.IP.TimeWait.Std(), IdleTimeout: cfg.IP.IdleTimeout.Std()}, log), nil
+		pin := cfg.IP.PinDir
+		if pin == config.PinDirOff {
+			pin = ""
+		}
+		return ip.New(ip.Options{MaxPairs: cfg.IP.MaxPairs, TimeWait: cfg.IP.TimeWait.Std(), IdleTimeout: cfg.IP.IdleTimeout.Std(), PinDir: pin}, log), nil
 	}},
 	{Name: sockmap.Name, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
 		if !cfg.Sockmap.Enabled {

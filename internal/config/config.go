@@ -33,7 +33,9 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -109,6 +111,27 @@ type IPEngine struct {
 	TimeWait    Duration `yaml:"time_wait"`
 	IdleTimeout Duration `yaml:"idle_timeout"` // a flow idle this long is removed
 	MaxPairs    int      `yaml:"max_pairs"`    // capacity of the BPF flow maps
+	// PinDir is the directory in a BPF file system where the datapath is
+	// pinned, so that spliced pairs outlive the process and the next one
+	// adopts them: an absolute path, "off", or empty for the default of
+	// `splicer run`, DefaultPinDir(the configuration file).
+	PinDir string `yaml:"pin_dir"`
+}
+
+// PinDirOff switches pinning off in engines.ip.pin_dir.
+const PinDirOff = "off"
+
+// DefaultPinDir is the pin directory `splicer run --config path` uses when
+// engines.ip.pin_dir is empty: /sys/fs/bpf/splicer/ and the file's name
+// without its extension (splicer.yaml: /sys/fs/bpf/splicer/splicer), so
+// instances with different files keep apart.
+func DefaultPinDir(path string) string {
+	name := filepath.Base(path)
+	name = strings.TrimSuffix(name, filepath.Ext(name))
+	if name == "" || name == "." || name == "/" {
+		name = "splicer"
+	}
+	return "/sys/fs/bpf/splicer/" + name
 }
 
 // Listener is one listening address and what to do with its connections.

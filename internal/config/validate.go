@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -85,6 +86,9 @@ func (v *validator) engines() {
 	v.notNegative("engines.ip.idle_timeout", e.IP.IdleTimeout)
 	if e.IP.MaxPairs < 1 {
 		v.errorf("engines.ip.max_pairs", "must be at least 1 (it sizes the BPF flow maps), got %d", e.IP.MaxPairs)
+	}
+	if d := e.IP.PinDir; d != "" && d != PinDirOff && !filepath.IsAbs(d) {
+		v.errorf("engines.ip.pin_dir", "must be an absolute path (a directory in a BPF file system) or %q, got %q", PinDirOff, d)
 	}
 }
 
