@@ -42,6 +42,11 @@ Signals:
             stop accepting and let open connections finish for
             shutdown_timeout; a second signal closes them at once.
 
+Engine ip pins its BPF maps and links in engines.ip.pin_dir (default
+/sys/fs/bpf/splicer/<FILE's name without extension>): its spliced pairs
+outlive a SIGKILL, a crash or an upgrade, and the next 'splicer run' with the
+same directory adopts them (/flows lists them as adopted).
+
 Under systemd (Type=notify) it reports readiness, reloads and the new main
 process of an upgrade. See examples/ for configurations.
 `)
