@@ -30,6 +30,8 @@ type pins struct {
 	own     string   // this process's generation directory, once pinned
 	ownLock *os.File // its flock
 	failed  bool     // pinning failed (logged once): pairs stay with the process
+	// settled: own or failed is set, so splices need not take mu.
+	settled atomic.Bool
 	gens    map[string]*adoptedGen
 	// skipped are directories left alone (incompatible), logged once.
 	skipped map[string]bool
@@ -77,7 +79,7 @@ func (e *Engine) keepsPairs() bool { return e.outlive.Load() && e.dp.Pinned() !=
 // A failure is logged and leaves the engine unpinned.
 func (e *Engine) pinOwn() {
 	p := e.pins
-	if p == nil {
+	if p == nil || p.settled.Load() {
 		return
 	}
 	p.mu.Lock()
@@ -85,6 +87,7 @@ func (e *Engine) pinOwn() {
 	if p.own != "" || p.failed || p.closed {
 		return
 	}
+	defer p.settled.Store(true)
 	var err error
 	for try := 0; try < 3; try++ {
 		// Another process's scan may lock or remove a directory between
