@@ -4,8 +4,11 @@ package ip
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,4 +125,47 @@ func TestEngineAdoptsKeptPairs(t *testing.T) {
 	if _, err := os.Stat(pinDir); !os.IsNotExist(err) {
 		t.Errorf("an engine that spliced nothing left %s: %v", pinDir, err)
 	}
+}
+
+// TestEngineAdoptionResetsGiveBackSplices: a splice that would give the
+// pair back in control mode (the client watched, the server limited)
+// cannot be continued once its process is gone, whose frozen sockets it
+// needs: the adopting engine resets both peers, counts it, and unpins the
+// table it leaves empty.
+func TestEngineAdoptionResetsGiveBackSplices(t *testing.T) {
+	pinDir := filepath.Join(mountBPFFS(t), "splicer", "test")
+	opts := Options{MaxPairs: 16, PinDir: pinDir}
+	el := newEngineLab(t, opts)
+	lp := el.pair(t, "")
+	done := el.splice(t, context.Background(), lp, engine.Options{
+		Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Forward, Limit: 1 << 20}})
+	// As SIGKILL would: the descriptors go, the pins stay, and nothing
+	// removes the pair.
+	if err := el.e.dp.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	el.e.Close()
+
+	next := New(opts, testenv.Logger(t))
+	t.Cleanup(func() { next.Close() })
+	if err := el.l.Fwd.Do(next.Probe); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	if n := len(next.Adopted()); n != 0 {
+		t.Errorf("%d adopted pairs followed, want none", n)
+	}
+	if c := next.Counters(); c["adopted_reset"] != 1 || c["adopted_pairs"] != 0 {
+		t.Errorf("counters adopted_reset %d, adopted_pairs %d; want 1 and 0", c["adopted_reset"], c["adopted_pairs"])
+	}
+	for _, c := range []*net.TCPConn{lp.client, lp.server} {
+		c.SetReadDeadline(time.Now().Add(waitFor))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("%v reads %v, want a reset", c.LocalAddr(), err)
+		}
+	}
+	testenv.Eventually(t, "the emptied table unpinned", func() bool {
+		_, err := os.Stat(pinDir)
+		return os.IsNotExist(err) && fwdPrograms(t, el.l) == 0
+	})
 }
