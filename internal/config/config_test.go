@@ -85,7 +85,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 		"  copy: {buffer_size: 4096}",
 		"  pipe: {pipe_size: 256KiB}",
 		"  sockmap: {enabled: false}",
-		"  ip: {enabled: false, time_wait: 0s, idle_timeout: 5m, max_pairs: 1024}",
+		"  ip: {enabled: false, time_wait: 0s, idle_timeout: 5m, max_pairs: 1024, pin_dir: /sys/fs/bpf/edge}",
 		"listeners:",
 		"  - name: a",
 		"    listen: ':7000'",
@@ -106,7 +106,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 			Copy:    CopyEngine{BufferSize: 4096},
 			Pipe:    PipeEngine{PipeSize: 256 << 10},
 			Sockmap: SockmapEngine{Enabled: false},
-			IP:      IPEngine{Enabled: false, TimeWait: 0, IdleTimeout: Duration(5 * time.Minute), MaxPairs: 1024},
+			IP:      IPEngine{Enabled: false, TimeWait: 0, IdleTimeout: Duration(5 * time.Minute), MaxPairs: 1024, PinDir: "/sys/fs/bpf/edge"},
 		},
 		Listeners: []Listener{{
 			Name: "a", Listen: ":7000", Proxy: "tcp",
@@ -402,6 +402,10 @@ func TestParseErrors(t *testing.T) {
 			"engines: {ip: {max_pairs: 0}}",
 			"listeners:", okListener,
 		), []wantErr{{1, "engines.ip.max_pairs", "must be at least 1"}}},
+		{"relative pin directory", lines(
+			"engines: {ip: {pin_dir: bpf/splicer}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.pin_dir", `must be an absolute path (a directory in a BPF file system) or "off", got "bpf/splicer"`}}},
 		{"bad host name", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['-bad-.example:80']}",
@@ -654,5 +658,21 @@ func TestParseNestedMergeKeysAreExpandedOnce(t *testing.T) {
 	cfg := mustParse(t, lines("log: "+level, "listeners:", okListener))
 	if cfg.Log.Level != "debug" {
 		t.Errorf("log.level = %q, want debug from the innermost merge", cfg.Log.Level)
+	}
+}
+
+func TestDefaultPinDir(t *testing.T) {
+	for path, want := range map[string]string{
+		"/etc/splicer/splicer.yaml": "/sys/fs/bpf/splicer/splicer",
+		"edge.yml":                  "/sys/fs/bpf/splicer/edge",
+		"/etc/splicer/conf":         "/sys/fs/bpf/splicer/conf",
+		"":                          "/sys/fs/bpf/splicer/splicer",
+	} {
+		if got := DefaultPinDir(path); got != want {
+			t.Errorf("DefaultPinDir(%q) = %q, want %q", path, got, want)
+		}
+	}
+	if _, err := Parse("t.yaml", []byte("engines: {ip: {pin_dir: off}}\nlisteners:\n  - {name: a, listen: ':1', upstream: ['h:2']}\n")); err != nil {
+		t.Errorf("pin_dir: off: %v", err)
 	}
 }
