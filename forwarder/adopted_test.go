@@ -12,6 +12,7 @@ import (
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/all"
 	copyengine "github.com/splicer/splicer/engine/copy"
+	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
 )
@@ -23,7 +24,7 @@ type adopter struct {
 	kept  atomic.Bool
 }
 
-func (a *adopter) Name() string                  { return "ip" }
+func (a *adopter) Name() string                  { return ip.Name }
 func (a *adopter) Adopted() []engine.AdoptedPair { return *a.pairs.Load() }
 func (a *adopter) KeepPairs()                    { a.kept.Store(true) }
 func (a *adopter) set(p ...engine.AdoptedPair)   { a.pairs.Store(&p) }
@@ -39,7 +40,7 @@ func newAdopterForwarder(t *testing.T) (*forwarder.Forwarder, *adopter) {
 	cfg := config.Default()
 	for _, l := range []struct{ name, listen string }{{"other", "127.0.0.1:7000"}, {"any", ":7000"}} {
 		lc := config.DefaultListener()
-		lc.Name, lc.Listen, lc.Upstream, lc.Engine = l.name, l.listen, []string{"127.0.0.1:1"}, "ip"
+		lc.Name, lc.Listen, lc.Upstream, lc.Engine = l.name, l.listen, []string{"127.0.0.1:1"}, ip.Name
 		cfg.Listeners = append(cfg.Listeners, lc)
 	}
 	f, err := forwarder.New(&cfg, forwarder.Options{Engines: &all.Set{Engines: []engine.Engine{a}}})
@@ -60,7 +61,7 @@ func TestAdoptedPairsInFlows(t *testing.T) {
 		t.Fatalf("/flows %+v, want the adopted pair", flows)
 	}
 	got := flows[0]
-	if !got.Adopted || got.Listener != "any" || got.Engine != "ip" || got.State != "spliced" || got.Client != "10.99.1.2:40000" ||
+	if !got.Adopted || got.Listener != "any" || got.Engine != ip.Name || got.State != "spliced" || got.Client != "10.99.1.2:40000" ||
 		got.Upstream != "10.99.2.2:80" || got.BytesUp != 5 || got.BytesDown != 7 || got.AgeS < 1 {
 		t.Errorf("adopted flow %+v", got)
 	}
