@@ -61,8 +61,10 @@ type adoptedGen struct {
 // adoptedPair is one adopted pair while it is followed.
 type adoptedPair struct {
 	spec datapath.PairSpec
-	p    *engine.Pair // its counters and state, as for a pair of this process
-	at   time.Time
+	// p holds its counters and state for the follower and /flows: the
+	// engine's own Pair, no forwarder's (it has no sockets here).
+	p  *engine.Pair
+	at time.Time
 }
 
 // KeepPairs implements engine.Outliving: from now on a pair still spliced
