@@ -96,6 +96,12 @@ type Engine struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+
+	// dpMu keeps Close from freeing the maps under a metrics scrape;
+	// final is what the BPF counters read when they were freed.
+	dpMu   sync.RWMutex
+	closed bool
+	final  [counterMax]uint64
 }
 
 // New loads the programs and maps. The error names the missing privilege or
@@ -159,6 +165,9 @@ func (e *Engine) Close() error {
 		close(e.done)
 		e.rb.Close()
 		e.wg.Wait()
+		e.dpMu.Lock()
+		defer e.dpMu.Unlock()
+		e.final, e.closed = e.dp.counters(), true
 		err = e.dp.close()
 	})
 	return err
@@ -175,10 +184,21 @@ func (e *Engine) Stats() Stats {
 		UserBytes:     e.userBytes.Load(),
 		RingbufErrors: e.rbErrors.Load(),
 	}
-	for i, v := range e.dp.counters() {
+	for i, v := range e.bpfCounters() {
 		*counterFields[i](&s) = v
 	}
 	return s
+}
+
+// bpfCounters reads the BPF counters, or their last values once Close
+// freed the maps.
+func (e *Engine) bpfCounters() [counterMax]uint64 {
+	e.dpMu.RLock()
+	defer e.dpMu.RUnlock()
+	if e.closed {
+		return e.final
+	}
+	return e.dp.counters()
 }
 
 // counterFields says which field of Stats reports each BPF counter, by
