@@ -5,7 +5,6 @@ package httpcore
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,12 +12,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/proxy"
-	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
 // readerSize is the buffer of the head readers: a request head usually fits,
@@ -50,9 +48,28 @@ type Conn struct {
 	curStart time.Time
 	curDown  int64
 
+	// Pool, if not nil, shares upstream connections with the listener's
+	// other client connections: the current one goes back to it when the
+	// next request goes elsewhere or the client connection ends, and Use
+	// takes one from it before dialling.
+	Pool *UpstreamPool
+	// Class is added to Use's key in the pool: connections made for a
+	// client connection of another class are not interchangeable (see
+	// proxy.DialClass).
+	Class string
+	// requests counts the request heads read.
+	requests int
+	// stopped is set when the pair is interrupted: its upstream may carry
+	// a deadline in the past and goes to no pool.
+	stopped atomic.Bool
+
 	client   *bufio.Reader
 	clientIn idleReader // what client reads from
 	up       *upstream
+	// upIn and upR read every upstream of the connection in turn: one
+	// buffer, reset for each new upstream (its last one left none unread).
+	upIn idleReader
+	upR  *bufio.Reader
 }
 
 // idleReader reads a connection; while on, each read must bring something
@@ -63,13 +80,16 @@ type idleReader struct {
 	c    *net.TCPConn
 	idle time.Duration
 	on   bool
+	n    int64 // bytes read: whether a response began
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
 	if r.on && r.idle > 0 {
 		r.c.SetReadDeadline(time.Now().Add(r.idle))
 	}
-	return r.c.Read(b)
+	n, err := r.c.Read(b)
+	r.n += int64(n)
+	return n, err
 }
 
 // streaming turns idle deadlines on for reads from both peers until the
@@ -89,17 +109,6 @@ func (c *Conn) streaming() (done func()) {
 	}
 }
 
-// upstream is an upstream connection kept for the next request to the same
-// place.
-type upstream struct {
-	key     string
-	conn    *net.TCPConn
-	in      *idleReader // what r reads from
-	r       *bufio.Reader
-	release func()
-	reused  bool // it already carried a request
-}
-
 // NewConn starts serving the client of s.
 func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
 	c := &Conn{S: s, Limits: lim, Idle: idle, clientIn: idleReader{c: s.Pair().Client, idle: idle}}
@@ -107,20 +116,10 @@ func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
 	return c
 }
 
-// Close closes the current upstream and runs its release function.
-func (c *Conn) Close() {
-	if c.up != nil {
-		c.up.conn.Close()
-		if c.up.release != nil {
-			c.up.release()
-		}
-		c.up = nil
-	}
-}
-
 // interrupt makes every blocked read or write of the pair in control mode
 // fail at once (shutdown); a splice in progress ends by the same context.
 func (c *Conn) interrupt() {
+	c.stopped.Store(true)
 	p := c.S.Pair()
 	p.Client.SetDeadline(past)
 	if up := p.Upstream(); up != nil {
@@ -128,67 +127,8 @@ func (c *Conn) interrupt() {
 	}
 }
 
-// Dialer connects to one upstream through the Session.
-type Dialer func(ctx context.Context) (*net.TCPConn, error)
-
-// Use makes the upstream named key current: the kept connection when the
-// last request went to key too, else a new connection from dial, which
-// replaces (and closes) the kept one. release, if not nil, runs when the
-// connection is given up.
-func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func()) error {
-	if c.up != nil && c.up.key == key {
-		if release != nil {
-			release() // the kept connection's own release still stands
-		}
-		return nil
-	}
-	conn, err := dial(ctx)
-	if err == nil && c.ProxyProtocol != "" {
-		if err = proxyproto.Send(c.ProxyProtocol, c.S.Pair().Client, conn); err != nil {
-			conn.Close()
-		}
-	}
-	if err != nil {
-		if release != nil {
-			release()
-		}
-		return err
-	}
-	c.Close()
-	in := &idleReader{c: conn, idle: c.Idle}
-	c.up = &upstream{key: key, conn: conn, in: in, r: bufio.NewReaderSize(in, readerSize), release: release}
-	return nil
-}
-
-// RoundTrip sends req to the current upstream (head, then body) and reads
-// the response head. A kept connection that the upstream closed in the
-// meantime is replaced by a new one from redial, once, for a request without
-// a body. Any error means the request failed before a byte of the response
-// reached the client.
-func (c *Conn) RoundTrip(ctx context.Context, req *http.Request, redial Dialer) (*http.Response, error) {
-	resp, err := c.roundTrip(ctx, req)
-	if err != nil && c.up.reused && requestBody(req) == bodyNone && isStale(err) && redial != nil {
-		key, release := c.up.key, c.up.release
-		c.up.release = nil
-		c.Close()
-		if err := c.Use(ctx, key, redial, release); err != nil {
-			return nil, err
-		}
-		resp, err = c.roundTrip(ctx, req)
-	}
-	if err != nil {
-		return nil, err
-	}
-	c.up.reused = true
-	return resp, nil
-}
-
-// isStale says err is what a kept connection the upstream closed gives.
-func isStale(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+	c.up.idle = false
 	if err := c.writeUp(requestHead(req, c.upgrade)); err != nil {
 		return nil, err
 	}
@@ -248,9 +188,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		body, _ := c.up.r.Peek(int(resp.ContentLength))
 		err := c.writeClientv(head, body)
 		c.up.r.Discard(len(body))
-		if err == nil && !upKeep {
-			c.Close()
-		}
+		c.responseRead(upKeep) // the client's failure leaves the upstream as good as ever
 		return keep && err == nil, nil, err
 	}
 	if err := c.writeClient(head); err != nil {
@@ -274,9 +212,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	if err != nil {
 		return false, nil, err
 	}
-	if !upKeep {
-		c.Close()
-	}
+	c.responseRead(upKeep)
 	return keep, body, nil
 }
 

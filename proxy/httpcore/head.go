@@ -91,6 +91,7 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	head, err := readHead(c.client, c.Limits)
 	client.SetReadDeadline(time.Time{})
 	c.served = true
+	c.requests++
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, &StatusError{Status: http.StatusRequestTimeout, Reason: "request head not complete within the header timeout"}
