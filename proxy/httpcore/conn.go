@@ -62,6 +62,8 @@ type Conn struct {
 	// stopped is set when the pair is interrupted: its upstream may carry
 	// a deadline in the past and goes to no pool.
 	stopped atomic.Bool
+	// stop ends the wait for a next request when a graceful shutdown begins.
+	stop stopWatch
 
 	client   *bufio.Reader
 	clientIn idleReader // what client reads from
@@ -112,6 +114,7 @@ func (c *Conn) streaming() (done func()) {
 // NewConn starts serving the client of s.
 func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
 	c := &Conn{S: s, Limits: lim, Idle: idle, clientIn: idleReader{c: s.Pair().Client, idle: idle}}
+	c.stop.done = make(chan struct{})
 	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
 	return c
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -135,21 +136,63 @@ func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration, limit tim
 	}
 }
 
+// errStopping ends a keep-alive connection waiting for its next request
+// when a graceful shutdown begins.
+var errStopping = errors.New("shutting down")
+
 // peekUnlessStopping waits for the first byte of the next request, giving up
 // when a graceful shutdown begins: an idle keep-alive connection is closed
 // then rather than holding the shutdown for its whole grace period.
 func (c *Conn) peekUnlessStopping() ([]byte, error) {
-	client := c.S.Pair().Client
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-c.S.Stopping():
-			client.SetReadDeadline(past)
-		case <-done:
-		}
-	}()
-	return c.client.Peek(1)
+	w := &c.stop
+	w.mu.Lock()
+	if w.stopping {
+		w.mu.Unlock()
+		return nil, errStopping
+	}
+	w.waiting = true
+	if !w.watched {
+		w.watched = true
+		go c.watchStopping()
+	}
+	w.mu.Unlock()
+	b, err := c.client.Peek(1)
+	w.mu.Lock()
+	w.waiting = false
+	if w.stopping && err == nil {
+		// The request came as the shutdown began: it is served, without
+		// the deadline that was to interrupt the wait.
+		c.S.Pair().Client.SetReadDeadline(time.Time{})
+	}
+	w.mu.Unlock()
+	return b, err
+}
+
+// stopWatch is what a connection's watchStopping and its reader share.
+type stopWatch struct {
+	mu       sync.Mutex
+	watched  bool // watchStopping runs
+	waiting  bool // the reader waits for a request's first byte
+	stopping bool // a graceful shutdown began
+	done     chan struct{}
+}
+
+// watchStopping runs for the life of a client connection (one goroutine
+// per connection, not per request: each start wakes the scheduler): when a
+// graceful shutdown begins it interrupts the wait for the next request, or
+// has the next wait give up at once.
+func (c *Conn) watchStopping() {
+	select {
+	case <-c.S.Stopping():
+	case <-c.stop.done:
+		return
+	}
+	c.stop.mu.Lock()
+	c.stop.stopping = true
+	if c.stop.waiting {
+		c.S.Pair().Client.SetReadDeadline(past)
+	}
+	c.stop.mu.Unlock()
 }
 
 // past is a deadline that interrupts a blocked read at once.
