@@ -64,6 +64,8 @@ type Conn struct {
 	stopped atomic.Bool
 	// stop ends the wait for a next request when a graceful shutdown begins.
 	stop stopWatch
+	// clientDeadline: ReadRequest left a read deadline on the client.
+	clientDeadline bool
 
 	client   *bufio.Reader
 	clientIn idleReader // what client reads from
