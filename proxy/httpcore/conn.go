@@ -66,6 +66,15 @@ type Conn struct {
 	stop stopWatch
 	// clientDeadline: ReadRequest left a read deadline on the client.
 	clientDeadline bool
+	// head is where the heads the proxy writes are built, one at a time,
+	// each written before the next is built.
+	head []byte
+	// clientIP is ClientIP's answer, once asked.
+	clientIP string
+	// iov and iovArr are writeClientv's vector, kept so that no write
+	// allocates one.
+	iov    net.Buffers
+	iovArr [2][]byte
 
 	client   *bufio.Reader
 	clientIn idleReader // what client reads from
@@ -134,7 +143,8 @@ func (c *Conn) interrupt() {
 
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c.up.idle = false
-	if err := c.writeUp(requestHead(req, c.upgrade)); err != nil {
+	c.head = appendRequestHead(c.head[:0], req, c.upgrade)
+	if err := c.writeUp(c.head); err != nil {
 		return nil, err
 	}
 	if err := c.relayRequestBody(ctx, req); err != nil {
@@ -186,7 +196,8 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	kind := responseBody(req, resp)
 	keep = !req.Close && kind != bodyUntilClose
 	upKeep := keep && !resp.Close
-	head := responseHead(req, resp, kind, keep)
+	head := appendResponseHead(c.head[:0], req, resp, kind, keep)
+	c.head = head
 	if kind == bodyLength && capture <= 0 && int64(c.up.r.Buffered()) >= resp.ContentLength {
 		// The whole body came with the head (small objects): head and
 		// body leave in one writev, not two writes and a splice setup.
@@ -331,16 +342,18 @@ func (c *Conn) write(d engine.Direction, b []byte) error {
 
 func (c *Conn) writeClient(b []byte) error { return c.write(engine.Down, b) }
 
-// writeClientv sends several buffers to the client in one writev.
-func (c *Conn) writeClientv(bufs ...[]byte) error {
+// writeClientv sends a head and a body to the client in one writev.
+func (c *Conn) writeClientv(head, body []byte) error {
 	p := c.S.Pair()
 	dst := p.Client
 	if c.Idle > 0 {
 		dst.SetWriteDeadline(time.Now().Add(c.Idle))
 		defer dst.SetWriteDeadline(time.Time{})
 	}
-	nb := net.Buffers(bufs)
-	n, err := nb.WriteTo(dst)
+	c.iovArr = [2][]byte{head, body}
+	c.iov = c.iovArr[:]
+	n, err := c.iov.WriteTo(dst) // consumes c.iov
+	c.iovArr = [2][]byte{}
 	p.AddBytes(engine.Down, n)
 	return err
 }
@@ -381,7 +394,17 @@ func (c *Conn) WriteUp(b []byte) error { return c.writeUp(b) }
 
 // ClientIP is the client's address without the port.
 func (c *Conn) ClientIP() string {
-	addr := c.S.Pair().Client.RemoteAddr().String()
+	if c.clientIP == "" {
+		c.clientIP = clientIP(c.S.Pair().Client.RemoteAddr())
+	}
+	return c.clientIP
+}
+
+func clientIP(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap().String()
+	}
+	addr := a.String()
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		return host
 	}
