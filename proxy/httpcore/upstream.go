@@ -50,7 +50,7 @@ type Dialer func(ctx context.Context) (*net.TCPConn, error)
 // server may close an idle connection just as the request goes out, and
 // only a retry hides that from a client that has never been answered.
 func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func()) error {
-	if c.up != nil && c.up.key == key && c.keptUsable() {
+	if c.Keeps(key) {
 		if release != nil {
 			release() // the kept connection's own release still stands
 		}
@@ -73,6 +73,13 @@ func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func())
 	}
 	c.attach(key, conn, release, false)
 	return nil
+}
+
+// Keeps reports whether the connection kept from the last request goes
+// to key and can carry the next request: Use would keep it, and the caller
+// need not build its dialer.
+func (c *Conn) Keeps(key string) bool {
+	return c.up != nil && c.up.key == key && c.keptUsable()
 }
 
 // keptUsable reports whether the kept connection can carry the next
