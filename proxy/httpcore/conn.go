@@ -207,6 +207,13 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		c.responseRead(upKeep) // the client's failure leaves the upstream as good as ever
 		return keep && err == nil, nil, err
 	}
+	if kind == bodyLength && capture <= 0 && resp.ContentLength <= copyBelow {
+		if err := c.copyResponse(head, resp.ContentLength); err != nil {
+			return false, nil, err
+		}
+		c.responseRead(upKeep)
+		return keep, nil, nil
+	}
 	if err := c.writeClient(head); err != nil {
 		return false, nil, err
 	}
@@ -260,6 +267,43 @@ func (c *Conn) record(status int) {
 // Record reports the current request as answered with status, for
 // answers the proxy writes itself (a cache hit, a CONNECT tunnel).
 func (c *Conn) Record(status int) { c.record(status) }
+
+// copyBelow is the largest response body the proxy copies itself, in
+// control mode, when it did not all come with the head; larger ones are
+// spliced. Below it a splice (an engine, its goroutines, a pipe, the
+// ladder's bookkeeping: 24 allocations) costs more than it saves.
+// Measured on loopback with BenchmarkHTTPReverse's process CPU per
+// request, engine pipe, medians of 3 (2 vCPUs, Linux 6.18), splice vs
+// copy: 16 KiB 122 vs 119 µs, 24 KiB 144 vs 118, 32 KiB 151 vs 137,
+// 48 KiB 171 vs 172, 64 KiB 176 vs 212, 100 KiB 208 vs 261.
+const copyBelow = 32 << 10
+
+// copyResponse sends head and a body of n bytes, copied in control mode
+// through the upstream reader's buffer: head and what came with it in one
+// writev, then a write per read.
+func (c *Conn) copyResponse(head []byte, n int64) error {
+	defer c.streaming()() // a stalled peer must not hold the pair past idle_timeout
+	for first := true; n > 0; first = false {
+		if c.up.r.Buffered() == 0 {
+			if _, err := c.up.r.Peek(1); err != nil {
+				return fmt.Errorf("%s body ended %d bytes early: %w", engine.Down, n, err)
+			}
+		}
+		b, _ := c.up.r.Peek(int(min(int64(c.up.r.Buffered()), n)))
+		var err error
+		if first {
+			err = c.writeClientv(head, b)
+		} else {
+			err = c.writeClient(b)
+		}
+		c.up.r.Discard(len(b))
+		if err != nil {
+			return err
+		}
+		n -= int64(len(b))
+	}
+	return nil
+}
 
 // captureBody copies n bytes of body from the upstream to the client in
 // control mode and returns them.
