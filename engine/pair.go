@@ -50,6 +50,9 @@ type Pair struct {
 
 	mu       sync.Mutex
 	upstream *net.TCPConn
+	// lastAddr is the latest upstream's address, kept after a proxy gives
+	// the connection up (an HTTP proxy's pool takes it).
+	lastAddr net.Addr
 	engine   string
 	note     string
 	// pending is the engine a splice is being tried with: shown once the
@@ -86,11 +89,23 @@ func (p *Pair) CloseConns() error {
 	return errors.Join(errs...)
 }
 
-// SetUpstream records the upstream connection.
+// SetUpstream records the upstream connection; nil when the proxy gave it
+// up, to a pool that keeps it open for another pair.
 func (p *Pair) SetUpstream(c *net.TCPConn) {
 	p.mu.Lock()
 	p.upstream = c
+	if c != nil {
+		p.lastAddr = c.RemoteAddr()
+	}
 	p.mu.Unlock()
+}
+
+// UpstreamAddr returns the upstream's address, or the last upstream's once
+// the proxy gave it up; nil before the proxy dialled.
+func (p *Pair) UpstreamAddr() net.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastAddr
 }
 
 // Src returns the connection bytes of direction d are read from.

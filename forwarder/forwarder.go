@@ -102,7 +102,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 	}
 	f.flows.adopted = f.adoptedFlows
 	f.metrics.RegisterEngines(f.engines.Engines)
-	f.metrics.Register(newByteCollector(f.flows), healthCollector{f})
+	f.metrics.Register(newByteCollector(f.flows), healthCollector{f}, poolCollector{f})
 	f.hard, f.cancel = context.WithCancel(context.Background())
 	for _, lc := range cfg.Listeners {
 		l, err := newListener(f, lc)

@@ -273,10 +273,7 @@ func (l *listener) handle(c *net.TCPConn) {
 // accessLine is a closed pair as the access log shows it.
 func accessLine(p *engine.Pair, reason string, err error) []slog.Attr {
 	name, note := p.Engine()
-	upstream := ""
-	if up := p.Upstream(); up != nil {
-		upstream = up.RemoteAddr().String()
-	}
+	upstream := upstreamOf(p)
 	attrs := []slog.Attr{
 		slog.String("listener", p.Listener), slog.String("client", p.Client.RemoteAddr().String()),
 		slog.String("upstream", upstream), slog.String("engine", name),

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -57,6 +58,22 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	s.p.SetUpstream(tc)
 	s.log = s.base.With("upstream", addr)
 	return tc, nil
+}
+
+// AdoptUpstream implements proxy.UpstreamAdopter: c, dialled for another
+// pair of the listener, is the pair's upstream now.
+func (s *session) AdoptUpstream(c *net.TCPConn) {
+	s.p.SetUpstream(c)
+	s.log = s.base.With("upstream", c.RemoteAddr().String())
+}
+
+// DialClass is what proxy.DialClass reports: the client's MSS that the
+// pair's upstream connections announce, if they do.
+func (s *session) DialClass() string {
+	if s.clientMSS == 0 {
+		return ""
+	}
+	return "mss=" + strconv.Itoa(s.clientMSS)
 }
 
 // withClientMSS has the upstream's SYN announce the client's MSS (see
@@ -207,8 +224,8 @@ func (s *session) RecordRequest(r proxy.Request) {
 }
 
 func upstreamOf(p *engine.Pair) string {
-	if up := p.Upstream(); up != nil {
-		return up.RemoteAddr().String()
+	if a := p.UpstreamAddr(); a != nil {
+		return a.String()
 	}
 	return ""
 }

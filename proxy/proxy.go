@@ -51,6 +51,26 @@ type Session interface {
 	Stopping() <-chan struct{}
 }
 
+// UpstreamAdopter is a Session that can take, as its pair's upstream, a
+// connection dialled earlier for another pair (an HTTP proxy's pool of idle
+// upstream connections), as Dial records the connections it makes.
+type UpstreamAdopter interface {
+	AdoptUpstream(c *net.TCPConn)
+}
+
+// DialClass returns what s's upstream connections carry of their client
+// beyond the listener's settings ("" for nothing): connections of different
+// classes must not be shared between pairs. The forwarder's sessions have
+// upstream SYNs announce the client's MSS when engine ip may splice the
+// pair, so that the server never sends a segment larger than the client
+// takes.
+func DialClass(s Session) string {
+	if dc, ok := s.(interface{ DialClass() string }); ok {
+		return dc.DialClass()
+	}
+	return ""
+}
+
 // Upstream errors, classified for metrics and logs.
 var (
 	ErrUpstreamRefused     = errors.New("upstream refused the connection")
@@ -160,4 +180,20 @@ type ServerHealth struct {
 // forwarder exports their health at scrape time.
 type HealthReporter interface {
 	Health() []ServerHealth
+}
+
+// PoolStats are one back-end server's counters in a proxy's pool of idle
+// upstream connections: requests that took a pooled connection (Hits) or
+// dialled (Misses), pooled connections found closed by the server when
+// taken (Stale), and the connections waiting now (Idle).
+type PoolStats struct {
+	Server              string
+	Hits, Misses, Stale uint64
+	Idle                int
+}
+
+// PoolReporter is a proxy with a pool of idle upstream connections
+// (http-reverse): the forwarder exports its counters at scrape time.
+type PoolReporter interface {
+	UpstreamPool() []PoolStats
 }

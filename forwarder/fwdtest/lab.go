@@ -70,6 +70,12 @@ func StartInLab(tb testing.TB, l *lab.Lab, listeners ...config.Listener) *LabFor
 // Metric is the value of the counter or gauge name whose labels are exactly
 // the given name, value pairs, or 0 when there is no such series.
 func (f *LabForwarder) Metric(name string, labels ...string) float64 {
+	return Metric(f.Forwarder, name, labels...)
+}
+
+// Metric is f's counter or gauge name whose labels are exactly the given
+// name, value pairs, or 0 when there is no such series.
+func Metric(f *forwarder.Forwarder, name string, labels ...string) float64 {
 	families, err := f.Metrics().Registry.Gather()
 	if err != nil {
 		panic(err) // the forwarder's own registry: a programming error

@@ -176,6 +176,9 @@ type Listener struct {
 	Filter *Filter `yaml:"filter,omitempty"`
 	Routes []Route `yaml:"routes,omitempty"`
 	Pools  []Pool  `yaml:"pools,omitempty"`
+	// UpstreamPool keeps idle keep-alive upstream connections for any
+	// client connection to reuse (http-reverse).
+	UpstreamPool *UpstreamPool `yaml:"upstream_pool,omitempty"`
 
 	// Line is the line of the listener's list item, for messages about the
 	// listener found after loading (e.g. a failed bind).

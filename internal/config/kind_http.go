@@ -107,6 +107,45 @@ type HealthCheck struct {
 	Timeout  Duration `yaml:"timeout"`
 }
 
+// UpstreamPool bounds the idle keep-alive connections http-reverse keeps to
+// each server for any client connection to reuse (HAProxy's http-reuse
+// safe). A key left out (or an idle_timeout of 0) takes its default;
+// max_idle_per_server: 0 turns the pool off, which is why it is a pointer.
+type UpstreamPool struct {
+	// MaxIdlePerServer bounds the idle connections kept per server; the
+	// oldest is closed to make room. Default 64.
+	MaxIdlePerServer *int `yaml:"max_idle_per_server"`
+	// IdleTimeout closes a connection idle this long. Default 4s: below
+	// the 5 s keep-alive timeout of Apache and Node.js, so the pool lets a
+	// connection go before the server closes it under a request.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+}
+
+// Defaults of the upstream_pool section's keys, and the bound on
+// max_idle_per_server.
+const (
+	DefaultPoolMaxIdlePerServer = 64
+	DefaultPoolIdleTimeout      = 4 * time.Second
+	maxPoolIdlePerServer        = 1 << 16
+)
+
+// WithDefaults returns u (which may be nil: no upstream_pool section) with
+// every key left out set to its default.
+func (u *UpstreamPool) WithDefaults() UpstreamPool {
+	var out UpstreamPool
+	if u != nil {
+		out = *u
+	}
+	if out.MaxIdlePerServer == nil {
+		n := DefaultPoolMaxIdlePerServer
+		out.MaxIdlePerServer = &n
+	}
+	if out.IdleTimeout == 0 {
+		out.IdleTimeout = Duration(DefaultPoolIdleTimeout)
+	}
+	return out
+}
+
 // Balances are the values of a pool's balance key.
 var Balances = []string{"round_robin", "least_conn", "consistent_hash"}
 
@@ -146,6 +185,24 @@ func (v *validator) http(p string, l *Listener) {
 	for i, r := range l.Routes {
 		v.route(p+".routes["+itoa(i)+"]", r, pools)
 	}
+	v.upstreamPool(p+".upstream_pool", l)
+}
+
+// upstreamPool checks the upstream_pool section. A PROXY protocol header
+// names one client connection, so its upstream connections are never
+// shared: a pool section there would be ignored, and is refused.
+func (v *validator) upstreamPool(p string, l *Listener) {
+	u := l.UpstreamPool
+	if u == nil {
+		return
+	}
+	if l.ProxyProtocol != "" {
+		v.errorf(p, "not used with proxy_protocol: each upstream connection's header names its own client, so connections are never shared")
+	}
+	if n := u.MaxIdlePerServer; n != nil && (*n < 0 || *n > maxPoolIdlePerServer) {
+		v.errorf(p+".max_idle_per_server", "expected 0 (no pool) to %d, got %d", maxPoolIdlePerServer, *n)
+	}
+	v.notNegative(p+".idle_timeout", u.IdleTimeout)
 }
 
 func (v *validator) httpSection(p string, h *HTTP) {

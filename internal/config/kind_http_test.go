@@ -46,6 +46,26 @@ func TestHTTPReverseParses(t *testing.T) {
 	}
 }
 
+func TestUpstreamPoolDefaults(t *testing.T) {
+	rev := "proxy: http-reverse, pools: [{name: p, servers: ['h:1']}], routes: [{pool: p}]"
+	cfg := mustParse(t, lines(
+		"listeners:",
+		"  - {name: a, listen: ':1', "+rev+"}",
+		"  - {name: b, listen: ':2', "+rev+", upstream_pool: {max_idle_per_server: 0}}",
+		"  - {name: c, listen: ':3', "+rev+", upstream_pool: {max_idle_per_server: 8, idle_timeout: 30s}}",
+	))
+	for i, want := range []struct {
+		max  int
+		idle time.Duration
+	}{{64, 4 * time.Second}, {0, 4 * time.Second}, {8, 30 * time.Second}} {
+		got := cfg.Listeners[i].UpstreamPool.WithDefaults()
+		if *got.MaxIdlePerServer != want.max || got.IdleTimeout.Std() != want.idle {
+			t.Errorf("listener %d: max_idle_per_server %d, idle_timeout %s; want %d, %s",
+				i, *got.MaxIdlePerServer, got.IdleTimeout, want.max, want.idle)
+		}
+	}
+}
+
 func TestHTTPErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -112,6 +132,35 @@ func TestHTTPErrors(t *testing.T) {
 			"      connect_ports: [443, 70000]",
 			"      cache_bytes: -1",
 		), []wantErr{{6, "listeners[0].http.connect_ports[1]", "from 1 to 65535"}, {7, "listeners[0].http.cache_bytes", `invalid size "-1"`}}},
+		{"bad upstream pool", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    routes: [{pool: p}]",
+			"    pools: [{name: p, servers: ['h:1']}]",
+			"    upstream_pool:",
+			"      max_idle_per_server: -1",
+			"      idle_timeout: -1s",
+		), []wantErr{{8, "listeners[0].upstream_pool.max_idle_per_server", "expected 0 (no pool) to 65536, got -1"},
+			{9, "listeners[0].upstream_pool.idle_timeout", "must not be negative"}}},
+		{"upstream pool with proxy protocol", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    proxy_protocol: v2",
+			"    routes: [{pool: p}]",
+			"    pools: [{name: p, servers: ['h:1']}]",
+			"    upstream_pool: {max_idle_per_server: 4}",
+		), []wantErr{{8, "listeners[0].upstream_pool", "not used with proxy_protocol"}}},
+		{"upstream pool on http-forward", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-forward",
+			"    upstream_pool: {idle_timeout: 1s}",
+		), []wantErr{{5, "listeners[0].upstream_pool", "not used by proxy http-forward"}}},
 		{"routes on http-forward", lines(
 			"listeners:",
 			"  - name: a",

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -68,6 +69,148 @@ func isEmptyLine(line []byte) bool {
 	return string(line) == "\r\n" || string(line) == "\n"
 }
 
+// errHeadLong says a head does not fit in its reader's buffer: readHead
+// copies it out instead.
+var errHeadLong = errors.New("head longer than the reader's buffer")
+
+// peekHead returns the next message head among the bytes br holds, from
+// the start line to the empty line, without consuming it (the caller
+// discards it once parsed): no copy, and no deadline to set when the head
+// came whole, as a small request's usually does. Empty lines before the
+// start line are consumed (RFC 9112 section 2.2). When more must be read,
+// more runs first, once (the caller bounds the wait); a head larger than
+// br's buffer gives errHeadLong.
+func peekHead(br *bufio.Reader, lim Limits, more func()) ([]byte, error) {
+	waited := false
+	for {
+		buf, _ := br.Peek(br.Buffered())
+		if skip := leadingEmptyLines(buf); skip > 0 {
+			br.Discard(skip)
+			continue
+		}
+		n, err := headLen(buf, lim)
+		if n > 0 || err != nil {
+			return buf[:n], err
+		}
+		if len(buf) == br.Size() {
+			return nil, errHeadLong
+		}
+		if !waited && more != nil {
+			more()
+			waited = true
+		}
+		if _, err := br.Peek(len(buf) + 1); err != nil {
+			if err == io.EOF && br.Buffered() > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+}
+
+// leadingEmptyLines is the length of the complete empty lines buf starts with.
+func leadingEmptyLines(buf []byte) int {
+	n := 0
+	for {
+		switch {
+		case len(buf) > n && buf[n] == '\n':
+			n++
+		case len(buf) > n+1 && buf[n] == '\r' && buf[n+1] == '\n':
+			n += 2
+		default:
+			return n
+		}
+	}
+}
+
+// headLen is the length of the head buf starts with (a start line, which is
+// not empty), through its empty line, or 0 if buf does not hold all of it
+// yet; within lim, as readHead counts.
+func headLen(buf []byte, lim Limits) (int, error) {
+	lines := 0 // complete lines before the empty one
+	for off := 0; ; {
+		i := bytes.IndexByte(buf[off:], '\n')
+		if i < 0 {
+			if lim.MaxHeaderBytes > 0 && len(buf) > lim.MaxHeaderBytes {
+				return 0, errHeadTooLarge
+			}
+			return 0, nil
+		}
+		end := off + i + 1
+		if lim.MaxHeaderBytes > 0 && end > lim.MaxHeaderBytes {
+			return 0, errHeadTooLarge
+		}
+		if isEmptyLine(buf[off:end]) {
+			return end, nil
+		}
+		if lines++; lim.MaxHeaders > 0 && lines-1 > lim.MaxHeaders {
+			return 0, errTooManyHeaders
+		}
+		off = end
+	}
+}
+
+// nextHead is the next head from br, peeked in place when it fits in br's
+// buffer (inBuf: the caller discards it after parsing), else copied out.
+// more runs once before the first read that may block.
+func nextHead(br *bufio.Reader, lim Limits, more func()) (head []byte, inBuf bool, err error) {
+	called := false
+	once := func() {
+		if !called && more != nil {
+			called = true
+			more()
+		}
+	}
+	head, err = peekHead(br, lim, once)
+	if !errors.Is(err, errHeadLong) {
+		return head, err == nil, err
+	}
+	once()
+	head, err = readHead(br, lim)
+	return head, false, err
+}
+
+// headParser gives net/http's parsers a complete head from memory, so that
+// they never read the network; pooled, since a bufio.Reader's buffer per
+// head was a measurable share of a small request's cost.
+type headParser struct {
+	src bytes.Reader
+	br  *bufio.Reader
+}
+
+var headParsers = sync.Pool{New: func() any {
+	hp := &headParser{}
+	hp.br = bufio.NewReaderSize(&hp.src, 4<<10)
+	return hp
+}}
+
+// parseRequest parses a complete request head. The request's Body is
+// empty: the body's bytes are relayed by RoundTrip.
+func parseRequest(head []byte) (*http.Request, error) {
+	hp := headParsers.Get().(*headParser)
+	hp.src.Reset(head)
+	hp.br.Reset(&hp.src)
+	req, err := http.ReadRequest(hp.br)
+	headParsers.Put(hp)
+	if req != nil {
+		req.Body = http.NoBody
+	}
+	return req, err
+}
+
+// parseResponse parses a complete response head to req, its Body empty.
+func parseResponse(head []byte, req *http.Request) (*http.Response, error) {
+	hp := headParsers.Get().(*headParser)
+	hp.src.Reset(head)
+	hp.br.Reset(&hp.src)
+	resp, err := http.ReadResponse(hp.br, req)
+	headParsers.Put(hp)
+	if resp != nil {
+		resp.Body = http.NoBody
+	}
+	return resp, err
+}
+
 // ReadRequest reads the next request head from the client. It waits for the
 // first byte up to the idle timeout (ErrNoRequest when none comes or the
 // client closes), then for the whole head up to the header timeout. A bad
@@ -75,7 +218,6 @@ func isEmptyLine(line []byte) bool {
 // too many headers. The request's Body must not be read: the body's bytes are
 // relayed by RoundTrip.
 func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
-	client := c.S.Pair().Client
 	// The first request must arrive whole within RequestTimeout of accept.
 	var first time.Time
 	if !c.served && c.Limits.RequestTimeout > 0 {
@@ -87,10 +229,10 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 			return nil, errors.Join(ErrNoRequest, err)
 		}
 	}
-	c.setClientDeadline(ctx, c.Limits.HeaderTimeout, first)
-	head, err := readHead(c.client, c.Limits)
-	client.SetReadDeadline(time.Time{})
+	head, inBuf, err := nextHead(c.client, c.Limits, func() { c.setClientDeadline(ctx, c.Limits.HeaderTimeout, first) })
+	c.clearClientDeadline()
 	c.served = true
+	c.requests++
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, &StatusError{Status: http.StatusRequestTimeout, Reason: "request head not complete within the header timeout"}
@@ -103,7 +245,10 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 		// A head the next hop could frame differently than we do.
 		return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
 	}
-	req, err := http.ReadRequest(headReader(head))
+	req, err := parseRequest(head)
+	if inBuf {
+		c.client.Discard(len(head))
+	}
 	if err != nil {
 		return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
 	}
@@ -128,27 +273,83 @@ func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration, limit tim
 	if d > 0 && (deadline.IsZero() || time.Now().Add(d).Before(deadline)) {
 		deadline = time.Now().Add(d)
 	}
-	client.SetReadDeadline(deadline)
+	if !deadline.IsZero() || c.clientDeadline {
+		client.SetReadDeadline(deadline)
+	}
+	c.clientDeadline = !deadline.IsZero()
 	if ctx.Err() != nil {
 		client.SetReadDeadline(past) // interrupt may have run before the line above
+		c.clientDeadline = true
 	}
 }
+
+// clearClientDeadline lifts the client's read deadline, if one is set.
+// Only ReadRequest sets one and this is its last step, so a head read
+// without waiting costs no deadline at all.
+func (c *Conn) clearClientDeadline() {
+	if c.clientDeadline {
+		c.S.Pair().Client.SetReadDeadline(time.Time{})
+		c.clientDeadline = false
+	}
+}
+
+// errStopping ends a keep-alive connection waiting for its next request
+// when a graceful shutdown begins.
+var errStopping = errors.New("shutting down")
 
 // peekUnlessStopping waits for the first byte of the next request, giving up
 // when a graceful shutdown begins: an idle keep-alive connection is closed
 // then rather than holding the shutdown for its whole grace period.
 func (c *Conn) peekUnlessStopping() ([]byte, error) {
-	client := c.S.Pair().Client
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-c.S.Stopping():
-			client.SetReadDeadline(past)
-		case <-done:
-		}
-	}()
-	return c.client.Peek(1)
+	w := &c.stop
+	w.mu.Lock()
+	if w.stopping {
+		w.mu.Unlock()
+		return nil, errStopping
+	}
+	w.waiting = true
+	if !w.watched {
+		w.watched = true
+		go c.watchStopping()
+	}
+	w.mu.Unlock()
+	b, err := c.client.Peek(1)
+	w.mu.Lock()
+	w.waiting = false
+	if w.stopping && err == nil {
+		// The request came as the shutdown began: it is served, without
+		// the deadline that was to interrupt the wait.
+		c.S.Pair().Client.SetReadDeadline(time.Time{})
+	}
+	w.mu.Unlock()
+	return b, err
+}
+
+// stopWatch is what a connection's watchStopping and its reader share.
+type stopWatch struct {
+	mu       sync.Mutex
+	watched  bool // watchStopping runs
+	waiting  bool // the reader waits for a request's first byte
+	stopping bool // a graceful shutdown began
+	done     chan struct{}
+}
+
+// watchStopping runs for the life of a client connection (one goroutine
+// per connection, not per request: each start wakes the scheduler): when a
+// graceful shutdown begins it interrupts the wait for the next request, or
+// has the next wait give up at once.
+func (c *Conn) watchStopping() {
+	select {
+	case <-c.S.Stopping():
+	case <-c.stop.done:
+		return
+	}
+	c.stop.mu.Lock()
+	c.stop.stopping = true
+	if c.stop.waiting {
+		c.S.Pair().Client.SetReadDeadline(past)
+	}
+	c.stop.mu.Unlock()
 }
 
 // past is a deadline that interrupts a blocked read at once.
@@ -158,35 +359,33 @@ var past = time.Unix(1, 0)
 // interim 1xx responses (100 Continue, 103 Early Hints) to the client.
 func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Response, error) {
 	for {
-		head, err := readHead(c.up.r, responseLimits)
+		head, inBuf, err := nextHead(c.up.r, responseLimits, nil)
 		if err != nil {
 			return nil, err
 		}
 		if err := ValidateHead(head, false); err != nil {
 			return nil, fmt.Errorf("upstream response: %w", err)
 		}
-		resp, err := http.ReadResponse(headReader(head), req)
+		resp, err := parseResponse(head, req)
 		if err != nil {
 			return nil, err
 		}
-		if resp.StatusCode == http.StatusSwitchingProtocols {
-			if switchAccepted(c.upgrade, resp) {
-				return resp, nil
-			}
-			return nil, errors.New("upstream switched to a protocol the request did not ask for")
+		interim := resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
+		if interim {
+			// head may lie in c.up.r's buffer, which only the next read
+			// reuses: relayed before it is discarded.
+			err = c.writeClient(head)
 		}
-		if resp.StatusCode >= 200 {
+		if inBuf {
+			c.up.r.Discard(len(head))
+		}
+		switch {
+		case err != nil:
+			return nil, err
+		case resp.StatusCode == http.StatusSwitchingProtocols && !switchAccepted(c.upgrade, resp):
+			return nil, errors.New("upstream switched to a protocol the request did not ask for")
+		case !interim:
 			return resp, nil
 		}
-		if err := c.writeClient(head); err != nil {
-			return nil, err
-		}
 	}
-}
-
-// headReader wraps a complete head for net/http's parsers with a buffer
-// just its size: bufio's default 4 KiB, twice per request, was a
-// measurable share of the per-request cost for small objects.
-func headReader(head []byte) *bufio.Reader {
-	return bufio.NewReaderSize(bytes.NewReader(head), len(head))
 }

@@ -88,6 +88,7 @@ var ErrNoRequest = errors.New("no request")
 func Serve(ctx context.Context, c *Conn, handle func(ctx context.Context, req *http.Request) (keep bool, err error)) error {
 	stop := context.AfterFunc(ctx, c.interrupt)
 	defer stop()
+	defer close(c.stop.done)
 	defer c.Close()
 	for {
 		req, err := c.ReadRequest(ctx)

@@ -19,10 +19,14 @@ import (
 //     Host or several Host fields in HTTP/1.1 (§3.2), a Host with
 //     characters no authority has, Transfer-Encoding in HTTP/1.0 (§6.1)
 func ValidateHead(head []byte, isRequest bool) error {
-	lines := bytes.Split(bytes.TrimRight(head, "\r\n"), []byte("\n"))
-	var hosts []string
+	rest := bytes.TrimRight(head, "\r\n")
+	start, rest, _ := bytes.Cut(rest, []byte("\n"))
+	var host []byte // the first Host field's value
+	hosts := 0
 	var cl, te bool
-	for _, line := range lines[1:] {
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
 		line = bytes.TrimSuffix(line, []byte("\r"))
 		if len(line) == 0 {
 			continue
@@ -41,43 +45,69 @@ func ValidateHead(head []byte, isRequest bool) error {
 		if !isToken(name) {
 			return fmt.Errorf("field name %q is not a token", truncate(name))
 		}
-		value := string(bytes.Trim(line[colon+1:], " \t"))
 		switch {
-		case strings.EqualFold(string(name), "Host"):
-			hosts = append(hosts, value)
-		case strings.EqualFold(string(name), "Content-Length"):
+		case equalFold(name, "Host"):
+			if hosts++; hosts == 1 {
+				host = bytes.Trim(line[colon+1:], " \t")
+			}
+		case equalFold(name, "Content-Length"):
 			cl = true
-		case strings.EqualFold(string(name), "Transfer-Encoding"):
+		case equalFold(name, "Transfer-Encoding"):
 			te = true
 		}
 	}
 	if !isRequest {
 		return nil
 	}
+	return checkRequestFraming(start, host, hosts, cl, te)
+}
+
+// checkRequestFraming is ValidateHead's checks of a request's start line
+// and framing fields.
+func checkRequestFraming(start, host []byte, hosts int, cl, te bool) error {
 	if cl && te {
 		return errors.New("request has both Content-Length and Transfer-Encoding")
 	}
-	proto := string(lines[0][bytes.LastIndexByte(lines[0], ' ')+1:])
-	proto = strings.TrimSuffix(proto, "\r")
-	if te && proto == "HTTP/1.0" {
+	proto := bytes.TrimSuffix(start[bytes.LastIndexByte(start, ' ')+1:], []byte("\r"))
+	if te && string(proto) == "HTTP/1.0" {
 		return errors.New("Transfer-Encoding in an HTTP/1.0 request")
 	}
-	if len(hosts) > 1 {
+	if hosts > 1 {
 		return errors.New("more than one Host field")
 	}
-	if len(hosts) == 0 && proto == "HTTP/1.1" {
+	if hosts == 0 && string(proto) == "HTTP/1.1" {
 		return errors.New("HTTP/1.1 request without Host")
 	}
-	if len(hosts) == 1 && !validHost(hosts[0]) {
-		return fmt.Errorf("invalid Host %q", truncate([]byte(hosts[0])))
+	if hosts == 1 && !validHost(host) {
+		return fmt.Errorf("invalid Host %q", truncate(host))
 	}
 	return nil
 }
 
+// equalFold reports whether b is s, ignoring ASCII case.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
 // isToken reports whether b is an RFC 9110 token.
-func isToken(b []byte) bool {
-	for _, c := range b {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+func isToken[T string | []byte](b T) bool {
+	for i := range len(b) {
+		if c := b[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
 			return false
 		}
 	}
@@ -88,7 +118,7 @@ func isToken(b []byte) bool {
 // (RFC 3986: reg-name, IPv4 or a bracketed IPv6 literal): no whitespace,
 // quotes, commas, semicolons or other characters that would let it escape
 // a header it is copied into (Forwarded: host="...").
-func validHost(h string) bool {
+func validHost(h []byte) bool {
 	for i := 0; i < len(h); i++ {
 		c := h[i]
 		switch {

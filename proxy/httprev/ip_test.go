@@ -118,6 +118,49 @@ func testReverseIP(t *testing.T, lossPercent float64) {
 	}
 }
 
+// TestLabHTTPReverseIPPooled: with engine ip, a second client connection
+// takes from the pool the upstream connection that ip spliced and
+// unspliced for the first one (both clients announce the same MSS, so the
+// connection is theirs to share), and ip splices a body on it again.
+func TestLabHTTPReverseIPPooled(t *testing.T) {
+	l := httplab.New(t)
+	httplab.ServeOrigin(t, l, httplab.ServerAddr(l, portA), origin.WithName("a"))
+	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
+	lc.Engine = "ip"
+	lc.Routes = []config.Route{{Pool: "a"}}
+	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	f := httplab.Start(t, l, lc)
+	const size = 4 << 20 // more than the forwarder's socket buffers: ip splices it
+	for i := range 2 {
+		c := httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort))
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: shop.test\r\n\r\n", origin.ObjectPath(size))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || sha256.Sum256(body) != origin.ObjectSHA256(size) {
+			t.Fatalf("client %d: %d bytes, %v, or wrong content", i, len(body), err)
+		}
+		c.Close()
+		server := httplab.ServerAddr(l, portA)
+		httplab.Eventually(t, "the upstream connection to wait in the pool", func() bool {
+			return f.Metric("splicer_upstream_pool_idle", "listener", "rev-ip", "server", server) == 1
+		})
+	}
+	server := httplab.ServerAddr(l, portA)
+	if hit := f.Metric("splicer_upstream_pool_total", "listener", "rev-ip", "server", server, "result", "hit"); hit != 1 {
+		t.Errorf("%v pool hits, want 1 (the second client on the first one's connection)", hit)
+	}
+	if n := f.Splices("ip", "limit"); n != 2 {
+		t.Errorf("%v bodies spliced by ip, want 2", n)
+	}
+	if n := f.Metric("splicer_engine_events_total", "engine", "ip", "event", "unsplice_failed"); n != 0 {
+		t.Errorf("%v unsplices failed", n)
+	}
+}
+
 // sampleStates polls /flows every millisecond until the returned function
 // is called, which returns the state/engine pairs seen.
 func sampleStates(t *testing.T, f *httplab.Forwarder) func() map[string]bool {

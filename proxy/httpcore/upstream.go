@@ -1,0 +1,227 @@
+// A client connection's current upstream: kept, taken from the pool or dialled for a request, retried once when a reused one turns out closed, and given back to the pool.
+
+package httpcore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/proxyproto"
+)
+
+// recheckAfter is how long a kept connection may sit idle before it is
+// checked like a pooled one: servers close idle keep-alive connections
+// after seconds, and a request that cannot be retried should not find out.
+const recheckAfter = time.Second
+
+// upstream is the upstream connection the current request goes to, kept for
+// the next request to the same place.
+type upstream struct {
+	key     string
+	conn    *net.TCPConn
+	in      *idleReader // what r reads from
+	r       *bufio.Reader
+	release func()
+	reused  bool // it already carried a request, for this client or another
+	// idle: the last response on it was read whole and the server keeps
+	// the connection open, so it may carry another request; since when.
+	idle      bool
+	idleSince time.Time
+}
+
+// Dialer connects to one upstream through the Session.
+type Dialer func(ctx context.Context) (*net.TCPConn, error)
+
+// Use makes the upstream named key current: the kept connection when the
+// last request went to key too, else an idle one from Pool, else a new one
+// from dial. The one it replaces goes back to Pool or is closed. release, if
+// not nil, runs when the connection is given up.
+//
+// As with HAProxy's http-reuse safe, a client connection's first request
+// takes no pooled connection unless it could be retried (Retryable): a
+// server may close an idle connection just as the request goes out, and
+// only a retry hides that from a client that has never been answered.
+func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func()) error {
+	if c.Keeps(key) {
+		if release != nil {
+			release() // the kept connection's own release still stands
+		}
+		return nil
+	}
+	c.Close()
+	if c.Pool != nil && (c.requests > 1 || (c.cur != nil && Retryable(c.cur))) {
+		if conn := c.Pool.Get(c.poolKey(key)); conn != nil {
+			c.adopt(conn)
+			c.attach(key, conn, release, true)
+			return nil
+		}
+	}
+	conn, err := c.dialNew(ctx, dial)
+	if err != nil {
+		if release != nil {
+			release()
+		}
+		return err
+	}
+	c.attach(key, conn, release, false)
+	return nil
+}
+
+// Keeps reports whether the connection kept from the last request goes
+// to key and can carry the next request: Use would keep it, and the caller
+// need not build its dialer.
+func (c *Conn) Keeps(key string) bool {
+	return c.up != nil && c.up.key == key && c.keptUsable()
+}
+
+// keptUsable reports whether the kept connection can carry the next
+// request; one idle for a while is checked as the pool checks, and closed
+// if the server closed it.
+func (c *Conn) keptUsable() bool {
+	if !c.up.idle || time.Since(c.up.idleSince) < recheckAfter || reusable(c.up.conn) {
+		return true
+	}
+	c.up.idle = false // closed, not pooled
+	c.Close()
+	return false
+}
+
+// dialNew dials a new upstream connection and sends it the PROXY protocol
+// header, if the listener sends one: once per connection.
+func (c *Conn) dialNew(ctx context.Context, dial Dialer) (*net.TCPConn, error) {
+	conn, err := dial(ctx)
+	if err == nil && c.ProxyProtocol != "" {
+		if err = proxyproto.Send(c.ProxyProtocol, c.S.Pair().Client, conn); err != nil {
+			conn.Close()
+		}
+	}
+	return conn, err
+}
+
+// attach makes conn the current upstream, reading it through the
+// connection's one upstream reader.
+func (c *Conn) attach(key string, conn *net.TCPConn, release func(), reused bool) {
+	c.upIn = idleReader{c: conn, idle: c.Idle}
+	if c.upR == nil {
+		c.upR = bufio.NewReaderSize(&c.upIn, readerSize)
+	} else {
+		c.upR.Reset(&c.upIn)
+	}
+	c.up = &upstream{key: key, conn: conn, in: &c.upIn, r: c.upR, release: release, reused: reused}
+}
+
+// adopt records a pooled connection as the pair's upstream, for the engines,
+// /flows and the logs, with no deadline left from its earlier use.
+func (c *Conn) adopt(conn *net.TCPConn) {
+	conn.SetDeadline(time.Time{})
+	if a, ok := c.S.(proxy.UpstreamAdopter); ok {
+		a.AdoptUpstream(conn)
+		return
+	}
+	c.S.Pair().SetUpstream(conn)
+}
+
+// poolKey is key in the pool: with the connection's class, if any.
+func (c *Conn) poolKey(key string) string {
+	if c.Class == "" {
+		return key
+	}
+	return key + " " + c.Class
+}
+
+// Close gives up the current upstream: back to the pool when it may carry
+// another request, else closed. Its release function runs.
+func (c *Conn) Close() {
+	up := c.up
+	if up == nil {
+		return
+	}
+	c.up = nil
+	if !c.park(up) {
+		up.conn.Close()
+	}
+	if up.release != nil {
+		up.release()
+	}
+}
+
+// park gives up to the pool a connection on which the last response was
+// read whole, nothing more arrived, and no engine holds the pair: the proxy
+// is in control mode with nothing owed either way. The pair stops naming it,
+// so that the forwarder does not close it with the pair.
+func (c *Conn) park(up *upstream) bool {
+	p := c.S.Pair()
+	if c.Pool == nil || !up.idle || up.r.Buffered() > 0 || c.stopped.Load() || p.State() != engine.StateControl {
+		return false
+	}
+	if p.Upstream() == up.conn {
+		p.SetUpstream(nil)
+	}
+	return c.Pool.Put(c.poolKey(up.key), up.conn)
+}
+
+// responseRead is called once the response was read whole from the
+// upstream: it stays for the next request if the server keeps it open,
+// else it is closed.
+func (c *Conn) responseRead(upKeep bool) {
+	if !upKeep {
+		c.Close()
+		return
+	}
+	c.up.idle, c.up.idleSince = true, time.Now()
+}
+
+// RoundTrip sends req to the current upstream (head, then body) and reads
+// the response head. When a reused connection fails before a byte of the
+// response arrived (the server closed it meanwhile) and req can be retried
+// (Retryable), it is sent once more on a new connection from redial. Any
+// error means the request failed before a byte of the response reached the
+// client.
+func (c *Conn) RoundTrip(ctx context.Context, req *http.Request, redial Dialer) (*http.Response, error) {
+	before := c.up.in.n
+	resp, err := c.roundTrip(ctx, req)
+	if err != nil && c.up.reused && c.up.in.n == before && Retryable(req) && isStale(err) && redial != nil {
+		c.S.Log().Debug("reused upstream connection closed under the request: retrying on a new one", "err", err)
+		key, release := c.up.key, c.up.release
+		c.up.release = nil
+		c.Close() // not idle: closed
+		conn, derr := c.dialNew(ctx, redial)
+		if derr != nil {
+			if release != nil {
+				release()
+			}
+			return nil, derr
+		}
+		c.attach(key, conn, release, false)
+		resp, err = c.roundTrip(ctx, req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.up.reused = true
+	return resp, nil
+}
+
+// Retryable reports whether req may be sent again after a connection failed
+// under it: an idempotent method (RFC 9110 section 9.2.2) and no body, which
+// went through an engine and is gone.
+func Retryable(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return requestBody(req) == bodyNone
+	}
+	return false
+}
+
+// isStale says err is what a kept connection the upstream closed gives.
+func isStale(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
