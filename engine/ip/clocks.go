@@ -23,8 +23,10 @@ func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb tcprepair.State, kn
 	if err != nil {
 		return err
 	}
-	// Seed the seq guard so the answers count as the peers' own.
+	// Seed the seq guard so the answers count as the peers' own; the
+	// program goes on keeping every segment.
 	held.Up.Mode, held.Down.Mode = engine.Hold, engine.Hold
+	held.Keep = true
 	if err := e.dp.Update(held); err != nil {
 		return err
 	}

@@ -201,6 +201,53 @@ func buildSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, 
 	return pkt
 }
 
+// buildKept writes into buf an IPv4 or IPv6 packet carrying a kept
+// record of flow (Src the peer, Dst the forwarder) as its sender sent it:
+// the segment's own TCP header, with the record's seq, FIN only on the
+// segment's last record, and checksums computed again (a kept header's
+// checksum field may be partial).
+func buildKept(buf []byte, flow datapath.Tuple, k datapath.KeptSeg) []byte {
+	src, dst := flow.Src.Addr(), flow.Dst.Addr()
+	tcpLen := len(k.Header) + len(k.Data)
+	ipLen := 20
+	if !src.Is4() {
+		ipLen = 40
+	}
+	pkt := buf[:ipLen+tcpLen]
+	clear(pkt[:ipLen])
+	if ipLen == 20 {
+		ip := pkt[:20]
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+tcpLen))
+		binary.BigEndian.PutUint16(ip[6:], 0x4000)
+		ip[8] = 64
+		ip[9] = unix.IPPROTO_TCP
+		s, d := src.As4(), dst.As4()
+		copy(ip[12:], s[:])
+		copy(ip[16:], d[:])
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(checksum(0, ip)))
+	} else {
+		ip := pkt[:40]
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(tcpLen))
+		ip[6] = unix.IPPROTO_TCP
+		ip[7] = 64
+		s, d := src.As16(), dst.As16()
+		copy(ip[8:], s[:])
+		copy(ip[24:], d[:])
+	}
+	tcp := pkt[ipLen:]
+	copy(tcp, k.Header)
+	copy(tcp[len(k.Header):], k.Data)
+	binary.BigEndian.PutUint32(tcp[4:], k.Seq)
+	if !k.Last {
+		tcp[13] &^= 0x01 // the FIN follows the segment's last record
+	}
+	tcp[16], tcp[17] = 0, 0
+	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(pseudoSum(src, dst, tcpLen), tcp)))
+	return pkt
+}
+
 // pseudoSum is the one's-complement sum of the TCP pseudo-header.
 func pseudoSum(src, dst netip.Addr, tcpLen int) uint32 {
 	var sum uint32

@@ -1,0 +1,269 @@
+// Lab tests of the transitions losing nothing: segments that arrive while a pair is held for splicing, or while it is unspliced, are kept and delivered, so neither peer retransmits; rebuilt sockets start with the path's RTT, not the initial timeout.
+
+package ip
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+)
+
+// retransCounters are the namespace-wide counters of a peer that move
+// when it sends anything twice: retransmitted segments, retransmission
+// timeouts, tail loss probes.
+var retransCounters = []string{"TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes", "TcpExtTCPSpuriousRTOs"}
+
+// tcpCounters reads a namespace's TCP counters (nstat -asz).
+func tcpCounters(tb testing.TB, ns *lab.NS) map[string]uint64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := ns.Command(ctx, "nstat", "-asz").Output()
+	if err != nil {
+		tb.Fatalf("nstat in %s: %v", ns.Name, err)
+	}
+	m := make(map[string]uint64)
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && strings.HasPrefix(f[0], "Tcp") {
+			v, err := strconv.ParseUint(f[1], 10, 64)
+			if err == nil {
+				m[f[0]] = v
+			}
+		}
+	}
+	return m
+}
+
+// peerCounters is both peers' retransmission counters.
+type peerCounters struct{ client, server map[string]uint64 }
+
+func (el *engineLab) peerCounters(tb testing.TB) peerCounters {
+	tb.Helper()
+	return peerCounters{tcpCounters(tb, el.l.Client), tcpCounters(tb, el.l.Server)}
+}
+
+// checkNoRetransmission fails if either peer retransmitted anything since
+// before.
+func (el *engineLab) checkNoRetransmission(tb testing.TB, before peerCounters) {
+	tb.Helper()
+	after := el.peerCounters(tb)
+	for _, c := range retransCounters {
+		if d := after.client[c] - before.client[c]; d != 0 {
+			tb.Errorf("the client's %s moved by %d", c, d)
+		}
+		if d := after.server[c] - before.server[c]; d != 0 {
+			tb.Errorf("the server's %s moved by %d", c, d)
+		}
+	}
+}
+
+// checkKept fails unless the datapath kept segments and dropped none for
+// a hold.
+func (el *engineLab) checkKept(tb testing.TB) {
+	tb.Helper()
+	el.checkDrops(tb, "hold", "hold_dropped")
+	c, err := el.e.dp.Counters()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if c["kept"] == 0 {
+		tb.Error("nothing was kept: the test held no segment")
+	}
+	tb.Logf("kept %d segments, passed %d to the stack", c["kept"], c["passed"])
+}
+
+// waitKeptStill waits, while a pair is held, until the program has kept
+// something in direction d and no more for a millisecond (the sender
+// filled the window it has), at most 6 ms: a held sender's tail loss
+// probe fires after 10 ms, and would be a retransmission.
+func (el *engineLab) waitKeptStill(a datapath.Tuple, d engine.Direction) uint32 {
+	deadline := time.Now().Add(6 * time.Millisecond)
+	var last uint32
+	still := time.Now()
+	for time.Now().Before(deadline) {
+		st, err := el.e.dp.Lookup(a)
+		if err != nil {
+			return last
+		}
+		if n := st.Dir(d).Kept; n != last {
+			last, still = n, time.Now()
+		} else if n > 0 && time.Since(still) > time.Millisecond {
+			break
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return last
+}
+
+// TestEngineHoldLosesNothing: while the engine holds a pair to splice it,
+// the server fills the window the forwarder gave it and the client sends
+// a request; every segment is kept and, once the pair is published,
+// delivered; the streams arrive intact and neither peer retransmits.
+func TestEngineHoldLosesNothing(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
+			lp := el.pairOf(t, "", v6)
+			local, remote, err := tcprepair.Addrs(lp.p.Client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := datapath.Tuple{Src: remote, Dst: local}
+			body, req := randomBytes(1<<20), randomBytes(3000)
+			before := el.peerCounters(t)
+			var kept [2]atomic.Uint32
+			wrote := make(chan error, 2)
+			el.e.hook = func(stage string) {
+				if stage != "held" {
+					return
+				}
+				go func() { _, err := lp.server.Write(body); wrote <- err }()
+				go func() { _, err := lp.client.Write(req); wrote <- err }()
+				kept[engine.Down].Store(el.waitKeptStill(a, engine.Down))
+				kept[engine.Up].Store(el.waitKeptStill(a, engine.Up))
+			}
+			defer func() { el.e.hook = nil }()
+			done := el.splice(t, context.Background(), lp, engine.Both(0))
+			t.Logf("kept while held: %d segments down, %d up", kept[engine.Down].Load(), kept[engine.Up].Load())
+			if kept[engine.Down].Load() == 0 || kept[engine.Up].Load() == 0 {
+				t.Error("a direction kept nothing while held")
+			}
+			if got := readN(t, lp.server, len(req)); !bytes.Equal(got, req) {
+				t.Fatal("the server read another request than the client sent")
+			}
+			if got := readN(t, lp.client, len(body)); !bytes.Equal(got, body) {
+				t.Fatal("the client read another body than the server sent")
+			}
+			for range 2 {
+				if err := <-wrote; err != nil {
+					t.Fatal(err)
+				}
+			}
+			el.checkNoRetransmission(t, before)
+			el.checkKept(t)
+			lp.client.Close()
+			lp.server.Close()
+			result(t, done, engine.EndEOF)
+		})
+	}
+}
+
+// TestEngineUnspliceLosesNothing: a body spliced with a byte limit and the
+// client watched, as http-reverse does; the server sends past the limit
+// and, while the pair is unspliced, the client sends its next request.
+// Both are kept and put into the rebuilt sockets: the proxy reads them
+// in control mode, neither peer retransmits, and the rebuilt sockets have
+// taken an RTT sample at once (their retransmission timeout is Linux's
+// minimum, not the 1 s of a socket without one).
+func TestEngineUnspliceLosesNothing(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, "")
+	fc, fu := lp.p.Client, lp.p.Upstream()
+	const limit = 200 << 10
+	body, next, req := randomBytes(limit), randomBytes(40<<10), randomBytes(3000)
+	before := el.peerCounters(t)
+	local, remote, err := tcprepair.Addrs(fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := datapath.Tuple{Src: remote, Dst: local}
+	reqSent := make(chan error, 1)
+	el.e.hook = func(stage string) {
+		if stage != "unsplicing" {
+			return
+		}
+		// The next response is on its way already; the next request
+		// leaves the client now, while the pair is unspliced.
+		go func() { _, err := lp.client.Write(req); reqSent <- err }()
+		el.waitKeptStill(a, engine.Up)
+	}
+	defer func() { el.e.hook = nil }()
+	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: limit}, Up: engine.DirOptions{Mode: engine.Watch}}
+	done := el.splice(t, context.Background(), lp, opts)
+	wrote := writeAsync(lp.server, append(append([]byte(nil), body...), next...))
+	if got := readN(t, lp.client, limit); !bytes.Equal(got, body) {
+		t.Fatal("the client read another body than the server sent")
+	}
+	result(t, done, engine.EndLimit)
+	if err := <-reqSent; err != nil {
+		t.Fatal(err)
+	}
+	// Control mode: what the program kept is in the rebuilt sockets.
+	if got := readN(t, fc, len(req)); !bytes.Equal(got, req) {
+		t.Fatal("the forwarder read another request than the client sent")
+	}
+	if got := readN(t, fu, len(next)); !bytes.Equal(got, next) {
+		t.Fatal("the forwarder read another next response than the server sent")
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	// Before any byte of control mode: the sample comes from the
+	// rebuild itself.
+	for side, c := range []*net.TCPConn{fc, fu} {
+		testenv.Eventually(t, "an RTT sample on the rebuilt "+sideName(side)+" socket", func() bool {
+			rto, rtt := rtoOf(t, c)
+			t.Logf("%s socket: rto %v rtt %v", sideName(side), rto, rtt)
+			return rto < 500*time.Millisecond && rtt > 0
+		})
+	}
+	relayBoth(t, lp)
+	el.checkNoRetransmission(t, before)
+	el.checkKept(t)
+}
+
+// relayBoth moves a few bytes each way through the rebuilt sockets.
+func relayBoth(tb testing.TB, lp labPair) {
+	tb.Helper()
+	fc, fu := lp.p.Client, lp.p.Upstream()
+	ping, pong := []byte("ping"), []byte("pong")
+	done := writeAsync(lp.client, ping)
+	relay(tb, fc, fu, len(ping))
+	if got := readN(tb, lp.server, len(ping)); !bytes.Equal(got, ping) {
+		tb.Fatal("ping lost in control mode")
+	}
+	if err := <-done; err != nil {
+		tb.Fatal(err)
+	}
+	done = writeAsync(lp.server, pong)
+	relay(tb, fu, fc, len(pong))
+	if got := readN(tb, lp.client, len(pong)); !bytes.Equal(got, pong) {
+		tb.Fatal("pong lost in control mode")
+	}
+	if err := <-done; err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// rtoOf reads a socket's retransmission timeout and smoothed RTT
+// (tcpi_rto, tcpi_rtt).
+func rtoOf(tb testing.TB, c *net.TCPConn) (rto, rtt time.Duration) {
+	tb.Helper()
+	err := tcprepair.WithFD(c, func(fd int) error {
+		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return err
+		}
+		rto, rtt = time.Duration(info.Rto)*time.Microsecond, time.Duration(info.Rtt)*time.Microsecond
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rto, rtt
+}

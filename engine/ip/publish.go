@@ -1,0 +1,299 @@
+// Publishing a held pair without losing what arrived while it was held: the segments the program kept join the bytes the forwarder owes, the translation is published, and the keeping stops in one compare-and-swap with the count of kept segments; or, when the splice falls back, the kept segments go into the thawed sockets.
+
+package ip
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+)
+
+const (
+	// keptWait bounds the wait for a segment the program counted and is
+	// still writing into the kept ring (microseconds, normally).
+	keptWait = 50 * time.Millisecond
+	// publishTimeout bounds the rounds of publishing while the peers
+	// keep sending: then the keeping stops with what was published, and
+	// the segments kept since are left to their senders' retransmission.
+	publishTimeout = 20 * time.Millisecond
+	// keptPoll is how long a round waits for news of kept segments.
+	keptPoll = 200 * time.Microsecond
+)
+
+// keptRun is what the segments the program kept of one direction add to
+// a splice: the bytes that continue the input socket's stream from its
+// rcv_nxt, a FIN right after them, and what the sender's newest segments
+// say about it.
+type keptRun struct {
+	data []byte
+	fin  bool
+	// rst: a reset was kept.
+	rst bool
+	// gap counts the bytes kept past a hole (a segment lost before it
+	// reached the forwarder): not delivered, left to the sender.
+	gap int
+	// ack is the sender's newest ack of what the forwarder sent it.
+	ack    uint32
+	hasAck bool
+	// tsval is the sender's newest TSval.
+	tsval uint32
+	hasTS bool
+}
+
+// runOf assembles a direction's kept records from rcv_nxt from on; acks
+// count when within (ackLo, ackHi], the forwarder's snd_una and snd_nxt
+// on the sender's connection.
+func runOf(segs []datapath.KeptSeg, from, ackLo, ackHi uint32) keptRun {
+	sorted := slices.Clone(segs)
+	slices.SortStableFunc(sorted, func(a, b datapath.KeptSeg) int { return int(int32(a.Seq-from)) - int(int32(b.Seq-from)) })
+	var r keptRun
+	cur := from
+	for _, k := range sorted {
+		r.rst = r.rst || k.RST()
+		if ack := k.Ack(); k.HasAck() && seqLess(ackLo, ack) && !seqLess(ackHi, ack) && (!r.hasAck || seqLess(r.ack, ack)) {
+			r.ack, r.hasAck = ack, true
+		}
+		if ts, _, ok := k.TSVal(); ok && (!r.hasTS || seqLess(r.tsval, ts)) {
+			r.tsval, r.hasTS = ts, true
+		}
+		if k.RST() {
+			continue
+		}
+		end := k.Seq + uint32(len(k.Data))
+		switch {
+		case r.fin || seqLess(cur, k.Seq):
+			r.gap += len(k.Data) // past a hole (or past the FIN)
+			continue
+		case seqLess(cur, end):
+			r.data = append(r.data, k.Data[cur-k.Seq:]...)
+			cur = end
+		}
+		if k.FIN() && end == cur {
+			r.fin = true
+			cur++
+		}
+	}
+	return r
+}
+
+// published is a pair whose translation the program now applies: the
+// spec, and per direction what the kept segments added to it.
+type published struct {
+	spec datapath.PairSpec
+	kept [2]keptRun
+}
+
+// publish publishes the translation of the held pair a from the final
+// reading of its sockets and the segments the program kept, and stops the
+// keeping in the same compare-and-swap as the count of kept segments:
+// every segment the program kept is in the published spec (its bytes
+// owed, delivered by the drain), and every later one is forwarded. The
+// peers may send meanwhile: each round publishes what has arrived and
+// tries again. An error (before anything was published) means falling
+// back; once one round is published, trouble in later segments (a reset,
+// a FIN of a pair that may unsplice, more than the guard's span) leaves
+// those segments to their senders' retransmission instead.
+func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.Options) (published, error) {
+	var pub published
+	in := [2]tcprepair.State{sa, sb} // the socket each direction arrives on
+	var stopped [2]bool
+	deadline := time.Now().Add(publishTimeout)
+	ch, err := e.dp.KeptChanged(a)
+	if err != nil {
+		return pub, err
+	}
+	for round := 0; ; round++ {
+		var st [2]datapath.KeptState
+		kept := pub.kept
+		for d := range 2 {
+			if stopped[d] {
+				continue
+			}
+			if st[d], err = e.dp.Kept(a, engine.Direction(d)); err != nil {
+				return pub, err
+			}
+			p := in[d]
+			kept[d] = runOf(st[d].Segs, p.Params.RcvNxt, p.Params.SndUna, p.SndNxt)
+		}
+		spec, err := specFor(sa, sb, kept)
+		if err == nil && unsplicing(opts) {
+			err = prepareUnsplice(opts, &spec, sa, sb, kept)
+		}
+		if err == nil && (kept[engine.Up].rst || kept[engine.Down].rst) {
+			err = errors.New("a peer reset the connection while the pair was held")
+		}
+		if err != nil {
+			if round == 0 {
+				return pub, err
+			}
+			// Published already: what arrived since stays unpublished.
+			e.stopKeeping(a, &stopped, -1)
+			return pub, nil
+		}
+		spec.Keep = true
+		if round == 0 {
+			err = e.dp.Update(spec)
+		} else {
+			for d := range 2 {
+				if !stopped[d] && err == nil {
+					err = e.dp.UpdateDir(a, engine.Direction(d), spec.Dir(engine.Direction(d)))
+				}
+			}
+		}
+		if err != nil {
+			if round == 0 {
+				return pub, err
+			}
+			e.stopKeeping(a, &stopped, -1)
+			return pub, nil
+		}
+		pub.spec, pub.kept = spec, kept
+		for d := range 2 {
+			if !stopped[d] {
+				_, ok, err := e.dp.StopKeeping(a, engine.Direction(d), int64(st[d].Done))
+				if err != nil {
+					return pub, err
+				}
+				stopped[d] = ok
+			}
+		}
+		if stopped[0] && stopped[1] {
+			return pub, nil
+		}
+		if time.Now().After(deadline) {
+			e.log.Debug("publishing while the peers keep sending: the segments kept since are left to retransmission", "pair", a)
+			e.stopKeeping(a, &stopped, -1)
+			return pub, nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(keptPoll):
+		}
+	}
+}
+
+// stopKeeping stops the keeping of the directions not stopped yet, if
+// their count is n (any if n < 0).
+func (e *Engine) stopKeeping(a datapath.Tuple, stopped *[2]bool, n int64) {
+	for d := range 2 {
+		if !stopped[d] {
+			if _, ok, err := e.dp.StopKeeping(a, engine.Direction(d), n); err == nil && ok {
+				stopped[d] = true
+			}
+		}
+	}
+}
+
+// ackKept tells each sender of kept bytes that the forwarder has them,
+// as its socket would have if they had reached it: a bare ACK from the
+// forwarder's end of the sender's connection. The drain delivers them
+// beside the segments the datapath now forwards, which may overtake
+// them; a sender that saw the receiver acknowledge later bytes first
+// would take the kept ones for lost and send them again. Losing this ACK
+// costs nothing more: the receiver's acknowledgment of the kept bytes,
+// translated, reaches the sender too.
+func (e *Engine) ackKept(pub published, sa, sb tcprepair.State, q owedQueues) {
+	for _, o := range []struct {
+		dir  engine.Direction
+		side int
+		s    tcprepair.State
+	}{{engine.Up, 0, sa}, {engine.Down, 1, sb}} {
+		k := pub.kept[o.dir]
+		if len(k.data) == 0 && !k.fin {
+			continue
+		}
+		p, ds := o.s.Params, pub.spec.Dir(o.dir)
+		ack := ds.SndNxt // rcv_nxt past the kept bytes
+		w := q.w[o.side]
+		var win uint64
+		if edge := w.RcvWup + w.RcvWnd; seqLess(ack, edge) {
+			win = uint64(edge-ack) >> p.RcvWScale
+		}
+		f := segFields{ack: ack, win: uint16(min(win, 0xffff)), ts: p.Timestamps, tsVal: p.TSVal, tsEcr: ds.TSLast}
+		if k.hasTS {
+			f.tsEcr = k.tsval
+		}
+		fd, err := e.inject.open(p.Local.Addr().Is6(), e.home.do)
+		if err != nil {
+			e.log.Warn("acknowledging kept bytes", "err", err)
+			return
+		}
+		var buf [60 + tsOptLen]byte
+		// seq: snd_nxt, which the peer's window holds (its rcv_wup is at
+		// most that), so the ACK is not taken for an old segment.
+		e.inject.send(fd, p.Remote.Addr(), buildSegment(buf[:], p.Local, p.Remote, o.s.SndNxt, f, nil))
+	}
+}
+
+// releaseToSockets hands the held pair a back to its (thawed) sockets:
+// every segment the program kept goes into them, through the stack as if
+// it had just arrived, and the program hands the next ones to the stack,
+// released in one compare-and-swap with the count of kept segments, so
+// none overtakes those kept before it.
+func (e *Engine) releaseToSockets(spec datapath.PairSpec) error {
+	a := spec.A
+	ch, err := e.dp.KeptChanged(a)
+	if err != nil {
+		return err
+	}
+	var sent [2]int
+	var released [2]bool
+	var errs []error
+	deadline := time.Now().Add(publishTimeout)
+	for {
+		for d := range 2 {
+			if released[d] {
+				continue
+			}
+			st, err := e.dp.Kept(a, engine.Direction(d))
+			if err != nil {
+				return err
+			}
+			flow := spec.A
+			if d == int(engine.Down) {
+				flow = spec.B
+			}
+			for _, k := range st.Segs[sent[d]:] {
+				errs = append(errs, e.reinject(flow, k))
+			}
+			sent[d] = len(st.Segs)
+			n := int64(st.Done)
+			if time.Now().After(deadline) {
+				n = -1 // the rest of what was kept is left to retransmission
+			}
+			_, ok, err := e.dp.Release(a, engine.Direction(d), n)
+			if err != nil {
+				return err
+			}
+			released[d] = ok
+		}
+		if released[0] && released[1] {
+			return errors.Join(errs...)
+		}
+		select {
+		case <-ch:
+		case <-time.After(keptPoll):
+		}
+	}
+}
+
+// reinject hands one kept record of flow to the forwarder's own stack,
+// as it arrived: through a raw socket to the forwarder's address, which
+// the kernel routes over loopback, where the program is not attached.
+func (e *Engine) reinject(flow datapath.Tuple, k datapath.KeptSeg) error {
+	fd, err := e.inject.open(flow.Src.Addr().Is6(), e.home.do)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 40+len(k.Header)+len(k.Data))
+	if err := e.inject.send(fd, flow.Dst.Addr(), buildKept(buf, flow, k)); err != nil {
+		return fmt.Errorf("re-inject a kept segment: %w", err)
+	}
+	return nil
+}
