@@ -118,6 +118,9 @@ type keptRef struct {
 type keptPair struct {
 	dirs    [2]keptDir
 	changed chan struct{} // one pending notice of new records
+	// since is when the pair was inserted: records kept earlier are an
+	// earlier pair's of the same tuples, read late.
+	since time.Duration
 }
 
 type keptDir struct {
@@ -175,7 +178,7 @@ func (s *keptStore) add(raw []byte) {
 	defer s.mu.Unlock()
 	ref, ok := s.flows[flow]
 	p := s.pairs[ref.a]
-	if !ok || p == nil {
+	if !ok || p == nil || time.Duration(hdr.Ktime) < p.since {
 		s.lost.Add(1)
 		return
 	}
@@ -203,7 +206,7 @@ func (s *keptStore) register(p *pair) {
 	defer s.mu.Unlock()
 	s.flows[p.spec.A] = keptRef{p.spec.A, engine.Up}
 	s.flows[p.spec.B] = keptRef{p.spec.A, engine.Down}
-	s.pairs[p.spec.A] = &keptPair{changed: make(chan struct{}, 1)}
+	s.pairs[p.spec.A] = &keptPair{changed: make(chan struct{}, 1), since: Now()}
 }
 
 // unregister forgets a pair and its records.

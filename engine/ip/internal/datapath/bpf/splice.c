@@ -588,8 +588,14 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	if (parse_tcp(skb, p, &s) < 0)
 		return drop(SPLICE_DROP_MALFORMED); /* a receiver might read it differently from our translation */
 
-	__u32 ctl = READ_ONCE(e->ctl);
+	/*
+	 * flags before ctl: the control plane writes a mode before it stops
+	 * (or releases) the keeping, so a run that sees the keeping over
+	 * also sees the mode that goes with it; one that still sees it
+	 * keeps, and its compare-and-swap on the count tells it otherwise.
+	 */
 	__u32 flags = READ_ONCE(e->flags);
+	__u32 ctl = READ_ONCE(e->ctl);
 
 	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)))
 		return reopen(p);
