@@ -38,8 +38,10 @@ type keptRun struct {
 	// gap counts the bytes kept past a hole (a segment lost before it
 	// reached the forwarder): not delivered, left to the sender.
 	gap int
-	// ack is the sender's newest ack of what the forwarder sent it.
+	// ack is the sender's newest ack of what the forwarder sent it, win
+	// the raw window that came with it.
 	ack    uint32
+	win    uint16
 	hasAck bool
 	// tsval is the sender's newest TSval.
 	tsval uint32
@@ -56,8 +58,8 @@ func runOf(segs []datapath.KeptSeg, from, ackLo, ackHi uint32) keptRun {
 	cur := from
 	for _, k := range sorted {
 		r.rst = r.rst || k.RST()
-		if ack := k.Ack(); k.HasAck() && seqLess(ackLo, ack) && !seqLess(ackHi, ack) && (!r.hasAck || seqLess(r.ack, ack)) {
-			r.ack, r.hasAck = ack, true
+		if ack := k.Ack(); k.HasAck() && !seqLess(ack, ackLo) && !seqLess(ackHi, ack) && (!r.hasAck || !seqLess(ack, r.ack)) {
+			r.ack, r.win, r.hasAck = ack, k.Window(), true
 		}
 		if ts, _, ok := k.TSVal(); ok && (!r.hasTS || seqLess(r.tsval, ts)) {
 			r.tsval, r.hasTS = ts, true
@@ -190,30 +192,53 @@ func (e *Engine) stopKeeping(a datapath.Tuple, stopped *[2]bool, n int64) {
 	}
 }
 
-// ackKept tells each sender of kept bytes that the forwarder has them,
-// as its socket would have if they had reached it: a bare ACK from the
-// forwarder's end of the sender's connection. The drain delivers them
-// beside the segments the datapath now forwards, which may overtake
-// them; a sender that saw the receiver acknowledge later bytes first
-// would take the kept ones for lost and send them again. Losing this ACK
-// costs nothing more: the receiver's acknowledgment of the kept bytes,
-// translated, reaches the sender too.
-func (e *Engine) ackKept(pub published, sa, sb tcprepair.State, q owedQueues) {
+// announce sends each peer of a published pair a bare ACK from the
+// forwarder's end of its connection, when the peer needs news the frozen
+// socket cannot give it any more:
+//
+//   - the forwarder has its kept bytes, as the socket would have said had
+//     they reached it. The drain delivers them beside the segments the
+//     datapath now forwards, which may overtake them; a sender that saw
+//     the receiver acknowledge later bytes first would take the kept ones
+//     for lost and send them again;
+//   - the forwarder has what the frozen socket received but had not
+//     acknowledged yet (a delayed ACK pending when it froze: a frozen
+//     socket never sends it): without it, a peer that has sent all its
+//     window waits for its retransmission timeout, as nothing else
+//     acknowledges those bytes when the receiver already has the ones
+//     before them;
+//   - the window it may send into is the other peer's, which may reach
+//     further than the frozen socket's: a frozen socket whose proxy had
+//     stopped reading advertised a small or zero window, and the peer
+//     would wait for its persist timer (200 ms and more) before learning
+//     better from a window probe's answer.
+//
+// Losing this ACK costs what the splice cost before it: the receiver's
+// acknowledgments, translated, reach the sender too.
+func (e *Engine) announce(pub published, sa, sb tcprepair.State, q owedQueues) {
 	for _, o := range []struct {
-		dir  engine.Direction
-		side int
-		s    tcprepair.State
-	}{{engine.Up, 0, sa}, {engine.Down, 1, sb}} {
-		k := pub.kept[o.dir]
-		if len(k.data) == 0 && !k.fin {
-			continue
-		}
-		p, ds := o.s.Params, pub.spec.Dir(o.dir)
+		dir  engine.Direction // what the peer sends
+		side int              // its connection: 0 client, 1 upstream
+		s, r tcprepair.State  // the forwarder's socket on it, and on the receiver's
+	}{{engine.Up, 0, sa, sb}, {engine.Down, 1, sb, sa}} {
+		p, ds, rs := o.s.Params, pub.spec.Dir(o.dir), pub.spec.Dir(1-o.dir)
+		k, rk := pub.kept[o.dir], pub.kept[1-o.dir]
 		ack := ds.SndNxt // rcv_nxt past the kept bytes
 		w := q.w[o.side]
+		old := w.RcvWup + w.RcvWnd
+		// The receiver's right edge, in its sender's (this peer's) space:
+		// its latest ack and window (kept, or as its socket last saw them).
+		redge := rs.AckHi + q.w[1-o.side].SndWnd
+		if rk.hasAck {
+			redge = rk.ack + uint32(rk.win)<<min(o.r.Params.SndWScale, 14)
+		}
+		edge := seqMax(old, redge-ds.SeqOff)
+		if len(k.data) == 0 && !k.fin && !seqLess(old, edge) && !seqLess(w.RcvWup, ack) {
+			continue // nothing the peer does not know
+		}
 		var win uint64
-		if edge := w.RcvWup + w.RcvWnd; seqLess(ack, edge) {
-			win = uint64(edge-ack) >> p.RcvWScale
+		if seqLess(ack, edge) {
+			win = uint64(edge-ack) >> min(p.RcvWScale, 14)
 		}
 		f := segFields{ack: ack, win: uint16(min(win, 0xffff)), ts: p.Timestamps, tsVal: p.TSVal, tsEcr: ds.TSLast}
 		if k.hasTS {
@@ -221,13 +246,14 @@ func (e *Engine) ackKept(pub published, sa, sb tcprepair.State, q owedQueues) {
 		}
 		fd, err := e.inject.open(p.Local.Addr().Is6(), e.home.do)
 		if err != nil {
-			e.log.Warn("acknowledging kept bytes", "err", err)
+			e.log.Warn("announcing a published pair", "err", err)
 			return
 		}
 		var buf [60 + tsOptLen]byte
 		// seq: snd_nxt, which the peer's window holds (its rcv_wup is at
 		// most that), so the ACK is not taken for an old segment.
-		e.inject.send(fd, p.Remote.Addr(), buildSegment(buf[:], p.Local, p.Remote, o.s.SndNxt, f, nil))
+		err = e.inject.send(fd, p.Remote.Addr(), buildSegment(buf[:], p.Local, p.Remote, o.s.SndNxt, f, nil))
+		e.log.Debug("announced a published pair", "dir", o.dir, "ack", ack, "unacknowledged", ack-w.RcvWup, "kept", len(k.data), "window", f.win, "err", err)
 	}
 }
 

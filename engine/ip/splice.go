@@ -204,7 +204,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		// bytes are lost (their senders have them acknowledged).
 		e.log.Warn("delivering owed bytes", "pair", p.ID, "err", err)
 	}
-	e.ackKept(pub, sa, sb, q)
+	e.announce(pub, sa, sb, q)
 	if err := e.keep(spec.A, up); err != nil {
 		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
 	}
@@ -323,7 +323,12 @@ func (e *Engine) drainFor(pub published, sa, sb tcprepair.State, q owedQueues) (
 		// kept segments brought, as far as the peer is told.
 		sOut := o.sOut
 		sOut.Params.RcvNxt = pub.spec.Dir(1 - o.dir).SndNxt
-		d.dirs = append(d.dirs, owedDir(o.dir, sOut, q.w[o.outSide], data, fin))
+		ow := owedDir(o.dir, sOut, q.w[o.outSide], data, fin)
+		// The sender's side, for relayWindow.
+		pin, w := o.sIn.Params, q.w[1-o.outSide]
+		ow.senderSrc, ow.senderDst, ow.senderScale = pin.Local, pin.Remote, pin.RcvWScale
+		ow.senderAck, ow.senderSeq0, ow.told = pub.spec.Dir(o.dir).SndNxt, o.sIn.SndNxt, w.RcvWup+w.RcvWnd
+		d.dirs = append(d.dirs, ow)
 	}
 	if len(d.dirs) == 0 {
 		return nil, nil
