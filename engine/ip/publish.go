@@ -22,6 +22,11 @@ const (
 	// keep sending: then the keeping stops with what was published, and
 	// the segments kept since are left to their senders' retransmission.
 	publishTimeout = 20 * time.Millisecond
+	// keptLateTimeout bounds the wait for kept segments the program has
+	// counted but the reader has not delivered yet (a loaded machine can
+	// keep the reader off a CPU for tens of milliseconds): each one given
+	// up costs its sender a retransmission timeout.
+	keptLateTimeout = time.Second
 	// keptPoll is how long a round waits for news of kept segments.
 	keptPoll = 200 * time.Microsecond
 )
@@ -97,20 +102,24 @@ type published struct {
 // every segment the program kept is in the published spec (its bytes
 // owed, delivered by the drain), and every later one is forwarded. The
 // peers may send meanwhile: each round publishes what has arrived and
-// tries again. An error (before anything was published) means falling
-// back; once one round is published, trouble in later segments (a reset,
-// a FIN of a pair that may unsplice, more than the guard's span) leaves
-// those segments to their senders' retransmission instead.
+// tries again. An error means falling back (undoSplice): the program
+// still keeps every segment of both directions then, whatever the
+// published modes say. Only in the rare round that stopped one direction
+// and not the other does trouble in the other's later segments (a reset,
+// a FIN or a whole limit of a pair that may unsplice, more than the
+// guard's span) leave those segments to their senders' retransmission.
 func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.Options) (published, error) {
 	var pub published
 	in := [2]tcprepair.State{sa, sb} // the socket each direction arrives on
 	var stopped [2]bool
-	deadline := time.Now().Add(publishTimeout)
+	start := time.Now()
+	var racing time.Duration // rounds that had every kept segment, and lost the stop to a new one
 	ch, err := e.dp.KeptChanged(a)
 	if err != nil {
 		return pub, err
 	}
 	for round := 0; ; round++ {
+		roundStart := time.Now()
 		var st [2]datapath.KeptState
 		kept := pub.kept
 		for d := range 2 {
@@ -130,34 +139,40 @@ func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.O
 		if err == nil && (kept[engine.Up].rst || kept[engine.Down].rst) {
 			err = errors.New("a peer reset the connection while the pair was held")
 		}
-		if err != nil {
-			if round == 0 {
-				return pub, err
-			}
-			// Published already: what arrived since stays unpublished.
-			e.stopKeeping(a, &stopped, -1)
-			return pub, nil
-		}
-		spec.Keep = true
-		if round == 0 {
-			err = e.dp.Update(spec)
-		} else {
-			for d := range 2 {
-				if !stopped[d] && err == nil {
-					err = e.dp.UpdateDir(a, engine.Direction(d), spec.Dir(engine.Direction(d)))
+		if err == nil {
+			spec.Keep = true
+			if round == 0 || (!stopped[0] && !stopped[1]) {
+				err = e.dp.Update(spec)
+			} else {
+				for d := range 2 {
+					if !stopped[d] && err == nil {
+						err = e.dp.UpdateDir(a, engine.Direction(d), spec.Dir(engine.Direction(d)))
+					}
 				}
 			}
 		}
 		if err != nil {
-			if round == 0 {
+			if !stopped[0] && !stopped[1] {
 				return pub, err
 			}
+			// One direction forwards already: what arrived since in
+			// the other stays unpublished.
 			e.stopKeeping(a, &stopped, -1)
 			return pub, nil
 		}
 		pub.spec, pub.kept = spec, kept
+		// Stop only once every direction still keeping has all its
+		// kept segments in the spec, so both stop in the same round.
+		ps, err := e.dp.Lookup(a)
+		if err != nil {
+			return pub, err
+		}
+		ready := true
 		for d := range 2 {
-			if !stopped[d] {
+			ready = ready && (stopped[d] || ps.Dir(engine.Direction(d)).Kept == st[d].Done)
+		}
+		for d := range 2 {
+			if ready && !stopped[d] {
 				_, ok, err := e.dp.StopKeeping(a, engine.Direction(d), int64(st[d].Done))
 				if err != nil {
 					return pub, err
@@ -168,8 +183,11 @@ func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.O
 		if stopped[0] && stopped[1] {
 			return pub, nil
 		}
-		if time.Now().After(deadline) {
-			e.log.Debug("publishing while the peers keep sending: the segments kept since are left to retransmission", "pair", a)
+		if ready {
+			racing += time.Since(roundStart)
+		}
+		if racing > publishTimeout || time.Since(start) > keptLateTimeout {
+			e.log.Debug("publishing while the peers keep sending: the segments kept since are left to retransmission", "pair", a, "racing", racing, "took", time.Since(start))
 			e.stopKeeping(a, &stopped, -1)
 			return pub, nil
 		}

@@ -120,6 +120,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 	ch := e.register(spec.A)
 	since := datapath.Now()
+	held := time.Now()
 	if err := e.dp.Insert(spec); err != nil {
 		e.unregister(spec.A)
 		return spliced{}, engine.Fallback("ip", "%v", err)
@@ -128,15 +129,24 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		e.hook("held")
 	}
 	undo := func(format string, args ...any) (spliced, error) {
-		// Thaw before Delete, and give the sockets every segment the
-		// program kept, then the program hands the next ones to the
-		// stack: the peers see the splice as a delay, nothing lost.
-		errs := []error{tcprepair.Thaw(client), tcprepair.Thaw(up)}
+		// The peers' clocks seen while held spare the next splice of
+		// these connections the timestamp probe, whose answer Linux
+		// allows once per 500 ms per socket.
+		if st, err := e.dp.Lookup(spec.A); err == nil {
+			e.rememberClocks(spec, st)
+		}
+		// Hold again (publish may have written the modes; the program
+		// keeps meanwhile), thaw before Delete, give the sockets every
+		// segment the program kept, and then the program hands the next
+		// ones to the stack: the peers see the splice as a delay.
+		errs := []error{e.dp.SetMode(spec.A, engine.Up, hold.DirMode), e.dp.SetMode(spec.A, engine.Down, hold.DirMode)}
+		errs = append(errs, tcprepair.Thaw(client), tcprepair.Thaw(up))
 		errs = append(errs, e.releaseToSockets(spec), e.dp.Delete(spec.A))
 		e.unregister(spec.A)
 		if err := errors.Join(errs...); err != nil {
 			e.log.Warn("undoing a splice that fell back", "pair", p.ID, "err", err)
 		}
+		e.log.Debug("fell back after holding the pair", "pair", p.ID, "held", time.Since(held), "reason", fmt.Sprintf(format, args...))
 		return spliced{}, engine.Fallback("ip", format, args...)
 	}
 	grace := e.graces.Start()
