@@ -177,7 +177,9 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 			return undo("%v", err)
 		}
 	}
+	tGrace0 := time.Now()
 	<-grace
+	tGrace := time.Since(tGrace0)
 	// Segments that were already past tc when the pair was inserted have
 	// reached the sockets by now: this reading is final.
 	if sa, sb, err = rereadPair(client, up, sa, sb); err != nil {
@@ -190,6 +192,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		}
 	}
 	sa.Params, sb.Params = pa, pb
+	tClocks := time.Since(tGrace0) - tGrace
 	q, err := readOwed(client, up, sa, sb)
 	if err != nil {
 		return undo("%v", err)
@@ -200,10 +203,15 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 			return undo("%v", err)
 		}
 	}
+	tPub0 := time.Now()
 	pub, err := e.publish(spec.A, sa, sb, opts)
+	tPub := time.Since(tPub0)
 	if err != nil {
 		return undo("%v", err)
 	}
+	e.log.Debug("published", "pair", p.ID, "held", time.Since(held), "grace", tGrace, "clocks", tClocks, "publish", tPub,
+		"kept_up", len(pub.kept[engine.Up].data), "kept_down", len(pub.kept[engine.Down].data),
+		"gap_up", pub.kept[engine.Up].gap, "gap_down", pub.kept[engine.Down].gap)
 	// What was kept is in the spec and the drain now; what the program
 	// keeps from here on (past a boundary) is the unsplice's.
 	e.dp.ForgetKept(spec.A, engine.Up)
