@@ -87,22 +87,22 @@ func (el *engineLab) checkKept(tb testing.TB) {
 	tb.Logf("kept %d segments, passed %d to the stack", c["kept"], c["passed"])
 }
 
-// waitKeptStill waits, while a pair is held, until the program has kept
-// something in direction d and no more for a millisecond (the sender
-// filled the window it has), at most 6 ms: a held sender's tail loss
-// probe fires after 10 ms, and would be a retransmission.
-func (el *engineLab) waitKeptStill(a datapath.Tuple, d engine.Direction) uint32 {
-	deadline := time.Now().Add(6 * time.Millisecond)
+// waitKept waits, while a pair is held, until the program has kept
+// something in direction d and, if still, no more for half a millisecond
+// (the sender filled the window it has); at most 4 ms: a held sender's
+// tail loss probe fires after 10 ms, and would be a retransmission.
+func (el *engineLab) waitKept(a datapath.Tuple, d engine.Direction, still bool) uint32 {
+	deadline := time.Now().Add(4 * time.Millisecond)
 	var last uint32
-	still := time.Now()
+	since := time.Now()
 	for time.Now().Before(deadline) {
 		st, err := el.e.dp.Lookup(a)
 		if err != nil {
 			return last
 		}
 		if n := st.Dir(d).Kept; n != last {
-			last, still = n, time.Now()
-		} else if n > 0 && time.Since(still) > time.Millisecond {
+			last, since = n, time.Now()
+		} else if n > 0 && (!still || time.Since(since) > 500*time.Microsecond) {
 			break
 		}
 		time.Sleep(50 * time.Microsecond)
@@ -134,8 +134,8 @@ func TestEngineHoldLosesNothing(t *testing.T) {
 				}
 				go func() { _, err := lp.server.Write(body); wrote <- err }()
 				go func() { _, err := lp.client.Write(req); wrote <- err }()
-				kept[engine.Down].Store(el.waitKeptStill(a, engine.Down))
-				kept[engine.Up].Store(el.waitKeptStill(a, engine.Up))
+				kept[engine.Down].Store(el.waitKept(a, engine.Down, true))
+				kept[engine.Up].Store(el.waitKept(a, engine.Up, false))
 			}
 			defer func() { el.e.hook = nil }()
 			done := el.splice(t, context.Background(), lp, engine.Both(0))
@@ -190,7 +190,7 @@ func TestEngineUnspliceLosesNothing(t *testing.T) {
 		// The next response is on its way already; the next request
 		// leaves the client now, while the pair is unspliced.
 		go func() { _, err := lp.client.Write(req); reqSent <- err }()
-		el.waitKeptStill(a, engine.Up)
+		el.waitKept(a, engine.Up, false)
 	}
 	defer func() { el.e.hook = nil }()
 	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: limit}, Up: engine.DirOptions{Mode: engine.Watch}}
