@@ -227,6 +227,56 @@ func TestEngineUnspliceLosesNothing(t *testing.T) {
 	el.checkKept(t)
 }
 
+// TestEngineFallbackLosesNothing: the whole rest of a body arrives while
+// the engine holds the pair to splice it with that body as its limit, so
+// the splice falls back, as for a body already in the forwarder's queue;
+// the kept segments go into the thawed socket through the stack and the
+// proxy copies the body in control mode: intact, with no retransmission.
+func TestEngineFallbackLosesNothing(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
+			lp := el.pairOf(t, "", v6)
+			fc, fu := lp.p.Client, lp.p.Upstream()
+			local, remote, err := tcprepair.Addrs(fc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := datapath.Tuple{Src: remote, Dst: local}
+			// Within the server's initial window (10 segments): all of it
+			// leaves at once.
+			body := randomBytes(8 << 10)
+			before := el.peerCounters(t)
+			var wrote <-chan error
+			el.e.hook = func(stage string) {
+				if stage == "held" {
+					wrote = writeAsync(lp.server, body)
+					el.waitKept(a, engine.Down, true)
+				}
+			}
+			defer func() { el.e.hook = nil }()
+			opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: int64(len(body))}, Up: engine.DirOptions{Mode: engine.Watch}}
+			_, err = el.e.Splice(context.Background(), lp.p, opts)
+			if !engine.IsFallback(err) {
+				t.Fatalf("Splice: %v; want a fallback (the body was kept whole)", err)
+			}
+			t.Logf("fell back: %v", err)
+			done := writeAsync(fc, readN(t, fu, len(body)))
+			if got := readN(t, lp.client, len(body)); !bytes.Equal(got, body) {
+				t.Fatal("the client read another body than the server sent")
+			}
+			for _, ch := range []<-chan error{done, wrote} {
+				if err := <-ch; err != nil {
+					t.Fatal(err)
+				}
+			}
+			relayBoth(t, lp)
+			el.checkNoRetransmission(t, before)
+			el.checkKept(t)
+		})
+	}
+}
+
 // relayBoth moves a few bytes each way through the rebuilt sockets.
 func relayBoth(tb testing.TB, lp labPair) {
 	tb.Helper()
