@@ -23,8 +23,10 @@ func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb tcprepair.State, kn
 	if err != nil {
 		return err
 	}
-	// Seed the seq guard so the answers count as the peers' own.
+	// Seed the seq guard so the answers count as the peers' own; the
+	// program goes on keeping every segment.
 	held.Up.Mode, held.Down.Mode = engine.Hold, engine.Hold
+	held.Keep = true
 	if err := e.dp.Update(held); err != nil {
 		return err
 	}
@@ -149,13 +151,46 @@ func (e *Engine) awaitClockAnswers(a datapath.Tuple, deadline time.Time, known k
 	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
 		st, err := e.dp.Lookup(a)
 		if err == nil {
-			st = known.fill(st)
+			st = e.keptClocks(a, known.fill(st))
 		}
 		if err != nil || clockAnswered(st) || time.Now().After(deadline) {
 			return st, err
 		}
 		time.Sleep(wait)
 	}
+}
+
+// keptClocks sets the TSvals st lacks from the segments the program kept
+// of the held pair a: any segment of a peer carries its clock, and one
+// that arrived before the probe seeded the sequence guard (which the
+// program's own clock learning needs) would otherwise count for nothing.
+// A segment counts if its seq lies within the guard's span of the
+// direction's SndNxt, as the program requires of a probe's answer.
+func (e *Engine) keptClocks(a datapath.Tuple, st datapath.PairStats) datapath.PairStats {
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		ds := st.Dir(d)
+		if ds.TSLast != 0 {
+			continue
+		}
+		k, err := e.dp.Kept(a, d)
+		if err != nil {
+			continue
+		}
+		var ts uint32
+		for _, r := range k.Segs {
+			v, _, ok := r.TSVal()
+			span := uint32(guardSpan(14))
+			if ok && v != 0 && r.Seq-ds.SndNxt+span <= 2*span && (ts == 0 || seqLess(ts, v)) {
+				ts = v
+			}
+		}
+		if d == engine.Up {
+			st.Up.TSLast = ts
+		} else {
+			st.Down.TSLast = ts
+		}
+	}
+	return st
 }
 
 // tsLeadTime is how far ahead of its timestamp clock a socket's TSvals

@@ -65,6 +65,20 @@ type owed struct {
 	recovering bool
 	recover    uint32
 	fastResent int // segments retransmitted on duplicate or partial ACKs, for the log
+
+	// The sender's side (relayWindow): the forwarder's end of the
+	// sender's connection and the sender's; the sequence number the
+	// forwarder has acknowledged to it (its snd_una, ahead of everything
+	// the receiver acknowledges until the owed bytes are delivered), the
+	// scale of the windows the forwarder sends it, the forwarder's
+	// highest seq on that connection before the splice, and the right
+	// edge last advertised to it.
+	senderSrc, senderDst netip.AddrPort
+	senderAck            uint32
+	senderScale          uint8
+	senderSeq0           uint32
+	told                 uint32
+	relayed              int // window updates relayed, for the log
 }
 
 // dupAckThreshold is how many packets from the receiver without the ACK
@@ -198,6 +212,53 @@ func buildSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, 
 	binary.BigEndian.PutUint16(tcp[14:], f.win)
 	copy(tcp[hlen:], payload)
 	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(pseudoSum(src.Addr(), dst.Addr(), tcpLen), tcp)))
+	return pkt
+}
+
+// buildKept writes into buf an IPv4 or IPv6 packet carrying a kept
+// record of flow (Src the peer, Dst the forwarder) as its sender sent it:
+// the segment's own TCP header, with the record's seq, FIN only on the
+// segment's last record, and checksums computed again (a kept header's
+// checksum field may be partial).
+func buildKept(buf []byte, flow datapath.Tuple, k datapath.KeptSeg) []byte {
+	src, dst := flow.Src.Addr(), flow.Dst.Addr()
+	tcpLen := len(k.Header) + len(k.Data)
+	ipLen := 20
+	if !src.Is4() {
+		ipLen = 40
+	}
+	pkt := buf[:ipLen+tcpLen]
+	clear(pkt[:ipLen])
+	if ipLen == 20 {
+		ip := pkt[:20]
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+tcpLen))
+		binary.BigEndian.PutUint16(ip[6:], 0x4000)
+		ip[8] = 64
+		ip[9] = unix.IPPROTO_TCP
+		s, d := src.As4(), dst.As4()
+		copy(ip[12:], s[:])
+		copy(ip[16:], d[:])
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(checksum(0, ip)))
+	} else {
+		ip := pkt[:40]
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(tcpLen))
+		ip[6] = unix.IPPROTO_TCP
+		ip[7] = 64
+		s, d := src.As16(), dst.As16()
+		copy(ip[8:], s[:])
+		copy(ip[24:], d[:])
+	}
+	tcp := pkt[ipLen:]
+	copy(tcp, k.Header)
+	copy(tcp[len(k.Header):], k.Data)
+	binary.BigEndian.PutUint32(tcp[4:], k.Seq)
+	if !k.Last {
+		tcp[13] &^= 0x01 // the FIN follows the segment's last record
+	}
+	tcp[16], tcp[17] = 0, 0
+	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(pseudoSum(src, dst, tcpLen), tcp)))
 	return pkt
 }
 
@@ -356,6 +417,7 @@ func (d *drainer) step(o *owed, st datapath.PairStats, now time.Time) bool {
 	edge := o.edge0
 	if other.Packets > 0 {
 		edge = other.AckHi + uint32(other.Window)<<min(otherSpec.InShift, 14)
+		d.relayWindow(o, st, edge)
 	}
 	limit := seqMin(end, edge)
 	for n := 0; seqLess(o.nxt, limit); n++ {
@@ -366,6 +428,37 @@ func (d *drainer) step(o *owed, st datapath.PairStats, now time.Time) bool {
 		o.sent++
 	}
 	return false
+}
+
+// relayWindow tells the sender of o's direction the receiver's window
+// while the owed bytes are being delivered. The forwarder acknowledged
+// everything up to senderAck to the sender (its socket, or the ACK
+// announce sent), so the receiver's own ACKs, translated, stay below the
+// sender's snd_una until the owed bytes are in: the sender takes them for
+// old and ignores their windows. A sender that had filled its window
+// would wait for its persist timer, backing off to seconds, though the
+// receiver has room: so each time the receiver's right edge (edge, in
+// the output connection's space) moves past what the sender was told, the
+// sender gets a bare ACK at senderAck with the window up to it.
+func (d *drainer) relayWindow(o *owed, st datapath.PairStats, edge uint32) {
+	same, sameSpec := st.Dir(o.dir), d.spec.Dir(o.dir)
+	other, otherSpec := st.Dir(1-o.dir), d.spec.Dir(1-o.dir)
+	if !o.senderSrc.IsValid() || !seqLess(other.AckHi-sameSpec.SeqOff, o.senderAck) {
+		return // no sender known, or the receiver caught up: the datapath relays its windows
+	}
+	redge := edge - sameSpec.SeqOff // in the sender's space
+	if !seqLess(o.told, redge) {
+		return
+	}
+	o.told = redge
+	f := segFields{ack: o.senderAck, win: uint16(min(uint64(redge-o.senderAck)>>min(o.senderScale, 14), 0xffff)), ts: o.ts}
+	if o.ts {
+		f.tsVal, f.tsEcr = other.TSLast+otherSpec.TSOff, same.TSLast
+	}
+	// The highest seq the forwarder sent the sender: in its window.
+	seq := seqMax(o.senderSeq0, other.SndNxt+otherSpec.SeqOff)
+	d.in.send(d.fd, o.senderDst.Addr(), buildSegment(d.buf, o.senderSrc, o.senderDst, seq, f, nil))
+	o.relayed++
 }
 
 // fastRetransmit sends the first unacknowledged segment again at once.
@@ -406,7 +499,7 @@ func (d *drainer) send(o *owed, seq uint32, f segFields) int {
 func (d *drainer) logDone(log *slog.Logger, pair uint64, err error) {
 	args := []any{"pair", pair}
 	for _, o := range d.dirs {
-		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments, %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs", len(o.data), o.sent, o.resent, o.rto0, o.fastResent))
+		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments, %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs, %d windows relayed to the sender", len(o.data), o.sent, o.resent, o.rto0, o.fastResent, o.relayed))
 	}
 	if err != nil {
 		log.Info("drain ended early", append(args, "err", err)...)

@@ -91,6 +91,7 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 			}
 			if u != nil {
 				if end, dir, ok := u.onStats(f.last); ok {
+					e.log.Debug("unsplice on tick", "pair", p.ID)
 					return u.unsplice(&f, ch, end, dir)
 				}
 			}

@@ -86,6 +86,10 @@ type Engine struct {
 	outlive atomic.Bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	// hook, for tests, runs at points of a transition ("held": the pair
+	// is inserted, held and kept; "unsplicing": both directions are
+	// watched and the receivers have acknowledged everything).
+	hook func(stage string)
 }
 
 // New returns engine ip with the datapath options opts (MaxPairs, TimeWait,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -116,26 +117,43 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 
 	// Hold first: from here on no segment of either connection reaches
-	// its socket, so what the frozen sockets report stays true.
+	// its socket, so what the frozen sockets report stays true. Nothing
+	// is lost: the program keeps every segment (Keep) for publish to
+	// deliver, or, if the splice falls back, for the sockets.
 	hold := datapath.DirSpec{DirMode: datapath.DirMode{Mode: engine.Hold}}
 	spec := datapath.PairSpec{
 		A: datapath.Tuple{Src: pa.Remote, Dst: pa.Local}, B: datapath.Tuple{Src: pb.Remote, Dst: pb.Local},
-		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold,
+		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold, Keep: true,
 	}
 	ch := e.register(spec.A)
 	since := datapath.Now()
+	held := time.Now()
 	if err := e.dp.Insert(spec); err != nil {
 		e.unregister(spec.A)
 		return spliced{}, engine.Fallback(Name, "%v", err)
 	}
+	if e.hook != nil {
+		e.hook("held")
+	}
 	undo := func(format string, args ...any) (spliced, error) {
-		// Thaw before Delete: segments are still held meanwhile, and the
-		// peers retransmit what the hold dropped to the live sockets.
-		errs := []error{tcprepair.Thaw(client), tcprepair.Thaw(up), e.dp.Delete(spec.A)}
+		// The peers' clocks seen while held spare the next splice of
+		// these connections the timestamp probe, whose answer Linux
+		// allows once per 500 ms per socket.
+		if st, err := e.dp.Lookup(spec.A); err == nil {
+			e.rememberClocks(spec, st)
+		}
+		// Hold again (publish may have written the modes; the program
+		// keeps meanwhile), thaw before Delete, give the sockets every
+		// segment the program kept, and then the program hands the next
+		// ones to the stack: the peers see the splice as a delay.
+		errs := []error{e.dp.SetMode(spec.A, engine.Up, hold.DirMode), e.dp.SetMode(spec.A, engine.Down, hold.DirMode)}
+		errs = append(errs, tcprepair.Thaw(client), tcprepair.Thaw(up))
+		errs = append(errs, e.releaseToSockets(spec), e.dp.Delete(spec.A))
 		e.unregister(spec.A)
 		if err := errors.Join(errs...); err != nil {
 			e.log.Warn("undoing a splice that fell back", "pair", p.ID, "err", err)
 		}
+		e.log.Debug("fell back after holding the pair", "pair", p.ID, "held", time.Since(held), "reason", fmt.Sprintf(format, args...))
 		return spliced{}, engine.Fallback(Name, format, args...)
 	}
 	grace := e.graces.Start()
@@ -166,7 +184,9 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 			return undo("%v", err)
 		}
 	}
+	tGrace0 := time.Now()
 	<-grace
+	tGrace := time.Since(tGrace0)
 	// Segments that were already past tc when the pair was inserted have
 	// reached the sockets by now: this reading is final.
 	if sa, sb, err = rereadPair(client, up, sa, sb); err != nil {
@@ -179,29 +199,45 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		}
 	}
 	sa.Params, sb.Params = pa, pb
-	d, err := e.owedBytes(client, up, sa, sb)
+	tClocks := time.Since(tGrace0) - tGrace
+	q, err := readOwed(client, up, sa, sb)
 	if err != nil {
 		return undo("%v", err)
 	}
 	var fz *frozen
 	if unsplicing(opts) {
-		if err := prepareUnsplice(opts, &d.spec, sa, sb); err != nil {
-			return undo("%v", err)
-		}
 		if fz, err = freezeForUnsplice(client, up, sa, sb); err != nil {
 			return undo("%v", err)
 		}
 	}
-	if err := e.dp.Update(d.spec); err != nil {
+	tPub0 := time.Now()
+	pub, err := e.publish(spec.A, sa, sb, opts)
+	tPub := time.Since(tPub0)
+	if err != nil {
 		return undo("%v", err)
 	}
+	e.log.Debug("published", "pair", p.ID, "held", time.Since(held), "grace", tGrace, "clocks", tClocks, "publish", tPub,
+		"kept_up", len(pub.kept[engine.Up].data), "kept_down", len(pub.kept[engine.Down].data),
+		"gap_up", pub.kept[engine.Up].gap, "gap_down", pub.kept[engine.Down].gap)
+	// What was kept is in the spec and the drain now; what the program
+	// keeps from here on (past a boundary) is the unsplice's.
+	e.dp.ForgetKept(spec.A, engine.Up)
+	e.dp.ForgetKept(spec.A, engine.Down)
+	d, err := e.drainFor(pub, sa, sb, q)
+	if err != nil {
+		// Published already: the pair is the datapath's, only the owed
+		// bytes are lost (their senders have them acknowledged).
+		e.log.Warn("delivering owed bytes", "pair", p.ID, "err", err)
+	}
+	e.announce(pub, sa, sb, q)
 	if err := e.keep(spec.A, up); err != nil {
 		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
 	}
-	sp := spliced{a: spec.A, ch: ch, spec: d.spec, fz: fz, since: since, unread: [2]int64{int64(sa.InQ), int64(sb.InQ)},
-		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},
-		seedFIN: [2]bool{d.spec.Up.FINSeen, d.spec.Down.FINSeen}}
-	if len(d.dirs) > 0 {
+	sp := spliced{a: spec.A, ch: ch, spec: pub.spec, fz: fz, since: since,
+		unread:  [2]int64{int64(sa.InQ + len(pub.kept[engine.Up].data)), int64(sb.InQ + len(pub.kept[engine.Down].data))},
+		seed:    [2]uint32{pub.spec.Up.SndNxt, pub.spec.Down.SndNxt},
+		seedFIN: [2]bool{pub.spec.Up.FINSeen, pub.spec.Down.FINSeen}}
+	if d != nil && len(d.dirs) > 0 {
 		sp.drain = d
 		e.drainedPairs.Add(1)
 		for _, o := range d.dirs {
@@ -211,85 +247,136 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	return sp, nil
 }
 
-// owedBytes reads what the frozen sockets hold for their peers and returns
-// the final spec, with offsets that leave room for those bytes, and the
-// drainer that delivers them: toward the server, the upstream socket's
-// send queue then the client socket's receive queue; toward the client,
-// the mirror.
-func (e *Engine) owedBytes(client, up *net.TCPConn, sa, sb tcprepair.State) (*drainer, error) {
-	pa, pb := sa.Params, sb.Params
-	// A FIN received and acknowledged is owed too, after the bytes.
-	pa.WriteSeq += uint32(sb.InQ) + b2u(sb.FINReceived)
-	pb.WriteSeq += uint32(sa.InQ) + b2u(sa.FINReceived)
-	spec, err := datapath.NewPairSpec(pa, pb)
-	if err != nil {
-		return nil, err
-	}
-	spec.Up.FINSeen, spec.Down.FINSeen = sa.FINReceived, sb.FINReceived
-	d := &drainer{dp: e.dp, in: e.inject, a: spec.A, spec: spec}
-	upOwed := sb.OutQ + sa.InQ + int(b2u(sa.FINReceived))
-	downOwed := sa.OutQ + sb.InQ + int(b2u(sb.FINReceived))
-	// The datapath drops acks lagging more than a window's span behind
-	// what was sent; the receiver acknowledges the owed bytes from below.
-	if lim := guardSpan(max(spec.Down.InShift, spec.Down.OutShift)); upOwed >= lim {
-		return nil, fmt.Errorf("%d bytes owed to the server, more than the ack guard's span of %d", upOwed, lim)
-	}
-	if lim := guardSpan(max(spec.Up.InShift, spec.Up.OutShift)); downOwed >= lim {
-		return nil, fmt.Errorf("%d bytes owed to the client, more than the ack guard's span of %d", downOwed, lim)
-	}
+// owedQueues is what the frozen sockets hold for their peers, read once
+// the reading is final: per direction (by engine.Direction), the output
+// socket's send queue and the input socket's receive queue; and both
+// sockets' windows (by side: 0 client, 1 upstream).
+type owedQueues struct {
+	sent, unread [2][]byte
+	w            [2]tcprepair.Window
+}
+
+// readOwed reads the owed bytes and windows of two frozen sockets.
+func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State) (owedQueues, error) {
+	var q owedQueues
 	for _, o := range []struct {
 		dir       engine.Direction
 		out, in   *net.TCPConn
 		sOut, sIn tcprepair.State
-		n         int
-	}{{engine.Up, up, client, sb, sa, upOwed}, {engine.Down, client, up, sa, sb, downOwed}} {
-		if o.n == 0 {
-			continue
+	}{{engine.Up, up, client, sb, sa}, {engine.Down, client, up, sa, sb}} {
+		var err error
+		if q.sent[o.dir], err = tcprepair.PeekQueue(o.out, tcprepair.SendQueue, o.sOut.OutQ); err != nil {
+			return q, fmt.Errorf("read the %v send queue: %w", o.dir, err)
 		}
-		ow, err := e.owedDir(o.dir, o.out, o.in, o.sOut, o.sIn)
-		if err != nil {
-			return nil, err
+		if q.unread[o.dir], err = tcprepair.PeekQueue(o.in, tcprepair.RecvQueue, o.sIn.InQ); err != nil {
+			return q, fmt.Errorf("read the %v receive queue: %w", o.dir, err)
 		}
-		d.dirs = append(d.dirs, ow)
 	}
-	if len(d.dirs) > 0 {
-		fd, err := e.inject.open(pa.Local.Addr().Is6(), e.home.do)
-		if err != nil {
-			return nil, err
+	for side, c := range []*net.TCPConn{client, up} {
+		var err error
+		if q.w[side], err = tcprepair.ReadWindow(c); err != nil {
+			return q, err
 		}
-		d.fd = fd
 	}
-	return d, nil
+	return q, nil
 }
 
-// owedDir reads one direction's owed bytes: out's send queue and in's
-// receive queue, which follows it on the output connection.
-func (e *Engine) owedDir(dir engine.Direction, out, in *net.TCPConn, sOut, sIn tcprepair.State) (*owed, error) {
-	sent, err := tcprepair.PeekQueue(out, tcprepair.SendQueue, sOut.OutQ)
+// specFor returns the spec that splices two frozen sockets, with offsets
+// that leave room for the bytes the forwarder owes each receiver: toward
+// the server, the upstream socket's send queue, then the client socket's
+// receive queue, then what the program kept of the client's segments
+// while the pair was held (kept, by direction: as if it had reached the
+// client socket's receive queue); toward the client, the mirror.
+func specFor(sa, sb tcprepair.State, kept [2]keptRun) (datapath.PairSpec, error) {
+	pa, pb := sa.Params, sb.Params
+	ku, kd := kept[engine.Up], kept[engine.Down]
+	// Kept bytes and FIN count as received: rcv_nxt moves past them.
+	pa.RcvNxt += uint32(len(ku.data)) + b2u(ku.fin)
+	pb.RcvNxt += uint32(len(kd.data)) + b2u(kd.fin)
+	// A FIN received and acknowledged is owed too, after the bytes.
+	pa.WriteSeq += uint32(sb.InQ+len(kd.data)) + b2u(sb.FINReceived || kd.fin)
+	pb.WriteSeq += uint32(sa.InQ+len(ku.data)) + b2u(sa.FINReceived || ku.fin)
+	spec, err := datapath.NewPairSpec(pa, pb)
 	if err != nil {
-		return nil, fmt.Errorf("read the %v send queue: %w", dir, err)
+		return spec, err
 	}
-	unread, err := tcprepair.PeekQueue(in, tcprepair.RecvQueue, sIn.InQ)
-	if err != nil {
-		return nil, fmt.Errorf("read the %v receive queue: %w", dir, err)
+	spec.Up.FINSeen, spec.Down.FINSeen = sa.FINReceived || ku.fin, sb.FINReceived || kd.fin
+	// The senders' acks the program kept are newer than the sockets'.
+	if ku.hasAck {
+		spec.Up.AckHi = ku.ack
 	}
-	w, err := tcprepair.ReadWindow(out)
+	if kd.hasAck {
+		spec.Down.AckHi = kd.ack
+	}
+	upOwed := sb.OutQ + sa.InQ + len(ku.data) + int(b2u(sa.FINReceived || ku.fin))
+	downOwed := sa.OutQ + sb.InQ + len(kd.data) + int(b2u(sb.FINReceived || kd.fin))
+	// The datapath drops acks lagging more than a window's span behind
+	// what was sent; the receiver acknowledges the owed bytes from below.
+	if lim := guardSpan(max(spec.Down.InShift, spec.Down.OutShift)); upOwed >= lim {
+		return spec, fmt.Errorf("%d bytes owed to the server, more than the ack guard's span of %d", upOwed, lim)
+	}
+	if lim := guardSpan(max(spec.Up.InShift, spec.Up.OutShift)); downOwed >= lim {
+		return spec, fmt.Errorf("%d bytes owed to the client, more than the ack guard's span of %d", downOwed, lim)
+	}
+	return spec, nil
+}
+
+// drainFor returns the drainer that delivers the owed bytes of a
+// published pair, or nil when nothing is owed.
+func (e *Engine) drainFor(pub published, sa, sb tcprepair.State, q owedQueues) (*drainer, error) {
+	d := &drainer{dp: e.dp, in: e.inject, a: pub.spec.A, spec: pub.spec}
+	for _, o := range []struct {
+		dir       engine.Direction
+		outSide   int
+		sOut, sIn tcprepair.State
+	}{{engine.Up, 1, sb, sa}, {engine.Down, 0, sa, sb}} {
+		k := pub.kept[o.dir]
+		data := slices.Concat(q.sent[o.dir], q.unread[o.dir], k.data)
+		fin := o.sIn.FINReceived || k.fin
+		if len(data) == 0 && !fin {
+			continue
+		}
+		// The output socket has received what the other direction's
+		// kept segments brought, as far as the peer is told.
+		sOut := o.sOut
+		sOut.Params.RcvNxt = pub.spec.Dir(1 - o.dir).SndNxt
+		ow := owedDir(o.dir, sOut, q.w[o.outSide], data, fin)
+		// The sender's side, for relayWindow.
+		pin, w := o.sIn.Params, q.w[1-o.outSide]
+		ow.senderSrc, ow.senderDst, ow.senderScale = pin.Local, pin.Remote, pin.RcvWScale
+		ow.senderAck, ow.senderSeq0, ow.told = pub.spec.Dir(o.dir).SndNxt, o.sIn.SndNxt, w.RcvWup+w.RcvWnd
+		d.dirs = append(d.dirs, ow)
+	}
+	if len(d.dirs) == 0 {
+		return nil, nil
+	}
+	fd, err := e.inject.open(sa.Params.Local.Addr().Is6(), e.home.do)
 	if err != nil {
 		return nil, err
 	}
+	d.fd = fd
+	return d, nil
+}
+
+// owedDir is one direction's owed bytes, delivered on the output
+// connection from its socket's snd_una on.
+func owedDir(dir engine.Direction, sOut tcprepair.State, w tcprepair.Window, data []byte, fin bool) *owed {
 	po := sOut.Params
-	win := uint64(w.RcvWup+w.RcvWnd-po.RcvNxt) >> po.RcvWScale
+	var win uint64
+	if edge := w.RcvWup + w.RcvWnd; seqLess(po.RcvNxt, edge) {
+		win = uint64(edge-po.RcvNxt) >> po.RcvWScale
+	}
 	mss := sOut.SndMSS
 	if mss <= 0 {
 		mss = 536
 	}
 	return &owed{
 		dir:   dir,
-		fin:   sIn.FINReceived,
+		fin:   fin,
 		src:   po.Local,
 		dst:   po.Remote,
 		start: po.SndUna,
-		data:  append(sent, unread...),
+		data:  data,
 		mss:   mss,
 		ts:    po.Timestamps,
 		edge0: po.SndUna + w.SndWnd,
@@ -298,7 +385,7 @@ func (e *Engine) owedDir(dir engine.Direction, out, in *net.TCPConn, sOut, sIn t
 		// 4 srtt, within the drain's bounds: a socket that waited on a
 		// closed window may report a smoothed RTT of seconds.
 		rto0: min(max(drainMinRTO, 4*sOut.RTT), drainMaxRTO),
-	}, nil
+	}
 }
 
 func b2u(b bool) uint32 {

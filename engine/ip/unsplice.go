@@ -26,9 +26,6 @@ const (
 	// 200 ms; a lost one is recovered by the sender's retransmission,
 	// which a watch forwards, and the receiver's new ACK.
 	quietTimeout = 2 * time.Second
-	// keptTimeout bounds the wait for a data event the program reported
-	// (its flag is set) but the event reader has not delivered yet.
-	keptTimeout = 50 * time.Millisecond
 	// remainderTimeout bounds the copy, in control mode, of a limited
 	// direction's last bytes when the segment holding them crossed the
 	// limit and was not forwarded.
@@ -108,19 +105,21 @@ type frozen struct {
 
 // prepareUnsplice checks that two frozen sockets can be rebuilt later and
 // sets the published spec's modes from opts: a byte limit becomes a limit
-// sequence number (bytes the source socket holds unread count toward it,
-// as the drain delivers them), a watched or held direction the program's
-// watch (acks pass, data is kept back and reported).
-func prepareUnsplice(opts engine.Options, spec *datapath.PairSpec, sa, sb tcprepair.State) error {
+// sequence number (bytes the source socket holds unread, and those the
+// program kept while the pair was held, count toward it, as the drain
+// delivers them), a watched or held direction the program's watch (acks
+// pass, data is kept back and reported).
+func prepareUnsplice(opts engine.Options, spec *datapath.PairSpec, sa, sb tcprepair.State, kept [2]keptRun) error {
 	switch {
 	case sa.Params.ECN || sb.Params.ECN:
 		return errors.New("ECN was negotiated, and TCP_REPAIR cannot restore it for unsplicing")
 	case sa.UsecTS || sb.UsecTS:
 		return errors.New("microsecond timestamps, which TCP_REPAIR cannot restore for unsplicing")
-	case sa.FINReceived || sb.FINReceived:
+	case sa.FINReceived || sb.FINReceived || kept[engine.Up].fin || kept[engine.Down].fin:
 		return errors.New("a peer already sent its FIN, and TCP_REPAIR cannot restore CLOSE_WAIT for unsplicing")
 	}
-	unread := [2]int{sa.InQ, sb.InQ} // by direction: up's source is the client socket
+	// By direction: up's source is the client socket.
+	unread := [2]int{sa.InQ + len(kept[engine.Up].data), sb.InQ + len(kept[engine.Down].data)}
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		o := opts.Dir(d)
 		m := datapath.DirMode{Mode: engine.Forward}
@@ -178,14 +177,16 @@ type unsplicer struct {
 	opts engine.Options
 	spec datapath.PairSpec
 	fz   *frozen
-	// kept is, per direction, the latest segment the program kept back.
-	kept [2]*datapath.Event
 	// timer fires after opts.For; nil without.
 	timer *time.Timer
 	// last is the pair's latest tracked state, for resetting its peers.
 	last datapath.PairStats
-	// used: the kept bytes of a direction are in the rebuilt socket.
-	used [2]bool
+	// rcv is, by side (0 client, 1 upstream), the rebuilt socket's
+	// rcv_nxt: past the kept bytes put into its receive queue.
+	rcv [2]uint32
+	// kept counts, by direction, the kept bytes put into the rebuilt
+	// sockets, for the log.
+	kept [2]int
 }
 
 func newUnsplicer(e *Engine, p *engine.Pair, sp spliced, opts engine.Options) *unsplicer {
@@ -231,8 +232,6 @@ func (u *unsplicer) plain(a datapath.Tuple) *unsplicer {
 func (u *unsplicer) onEvent(ev datapath.Event) (engine.End, engine.Direction, bool) {
 	d := ev.Dir
 	switch ev.Kind {
-	case datapath.EventData:
-		u.kept[d] = &ev
 	case datapath.EventLimit:
 		if u.opts.Dir(d).Mode == engine.Forward && u.opts.Dir(d).Limit > 0 {
 			return engine.EndLimit, d, true
@@ -277,6 +276,9 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 	start := time.Now()
 	u.e.log.Debug("unsplicing", "pair", u.p.ID, "end", end, "dir", dir)
 	st, err := u.quiesce(f, ch)
+	if err == nil && u.e.hook != nil {
+		u.e.hook("unsplicing")
+	}
 	if err == nil {
 		f.refresh() // the counters, final: the pair leaves the table next
 		err = u.rebuild(st, ch)
@@ -299,15 +301,8 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 		}
 	}
 	u.e.log.Debug("unspliced", "pair", u.p.ID, "end", end, "dir", dir, "took", time.Since(start),
-		"kept_up", keptLen(u.kept[engine.Up]), "kept_down", keptLen(u.kept[engine.Down]), "moved", res.Moved)
+		"kept_up", u.kept[engine.Up], "kept_down", u.kept[engine.Down], "moved", res.Moved)
 	return res
-}
-
-func keptLen(ev *datapath.Event) int {
-	if ev == nil || ev.Kept == nil {
-		return 0
-	}
-	return len(ev.Kept.Data)
 }
 
 // quiesce stops both directions' data (watch), waits until each receiver
@@ -382,15 +377,11 @@ func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats
 	}
 }
 
-// ackOf is the highest ack the sender of direction d sent, kept-back
-// segments included (a request carries the ACK of the response before
-// it).
+// ackOf is the highest ack the sender of direction d sent, kept
+// segments included (the program tracks their acks: a request carries
+// the ACK of the response before it).
 func (u *unsplicer) ackOf(st datapath.PairStats, d engine.Direction) uint32 {
-	ack := st.Dir(d).AckHi
-	if k := u.kept[d]; k != nil && k.Kept.HasAck && seqLess(ack, k.Kept.Ack) {
-		ack = k.Kept.Ack
-	}
-	return ack
+	return st.Dir(d).AckHi
 }
 
 // quiet: nothing forwarded in either direction is unacknowledged.
@@ -399,28 +390,11 @@ func (u *unsplicer) quiet(st datapath.PairStats) bool {
 		u.ackOf(st, engine.Up) == st.Down.SndNxt+u.spec.Down.SeqOff
 }
 
-// awaitKept waits briefly for a data event the program reported but the
-// reader has not delivered: its bytes save the sender a retransmission.
-func (u *unsplicer) awaitKept(ch <-chan notice, st datapath.PairStats) {
-	deadline := time.After(keptTimeout)
-	for _, d := range []engine.Direction{engine.Up, engine.Down} {
-		for st.Dir(d).Kept && (u.kept[d] == nil || u.kept[d].Seq != st.Dir(d).SndNxt) {
-			select {
-			case n := <-ch:
-				if n.removed == "" {
-					u.onEvent(n.ev)
-				}
-			case <-deadline:
-				return
-			}
-		}
-	}
-}
-
 // rebuild rebuilds both sockets from st, takes the pair out of the
 // datapath and leaves repair mode.
 func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 	conns := [2]*net.TCPConn{u.p.Client, u.p.Upstream()}
+	var rs [2]tcprepair.Rebuild
 	for side, c := range conns {
 		r, err := u.rebuildOf(side, c, st)
 		if err != nil {
@@ -429,8 +403,9 @@ func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 		if err := tcprepair.WithFD(c, func(fd int) error { return tcprepair.RebuildSock(fd, r) }); err != nil {
 			return failf("rebuild the %s socket: %v", sideName(side), err)
 		}
+		rs[side] = r
 	}
-	if err := u.leaveTable(st, ch, conns); err != nil {
+	if err := u.leaveTable(st, conns); err != nil {
 		return err
 	}
 	for side, c := range conns {
@@ -448,15 +423,56 @@ func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 			return failf("leave repair mode on the %s socket: %v", sideName(side), err)
 		}
 	}
+	for side, c := range conns {
+		u.probeRTT(side, c, rs[side])
+	}
 	return nil
 }
 
-// leaveTable takes the pair out of the table, still watched (a hold
-// would drop the next request, which then waits for a retransmission
-// timeout), and appends to the rebuilt sockets (still in repair mode) the
-// data the program kept while they were rebuilt.
-func (u *unsplicer) leaveTable(st datapath.PairStats, ch <-chan notice, conns [2]*net.TCPConn) error {
+// leaveTable puts into the rebuilt sockets (still in repair mode) the
+// bytes the program kept since they were read, releases each direction
+// in one compare-and-swap with its count of kept segments (the program
+// hands the next ones to the stack: to the rebuilt socket, after the kept
+// ones), and takes the pair out of the table. Nothing is lost: a segment
+// is either in the socket's queue or reaches the socket itself.
+func (u *unsplicer) leaveTable(st datapath.PairStats, conns [2]*net.TCPConn) error {
 	a := u.spec.A
+	kch, err := u.e.dp.KeptChanged(a)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(publishTimeout)
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		side := int(d) // up is received by the client socket
+		for {
+			k, err := u.e.dp.Kept(a, d)
+			if err != nil {
+				return err
+			}
+			if run := runOf(k.Segs, u.rcv[side], 0, 0); len(run.data) > 0 {
+				if err := tcprepair.WithFD(conns[side], func(fd int) error { return tcprepair.FillRecvQueue(fd, run.data) }); err != nil {
+					return failf("append kept bytes to the %s socket: %v", sideName(side), err)
+				}
+				u.rcv[side] += uint32(len(run.data))
+				u.kept[d] += len(run.data)
+			}
+			n := int64(k.Done)
+			if time.Now().After(deadline) {
+				n = -1 // segments still unaccounted for are left to retransmission
+			}
+			_, ok, err := u.e.dp.Release(a, d, n)
+			if err != nil {
+				return failf("%v", err)
+			}
+			if ok {
+				break
+			}
+			select {
+			case <-kch:
+			case <-time.After(keptPoll):
+			}
+		}
+	}
 	held, err := u.e.dp.Remove(a)
 	if err != nil {
 		return failf("%v", err)
@@ -466,17 +482,6 @@ func (u *unsplicer) leaveTable(st datapath.PairStats, ch <-chan notice, conns [2
 	if held.Up.SndNxt != st.Up.SndNxt || held.Down.SndNxt != st.Down.SndNxt {
 		return failf("the pair moved while its sockets were rebuilt (up %d -> %d, down %d -> %d)",
 			st.Up.SndNxt, held.Up.SndNxt, st.Down.SndNxt, held.Down.SndNxt)
-	}
-	u.awaitKept(ch, held)
-	for d, side := range []int{0, 1} { // up is received by the client socket
-		k := u.kept[d]
-		if u.used[d] || k == nil || k.Seq != held.Dir(engine.Direction(d)).SndNxt || len(k.Kept.Data) == 0 {
-			continue
-		}
-		if err := tcprepair.WithFD(conns[side], func(fd int) error { return tcprepair.FillRecvQueue(fd, k.Kept.Data) }); err != nil {
-			return failf("append kept bytes to the %s socket: %v", sideName(side), err)
-		}
-		u.used[d] = true
 	}
 	return nil
 }
@@ -493,6 +498,9 @@ func sideName(side int) string {
 //
 //	client socket: rcv_nxt = Up.SndNxt (+ kept bytes), snd = Down.SndNxt + Down.SeqOff
 //	upstream:      rcv_nxt = Down.SndNxt (+ kept),     snd = Up.SndNxt + Up.SeqOff
+//
+// Its last byte sent goes back in flight (Rebuild.InFlight) for a first
+// RTT sample: probeRTT.
 func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st datapath.PairStats) (tcprepair.Rebuild, error) {
 	in, out := engine.Up, engine.Down
 	if side == 1 {
@@ -503,16 +511,22 @@ func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st datapath.PairStats) (
 	si, so := st.Dir(in), st.Dir(out)
 	r := tcprepair.Rebuild{
 		Local: ps.Local, Remote: ps.Remote,
-		SndSeq: so.SndNxt + u.spec.Dir(out).SeqOff, RcvSeq: si.SndNxt,
+		SndSeq: so.SndNxt + u.spec.Dir(out).SeqOff, RcvSeq: si.SndNxt, InFlight: 1,
 		PeerMSS: ps.PeerMSS, WScale: ps.WScale, SndWScale: ps.SndWScale, RcvWScale: ps.RcvWScale,
 		SACK: ps.SACK, Timestamps: ps.Timestamps,
 		SndWnd: w.SndWnd, MaxWindow: w.MaxWindow, RcvWnd: max(w.RcvWnd, 1),
 	}
 	raw, fresh := si.Window, si.Packets > 0
-	if k := u.kept[in]; k != nil && k.Seq == si.SndNxt {
-		r.Queued = k.Kept.Data
-		u.used[in] = true
-		raw, fresh = k.Kept.Window, true
+	k, err := u.e.dp.Kept(u.spec.A, in)
+	if err != nil {
+		return r, err
+	}
+	// The bytes the program kept, from the first one not forwarded.
+	r.Queued = runOf(k.Segs, si.SndNxt, 0, 0).data
+	u.rcv[side] = si.SndNxt + uint32(len(r.Queued))
+	u.kept[in] = len(r.Queued)
+	if n := len(k.Segs); n > 0 {
+		raw, fresh = k.Segs[n-1].Window(), true
 	}
 	if fresh {
 		// The peer's latest window, in its own scale.
@@ -531,6 +545,39 @@ func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st datapath.PairStats) (
 		r.TSClock = clock
 	}
 	return r, nil
+}
+
+// probeRTT sends the peer of a rebuilt socket a copy of the byte the
+// socket holds in flight (Rebuild.InFlight), which the peer already has:
+// a duplicate, which TCP answers at once, without the rate limit on
+// answers to old bare ACKs. The answer acknowledges the byte, and the
+// socket takes its first RTT sample from it: its retransmission timeout
+// becomes the path's (Linux's minimum, 200 ms, on a LAN), not the 1 or 3 s
+// a socket without a sample keeps. Lost, the socket retransmits the byte
+// itself after that timeout, and the sample comes then.
+func (u *unsplicer) probeRTT(side int, c *net.TCPConn, r tcprepair.Rebuild) {
+	if r.InFlight == 0 {
+		return
+	}
+	f := segFields{ack: u.rcv[side], win: uint16(min(r.RcvWnd>>min(r.RcvWScale, 14), 0xffff)), ts: r.Timestamps}
+	if r.Timestamps {
+		clock, err := tcprepair.TSClock(c)
+		if err != nil {
+			return
+		}
+		in := engine.Up
+		if side == 1 {
+			in = engine.Down
+		}
+		f.tsVal, f.tsEcr = clock, u.last.Dir(in).TSLast
+	}
+	fd, err := u.e.inject.open(r.Local.Addr().Is6(), u.e.home.do)
+	if err != nil {
+		u.e.log.Debug("RTT probe", "pair", u.p.ID, "err", err)
+		return
+	}
+	var buf [60 + tsOptLen + 1]byte
+	u.e.inject.send(fd, r.Remote.Addr(), buildSegment(buf[:], r.Local, r.Remote, r.SndSeq-1, f, []byte{0}))
 }
 
 // copyRemainder forwards, in control mode, what a limited direction still

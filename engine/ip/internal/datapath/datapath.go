@@ -33,6 +33,17 @@ type Options struct {
 	// EventBuffer is the ring buffer size in bytes, a power of two and a
 	// multiple of the page size (default 256 KiB).
 	EventBuffer int
+	// KeptBuffer bounds the segments the program keeps for the control
+	// plane while a pair changes hands (held while it is spliced, past a
+	// boundary while it is unspliced) and the reader has not yet taken:
+	// the size of their ring buffer in bytes, a power of two and a multiple
+	// of the page size (default 8 MiB). A segment that does not fit is
+	// dropped and counted as hold_dropped.
+	KeptBuffer int
+	// keptChunk, for tests, lowers the payload bytes per kept record
+	// (default and maximum SPLICE_KEPT_CHUNK), so short frames take
+	// several records.
+	keptChunk int
 }
 
 func (o Options) withDefaults() Options {
@@ -45,6 +56,9 @@ func (o Options) withDefaults() Options {
 	if o.EventBuffer <= 0 {
 		o.EventBuffer = 256 << 10
 	}
+	if o.KeptBuffer <= 0 {
+		o.KeptBuffer = 8 << 20
+	}
 	return o
 }
 
@@ -55,6 +69,7 @@ type Datapath struct {
 	objs   spliceLoaded
 	dirs   []byte // splice_dirs, mmapped
 	events *ringbuf.Reader
+	kept   *keptStore
 
 	mu     sync.Mutex
 	closed bool
@@ -93,6 +108,9 @@ func Load(opts Options) (*Datapath, error) {
 	if eb := opts.EventBuffer; eb&(eb-1) != 0 || eb%os.Getpagesize() != 0 {
 		return nil, fmt.Errorf("engine ip: EventBuffer %d is not a power of two multiple of the page size", eb)
 	}
+	if kb := opts.KeptBuffer; kb&(kb-1) != 0 || kb%os.Getpagesize() != 0 {
+		return nil, fmt.Errorf("engine ip: KeptBuffer %d is not a power of two multiple of the page size", kb)
+	}
 	if err := probe(); err != nil {
 		return nil, err
 	}
@@ -103,6 +121,12 @@ func Load(opts Options) (*Datapath, error) {
 	spec.Maps[spliceMapSpliceFlows].MaxEntries = uint32(2 * opts.MaxPairs)
 	spec.Maps[spliceMapSpliceDirs].MaxEntries = uint32(2 * opts.MaxPairs)
 	spec.Maps[spliceMapSpliceEvents].MaxEntries = uint32(opts.EventBuffer)
+	spec.Maps[spliceMapSpliceKeptRing].MaxEntries = uint32(opts.KeptBuffer)
+	if opts.keptChunk > 0 {
+		if err := spec.Variables[spliceVarKeptChunk].Set(uint32(opts.keptChunk)); err != nil {
+			return nil, fmt.Errorf("engine ip: %w", err)
+		}
+	}
 
 	d := newDatapath(opts)
 	d.slots.max = uint32(opts.MaxPairs)
@@ -140,6 +164,15 @@ func (d *Datapath) open() error {
 		d.objs.Close()
 		return fmt.Errorf("engine ip: event ring buffer: %w", err)
 	}
+	kr, err := ringbuf.NewReader(d.objs.SpliceKeptRing)
+	if err != nil {
+		d.events.Close()
+		unix.Munmap(d.dirs)
+		d.objs.Close()
+		return fmt.Errorf("engine ip: kept ring buffer: %w", err)
+	}
+	d.kept = newKeptStore(kr)
+	go d.kept.run()
 	return nil
 }
 
@@ -274,6 +307,7 @@ func (d *Datapath) close(unpin bool) error {
 		delete(d.links, ifindex)
 	}
 	errs = append(errs, d.events.Close())
+	errs = append(errs, d.kept.close())
 	errs = append(errs, unix.Munmap(d.dirs))
 	d.dirs = nil
 	errs = append(errs, d.objs.Close())
@@ -284,22 +318,23 @@ func (d *Datapath) close(unpin bool) error {
 // (bpf/splice.h); the same names appear in metrics. TestABI fails when the
 // program counts something this table does not name.
 var counterNames = [...]string{
-	spliceSpliceCounterSPLICE_CNT_FORWARDED:  "forwarded",
-	spliceSpliceCounterSPLICE_CNT_EVENT_LOST: "event_lost",
-	spliceSpliceCounterSPLICE_CNT_REOPENED:   "reopened",
-	spliceSpliceCounterSPLICE_DROP_NO_ENTRY:  "no_entry",
-	spliceSpliceCounterSPLICE_DROP_FRAGMENT:  "fragment",
-	spliceSpliceCounterSPLICE_DROP_MALFORMED: "malformed",
-	spliceSpliceCounterSPLICE_DROP_CLOSED:    "closed",
-	spliceSpliceCounterSPLICE_DROP_HOLD:      "hold",
-	spliceSpliceCounterSPLICE_DROP_SYN:       "syn_on_spliced",
-	spliceSpliceCounterSPLICE_DROP_NO_ACK:    "no_ack",
-	spliceSpliceCounterSPLICE_DROP_SEQ:       "seq_out_of_window",
-	spliceSpliceCounterSPLICE_DROP_ACK:       "ack_out_of_window",
-	spliceSpliceCounterSPLICE_DROP_WATCH:     "watch",
-	spliceSpliceCounterSPLICE_DROP_LIMIT:     "limit",
-	spliceSpliceCounterSPLICE_DROP_MTU:       "mtu_exceeded",
-	spliceSpliceCounterSPLICE_DROP_REWRITE:   "rewrite_failed",
+	spliceSpliceCounterSPLICE_CNT_FORWARDED:     "forwarded",
+	spliceSpliceCounterSPLICE_CNT_EVENT_LOST:    "event_lost",
+	spliceSpliceCounterSPLICE_CNT_REOPENED:      "reopened",
+	spliceSpliceCounterSPLICE_CNT_KEPT:          "kept",
+	spliceSpliceCounterSPLICE_CNT_PASSED:        "passed",
+	spliceSpliceCounterSPLICE_DROP_NO_ENTRY:     "no_entry",
+	spliceSpliceCounterSPLICE_DROP_FRAGMENT:     "fragment",
+	spliceSpliceCounterSPLICE_DROP_MALFORMED:    "malformed",
+	spliceSpliceCounterSPLICE_DROP_CLOSED:       "closed",
+	spliceSpliceCounterSPLICE_DROP_HOLD:         "hold",
+	spliceSpliceCounterSPLICE_DROP_SYN:          "syn_on_spliced",
+	spliceSpliceCounterSPLICE_DROP_NO_ACK:       "no_ack",
+	spliceSpliceCounterSPLICE_DROP_SEQ:          "seq_out_of_window",
+	spliceSpliceCounterSPLICE_DROP_ACK:          "ack_out_of_window",
+	spliceSpliceCounterSPLICE_DROP_HOLD_DROPPED: "hold_dropped",
+	spliceSpliceCounterSPLICE_DROP_MTU:          "mtu_exceeded",
+	spliceSpliceCounterSPLICE_DROP_REWRITE:      "rewrite_failed",
 }
 
 // firstDrop is the index of the first drop reason in counterNames.
@@ -323,8 +358,10 @@ func (d *Datapath) Drops() (map[string]uint64, error) {
 }
 
 // Counters returns the counters that are not drops: "forwarded" (packets
-// translated and redirected) and "event_lost" (events the full ring buffer
-// refused).
+// translated and redirected), "event_lost" (events the full ring buffer
+// refused), "reopened" (SYNs handed to the stack on an ended pair's
+// tuple), "kept" (segments kept for the control plane) and "passed"
+// (segments of a released direction handed to the stack).
 func (d *Datapath) Counters() (map[string]uint64, error) {
 	all, err := d.readCounters()
 	if err != nil {

@@ -19,7 +19,8 @@ import (
 var diffSeed = flag.Uint64("ip.seed", 0, "seed for TestDifferential (0: from the clock)")
 
 func TestDifferential(t *testing.T) {
-	h := newHarness(t, Options{MaxPairs: 64})
+	// Kept segments in records of 256 bytes: most kept segments take several.
+	h := newHarness(t, Options{MaxPairs: 64, keptChunk: 256})
 	seed := *diffSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -40,7 +41,24 @@ func TestDifferential(t *testing.T) {
 		ref := newRefModel()
 		ref.insert(spec, 0)
 		ref.mtu = 1500
+		ref.chunk = 256
 		p := h.dp.pairs[spec.A]
+		for d := range 2 {
+			if rng.IntN(10) == 0 { // a direction released to the stack
+				if _, _, err := h.dp.Release(spec.A, engine.Direction(d), -1); err != nil {
+					t.Fatal(err)
+				}
+				ref.dirs[d].flags = ref.dirs[d].flags&^flagKeep | flagPass
+			}
+		}
+		counters := func() map[string]uint64 {
+			c, err := h.dp.Counters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		c0 := counters()
 
 		for j := range perPair {
 			d := rng.IntN(2)
@@ -75,6 +93,10 @@ func TestDifferential(t *testing.T) {
 				}
 			}
 		}
+		if c := counters(); c["kept"]-c0["kept"] != ref.nKept || c["passed"]-c0["passed"] != ref.nPassed {
+			t.Fatalf("pair %d: %d kept and %d passed, reference %d and %d", i, c["kept"]-c0["kept"], c["passed"]-c0["passed"], ref.nKept, ref.nPassed)
+		}
+		sameKept(t, h, ref, spec, i)
 		evs := h.events()
 		if len(evs) != len(ref.events) {
 			t.Fatalf("pair %d: %d events, reference %d: %+v vs %+v", i, len(evs), len(ref.events), evs, ref.events)
@@ -91,6 +113,34 @@ func TestDifferential(t *testing.T) {
 	t.Logf("%d segments, %d redirected; drops %v", pairs*perPair, redirected, h.drops())
 	if redirected < pairs*perPair/3 {
 		t.Errorf("only %d of %d segments were forwarded: the generator no longer exercises the rewrite", redirected, pairs*perPair)
+	}
+}
+
+// sameKept compares the records the program kept for a pair with the
+// reference's, once every counted segment has arrived.
+func sameKept(t *testing.T, h *harness, ref *refModel, spec PairSpec, i int) {
+	t.Helper()
+	for d, flow := range []Tuple{spec.A, spec.B} {
+		var want []refKept
+		for _, k := range ref.kept {
+			if k.flow == flow {
+				want = append(want, k)
+			}
+		}
+		got, err := h.dp.AwaitKept(spec.A, engine.Direction(d), keptCount(ref.dirs[d].flags), time.Second)
+		if err != nil {
+			t.Fatalf("pair %d: %v", i, err)
+		}
+		if len(got.Segs) != len(want) {
+			t.Fatalf("pair %d dir %d: %d kept records, reference %d", i, d, len(got.Segs), len(want))
+		}
+		for j, g := range got.Segs {
+			w := want[j]
+			if g.Seq != w.seq || g.Last != w.last || !bytes.Equal(g.Data, w.data) || !bytes.Equal(g.Header, w.header) {
+				t.Fatalf("pair %d dir %d record %d: seq %d last %v %d bytes, header %x; reference seq %d last %v %d bytes, header %x",
+					i, d, j, g.Seq, g.Last, len(g.Data), g.Header, w.seq, w.last, len(w.data), w.header)
+			}
+		}
 	}
 }
 
@@ -145,7 +195,7 @@ func randomSpec(rng *rand.Rand, h *harness, tp topo) PairSpec {
 			SndNxt: nxt(), TSLast: rng.Uint32() * uint32(rng.IntN(2)),
 		}
 	}
-	spec := PairSpec{A: tp.a(), B: tp.b(), IfindexA: h.ns.ifA, IfindexB: h.ns.ifB, Up: dir(), Down: dir()}
+	spec := PairSpec{A: tp.a(), B: tp.b(), IfindexA: h.ns.ifA, IfindexB: h.ns.ifB, Up: dir(), Down: dir(), Keep: rng.IntN(6) == 0}
 	spec.Up.AckHi = spec.Down.SndNxt + spec.Down.SeqOff - rng.Uint32N(3000)
 	spec.Down.AckHi = spec.Up.SndNxt + spec.Up.SeqOff - rng.Uint32N(3000)
 	for _, d := range []*DirSpec{&spec.Up, &spec.Down} {

@@ -19,8 +19,13 @@
 //
 // The program drops, with a per-CPU counter named after the reason (Drops):
 // SYNs on a spliced tuple, segments whose seq or ack lies outside the
-// tracked window (blind resets and injections), malformed headers, data in
-// a held, watched or limited direction. It tracks per direction the highest
+// tracked window (blind resets and injections), malformed headers. What
+// reaches a pair while it changes hands it keeps instead, for the control
+// plane (Kept): every segment while a pair inserted with PairSpec.Keep is
+// held and published (until StopKeeping), and data past a watched or
+// limited direction's boundary (until Release hands the next ones to the
+// stack); a segment its bounded ring cannot take is dropped as
+// hold_dropped. It tracks per direction the highest
 // seq sent, highest ack, last window, latest TSval, bytes and packets, and
 // runs the teardown of SpliceNP 2.2: FIN each way, each acknowledged, puts
 // the pair in TIME_WAIT, which Sweep removes after Options.TimeWait; a reset
@@ -34,8 +39,9 @@
 //	dp.Attach(clientSideIfindex); dp.Attach(serverSideIfindex)
 //	if err := datapath.CanTranslate(a, b); err != nil { /* fall back, say why */ }
 //	spec, _ := datapath.NewPairSpec(a, b)
-//	dp.Insert(spec)            // spec.Up.Mode = engine.Hold first closes the race with packets in flight
-//	dp.Update(spec)            // then publish the final offsets with Mode = engine.Forward
+//	dp.Insert(spec)            // spec.Up.Mode = engine.Hold and spec.Keep first: packets in flight are kept
+//	dp.Update(spec)            // then publish the final offsets with Mode = engine.Forward (Keep still set)
+//	dp.StopKeeping(spec.A, d, n) // once the n kept segments (dp.Kept) are in the published spec
 //	st, _ := dp.Lookup(spec.A) // byte counters for /flows
 //	dp.Sweep(datapath.Now())   // periodically
 //

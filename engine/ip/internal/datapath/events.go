@@ -1,4 +1,4 @@
-// Events the program reports through its ring buffer: FIN, TIME_WAIT, reset, limit, watch, and the data kept at a boundary.
+// Events the program reports through its ring buffer: FIN, TIME_WAIT, reset, limit and watch.
 
 package datapath
 
@@ -30,11 +30,6 @@ const (
 	// EventWatch: data or FIN arrived in a watched direction and was not
 	// forwarded; Seq is its first sequence number.
 	EventWatch = EventKind(spliceSpliceEventKindSPLICE_EV_WATCH)
-	// EventData: the segment holding a watched or limited direction's
-	// next byte was not forwarded; Seq is that byte (the direction's
-	// SndNxt) and Data the first bytes of the segment from there, for the
-	// rebuilt socket's receive queue. Reported once per SetMode.
-	EventData = EventKind(spliceSpliceEventKindSPLICE_EV_DATA)
 )
 
 func (k EventKind) String() string {
@@ -49,8 +44,6 @@ func (k EventKind) String() string {
 		return "limit"
 	case EventWatch:
 		return "watch"
-	case EventData:
-		return "data"
 	}
 	return fmt.Sprintf("event(%d)", uint32(k))
 }
@@ -69,34 +62,15 @@ type Event struct {
 	Seq  uint32
 	// Time is when it happened, on the clock of Now.
 	Time time.Duration
-	// Kept is the segment an EventData reports.
-	Kept *KeptData
 }
 
-// KeptData is what the program kept of a segment it did not forward.
-type KeptData struct {
-	// Data are the segment's bytes from Event.Seq on, at most
-	// captureBytes; the rest is left to the sender's retransmission.
-	Data []byte
-	// Ack is the segment's ack (valid with HasAck), Window its raw window,
-	// TSVal its timestamp (0 without), FIN whether it ends the stream.
-	Ack         uint32
-	HasAck, FIN bool
-	Window      uint16
-	TSVal       uint32
-}
-
-// Sizes of the ring buffer records, from the generated struct layouts.
-var (
-	eventSize     = int(unsafe.Sizeof(spliceSpliceEvent{}))
-	dataEventSize = int(unsafe.Sizeof(spliceSpliceDataEvent{}))
-	captureBytes  = len(spliceSpliceDataEvent{}.Data) // SPLICE_CAPTURE
-)
+// eventSize is the size of a ring buffer record, from the generated layout.
+var eventSize = int(unsafe.Sizeof(spliceSpliceEvent{}))
 
 // decodeRecord copies a ring buffer record into its generated struct: the
 // program writes it in host layout, which structs.HostLayout promises Go
 // uses too. raw must hold at least sizeof(*T) bytes.
-func decodeRecord[T spliceSpliceEvent | spliceSpliceDataEvent](raw []byte) T {
+func decodeRecord[T spliceSpliceEvent](raw []byte) T {
 	var v T
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), unsafe.Sizeof(v)), raw)
 	return v
@@ -124,13 +98,6 @@ func (d *Datapath) ReadEvent() (Event, error) {
 		Time: time.Duration(hdr.Ktime),
 		Flow: tupleFromKey(hdr.Key),
 	}
-	if ev.Kind == EventData {
-		kept, err := parseKept(raw)
-		if err != nil {
-			return Event{}, err
-		}
-		ev.Kept = kept
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if p := d.pairs[ev.Flow]; p != nil {
@@ -144,22 +111,3 @@ func (d *Datapath) ReadEvent() (Event, error) {
 // SetEventDeadline makes ReadEvent return os.ErrDeadlineExceeded after t;
 // the zero time means no deadline.
 func (d *Datapath) SetEventDeadline(t time.Time) { d.events.SetDeadline(t) }
-
-// parseKept reads the tail of a struct splice_data_event.
-func parseKept(raw []byte) (*KeptData, error) {
-	if len(raw) < dataEventSize {
-		return nil, fmt.Errorf("engine ip: short data event of %d bytes", len(raw))
-	}
-	rec := decodeRecord[spliceSpliceDataEvent](raw)
-	if int(rec.Len) > captureBytes {
-		return nil, fmt.Errorf("engine ip: data event of %d bytes", rec.Len)
-	}
-	return &KeptData{
-		Data:   append([]byte(nil), rec.Data[:rec.Len]...),
-		Ack:    rec.Ack,
-		TSVal:  rec.Tsval,
-		Window: rec.Win,
-		HasAck: rec.Tcpflags&uint8(spliceSpliceTcpFlagTCP_ACK) != 0,
-		FIN:    rec.Tcpflags&uint8(spliceSpliceTcpFlagTCP_FIN) != 0,
-	}, nil
-}

@@ -35,8 +35,8 @@ func FuzzDatapath(f *testing.F) {
 		h.tb = t // the harness reports to this input's test (one at a time per worker)
 		defer func() { h.tb = f }()
 		// Events left by earlier inputs are read out, so the ring buffer
-		// never fills (the program would then skip a data event the
-		// reference records).
+		// never fills (the program would then count an event_lost the
+		// reference does not).
 		h.events()
 		defer h.events()
 		rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))

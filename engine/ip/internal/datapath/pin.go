@@ -40,7 +40,7 @@ func linkPin(dir string, ifindex int) string {
 
 // abiVersion is part of Layout: raise it for a change the layout hash
 // cannot see, such as a new meaning for an existing field or flag.
-const abiVersion = 1
+const abiVersion = 2 // 2: held segments kept (splice_kept, the kept ring), not dropped
 
 // metaMagic opens the meta record ("SPLC").
 const metaMagic = 0x53504c43
@@ -73,14 +73,14 @@ var layout = sync.OnceValues(func() (uint64, error) {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "abi %d\n", abiVersion)
-	for _, name := range []string{spliceMapSpliceFlows, spliceMapSpliceDirs, spliceMapSpliceCounters, spliceMapSpliceEvents} {
+	for _, name := range []string{spliceMapSpliceFlows, spliceMapSpliceDirs, spliceMapSpliceCounters, spliceMapSpliceEvents, spliceMapSpliceKeptRing} {
 		m := spec.Maps[name]
 		fmt.Fprintf(h, "map %s %v %d %d %#x\n", name, m.Type, m.KeySize, m.ValueSize, m.Flags)
 		if name == spliceMapSpliceCounters {
 			fmt.Fprintf(h, "entries %d\n", m.MaxEntries) // one per counter
 		}
 	}
-	for _, name := range []string{"splice_key", "splice_dir", "splice_event", "splice_data_event"} {
+	for _, name := range []string{"splice_key", "splice_dir", "splice_event", "splice_kept"} {
 		var s *btf.Struct
 		if err := spec.Types.TypeByName(name, &s); err != nil {
 			return 0, fmt.Errorf("layout of struct %s: %w", name, err)

@@ -13,8 +13,9 @@ import (
 
 // Verdicts as the program returns them (tc action codes).
 const (
-	verdictPass     int32 = -1 // TC_ACT_UNSPEC: not ours
+	verdictPass     int32 = -1 // TC_ACT_UNSPEC: not ours, or a released direction's segment for the stack
 	verdictDrop     int32 = 2  // TC_ACT_SHOT
+	verdictKept     int32 = 2  // TC_ACT_SHOT too (tcx has no "stolen"), counted as kept
 	verdictRedirect int32 = 7  // TC_ACT_REDIRECT
 )
 
@@ -40,6 +41,15 @@ type refEvent struct {
 	flow Tuple
 }
 
+// refKept is one record the program writes into the kept ring.
+type refKept struct {
+	flow   Tuple
+	seq    uint32
+	data   []byte
+	header []byte
+	last   bool
+}
+
 // refModel is the reference datapath: flows to slots, slots to entries.
 type refModel struct {
 	flows  map[Tuple]int
@@ -47,11 +57,19 @@ type refModel struct {
 	drops  map[string]uint64
 	events []refEvent
 	mtu    int // the peer devices' MTU; 0: not checked
+	// kept are the kept ring's records; chunk the payload bytes per
+	// record (the program's kept_chunk); nKept and nPassed the counters.
+	kept           []refKept
+	chunk          int
+	nKept, nPassed uint64
 }
 
 func newRefModel() *refModel {
-	return &refModel{flows: map[Tuple]int{}, dirs: map[int]*refDir{}, drops: map[string]uint64{}}
+	return &refModel{flows: map[Tuple]int{}, dirs: map[int]*refDir{}, drops: map[string]uint64{}, chunk: keptChunkMax}
 }
+
+// keptChunkMax is SPLICE_KEPT_CHUNK.
+var keptChunkMax = len(spliceSpliceKept{}.Data)
 
 func refDirFrom(out Tuple, ifindex int, s DirSpec) *refDir {
 	return &refDir{
@@ -68,6 +86,31 @@ func (m *refModel) insert(spec PairSpec, n int) {
 	m.flows[spec.B.unmapped()] = 2*n + 1
 	m.dirs[2*n] = refDirFrom(spec.B.Reverse().unmapped(), spec.IfindexB, spec.Up)
 	m.dirs[2*n+1] = refDirFrom(spec.A.Reverse().unmapped(), spec.IfindexA, spec.Down)
+	if spec.Keep {
+		m.dirs[2*n].flags |= flagKeep
+		m.dirs[2*n+1].flags |= flagKeep
+	}
+}
+
+// keep mirrors keep() in splice.c, serially: a released direction passes
+// the segment to the stack; otherwise it is counted and written into the
+// kept ring, one record per chunk of payload.
+func (m *refModel) keep(e *refDir, flow Tuple, seq uint32, h, payload []byte) int32 {
+	if e.flags&flagPass != 0 {
+		m.nPassed++
+		return verdictPass
+	}
+	e.flags = e.flags&^flagKeptMask | (e.flags+flagKeptOne)&flagKeptMask
+	for off := 0; ; {
+		n := min(m.chunk, len(payload)-off)
+		m.kept = append(m.kept, refKept{flow: flow, seq: seq + uint32(off), data: payload[off : off+n], header: append([]byte(nil), h...), last: off+n == len(payload)})
+		off += n
+		if off == len(payload) {
+			break
+		}
+	}
+	m.nKept++
+	return verdictKept
 }
 
 func after(a, b uint32) bool { return int32(a-b) > 0 }
@@ -218,17 +261,21 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 	if e.flags&flagClosed != 0 {
 		return m.drop("closed")
 	}
-	if e.mode == engine.Hold {
-		if seqOK {
-			noteTS()
-		}
-		return m.drop("hold")
-	}
 	if flags&packet.SYN != 0 {
 		return m.drop("syn_on_spliced")
 	}
 	if flags&(packet.ACK|packet.RST) == 0 {
 		return m.drop("no_ack")
+	}
+	body := f[l4+hlen : end]
+	if e.mode == engine.Hold || e.flags&flagKeep != 0 {
+		if seqOK {
+			noteTS()
+		}
+		if e.flags&(flagKeep|flagPass) == 0 {
+			return m.drop("hold")
+		}
+		return m.keep(e, flow, seq, h, body), nil
 	}
 	if !seqOK {
 		return m.drop("seq_out_of_window")
@@ -244,12 +291,20 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 		fin = 1
 	}
 	if (plen > 0 || fin == 1) && flags&packet.RST == 0 {
-		// The segment holding the next byte is kept for the control plane.
-		keep := func() {
-			if e.flags&flagDataEv == 0 && !after(seq, e.sndNxt) && after(seq+plen+fin, e.sndNxt) {
-				e.flags |= flagDataEv
-				m.events = append(m.events, refEvent{EventData, e.sndNxt, flow})
+		// Data past the boundary is kept for the control plane, and what
+		// it says about its sender is tracked.
+		keep := func() int32 {
+			v := m.keep(e, flow, seq, h, body)
+			if v == verdictKept {
+				e.win = win
+				if o.ts != 0 && (e.tsLast == 0 || after(tsval, e.tsLast)) {
+					e.tsLast = tsval
+				}
+				if flags&packet.ACK != 0 && after(ack, e.ackHi) {
+					e.ackHi = ack
+				}
 			}
+			return v
 		}
 		// Retransmissions of bytes already forwarded pass a watch.
 		if e.mode == engine.Watch && after(seq+plen+fin, e.sndNxt) {
@@ -257,16 +312,14 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 				e.flags |= flagWatchEv
 				m.events = append(m.events, refEvent{EventWatch, seq, flow})
 			}
-			keep()
-			return m.drop("watch")
+			return keep(), nil
 		}
 		if e.limited && after(seq+plen+fin, e.limitSeq) {
 			if !after(seq, e.sndNxt) && e.flags&flagLimitEv == 0 {
 				e.flags |= flagLimitEv
 				m.events = append(m.events, refEvent{EventLimit, e.sndNxt, flow})
 			}
-			keep()
-			return m.drop("limit")
+			return keep(), nil
 		}
 	}
 	if m.mtu > 0 && len(f)-packet.EthLen > m.mtu {

@@ -16,23 +16,24 @@ import (
 type spliceSpliceCounter uint32
 
 const (
-	spliceSpliceCounterSPLICE_CNT_FORWARDED  spliceSpliceCounter = 0
-	spliceSpliceCounterSPLICE_CNT_EVENT_LOST spliceSpliceCounter = 1
-	spliceSpliceCounterSPLICE_CNT_REOPENED   spliceSpliceCounter = 2
-	spliceSpliceCounterSPLICE_DROP_NO_ENTRY  spliceSpliceCounter = 3
-	spliceSpliceCounterSPLICE_DROP_FRAGMENT  spliceSpliceCounter = 4
-	spliceSpliceCounterSPLICE_DROP_MALFORMED spliceSpliceCounter = 5
-	spliceSpliceCounterSPLICE_DROP_CLOSED    spliceSpliceCounter = 6
-	spliceSpliceCounterSPLICE_DROP_HOLD      spliceSpliceCounter = 7
-	spliceSpliceCounterSPLICE_DROP_SYN       spliceSpliceCounter = 8
-	spliceSpliceCounterSPLICE_DROP_NO_ACK    spliceSpliceCounter = 9
-	spliceSpliceCounterSPLICE_DROP_SEQ       spliceSpliceCounter = 10
-	spliceSpliceCounterSPLICE_DROP_ACK       spliceSpliceCounter = 11
-	spliceSpliceCounterSPLICE_DROP_WATCH     spliceSpliceCounter = 12
-	spliceSpliceCounterSPLICE_DROP_LIMIT     spliceSpliceCounter = 13
-	spliceSpliceCounterSPLICE_DROP_MTU       spliceSpliceCounter = 14
-	spliceSpliceCounterSPLICE_DROP_REWRITE   spliceSpliceCounter = 15
-	spliceSpliceCounterSPLICE_CNT_MAX        spliceSpliceCounter = 16
+	spliceSpliceCounterSPLICE_CNT_FORWARDED     spliceSpliceCounter = 0
+	spliceSpliceCounterSPLICE_CNT_EVENT_LOST    spliceSpliceCounter = 1
+	spliceSpliceCounterSPLICE_CNT_REOPENED      spliceSpliceCounter = 2
+	spliceSpliceCounterSPLICE_CNT_KEPT          spliceSpliceCounter = 3
+	spliceSpliceCounterSPLICE_CNT_PASSED        spliceSpliceCounter = 4
+	spliceSpliceCounterSPLICE_DROP_NO_ENTRY     spliceSpliceCounter = 5
+	spliceSpliceCounterSPLICE_DROP_FRAGMENT     spliceSpliceCounter = 6
+	spliceSpliceCounterSPLICE_DROP_MALFORMED    spliceSpliceCounter = 7
+	spliceSpliceCounterSPLICE_DROP_CLOSED       spliceSpliceCounter = 8
+	spliceSpliceCounterSPLICE_DROP_HOLD         spliceSpliceCounter = 9
+	spliceSpliceCounterSPLICE_DROP_SYN          spliceSpliceCounter = 10
+	spliceSpliceCounterSPLICE_DROP_NO_ACK       spliceSpliceCounter = 11
+	spliceSpliceCounterSPLICE_DROP_SEQ          spliceSpliceCounter = 12
+	spliceSpliceCounterSPLICE_DROP_ACK          spliceSpliceCounter = 13
+	spliceSpliceCounterSPLICE_DROP_HOLD_DROPPED spliceSpliceCounter = 14
+	spliceSpliceCounterSPLICE_DROP_MTU          spliceSpliceCounter = 15
+	spliceSpliceCounterSPLICE_DROP_REWRITE      spliceSpliceCounter = 16
+	spliceSpliceCounterSPLICE_CNT_MAX           spliceSpliceCounter = 17
 )
 
 type spliceSpliceCtlLayout uint32
@@ -43,18 +44,6 @@ const (
 	spliceSpliceCtlLayoutSPLICE_CTL_IN_SHIFT_POS  spliceSpliceCtlLayout = 16
 	spliceSpliceCtlLayoutSPLICE_CTL_OUT_SHIFT_POS spliceSpliceCtlLayout = 24
 )
-
-type spliceSpliceDataEvent struct {
-	_        structs.HostLayout
-	Ev       spliceSpliceEvent
-	Ack      uint32
-	Len      uint32
-	Tsval    uint32
-	Win      uint16
-	Tcpflags uint8
-	Pad      uint8
-	Data     [2048]uint8
-}
 
 type spliceSpliceDir struct {
 	_          structs.HostLayout
@@ -94,7 +83,6 @@ const (
 	spliceSpliceEventKindSPLICE_EV_RESET     spliceSpliceEventKind = 3
 	spliceSpliceEventKindSPLICE_EV_LIMIT     spliceSpliceEventKind = 4
 	spliceSpliceEventKindSPLICE_EV_WATCH     spliceSpliceEventKind = 5
-	spliceSpliceEventKindSPLICE_EV_DATA      spliceSpliceEventKind = 6
 )
 
 type spliceSpliceFamily uint32
@@ -113,8 +101,24 @@ const (
 	spliceSpliceFlagSPLICE_F_CLOSED    spliceSpliceFlag = 8
 	spliceSpliceFlagSPLICE_F_LIMIT_EV  spliceSpliceFlag = 16
 	spliceSpliceFlagSPLICE_F_WATCH_EV  spliceSpliceFlag = 32
-	spliceSpliceFlagSPLICE_F_DATA_EV   spliceSpliceFlag = 64
+	spliceSpliceFlagSPLICE_F_KEPT_ONE  spliceSpliceFlag = 256
+	spliceSpliceFlagSPLICE_F_KEPT_MASK spliceSpliceFlag = 1073741568
+	spliceSpliceFlagSPLICE_F_PASS      spliceSpliceFlag = 1073741824
+	spliceSpliceFlagSPLICE_F_KEEP      spliceSpliceFlag = 2147483648
 )
+
+type spliceSpliceKept struct {
+	_     structs.HostLayout
+	Ktime uint64
+	Key   spliceSpliceKey
+	Seq   uint32
+	Len   uint32
+	Hlen  uint8
+	Last  uint8
+	Pad   [2]uint8
+	Hdr   [60]uint8
+	Data  [8192]uint8
+}
 
 type spliceSpliceKey struct {
 	_      structs.HostLayout
@@ -165,14 +169,17 @@ const (
 	spliceMapSpliceDirs            = "splice_dirs"
 	spliceMapSpliceEvents          = "splice_events"
 	spliceMapSpliceFlows           = "splice_flows"
+	spliceMapSpliceKeptRing        = "splice_kept_ring"
+	spliceMapSpliceKeptScratch     = "splice_kept_scratch"
 	spliceProgSpliceIngress        = "splice_ingress"
+	spliceVarKeptChunk             = "kept_chunk"
 	spliceVarUnusedSpliceCounter   = "unused_splice_counter"
 	spliceVarUnusedSpliceCtlLayout = "unused_splice_ctl_layout"
-	spliceVarUnusedSpliceDataEvent = "unused_splice_data_event"
 	spliceVarUnusedSpliceEvent     = "unused_splice_event"
 	spliceVarUnusedSpliceEventKind = "unused_splice_event_kind"
 	spliceVarUnusedSpliceFamily    = "unused_splice_family"
 	spliceVarUnusedSpliceFlag      = "unused_splice_flag"
+	spliceVarUnusedSpliceKept      = "unused_splice_kept"
 	spliceVarUnusedSpliceMode      = "unused_splice_mode"
 	spliceVarUnusedSpliceOpt       = "unused_splice_opt"
 	spliceVarUnusedSpliceTcpFlag   = "unused_splice_tcp_flag"
@@ -228,23 +235,26 @@ type spliceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spliceMapSpecs struct {
-	SpliceCounters *ebpf.MapSpec `ebpf:"splice_counters"`
-	SpliceDirs     *ebpf.MapSpec `ebpf:"splice_dirs"`
-	SpliceEvents   *ebpf.MapSpec `ebpf:"splice_events"`
-	SpliceFlows    *ebpf.MapSpec `ebpf:"splice_flows"`
+	SpliceCounters    *ebpf.MapSpec `ebpf:"splice_counters"`
+	SpliceDirs        *ebpf.MapSpec `ebpf:"splice_dirs"`
+	SpliceEvents      *ebpf.MapSpec `ebpf:"splice_events"`
+	SpliceFlows       *ebpf.MapSpec `ebpf:"splice_flows"`
+	SpliceKeptRing    *ebpf.MapSpec `ebpf:"splice_kept_ring"`
+	SpliceKeptScratch *ebpf.MapSpec `ebpf:"splice_kept_scratch"`
 }
 
 // spliceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spliceVariableSpecs struct {
+	KeptChunk             *ebpf.VariableSpec `ebpf:"kept_chunk"`
 	UnusedSpliceCounter   *ebpf.VariableSpec `ebpf:"unused_splice_counter"`
 	UnusedSpliceCtlLayout *ebpf.VariableSpec `ebpf:"unused_splice_ctl_layout"`
-	UnusedSpliceDataEvent *ebpf.VariableSpec `ebpf:"unused_splice_data_event"`
 	UnusedSpliceEvent     *ebpf.VariableSpec `ebpf:"unused_splice_event"`
 	UnusedSpliceEventKind *ebpf.VariableSpec `ebpf:"unused_splice_event_kind"`
 	UnusedSpliceFamily    *ebpf.VariableSpec `ebpf:"unused_splice_family"`
 	UnusedSpliceFlag      *ebpf.VariableSpec `ebpf:"unused_splice_flag"`
+	UnusedSpliceKept      *ebpf.VariableSpec `ebpf:"unused_splice_kept"`
 	UnusedSpliceMode      *ebpf.VariableSpec `ebpf:"unused_splice_mode"`
 	UnusedSpliceOpt       *ebpf.VariableSpec `ebpf:"unused_splice_opt"`
 	UnusedSpliceTcpFlag   *ebpf.VariableSpec `ebpf:"unused_splice_tcp_flag"`
@@ -271,10 +281,12 @@ func (o *spliceObjects) Close() error {
 //
 // It can be passed to loadSpliceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spliceMaps struct {
-	SpliceCounters *ebpf.Map `ebpf:"splice_counters"`
-	SpliceDirs     *ebpf.Map `ebpf:"splice_dirs"`
-	SpliceEvents   *ebpf.Map `ebpf:"splice_events"`
-	SpliceFlows    *ebpf.Map `ebpf:"splice_flows"`
+	SpliceCounters    *ebpf.Map `ebpf:"splice_counters"`
+	SpliceDirs        *ebpf.Map `ebpf:"splice_dirs"`
+	SpliceEvents      *ebpf.Map `ebpf:"splice_events"`
+	SpliceFlows       *ebpf.Map `ebpf:"splice_flows"`
+	SpliceKeptRing    *ebpf.Map `ebpf:"splice_kept_ring"`
+	SpliceKeptScratch *ebpf.Map `ebpf:"splice_kept_scratch"`
 }
 
 func (m *spliceMaps) Close() error {
@@ -283,6 +295,8 @@ func (m *spliceMaps) Close() error {
 		m.SpliceDirs,
 		m.SpliceEvents,
 		m.SpliceFlows,
+		m.SpliceKeptRing,
+		m.SpliceKeptScratch,
 	)
 }
 
@@ -290,13 +304,14 @@ func (m *spliceMaps) Close() error {
 //
 // It can be passed to loadSpliceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spliceVariables struct {
+	KeptChunk             *ebpf.Variable `ebpf:"kept_chunk"`
 	UnusedSpliceCounter   *ebpf.Variable `ebpf:"unused_splice_counter"`
 	UnusedSpliceCtlLayout *ebpf.Variable `ebpf:"unused_splice_ctl_layout"`
-	UnusedSpliceDataEvent *ebpf.Variable `ebpf:"unused_splice_data_event"`
 	UnusedSpliceEvent     *ebpf.Variable `ebpf:"unused_splice_event"`
 	UnusedSpliceEventKind *ebpf.Variable `ebpf:"unused_splice_event_kind"`
 	UnusedSpliceFamily    *ebpf.Variable `ebpf:"unused_splice_family"`
 	UnusedSpliceFlag      *ebpf.Variable `ebpf:"unused_splice_flag"`
+	UnusedSpliceKept      *ebpf.Variable `ebpf:"unused_splice_kept"`
 	UnusedSpliceMode      *ebpf.Variable `ebpf:"unused_splice_mode"`
 	UnusedSpliceOpt       *ebpf.Variable `ebpf:"unused_splice_opt"`
 	UnusedSpliceTcpFlag   *ebpf.Variable `ebpf:"unused_splice_tcp_flag"`

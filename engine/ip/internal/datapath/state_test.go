@@ -246,7 +246,7 @@ func TestHoldThenUpdate(t *testing.T) {
 	}
 }
 
-// TestWatch: data in a watched direction is reported once and not
+// TestWatch: data in a watched direction is reported once and kept, not
 // forwarded; acks still flow; forwarding resumes after SetMode.
 func TestWatch(t *testing.T) {
 	h := newHarness(t, Options{})
@@ -255,21 +255,31 @@ func TestWatch(t *testing.T) {
 	spec.Up.Mode = engine.Watch
 	h.insert(spec)
 
-	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK}), verdictRedirect)
-	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.PSH, Payload: payload}), verdictDrop)
-	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.PSH, Payload: payload}), verdictDrop)
-	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.FIN}), verdictDrop)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked - 7, Flags: packet.ACK}), verdictRedirect)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked - 5, Flags: packet.ACK | packet.PSH, Payload: payload}), verdictKept)
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.PSH, Win: 77, Payload: payload}), verdictKept)
+	h.send(tp.up(packet.Seg{Seq: upNxt + uint32(len(payload)), Ack: upAcked, Flags: packet.ACK | packet.FIN}), verdictKept)
 	// A retransmission of bytes already forwarded passes the watch.
 	h.send(tp.up(packet.Seg{Seq: upNxt - uint32(len(payload)), Ack: upAcked, Flags: packet.ACK | packet.PSH, Payload: payload}), verdictRedirect)
 	evs := h.events()
-	if len(evs) != 2 || evs[0].Kind != EventWatch || evs[0].Seq != upNxt || evs[0].Dir != engine.Up {
-		t.Fatalf("events %+v, want one watch at %d, then the data kept", evs, upNxt)
+	if len(evs) != 1 || evs[0].Kind != EventWatch || evs[0].Seq != upNxt || evs[0].Dir != engine.Up {
+		t.Fatalf("events %+v, want one watch at %d", evs, upNxt)
 	}
-	if k := evs[1]; k.Kind != EventData || k.Seq != upNxt || k.Kept == nil || string(k.Kept.Data) != string(payload) || !k.Kept.HasAck || k.Kept.Ack != upAcked {
-		t.Fatalf("data event %+v (kept %+v), want the payload at %d with ack %d", k, k.Kept, upNxt, upAcked)
+	st := h.stats(spec.A).Up
+	if !st.Watched || st.Kept != 3 {
+		t.Errorf("Watched %v, Kept %d; want true and 3", st.Watched, st.Kept)
 	}
-	if !h.stats(spec.A).Up.Watched {
-		t.Error("Watched not set")
+	// A kept segment's ack and window are its sender's: tracked.
+	if st.AckHi != upAcked || st.Window != 0 {
+		t.Errorf("AckHi %d window %d after the kept segments, want %d and 0", st.AckHi, st.Window, upAcked)
+	}
+	k, err := h.dp.AwaitKept(spec.A, engine.Up, 3, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Segs) != 3 || string(k.Segs[0].Data) != string(payload) || k.Segs[0].Seq != upNxt || k.Segs[0].Ack() != upAcked-5 ||
+		k.Segs[1].Window() != 77 || !k.Segs[2].FIN() || k.Segs[2].End() != upNxt+uint32(len(payload))+1 {
+		t.Fatalf("kept %+v", k)
 	}
 	// The sender's next bare ACK has its seq past the dropped data: it is
 	// forwarded, and SndNxt stays at the first byte not forwarded.
@@ -295,19 +305,20 @@ func TestLimit(t *testing.T) {
 
 	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Payload: data}), verdictRedirect)
 	before := h.drops()
-	h.send(tp.down(packet.Seg{Seq: downNxt + 60, Ack: upNxt + upOff, Flags: packet.ACK, Payload: data}), verdictDrop)
-	if got := dropDelta(before, h.drops()); got != "limit" {
+	h.send(tp.down(packet.Seg{Seq: downNxt + 60, Ack: upNxt + upOff, Flags: packet.ACK, Payload: data}), verdictKept)
+	if got := dropDelta(before, h.drops()); got != "" {
 		t.Errorf("crossing segment dropped as %q", got)
 	}
 	h.send(tp.down(packet.Seg{Seq: downNxt + 60, Ack: upNxt + upOff, Flags: packet.ACK}), verdictRedirect)
 	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Payload: data}), verdictRedirect) // retransmission below the limit
 	evs := h.events()
-	if len(evs) != 2 || evs[0].Kind != EventLimit || evs[0].Seq != downNxt+60 {
-		t.Fatalf("events %+v, want one limit at %d and the data kept", evs, downNxt+60)
+	if len(evs) != 1 || evs[0].Kind != EventLimit || evs[0].Seq != downNxt+60 {
+		t.Fatalf("events %+v, want one limit at %d", evs, downNxt+60)
 	}
-	if k := evs[1]; k.Kind != EventData || k.Seq != downNxt+60 || k.Kept == nil || len(k.Kept.Data) != len(data) {
-		t.Fatalf("data event %+v, want the crossing segment's %d bytes at %d", k, len(data), downNxt+60)
+	if k, err := h.dp.AwaitKept(spec.A, engine.Down, 1, time.Second); err != nil || len(k.Segs) != 1 || k.Segs[0].Seq != downNxt+60 || len(k.Segs[0].Data) != len(data) {
+		t.Fatalf("kept %+v (%v), want the crossing segment's %d bytes at %d", k, err, len(data), downNxt+60)
 	}
+	h.dp.ForgetKept(spec.A, engine.Down)
 
 	// The control plane takes the 40 bytes to the limit itself and sets a
 	// new limit; a segment ending exactly on it is forwarded and reported.
@@ -321,6 +332,68 @@ func TestLimit(t *testing.T) {
 	}
 	if st := h.stats(spec.A).Down; !st.LimitReached || st.SndNxt != downNxt+120 {
 		t.Errorf("down stats %+v", st)
+	}
+}
+
+// TestKeep: a pair inserted with Keep keeps every segment, in records
+// of kept_chunk bytes, through Update with Keep, until StopKeeping
+// succeeds with the count; a released direction hands them to the stack.
+func TestKeep(t *testing.T) {
+	h := newHarness(t, Options{keptChunk: 16})
+	tp := topo4
+	final := h.baseSpec(tp)
+	held := final
+	held.Up = DirSpec{SndNxt: upNxt, DirMode: DirMode{Mode: engine.Hold}}
+	held.Down = DirSpec{SndNxt: downNxt, DirMode: DirMode{Mode: engine.Hold}}
+	held.Keep = true
+	h.insert(held)
+
+	before := h.drops()
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: 1, Flags: packet.ACK, Payload: payload}), verdictKept)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: 1, Flags: packet.ACK}), verdictKept)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: 2, Flags: packet.RST}), verdictKept)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Flags: packet.SYN}), verdictDrop)
+	if got := dropDelta(before, h.drops()); got != "syn_on_spliced" {
+		t.Errorf("drops while keeping: %q, want only the SYN's", got)
+	}
+	final.Keep = true
+	if err := h.dp.Update(final); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	h.send(tp.up(packet.Seg{Seq: upNxt + uint32(len(payload)), Ack: upAcked, Flags: packet.ACK | packet.FIN}), verdictKept)
+	up, err := h.dp.AwaitKept(final.A, engine.Up, 2, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The payload in records of 16 bytes, then the FIN on its own.
+	if len(up.Segs) != 4 || up.Segs[0].Seq != upNxt || up.Segs[1].Seq != upNxt+16 || len(up.Segs[2].Data) != len(payload)-32 || !up.Segs[2].Last || up.Segs[0].Last ||
+		!up.Segs[3].FIN() || string(append(append(up.Segs[0].Data, up.Segs[1].Data...), up.Segs[2].Data...)) != string(payload) {
+		t.Fatalf("kept up %+v", up)
+	}
+	if n, ok, err := h.dp.StopKeeping(final.A, engine.Up, 1); ok || err != nil || n != 2 {
+		t.Fatalf("StopKeeping with a stale count: %d %v %v, want 2 false", n, ok, err)
+	}
+	if n, ok, err := h.dp.StopKeeping(final.A, engine.Up, 2); !ok || err != nil || n != 2 {
+		t.Fatalf("StopKeeping: %d %v %v, want 2 true", n, ok, err)
+	}
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Payload: payload}), verdictRedirect)
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Payload: payload}), verdictKept) // still keeping
+	if _, ok, err := h.dp.Release(final.A, engine.Down, 3); !ok || err != nil {
+		t.Fatalf("Release: %v %v", ok, err)
+	}
+	// Released: forwarding goes on, and data that a watch would keep goes
+	// to the stack.
+	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Payload: payload}), verdictRedirect)
+	if err := h.dp.SetMode(final.A, engine.Down, DirMode{Mode: engine.Watch}); err != nil {
+		t.Fatal(err)
+	}
+	h.send(tp.down(packet.Seg{Seq: downNxt + uint32(len(payload)), Ack: upNxt + upOff, Flags: packet.ACK, Payload: payload}), verdictPass)
+	if st := h.stats(final.A); !st.Down.Released || st.Down.Keeping || st.Up.Keeping || st.Down.Kept != 3 {
+		t.Errorf("stats %+v", st)
+	}
+	c, err := h.dp.Counters()
+	if err != nil || c["kept"] != 5 || c["passed"] != 1 {
+		t.Errorf("counters %v (%v), want 5 kept and 1 passed", c, err)
 	}
 }
 

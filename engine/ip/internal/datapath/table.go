@@ -93,6 +93,11 @@ type PairSpec struct {
 	IfindexA, IfindexB int
 	// Up translates A -> B (client to server), Down B -> A.
 	Up, Down DirSpec
+	// Keep (Insert, Update): the program keeps every segment of the pair
+	// (Kept), whatever the modes say, until StopKeeping: a pair held with
+	// Keep loses nothing while its sockets are frozen and its translation
+	// published. Update without Keep ends the keeping.
+	Keep bool
 }
 
 // Dir returns the spec of direction d.
@@ -164,7 +169,6 @@ const (
 	flagClosed   = uint32(spliceSpliceFlagSPLICE_F_CLOSED)
 	flagLimitEv  = uint32(spliceSpliceFlagSPLICE_F_LIMIT_EV)
 	flagWatchEv  = uint32(spliceSpliceFlagSPLICE_F_WATCH_EV)
-	flagDataEv   = uint32(spliceSpliceFlagSPLICE_F_DATA_EV)
 
 	ctlMask        = uint32(spliceSpliceCtlLayoutSPLICE_CTL_FIELD_MASK)
 	ctlOptsPos     = uint32(spliceSpliceCtlLayoutSPLICE_CTL_OPTS_POS)
@@ -275,16 +279,19 @@ func (d *Datapath) Insert(spec PairSpec) error {
 	}
 	p.n = n
 	now := uint32(uint64(Now()) >> timeShift)
-	*d.entry(p.slot(engine.Up)) = newEntry(p.spec.B.Reverse(), p.spec.IfindexB, p.spec.Up, now)
-	*d.entry(p.slot(engine.Down)) = newEntry(p.spec.A.Reverse(), p.spec.IfindexA, p.spec.Down, now)
+	*d.entry(p.slot(engine.Up)) = newEntry(p.spec.B.Reverse(), p.spec.IfindexB, p.spec.Up, now, p.spec.Keep)
+	*d.entry(p.slot(engine.Down)) = newEntry(p.spec.A.Reverse(), p.spec.IfindexA, p.spec.Down, now, p.spec.Keep)
+	d.kept.register(p)
 
 	if err := d.objs.SpliceFlows.Update(&p.kb, p.slot(engine.Down), ebpf.UpdateNoExist); err != nil {
+		d.kept.unregister(p)
 		d.slots.put(n, time.Now())
 		return fmt.Errorf("engine ip: insert flow %v: %w", p.spec.B, err)
 	}
 	if err := d.objs.SpliceFlows.Update(&p.ka, p.slot(engine.Up), ebpf.UpdateNoExist); err != nil {
 		// Roll back the first flow so no half-inserted pair stays visible.
 		d.objs.SpliceFlows.Delete(&p.kb)
+		d.kept.unregister(p)
 		d.slots.put(n, time.Now())
 		return fmt.Errorf("engine ip: insert flow %v: %w", p.spec.A, err)
 	}
@@ -321,10 +328,16 @@ func newPair(spec PairSpec) (*pair, error) {
 }
 
 // newEntry builds the entry that rewrites packets into out (the output
-// tuple as it will travel: forwarder -> peer).
-func newEntry(out Tuple, ifindex int, s DirSpec, now uint32) spliceSpliceDir {
+// tuple as it will travel: forwarder -> peer), keeping every segment if
+// keep.
+func newEntry(out Tuple, ifindex int, s DirSpec, now uint32, keep bool) spliceSpliceDir {
 	k, _ := out.key() // validated by newPair
+	var flags uint32
+	if keep {
+		flags = flagKeep
+	}
 	return spliceSpliceDir{
+		Flags:      flags,
 		OutSaddr:   k.Saddr,
 		OutDaddr:   k.Daddr,
 		OutSport:   k.Sport,
@@ -342,9 +355,13 @@ func newEntry(out Tuple, ifindex int, s DirSpec, now uint32) spliceSpliceDir {
 }
 
 // Update replaces the translation of a pair whose two directions are both
-// in engine.Hold: offsets, window shifts, options, devices, modes and the
-// tracked starting points. The modes are written last, so a spec with
-// Mode engine.Forward publishes the rest atomically. Tuples cannot change.
+// in engine.Hold, or still keeping (PairSpec.Keep): offsets, window
+// shifts, options, devices, modes and the tracked starting points. The
+// modes are written last, so a spec with Mode engine.Forward publishes
+// the rest atomically. Tuples cannot change. With spec.Keep the program
+// goes on keeping every segment until StopKeeping, so the caller can
+// count what it kept meanwhile (and Update again); without, any keeping
+// ends with the modes (the kept segments stay in Kept).
 func (d *Datapath) Update(spec PairSpec) error {
 	np, err := newPair(spec)
 	if err != nil {
@@ -360,40 +377,92 @@ func (d *Datapath) Update(spec PairSpec) error {
 		return fmt.Errorf("engine ip: update %v: connection B changed from %v to %v", spec.A, p.spec.B, np.spec.B)
 	}
 	for _, dir := range []engine.Direction{engine.Up, engine.Down} {
-		if m := engine.Mode(atomic.LoadUint32(&d.entry(p.slot(dir)).Ctl) & ctlMask); m != engine.Hold {
-			return fmt.Errorf("engine ip: update %v: direction %v is in mode %v, not hold", spec.A, dir, m)
+		if err := d.updatable(p, dir); err != nil {
+			return err
 		}
 	}
 	for _, dir := range []engine.Direction{engine.Up, engine.Down} {
-		e, s := d.entry(p.slot(dir)), np.spec.Dir(dir)
-		ifindex := np.spec.IfindexB
-		if dir == engine.Down {
-			ifindex = np.spec.IfindexA
-		}
-		atomic.StoreUint32(&e.OutIfindex, uint32(ifindex))
-		atomic.StoreUint32(&e.SeqOff, s.SeqOff)
-		atomic.StoreUint32(&e.TsOff, s.TSOff)
-		atomic.StoreUint32(&e.LimitSeq, s.LimitSeq)
-		atomic.StoreUint32(&e.SndNxt, s.SndNxt)
-		atomic.StoreUint32(&e.AckHi, s.AckHi)
-		if s.TSLast != 0 {
-			atomic.StoreUint32(&e.TsLast, s.TSLast)
-		}
-		if s.FINSeen {
-			atomic.OrUint32(&e.Flags, flagFINSeen)
-		}
+		d.writeDir(p, dir, np.spec.Dir(dir), np.spec.ifindex(dir))
 	}
 	// Modes last: the program reads the rest only once a mode is not hold.
 	for _, dir := range []engine.Direction{engine.Up, engine.Down} {
 		atomic.StoreUint32(&d.entry(p.slot(dir)).Ctl, np.spec.Dir(dir).ctl())
 	}
+	if !np.spec.Keep {
+		for _, dir := range []engine.Direction{engine.Up, engine.Down} {
+			atomic.AndUint32(&d.entry(p.slot(dir)).Flags, ^flagKeep)
+		}
+	}
 	p.spec = np.spec
 	return nil
 }
 
+// UpdateDir replaces direction dir of pair a as Update does both, while
+// that direction still keeps (or is in hold): for a caller that stopped
+// the keeping of the other direction already, whose tracked state must
+// not be written over.
+func (d *Datapath) UpdateDir(a Tuple, dir engine.Direction, s DirSpec) error {
+	if err := s.validate(); err != nil {
+		return fmt.Errorf("engine ip: pair %v %v: %w", a, dir, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, err := d.lookup(a)
+	if err != nil {
+		return err
+	}
+	if err := d.updatable(p, dir); err != nil {
+		return err
+	}
+	d.writeDir(p, dir, s, p.spec.ifindex(dir))
+	atomic.StoreUint32(&d.entry(p.slot(dir)).Ctl, s.ctl())
+	if dir == engine.Up {
+		p.spec.Up = s
+	} else {
+		p.spec.Down = s
+	}
+	return nil
+}
+
+// updatable refuses a direction that forwards: rewriting it would lose
+// what the program tracked.
+func (d *Datapath) updatable(p *pair, dir engine.Direction) error {
+	e := d.entry(p.slot(dir))
+	m := engine.Mode(atomic.LoadUint32(&e.Ctl) & ctlMask)
+	if m != engine.Hold && atomic.LoadUint32(&e.Flags)&flagKeep == 0 {
+		return fmt.Errorf("engine ip: update %v: direction %v is in mode %v, neither hold nor keeping", p.spec.A, dir, m)
+	}
+	return nil
+}
+
+// writeDir writes everything of a direction but its mode.
+func (d *Datapath) writeDir(p *pair, dir engine.Direction, s DirSpec, ifindex int) {
+	e := d.entry(p.slot(dir))
+	atomic.StoreUint32(&e.OutIfindex, uint32(ifindex))
+	atomic.StoreUint32(&e.SeqOff, s.SeqOff)
+	atomic.StoreUint32(&e.TsOff, s.TSOff)
+	atomic.StoreUint32(&e.LimitSeq, s.LimitSeq)
+	atomic.StoreUint32(&e.SndNxt, s.SndNxt)
+	atomic.StoreUint32(&e.AckHi, s.AckHi)
+	if s.TSLast != 0 {
+		atomic.StoreUint32(&e.TsLast, s.TSLast)
+	}
+	if s.FINSeen {
+		atomic.OrUint32(&e.Flags, flagFINSeen)
+	}
+}
+
+// ifindex is the device direction dir's packets leave through.
+func (p PairSpec) ifindex(dir engine.Direction) int {
+	if dir == engine.Down {
+		return p.IfindexA
+	}
+	return p.IfindexB
+}
+
 // SetMode changes what direction dir of pair a does with its data: hold,
-// watch, forward, with or without a limit. It re-arms the watch, limit and
-// data events.
+// watch, forward, with or without a limit. It re-arms the watch and limit
+// events.
 func (d *Datapath) SetMode(a Tuple, dir engine.Direction, m DirMode) error {
 	if m.Mode > engine.Hold {
 		return fmt.Errorf("engine ip: unknown mode %v", m.Mode)
@@ -408,7 +477,7 @@ func (d *Datapath) SetMode(a Tuple, dir engine.Direction, m DirMode) error {
 	s.DirMode = m
 	e := d.entry(p.slot(dir))
 	atomic.StoreUint32(&e.LimitSeq, m.LimitSeq)
-	atomic.AndUint32(&e.Flags, ^uint32(flagLimitEv|flagWatchEv|flagDataEv))
+	atomic.AndUint32(&e.Flags, ^uint32(flagLimitEv|flagWatchEv))
 	atomic.StoreUint32(&e.Ctl, s.ctl())
 	if dir == engine.Up {
 		p.spec.Up = s
@@ -465,6 +534,7 @@ func (d *Datapath) remove(p *pair) error {
 	errB := ignoreMissing(d.objs.SpliceFlows.Delete(&p.kb))
 	delete(d.pairs, p.spec.A)
 	delete(d.byB, p.spec.B)
+	d.kept.unregister(p)
 	d.slots.put(p.n, time.Now())
 	if errA != nil || errB != nil {
 		return fmt.Errorf("engine ip: delete %v: %w", p.spec.A, errors.Join(errA, errB))
@@ -593,9 +663,13 @@ type DirStats struct {
 	LastSeen time.Duration
 	// FIN: the direction forwarded its FIN; FINAcked: it was acknowledged.
 	FIN, FINAcked bool
-	// LimitReached and Watched: the limit or watch event fired. Kept:
-	// the data event fired (the program kept back a segment).
-	LimitReached, Watched, Kept bool
+	// LimitReached and Watched: the limit or watch event fired.
+	LimitReached, Watched bool
+	// Kept counts the segments the program kept (modulo 2^22); Keeping:
+	// it keeps every segment (PairSpec.Keep); Released: it hands what it
+	// would keep to the stack (Release).
+	Kept              uint32
+	Keeping, Released bool
 }
 
 // Lookup returns the tracked state of pair a, for /flows and for
@@ -638,7 +712,9 @@ func (d *Datapath) dirStats(s uint32, now time.Duration) DirStats {
 		FINAcked:     flags&flagFINAcked != 0,
 		LimitReached: flags&flagLimitEv != 0,
 		Watched:      flags&flagWatchEv != 0,
-		Kept:         flags&flagDataEv != 0,
+		Kept:         keptCount(flags),
+		Keeping:      flags&flagKeep != 0,
+		Released:     flags&flagPass != 0,
 	}
 }
 

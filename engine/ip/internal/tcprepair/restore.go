@@ -27,12 +27,22 @@ const (
 // sees it after the datapath forwarded it for a while.
 type Rebuild struct {
 	Local, Remote netip.AddrPort
-	// SndSeq is snd_una = snd_nxt = write_seq: the peer acknowledged
-	// everything sent to it. RcvSeq is rcv_nxt before queued, which goes
-	// into the receive queue for the proxy to read (bytes the datapath
-	// kept back at the boundary).
+	// SndSeq is snd_nxt = write_seq: the peer acknowledged everything
+	// sent to it. RcvSeq is rcv_nxt before queued, which goes into the
+	// receive queue for the proxy to read (bytes the datapath kept back
+	// at the boundary).
 	SndSeq, RcvSeq uint32
 	Queued         []byte
+	// InFlight puts the last InFlight bytes before SndSeq (0 or 1) back
+	// in flight, as if just sent: snd_una = SndSeq - InFlight. The peer
+	// has them already (it acknowledged SndSeq), so its next ACK, or its
+	// immediate answer to a copy of them (RTTProbe), acknowledges them
+	// and gives the socket its first RTT sample at once: TCP_REPAIR can
+	// set no RTT, and without a sample the socket's retransmission
+	// timeout stays at the initial one (1 s, or 3 s from
+	// tcp_init_metrics when the route has no cached RTT). Their content
+	// is never read: a receiver discards bytes it already has.
+	InFlight int
 	// Options as negotiated at the handshake (read when frozen).
 	PeerMSS              uint16
 	WScale               bool
@@ -60,7 +70,7 @@ func RebuildSock(fd int, r Rebuild) error {
 		return fmt.Errorf("disconnect: %w", err)
 	}
 	unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR) // clears ECONNABORTED
-	if err := setQueueSeq(fd, SendQueue, r.SndSeq); err != nil {
+	if err := setQueueSeq(fd, SendQueue, r.SndSeq-uint32(r.InFlight)); err != nil {
 		return fmt.Errorf("send queue seq: %w", err)
 	}
 	if err := setQueueSeq(fd, RecvQueue, r.RcvSeq); err != nil {
@@ -88,6 +98,9 @@ func RebuildSock(fd int, r Rebuild) error {
 	}
 	if err := FillRecvQueue(fd, r.Queued); err != nil {
 		return fmt.Errorf("receive queue: %w", err)
+	}
+	if err := fillSendQueue(fd, make([]byte, r.InFlight)); err != nil {
+		return fmt.Errorf("send queue: %w", err)
 	}
 	rcvNxt := r.RcvSeq + uint32(len(r.Queued))
 	w := Window{SndWl1: r.RcvSeq, SndWnd: r.SndWnd, MaxWindow: max(r.MaxWindow, r.SndWnd), RcvWnd: r.RcvWnd, RcvWup: rcvNxt}
@@ -194,6 +207,27 @@ func setRepairOptions(fd int, r Rebuild) error {
 // proxy reads b as if it had arrived.
 func FillRecvQueue(fd int, b []byte) error {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, RecvQueue); err != nil {
+		return err
+	}
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue)
+}
+
+// fillSendQueue puts b in the send queue of a socket in repair mode as
+// sent, not acknowledged (a send with TCP_REPAIR_QUEUE = TCP_SEND_QUEUE):
+// nothing is transmitted, snd_nxt moves past b, the retransmission timer
+// starts, and b's send time is now.
+func fillSendQueue(fd int, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, SendQueue); err != nil {
 		return err
 	}
 	for len(b) > 0 {

@@ -36,6 +36,10 @@ type State struct {
 	// SndMSS is the payload the socket puts in a full segment (its
 	// mss_cache: the peer's MSS and the path MTU, options taken off).
 	SndMSS int
+	// SndNxt is the socket's snd_nxt: write_seq less the bytes not yet
+	// sent (tcpi_notsent_bytes). The peer's rcv_wup is at most this, so
+	// a segment with this seq is in its window.
+	SndNxt uint32
 }
 
 // Constants of linux/tcp.h that x/sys lacks.
@@ -155,8 +159,9 @@ func readFrozen(fd int, s *State) error {
 		return fmt.Errorf("TCP_INFO: %w", err)
 	}
 	// struct tcp_info: state at 0, options at 5, wscales at 6 (snd low
-	// nibble, rcv high), snd_mss at 16, rtt (us) at 68, advmss at 84.
-	if len(info) < 88 {
+	// nibble, rcv high), snd_mss at 16, rtt (us) at 68, advmss at 84,
+	// notsent_bytes at 144 (Linux 4.6).
+	if len(info) < 148 {
 		return fmt.Errorf("TCP_INFO: %d bytes", len(info))
 	}
 	s.Established = info[0] == tcpEstablished || info[0] == tcpCloseWait
@@ -174,6 +179,7 @@ func readFrozen(fd int, s *State) error {
 	s.RTT = time.Duration(le32(info[68:])) * time.Microsecond
 	s.SndMSS = int(le32(info[16:]))
 	s.Params.AdvMSS = uint16(le32(info[84:]))
+	s.SndNxt = s.Params.WriteSeq - le32(info[144:])
 	// In repair mode TCP_MAXSEG reports mss_clamp: the MSS the peer
 	// advertised (capped by the socket's own TCP_MAXSEG).
 	mss, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)

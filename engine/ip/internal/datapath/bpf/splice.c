@@ -29,7 +29,7 @@ const enum splice_tcp_flag *unused_splice_tcp_flag __attribute__((unused));
 const enum splice_event_kind *unused_splice_event_kind __attribute__((unused));
 const enum splice_counter *unused_splice_counter __attribute__((unused));
 const struct splice_event *unused_splice_event __attribute__((unused));
-const struct splice_data_event *unused_splice_data_event __attribute__((unused));
+const struct splice_kept *unused_splice_kept __attribute__((unused));
 
 #define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
@@ -63,6 +63,23 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, SPLICE_EVENT_BYTES);
 } splice_events SEC(".maps");
+
+/* Segments kept for the control plane, as splice_kept records; apart from the events, so keeping cannot crowd them out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, SPLICE_KEPT_BYTES);
+} splice_kept_ring SEC(".maps");
+
+/* Where a kept record is built before bpf_ringbuf_output copies its used part: one per CPU (tc runs with bottom halves off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct splice_kept);
+	__uint(max_entries, 1);
+} splice_kept_scratch SEC(".maps");
+
+/* Payload bytes per kept record, at most SPLICE_KEPT_CHUNK; tests lower it to exercise several records per segment. */
+volatile const __u32 kept_chunk = SPLICE_KEPT_CHUNK;
 
 static __always_inline void count(__u32 what)
 {
@@ -396,49 +413,151 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 		emit(&p->key, SPLICE_EV_LIMIT, e->limit_seq);
 }
 
-/*
- * keep_data reports the first segment a watched or limited direction did
- * not forward, if it holds the direction's next byte (nxt), with up to
- * SPLICE_CAPTURE bytes of its payload from nxt on: the control plane hands
- * them to the proxy after unsplicing, sparing the sender a retransmission
- * timeout. Reported once per SetMode.
- */
-static __always_inline void keep_data(struct __sk_buff *skb, const struct pkt *p, const struct seg *s,
-				      struct splice_dir *e, __u32 nxt)
-{
-	__u32 fin = (s->flags & TCP_FIN) ? 1 : 0;
+/* The state a kept segment's records are built from, for the bpf_loop over its chunks. */
+struct keepwalk {
+	struct __sk_buff *skb;
+	const struct pkt *p;
+	const struct seg *s;
+	__u32 off;  /* offset in the skb of the next chunk's first byte */
+	__u32 left; /* payload bytes not yet kept */
+	__u32 seq;  /* sequence number of the next chunk */
+	__u64 now;
+	int err;
+};
 
-	if ((READ_ONCE(e->flags) & SPLICE_F_DATA_EV) || seq_after(s->seq, nxt) || !seq_after(s->seq + s->len + fin, nxt))
-		return; /* already kept, or a gap before it, or nothing new in it */
-	struct splice_data_event *ev = bpf_ringbuf_reserve(&splice_events, sizeof(*ev), 0);
-	if (!ev) {
-		count(SPLICE_CNT_EVENT_LOST);
-		return;
+/* keep_chunk writes one record of the segment: the next kept_chunk bytes of its payload (or none, for a bare segment). */
+static long keep_chunk(__u64 i, void *ctx)
+{
+	struct keepwalk *w = ctx;
+	__u32 zero = 0;
+	struct splice_kept *k = bpf_map_lookup_elem(&splice_kept_scratch, &zero);
+
+	if (!k) {
+		w->err = 1;
+		return 1;
 	}
-	if (__sync_fetch_and_or(&e->flags, SPLICE_F_DATA_EV) & SPLICE_F_DATA_EV) {
-		bpf_ringbuf_discard(ev, 0); /* another CPU kept it first */
-		return;
-	}
-	__u32 skip = nxt - s->seq;
-	__u32 n = s->len > skip ? s->len - skip : 0;
+	__u32 n = w->left;
+	__u32 chunk = kept_chunk;
+	if (chunk == 0 || chunk > SPLICE_KEPT_CHUNK)
+		chunk = SPLICE_KEPT_CHUNK;
+	if (n > chunk)
+		n = chunk;
 	asm volatile("" : "+r"(n)); /* keep the clamp below visible to the verifier */
-	if (n > SPLICE_CAPTURE)
-		n = SPLICE_CAPTURE;
-	if (n > 0 && bpf_skb_load_bytes(skb, p->l4 + s->hlen + skip, ev->data, n) < 0)
-		n = 0; /* unreadable: the sender retransmits instead */
-	ev->ev.ktime = bpf_ktime_get_ns(); /* fine clock, as in emit() */
-	ev->ev.kind = SPLICE_EV_DATA;
-	ev->ev.seq = nxt;
-	__builtin_memcpy(&ev->ev.key, &p->key, sizeof(p->key));
-	ev->ack = s->ack;
-	ev->len = n;
-	ev->tsval = s->tsval;
-	ev->win = s->win;
-	ev->tcpflags = s->flags;
-	bpf_ringbuf_submit(ev, 0);
+	if (n > SPLICE_KEPT_CHUNK)
+		n = SPLICE_KEPT_CHUNK;
+	if (n > 0 && bpf_skb_load_bytes(w->skb, w->off, k->data, n) < 0) {
+		w->err = 1; /* unreadable: the segment is not kept whole */
+		return 1;
+	}
+	k->ktime = w->now;
+	__builtin_memcpy(&k->key, &w->p->key, sizeof(k->key));
+	k->seq = w->seq;
+	k->len = n;
+	k->hlen = w->s->hlen;
+	k->last = n == w->left;
+	__builtin_memcpy(k->hdr, w->s->hdr, sizeof(k->hdr));
+	if (bpf_ringbuf_output(&splice_kept_ring, k, offsetof(struct splice_kept, data) + n, 0) < 0) {
+		w->err = 1; /* the ring is full */
+		return 1;
+	}
+	w->off += n;
+	w->seq += n;
+	w->left -= n;
+	return w->left == 0;
 }
 
-/* splice checks, translates and redirects one segment of a spliced flow. */
+/* keep_records writes the segment into the kept ring: 0, or -1 if not all of it fits. */
+static __always_inline int keep_records(struct __sk_buff *skb, const struct pkt *p, const struct seg *s)
+{
+	struct keepwalk w = {
+		.skb = skb,
+		.p = p,
+		.s = s,
+		.off = p->l4 + s->hlen,
+		.left = s->len,
+		.seq = s->seq,
+		.now = bpf_ktime_get_ns(),
+	};
+	__u32 chunk = kept_chunk;
+	if (chunk == 0 || chunk > SPLICE_KEPT_CHUNK)
+		chunk = SPLICE_KEPT_CHUNK;
+	__u32 n = s->len / chunk + 1; /* one more than needed: a bare segment takes one record, the walk stops at its last */
+	if (bpf_loop(n, keep_chunk, &w, 0) < 0 || w.err || w.left)
+		return -1;
+	return 0;
+}
+
+/* KEEP_LOST: keep() did not take the segment (keeping stopped meanwhile); the caller forwards it. */
+#define KEEP_LOST -100 /* no TC_ACT_* value (TC_ACT_UNSPEC is -1) */
+
+/*
+ * keep hands a segment to the control plane: counted in the direction's
+ * flags by compare-and-swap (so the control plane knows how many records
+ * to wait for, and stops or releases keeping atomically with the count),
+ * then written into the kept ring. hold: keep only while SPLICE_F_KEEP is
+ * set, else report KEEP_LOST. A released direction (SPLICE_F_PASS) hands
+ * the segment to the stack instead: the forwarder's socket exists again
+ * and every segment kept before is already in it.
+ */
+static __always_inline int keep(struct __sk_buff *skb, const struct pkt *p, const struct seg *s, struct splice_dir *e,
+				int hold)
+{
+	__u32 w = 0;
+	int i, won = 0;
+
+	for (i = 0; i < 8; i++) {
+		w = READ_ONCE(e->flags);
+		if (w & SPLICE_F_PASS) {
+			count(SPLICE_CNT_PASSED);
+			return TC_ACT_UNSPEC; /* released: the forwarder's socket takes it, after everything kept before */
+		}
+		if (hold && !(w & SPLICE_F_KEEP))
+			return KEEP_LOST;
+		__u32 nw = (w & ~SPLICE_F_KEPT_MASK) | ((w + SPLICE_F_KEPT_ONE) & SPLICE_F_KEPT_MASK);
+		if (__sync_val_compare_and_swap(&e->flags, w, nw) == w) {
+			won = 1;
+			break;
+		}
+	}
+	if (!won)
+		return drop(SPLICE_DROP_HOLD_DROPPED); /* eight CPUs raced for the count: lost like a full ring, the sender retransmits */
+	if (keep_records(skb, p, s) < 0) {
+		/* Take the segment out of the count again, so the control plane waits for no record of it. */
+		for (i = 0; i < 32; i++) {
+			w = READ_ONCE(e->flags);
+			__u32 nw = (w & ~SPLICE_F_KEPT_MASK) | ((w - SPLICE_F_KEPT_ONE) & SPLICE_F_KEPT_MASK);
+			if (__sync_val_compare_and_swap(&e->flags, w, nw) == w)
+				break;
+		}
+		return drop(SPLICE_DROP_HOLD_DROPPED); /* the kept ring is full: the bound on what transitions keep; the sender retransmits */
+	}
+	count(SPLICE_CNT_KEPT);
+	/*
+	 * The control plane has it (delivered after publishing, or put in the
+	 * rebuilt socket): the skb itself ends here. tcx knows no "stolen"
+	 * (TC_ACT_STOLEN would mean "next": up the stack), so it is a SHOT
+	 * the kernel counts as a drop, and this program as kept.
+	 */
+	return TC_ACT_SHOT;
+}
+
+/*
+ * track_kept records what a segment kept past a boundary says about its
+ * sender (its ack, window and clock), as commit does for forwarded ones:
+ * the receiver's acknowledgment is real even if its data waits, and
+ * unsplicing waits for exactly that.
+ */
+static __always_inline void track_kept(struct splice_dir *e, const struct seg *s)
+{
+	__u32 old;
+
+	WRITE_ONCE(e->last_seen, (__u32)(bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT));
+	WRITE_ONCE(e->win, s->win);
+	note_ts(e, s);
+	if (s->flags & TCP_ACK)
+		advance(&e->ack_hi, s->ack, &old);
+}
+
 /* reopen hands a SYN on the tuple of an ended pair (both FINs acknowledged,
  * or reset) to the stack, as a TIME_WAIT socket accepts a new SYN (RFC
  * 6191): a client whose ephemeral ports wrap reuses them while the pair
@@ -453,6 +572,12 @@ static __always_inline int reopen(const struct pkt *p)
 	return TC_ACT_UNSPEC; /* a new connection: the stack's (the listener's) */
 }
 
+/*
+ * splice checks, translates and redirects one segment of a spliced flow,
+ * or keeps it for the control plane: every segment while the pair is
+ * being published (held, or SPLICE_F_KEEP), and data past a watched or
+ * limited direction's boundary.
+ */
 static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct splice_dir *e,
 				  struct splice_dir *peer)
 {
@@ -463,29 +588,46 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	if (parse_tcp(skb, p, &s) < 0)
 		return drop(SPLICE_DROP_MALFORMED); /* a receiver might read it differently from our translation */
 
-	__u32 ctl = READ_ONCE(e->ctl);
-	__u32 pctl = READ_ONCE(peer->ctl);
-	__u32 mode = SPLICE_CTL_MODE(ctl);
+	/*
+	 * flags before ctl: the control plane writes a mode before it stops
+	 * (or releases) the keeping, so a run that sees the keeping over
+	 * also sees the mode that goes with it; one that still sees it
+	 * keeps, and its compare-and-swap on the count tells it otherwise.
+	 */
 	__u32 flags = READ_ONCE(e->flags);
-	__u32 nxt = READ_ONCE(e->snd_nxt);
-	__u32 span = win_span(SPLICE_CTL_OUT_SHIFT(pctl));
-	__s32 dseq = s.seq - nxt;
-	int seq_ok = dseq <= (__s32)span && dseq >= -(__s32)span;
+	__u32 ctl = READ_ONCE(e->ctl);
 
 	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)))
 		return reopen(p);
 	if (flags & SPLICE_F_CLOSED)
 		return drop(SPLICE_DROP_CLOSED); /* a reset ended the pair: nobody is left to receive this */
-	if (mode == SPLICE_MODE_HOLD) {
-		if (seq_ok)
-			note_ts(e, &s);
-		return drop(SPLICE_DROP_HOLD); /* offsets may be half-written; the sender retransmits after the hold */
-	}
 	if (s.flags & TCP_SYN)
 		return drop(SPLICE_DROP_SYN); /* a new handshake on a spliced tuple would desynchronize both ends */
 	if (!(s.flags & (TCP_ACK | TCP_RST)))
 		return drop(SPLICE_DROP_NO_ACK); /* RFC 9293 3.10.7.4: a synchronized receiver drops it anyway */
-	if (!seq_ok)
+
+	if (SPLICE_CTL_MODE(ctl) == SPLICE_MODE_HOLD || (flags & SPLICE_F_KEEP)) {
+		__u32 hnxt = READ_ONCE(e->snd_nxt);
+		__s32 hd = s.seq - hnxt;
+		__u32 hspan = win_span(SPLICE_CTL_OUT_SHIFT(READ_ONCE(peer->ctl)));
+		if (hd <= (__s32)hspan && hd >= -(__s32)hspan)
+			note_ts(e, &s);
+		int v = keep(skb, p, &s, e, 1);
+		if (v != KEEP_LOST)
+			return v;
+		/* Keeping stopped after this run read the mode: the pair is published, read it again. */
+		ctl = READ_ONCE(e->ctl);
+		if (SPLICE_CTL_MODE(ctl) == SPLICE_MODE_HOLD)
+			return drop(SPLICE_DROP_HOLD); /* held by a caller that keeps nothing: offsets may be half-written, the sender retransmits */
+	}
+
+	__u32 pctl = READ_ONCE(peer->ctl);
+	__u32 mode = SPLICE_CTL_MODE(ctl);
+	__u32 nxt = READ_ONCE(e->snd_nxt);
+	__u32 span = win_span(SPLICE_CTL_OUT_SHIFT(pctl));
+	__s32 dseq = s.seq - nxt;
+
+	if (dseq > (__s32)span || dseq < -(__s32)span)
 		return drop(SPLICE_DROP_SEQ); /* far from anything the sender could send now: blind injection */
 	if (s.flags & TCP_ACK) {
 		__u32 sent = READ_ONCE(peer->snd_nxt) + peer->seq_off;
@@ -507,8 +649,10 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 		if (mode == SPLICE_MODE_WATCH && fresh) {
 			if (!(__sync_fetch_and_or(&e->flags, SPLICE_F_WATCH_EV) & SPLICE_F_WATCH_EV))
 				emit(&p->key, SPLICE_EV_WATCH, s.seq);
-			keep_data(skb, p, &s, e, nxt);
-			return drop(SPLICE_DROP_WATCH); /* the control plane takes this data (kept in a data event, or retransmitted to the rebuilt socket) */
+			int v = keep(skb, p, &s, e, 0);
+			if (v == TC_ACT_SHOT)
+				track_kept(e, &s); /* kept, or lost to a full ring: what it says of its sender holds either way */
+			return v; /* the control plane takes this data into the rebuilt socket */
 		}
 		if (SPLICE_CTL_OPTS(ctl) & SPLICE_OPT_LIMIT) {
 			__u32 limit = READ_ONCE(e->limit_seq);
@@ -516,8 +660,10 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 				if (!seq_after(s.seq, nxt) &&
 				    !(__sync_fetch_and_or(&e->flags, SPLICE_F_LIMIT_EV) & SPLICE_F_LIMIT_EV))
 					emit(&p->key, SPLICE_EV_LIMIT, nxt);
-				keep_data(skb, p, &s, e, nxt);
-				return drop(SPLICE_DROP_LIMIT); /* bytes past the limit belong to the control plane (kept in a data event, or retransmitted) */
+				int v = keep(skb, p, &s, e, 0);
+				if (v == TC_ACT_SHOT)
+					track_kept(e, &s); /* kept, or lost to a full ring: what it says of its sender holds either way */
+				return v; /* bytes past the limit belong to the control plane: kept for the rebuilt socket */
 			}
 		}
 	}

@@ -12,9 +12,12 @@
 #ifndef SPLICE_EVENT_BYTES
 #define SPLICE_EVENT_BYTES (256 * 1024)
 #endif
-/* Payload bytes a data event carries at most: one request line and headers, or one MSS. */
-#ifndef SPLICE_CAPTURE
-#define SPLICE_CAPTURE 2048
+#ifndef SPLICE_KEPT_BYTES
+#define SPLICE_KEPT_BYTES (8 * 1024 * 1024)
+#endif
+/* Payload bytes one kept record carries at most; a longer (GSO) segment takes several. */
+#ifndef SPLICE_KEPT_CHUNK
+#define SPLICE_KEPT_CHUNK 8192
 #endif
 
 /* splice_key.family values (the kernel's AF_INET, AF_INET6). */
@@ -41,7 +44,7 @@ struct splice_key {
 enum splice_mode {
 	SPLICE_MODE_FORWARD = 0, /* translate and forward */
 	SPLICE_MODE_WATCH = 1,	 /* forward acks; data or FIN raises an event and is not forwarded */
-	SPLICE_MODE_HOLD = 2,	 /* forward nothing: the control plane is computing the translation */
+	SPLICE_MODE_HOLD = 2,	 /* forward nothing (kept with SPLICE_F_KEEP): the control plane is computing the translation */
 };
 
 /* Per-direction translation options, set by the control plane. */
@@ -51,7 +54,13 @@ enum splice_opt {
 	SPLICE_OPT_LIMIT = 4,	   /* forward no byte at or past limit_seq */
 };
 
-/* Per-direction facts the program learns; only ever set, with atomic OR. */
+/*
+ * Per-direction facts the program learns (the low byte: only ever set,
+ * with atomic OR), and the keeping state the control plane sets: bits 8-29
+ * count the segments the program kept (a compare-and-swap per kept segment,
+ * so the control plane can tell when it has received all of them, and stop
+ * or release the keeping in the same atomic step).
+ */
 enum splice_flag {
 	SPLICE_F_FIN_SEEN = 1,	/* this direction forwarded its FIN */
 	SPLICE_F_FIN_ACKED = 2, /* the other side acknowledged that FIN */
@@ -59,7 +68,10 @@ enum splice_flag {
 	SPLICE_F_CLOSED = 8,	/* a reset ended the pair: forward nothing more */
 	SPLICE_F_LIMIT_EV = 16, /* the limit event was reported */
 	SPLICE_F_WATCH_EV = 32, /* the watch event was reported */
-	SPLICE_F_DATA_EV = 64,	/* the first data past the boundary was reported with its payload */
+	SPLICE_F_KEPT_ONE = 0x100,	   /* one kept segment in the count */
+	SPLICE_F_KEPT_MASK = 0x3fffff00,   /* the count of kept segments, modulo 2^22 */
+	SPLICE_F_PASS = 0x40000000,	   /* released: what would be kept goes to the stack (the forwarder's socket) */
+	SPLICE_F_KEEP = 0x80000000,	   /* keep every segment, whatever the mode: the control plane is publishing */
 };
 
 /*
@@ -117,7 +129,6 @@ enum splice_event_kind {
 	SPLICE_EV_RESET = 3,	 /* a reset was forwarded and closed the pair; seq = the RST's */
 	SPLICE_EV_LIMIT = 4,	 /* the limit stopped forwarding; seq = snd_nxt, the first byte not forwarded */
 	SPLICE_EV_WATCH = 5,	 /* data or FIN arrived in a watched direction; seq = its first byte */
-	SPLICE_EV_DATA = 6,	 /* the segment holding snd_nxt was not forwarded (watch or limit); seq = snd_nxt */
 };
 
 struct splice_event {
@@ -128,20 +139,23 @@ struct splice_event {
 };
 
 /*
- * splice_data_event keeps, for the control plane, the first bytes a watched
- * or limited direction did not forward, from snd_nxt on: unsplicing puts
- * them into the rebuilt socket's receive queue, so the sender need not
- * retransmit them. Bytes past SPLICE_CAPTURE are left to retransmission.
+ * splice_kept is one record of the kept ring buffer: a segment the program
+ * kept for the control plane instead of forwarding or dropping it (while a
+ * pair is held, or past a watched or limited direction's boundary), or one
+ * SPLICE_KEPT_CHUNK-sized piece of a longer (GSO) one. Each record carries
+ * the segment's TCP header as it arrived, so it can be delivered or
+ * re-injected on its own; the segment's last record has last = 1.
  */
-struct splice_data_event {
-	struct splice_event ev; /* kind SPLICE_EV_DATA, seq = snd_nxt = the sequence number of data[0] */
-	__u32 ack;		/* the segment's ack field (valid with the ACK flag) */
-	__u32 len;		/* bytes in data */
-	__u32 tsval;		/* the segment's TSval, 0 without timestamps */
-	__u16 win;		/* the segment's raw window */
-	__u8 tcpflags;		/* the segment's flags (FIN, ACK) */
-	__u8 pad;
-	__u8 data[SPLICE_CAPTURE];
+struct splice_kept {
+	__u64 ktime;
+	struct splice_key key; /* the direction the segment travelled */
+	__u32 seq;	       /* sequence number of data[0] */
+	__u32 len;	       /* bytes in data */
+	__u8 hlen;	       /* bytes of hdr: the TCP header's length */
+	__u8 last;	       /* the segment's last record: its FIN (if any) follows data */
+	__u8 pad[2];
+	__u8 hdr[60]; /* the TCP header as received (seq is the segment's first) */
+	__u8 data[SPLICE_KEPT_CHUNK];
 };
 
 /* Counters, per CPU. Names in Go: counterNames. Drops carry the reason. */
@@ -149,17 +163,18 @@ enum splice_counter {
 	SPLICE_CNT_FORWARDED = 0, /* packets translated and redirected */
 	SPLICE_CNT_EVENT_LOST,	  /* events the full ring buffer refused */
 	SPLICE_CNT_REOPENED,	  /* SYNs that reopened the tuple of an ended pair, handed to the stack */
+	SPLICE_CNT_KEPT,	  /* segments kept for the control plane (held, or past a boundary) */
+	SPLICE_CNT_PASSED,	  /* segments of a released direction handed to the stack (the rebuilt or thawed socket) */
 	SPLICE_DROP_NO_ENTRY,	  /* a flow pointed at a slot with no entry */
 	SPLICE_DROP_FRAGMENT,	  /* IPv4 first fragment of a spliced flow */
 	SPLICE_DROP_MALFORMED,	  /* truncated or inconsistent IP/TCP header or options */
 	SPLICE_DROP_CLOSED,	  /* the pair was reset */
-	SPLICE_DROP_HOLD,	  /* the direction is held while the control plane works */
+	SPLICE_DROP_HOLD,	  /* held with neither keeping nor passing (a caller that does not keep) */
 	SPLICE_DROP_SYN,	  /* SYN on a spliced 4-tuple */
 	SPLICE_DROP_NO_ACK,	  /* neither ACK nor RST: invalid on a synchronized connection */
 	SPLICE_DROP_SEQ,	  /* seq outside the tracked window: blind injection */
 	SPLICE_DROP_ACK,	  /* ack of data never sent, or far behind: blind injection */
-	SPLICE_DROP_WATCH,	  /* data in a watched direction, left for the control plane */
-	SPLICE_DROP_LIMIT,	  /* data at or past the byte limit, left for the control plane */
+	SPLICE_DROP_HOLD_DROPPED, /* a segment to keep that the full kept ring could not take */
 	SPLICE_DROP_MTU,	  /* the packet (or a GSO segment) does not fit the peer device's MTU */
 	SPLICE_DROP_REWRITE,	  /* a store or checksum helper failed */
 	SPLICE_CNT_MAX,

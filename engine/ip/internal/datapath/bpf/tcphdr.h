@@ -16,7 +16,7 @@
 #define HDR_BUF 64
 #define HDR_MASK (HDR_BUF - 1)
 
-/* TCP header flag bits; splice_data_event.tcpflags carries them. */
+/* TCP header flag bits (byte 13 of the header). */
 enum splice_tcp_flag {
 	TCP_FIN = 0x01,
 	TCP_SYN = 0x02,

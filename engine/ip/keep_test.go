@@ -1,0 +1,328 @@
+// Lab tests of the transitions losing nothing: segments that arrive while a pair is held for splicing, or while it is unspliced, are kept and delivered, so neither peer retransmits; rebuilt sockets start with the path's RTT, not the initial timeout.
+
+package ip
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+)
+
+// tcpCounters reads a namespace's TCP counters (nstat -asz).
+func tcpCounters(tb testing.TB, ns *lab.NS) map[string]uint64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := ns.Command(ctx, "nstat", "-asz").Output()
+	if err != nil {
+		tb.Fatalf("nstat in %s: %v", ns.Name, err)
+	}
+	m := make(map[string]uint64)
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && strings.HasPrefix(f[0], "Tcp") {
+			v, err := strconv.ParseUint(f[1], 10, 64)
+			if err == nil {
+				m[f[0]] = v
+			}
+		}
+	}
+	return m
+}
+
+// peerCounters is both peers' retransmission counters.
+type peerCounters struct{ client, server map[string]uint64 }
+
+func (el *engineLab) peerCounters(tb testing.TB) peerCounters {
+	tb.Helper()
+	return peerCounters{tcpCounters(tb, el.l.Client), tcpCounters(tb, el.l.Server)}
+}
+
+// checkNoRetransmission fails if either peer retransmitted anything
+// since before, other than tail loss probes: a sender probes once when
+// its data goes unacknowledged for about 2 RTTs (10 ms at least), which a
+// hold on a loaded machine can outlast (the splice's grace period waits
+// for the CPUs). A probe is a timer, not a loss: its retransmission is
+// logged, not failed; a retransmission timeout or any other resend fails.
+func (el *engineLab) checkNoRetransmission(tb testing.TB, before peerCounters) {
+	tb.Helper()
+	after := el.peerCounters(tb)
+	for _, peer := range []struct {
+		name          string
+		before, after map[string]uint64
+	}{{"client", before.client, after.client}, {"server", before.server, after.server}} {
+		moved := func(c string) uint64 { return peer.after[c] - peer.before[c] }
+		probes := moved("TcpExtTCPLossProbes")
+		if probes > 0 {
+			tb.Logf("the %s sent %d tail loss probe(s) (a hold longer than its probe timer)", peer.name, probes)
+		}
+		if d := moved("TcpRetransSegs"); d > probes {
+			tb.Errorf("the %s retransmitted %d segments, %d of them loss probes", peer.name, d, probes)
+		}
+		for _, c := range []string{"TcpExtTCPTimeouts", "TcpExtTCPSpuriousRTOs"} {
+			if d := moved(c); d != 0 {
+				tb.Errorf("the %s's %s moved by %d", peer.name, c, d)
+			}
+		}
+	}
+}
+
+// checkKept fails unless the datapath kept segments and dropped none for
+// a hold.
+func (el *engineLab) checkKept(tb testing.TB) {
+	tb.Helper()
+	el.checkDrops(tb, "hold", "hold_dropped")
+	c, err := el.e.dp.Counters()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if c["kept"] == 0 {
+		tb.Error("nothing was kept: the test held no segment")
+	}
+	tb.Logf("kept %d segments, passed %d to the stack", c["kept"], c["passed"])
+}
+
+// waitKept waits, while a pair is held, until the program has kept
+// something in direction d and, if still, no more for half a millisecond
+// (the sender filled the window it has); at most 4 ms: a held sender's
+// tail loss probe fires after 10 ms, and would be a retransmission.
+func (el *engineLab) waitKept(a datapath.Tuple, d engine.Direction, still bool) uint32 {
+	deadline := time.Now().Add(4 * time.Millisecond)
+	var last uint32
+	since := time.Now()
+	for time.Now().Before(deadline) {
+		st, err := el.e.dp.Lookup(a)
+		if err != nil {
+			return last
+		}
+		if n := st.Dir(d).Kept; n != last {
+			last, since = n, time.Now()
+		} else if n > 0 && (!still || time.Since(since) > 500*time.Microsecond) {
+			break
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return last
+}
+
+// TestEngineHoldLosesNothing: while the engine holds a pair to splice it,
+// the server fills the window the forwarder gave it and the client sends
+// a request; every segment is kept and, once the pair is published,
+// delivered; the streams arrive intact and neither peer retransmits.
+func TestEngineHoldLosesNothing(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
+			lp := el.pairOf(t, "", v6)
+			local, remote, err := tcprepair.Addrs(lp.p.Client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := datapath.Tuple{Src: remote, Dst: local}
+			body, req := randomBytes(1<<20), randomBytes(3000)
+			before := el.peerCounters(t)
+			var kept [2]atomic.Uint32
+			wrote := make(chan error, 2)
+			el.e.hook = func(stage string) {
+				if stage != "held" {
+					return
+				}
+				go func() { _, err := lp.server.Write(body); wrote <- err }()
+				go func() { _, err := lp.client.Write(req); wrote <- err }()
+				kept[engine.Down].Store(el.waitKept(a, engine.Down, true))
+				kept[engine.Up].Store(el.waitKept(a, engine.Up, false))
+			}
+			defer func() { el.e.hook = nil }()
+			done := el.splice(t, context.Background(), lp, engine.Both(0))
+			t.Logf("kept while held: %d segments down, %d up", kept[engine.Down].Load(), kept[engine.Up].Load())
+			if kept[engine.Down].Load() == 0 || kept[engine.Up].Load() == 0 {
+				t.Error("a direction kept nothing while held")
+			}
+			if got := readN(t, lp.server, len(req)); !bytes.Equal(got, req) {
+				t.Fatal("the server read another request than the client sent")
+			}
+			if got := readN(t, lp.client, len(body)); !bytes.Equal(got, body) {
+				t.Fatal("the client read another body than the server sent")
+			}
+			for range 2 {
+				if err := <-wrote; err != nil {
+					t.Fatal(err)
+				}
+			}
+			el.checkNoRetransmission(t, before)
+			el.checkKept(t)
+			lp.client.Close()
+			lp.server.Close()
+			result(t, done, engine.EndEOF)
+		})
+	}
+}
+
+// TestEngineUnspliceLosesNothing: a body spliced with a byte limit and the
+// client watched, as http-reverse does; the server sends past the limit
+// and, while the pair is unspliced, the client sends its next request.
+// Both are kept and put into the rebuilt sockets: the proxy reads them
+// in control mode, neither peer retransmits, and the rebuilt sockets have
+// taken an RTT sample at once (their retransmission timeout is Linux's
+// minimum, not the 1 s of a socket without one).
+func TestEngineUnspliceLosesNothing(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, "")
+	fc, fu := lp.p.Client, lp.p.Upstream()
+	const limit = 200 << 10
+	body, next, req := randomBytes(limit), randomBytes(40<<10), randomBytes(3000)
+	before := el.peerCounters(t)
+	local, remote, err := tcprepair.Addrs(fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := datapath.Tuple{Src: remote, Dst: local}
+	reqSent := make(chan error, 1)
+	el.e.hook = func(stage string) {
+		if stage != "unsplicing" {
+			return
+		}
+		// The next response is on its way already; the next request
+		// leaves the client now, while the pair is unspliced.
+		go func() { _, err := lp.client.Write(req); reqSent <- err }()
+		el.waitKept(a, engine.Up, false)
+	}
+	defer func() { el.e.hook = nil }()
+	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: limit}, Up: engine.DirOptions{Mode: engine.Watch}}
+	done := el.splice(t, context.Background(), lp, opts)
+	wrote := writeAsync(lp.server, append(append([]byte(nil), body...), next...))
+	if got := readN(t, lp.client, limit); !bytes.Equal(got, body) {
+		t.Fatal("the client read another body than the server sent")
+	}
+	result(t, done, engine.EndLimit)
+	if err := <-reqSent; err != nil {
+		t.Fatal(err)
+	}
+	// Control mode: what the program kept is in the rebuilt sockets.
+	if got := readN(t, fc, len(req)); !bytes.Equal(got, req) {
+		t.Fatal("the forwarder read another request than the client sent")
+	}
+	if got := readN(t, fu, len(next)); !bytes.Equal(got, next) {
+		t.Fatal("the forwarder read another next response than the server sent")
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	// Before any byte of control mode: the sample comes from the
+	// rebuild itself.
+	for side, c := range []*net.TCPConn{fc, fu} {
+		testenv.Eventually(t, "an RTT sample on the rebuilt "+sideName(side)+" socket", func() bool {
+			rto, rtt := rtoOf(t, c)
+			t.Logf("%s socket: rto %v rtt %v", sideName(side), rto, rtt)
+			return rto < 500*time.Millisecond && rtt > 0
+		})
+	}
+	relayBoth(t, lp)
+	el.checkNoRetransmission(t, before)
+	el.checkKept(t)
+}
+
+// TestEngineFallbackLosesNothing: the whole rest of a body arrives while
+// the engine holds the pair to splice it with that body as its limit, so
+// the splice falls back, as for a body already in the forwarder's queue;
+// the kept segments go into the thawed socket through the stack and the
+// proxy copies the body in control mode: intact, with no retransmission.
+func TestEngineFallbackLosesNothing(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
+			lp := el.pairOf(t, "", v6)
+			fc, fu := lp.p.Client, lp.p.Upstream()
+			local, remote, err := tcprepair.Addrs(fc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := datapath.Tuple{Src: remote, Dst: local}
+			// Within the server's initial window (10 segments): all of it
+			// leaves at once.
+			body := randomBytes(8 << 10)
+			before := el.peerCounters(t)
+			var wrote <-chan error
+			el.e.hook = func(stage string) {
+				if stage == "held" {
+					wrote = writeAsync(lp.server, body)
+					el.waitKept(a, engine.Down, true)
+				}
+			}
+			defer func() { el.e.hook = nil }()
+			opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: int64(len(body))}, Up: engine.DirOptions{Mode: engine.Watch}}
+			_, err = el.e.Splice(context.Background(), lp.p, opts)
+			if !engine.IsFallback(err) {
+				t.Fatalf("Splice: %v; want a fallback (the body was kept whole)", err)
+			}
+			t.Logf("fell back: %v", err)
+			done := writeAsync(fc, readN(t, fu, len(body)))
+			if got := readN(t, lp.client, len(body)); !bytes.Equal(got, body) {
+				t.Fatal("the client read another body than the server sent")
+			}
+			for _, ch := range []<-chan error{done, wrote} {
+				if err := <-ch; err != nil {
+					t.Fatal(err)
+				}
+			}
+			relayBoth(t, lp)
+			el.checkNoRetransmission(t, before)
+			el.checkKept(t)
+		})
+	}
+}
+
+// relayBoth moves a few bytes each way through the rebuilt sockets.
+func relayBoth(tb testing.TB, lp labPair) {
+	tb.Helper()
+	fc, fu := lp.p.Client, lp.p.Upstream()
+	ping, pong := []byte("ping"), []byte("pong")
+	done := writeAsync(lp.client, ping)
+	relay(tb, fc, fu, len(ping))
+	if got := readN(tb, lp.server, len(ping)); !bytes.Equal(got, ping) {
+		tb.Fatal("ping lost in control mode")
+	}
+	if err := <-done; err != nil {
+		tb.Fatal(err)
+	}
+	done = writeAsync(lp.server, pong)
+	relay(tb, fu, fc, len(pong))
+	if got := readN(tb, lp.client, len(pong)); !bytes.Equal(got, pong) {
+		tb.Fatal("pong lost in control mode")
+	}
+	if err := <-done; err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// rtoOf reads a socket's retransmission timeout and smoothed RTT
+// (tcpi_rto, tcpi_rtt).
+func rtoOf(tb testing.TB, c *net.TCPConn) (rto, rtt time.Duration) {
+	tb.Helper()
+	err := tcprepair.WithFD(c, func(fd int) error {
+		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return err
+		}
+		rto, rtt = time.Duration(info.Rto)*time.Microsecond, time.Duration(info.Rtt)*time.Microsecond
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rto, rtt
+}
