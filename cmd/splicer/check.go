@@ -116,30 +116,11 @@ func printEngineChoice(cfg *config.Config) {
 			names[i] = e.Name()
 		}
 		why := "the first engine available here for " + l.Engine
-		if l.Engine == "auto" || l.Engine == "" {
-			if skipped := optInSkipped(set, names[0]); skipped != "" {
-				why += "; auto skips opt-in " + skipped + ": name it to use it"
-			}
-		} else if names[0] != l.Engine {
+		if l.Engine != "auto" && l.Engine != "" && names[0] != l.Engine {
 			why = l.Engine + " is unavailable: " + set.Reason(l.Engine)
 		}
 		fmt.Printf("  listener %s: engine %s (%s; falls back to %s)\n", l.Name, names[0], why, strings.Join(names[1:], ", "))
 	}
-}
-
-// optInSkipped names the available opt-in engines that auto passes over
-// before first.
-func optInSkipped(set *all.Set, first string) string {
-	var skipped []string
-	for _, f := range all.Ladder {
-		if f.Name == first {
-			break
-		}
-		if f.OptIn && set.Reason(f.Name) == "" {
-			skipped = append(skipped, f.Name)
-		}
-	}
-	return strings.Join(skipped, ", ")
 }
 
 // loadConfig loads path and prints each configuration error on its own line.

@@ -16,9 +16,6 @@ import (
 // Factory builds one engine from the configuration.
 type Factory struct {
 	Name string
-	// OptIn engines are used only when a listener names them (or a
-	// shallower engine falls back to them); auto skips them.
-	OptIn bool
 	// New builds the engine; a nil engine with a nil error means the
 	// engine is switched off in the configuration.
 	New func(cfg config.Engines, log *slog.Logger) (engine.Engine, error)
@@ -26,11 +23,7 @@ type Factory struct {
 
 // Ladder is every engine, deepest first: auto tries them in this order.
 var Ladder = []Factory{
-	// ip is opt-in: its splice holds the pair (drops its segments) for a
-	// fraction of a millisecond, which now and then costs a sender a
-	// retransmission timeout, and a socket rebuilt by unsplicing restarts
-	// with a 1 s RTO; a latency-sensitive listener should choose that.
-	{Name: ip.Name, OptIn: true, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
+	{Name: ip.Name, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
 		if !cfg.IP.Enabled {
 			return nil, nil
 		}
@@ -121,7 +114,7 @@ func (s *Set) Chain(name string) ([]engine.Engine, error) {
 		var chain []engine.Engine
 		for _, n := range AutoOrder {
 			for _, e := range s.Engines {
-				if e.Name() == n && !optIn(n) {
+				if e.Name() == n {
 					chain = append(chain, e)
 				}
 			}
@@ -161,15 +154,6 @@ func (s *Set) Close() {
 	for _, e := range s.Engines {
 		e.Close()
 	}
-}
-
-func optIn(name string) bool {
-	for _, f := range Ladder {
-		if f.Name == name {
-			return f.OptIn
-		}
-	}
-	return false
 }
 
 func rank(name string) int {

@@ -28,16 +28,20 @@ import (
 // already arrived whole at the forwarder (a shallower engine copies
 // those); every splice ends at its limit, no unsplice fails, and /flows
 // shows the connection moving between spliced (engine ip) and control.
-func TestLabHTTPReverseIP(t *testing.T) { testReverseIP(t, 0) }
+func TestLabHTTPReverseIP(t *testing.T) { testReverseIP(t, 0, "ip") }
+
+// TestLabHTTPReverseAutoIsIP is TestLabHTTPReverseIP with engine auto,
+// the default: auto tries ip first, so the same bodies are spliced by ip.
+func TestLabHTTPReverseAutoIsIP(t *testing.T) { testReverseIP(t, 0, "auto") }
 
 // TestLabHTTPReverseIPLossy is TestLabHTTPReverseIP with 1% loss both
 // ways on both links: every body intact, no unsplice fails. The run
 // takes 5-15 s here: a lost segment costs its sender a retransmission
 // timeout (about 200 ms, the rebuilt sockets' too: they take an RTT
 // sample at once), a lost SYN of a new upstream connection 1 s.
-func TestLabHTTPReverseIPLossy(t *testing.T) { testReverseIP(t, 1) }
+func TestLabHTTPReverseIPLossy(t *testing.T) { testReverseIP(t, 1, "ip") }
 
-func testReverseIP(t *testing.T, lossPercent float64) {
+func testReverseIP(t *testing.T, lossPercent float64, engine string) {
 	l := httplab.New(t)
 	if lossPercent > 0 {
 		for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
@@ -49,7 +53,7 @@ func testReverseIP(t *testing.T, lossPercent float64) {
 	httplab.ServeOrigin(t, l, httplab.ServerAddr(l, portA), origin.WithName("a"))
 	httplab.ServeOrigin(t, l, httplab.ServerAddr(l, portB), origin.WithName("b"))
 	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
-	lc.Engine = "ip"
+	lc.Engine = engine
 	lc.Routes = []config.Route{{Pool: "ab"}}
 	lc.Pools = []config.Pool{{Name: "ab", Balance: "round_robin", Servers: []string{httplab.ServerAddr(l, portA), httplab.ServerAddr(l, portB)}}}
 	f := httplab.Start(t, l, lc)
