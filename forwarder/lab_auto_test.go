@@ -41,4 +41,9 @@ func TestLabAutoPicksIP(t *testing.T) {
 	if n := lf.Metric("splicer_splice_transitions_total", "engine", ip.Name, "outcome", "eof"); n != 1 {
 		t.Errorf("ip splices that ended at EOF: %v, want 1", n)
 	}
+	for _, drop := range []string{"hold", "hold_dropped"} {
+		if n := lf.Metric("splicer_engine_events_total", "engine", ip.Name, "event", drop); n != 0 {
+			t.Errorf("the datapath dropped %v segments as %s", n, drop)
+		}
+	}
 }

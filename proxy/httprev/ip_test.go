@@ -103,6 +103,11 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string) {
 	if n := f.Metric("splicer_engine_events_total", "engine", "ip", "event", "unsplice_failed"); n != 0 {
 		t.Errorf("%v unsplices failed", n)
 	}
+	for _, drop := range []string{"hold", "hold_dropped"} {
+		if n := f.Metric("splicer_engine_events_total", "engine", "ip", "event", drop); n != 0 {
+			t.Errorf("the datapath dropped %v segments as %s", n, drop)
+		}
+	}
 	for _, line := range strings.Split(f.Logs.String(), "\n") {
 		// Under loss the peer's answer to the timestamp probe may be lost.
 		lostProbe := lossPercent > 0 && strings.Contains(line, "no answer to the timestamp probe")
@@ -163,6 +168,11 @@ func TestLabHTTPReverseIPPooled(t *testing.T) {
 	}
 	if n := f.Metric("splicer_engine_events_total", "engine", "ip", "event", "unsplice_failed"); n != 0 {
 		t.Errorf("%v unsplices failed", n)
+	}
+	for _, drop := range []string{"hold", "hold_dropped"} {
+		if n := f.Metric("splicer_engine_events_total", "engine", "ip", "event", drop); n != 0 {
+			t.Errorf("the datapath dropped %v segments as %s", n, drop)
+		}
 	}
 }
 
