@@ -13,6 +13,7 @@ import (
 	"github.com/splicer/splicer/internal/caps"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/peerclock"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
@@ -75,8 +76,16 @@ type Engine struct {
 	// clocks holds, by connection tuple, the peers' latest TSvals seen
 	// by the datapath when a pair was unspliced, for the next splice.
 	clocks map[datapath.Tuple]peerClock
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// clk reads the peers' clocks from the forwarder's sockets; nil
+	// where it cannot load (the peers are probed instead). probeOnly,
+	// for tests, probes even with it.
+	clk       *peerclock.Reader
+	probeOnly bool
+	// clockProbes counts window probes sent to learn a peer's clock,
+	// clocksRead the peers' clocks read from the sockets instead.
+	clockProbes, clocksRead atomic.Int64
+	stop                    chan struct{}
+	wg                      sync.WaitGroup
 }
 
 // New returns engine ip with the datapath options opts (MaxPairs, TimeWait,
@@ -133,6 +142,9 @@ func (e *Engine) loadLocked() error {
 		return err
 	}
 	e.home, e.dp = home, dp
+	if e.clk, err = peerclock.Load(); err != nil {
+		e.log.Info("reading the peers' timestamp clocks from the sockets is unavailable: splices probe them instead", "err", err)
+	}
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.readEvents() }()
 	go func() { defer e.wg.Done(); e.sweep() }()
@@ -173,6 +185,9 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	err := dp.Close() // ends readEvents
 	e.wg.Wait()
+	if e.clk != nil {
+		e.clk.Close()
+	}
 	e.inject.close()
 	home.close()
 	return err
