@@ -132,7 +132,7 @@ func (e *Engine) loadLocked() error {
 	if err := caps.RequireBPF("engine ip"); err != nil {
 		return err
 	}
-	home, err := openHomeNS()
+	home, err := openHomeNS(e.log)
 	if err != nil {
 		return err
 	}
