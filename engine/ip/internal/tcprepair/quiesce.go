@@ -46,7 +46,11 @@ var softirqPreemptible = sync.OnceValue(func() bool {
 
 // visitEveryCPU runs the calling thread on each online CPU in turn and
 // restores its affinity. It reports false if some online CPU is outside
-// the thread's allowed set or a move failed.
+// the thread's allowed set or a move failed. The CPU the thread is on
+// needs no move: running there, in process context, the thread proves
+// that CPU is in no softirq run begun before the call. On 2 CPUs that is
+// one migration instead of one or two (75-85 us instead of 90-110 us
+// here, loaded).
 func visitEveryCPU() bool {
 	cpus, err := onlineCPUs()
 	if err != nil {
@@ -58,8 +62,12 @@ func visitEveryCPU() bool {
 		runtime.UnlockOSThread()
 		return false
 	}
+	here := currentCPU()
 	ok := true
 	for _, cpu := range cpus {
+		if cpu == here {
+			continue
+		}
 		if !allowed.IsSet(cpu) || !runOn(cpu) {
 			ok = false
 			break
