@@ -131,8 +131,6 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		}
 		return spliced{}, engine.Fallback("ip", format, args...)
 	}
-	grace := e.graces.Start()
-
 	// A peer whose connection was unspliced before may have its clock
 	// remembered from then (unsplice.go).
 	known := e.recallClocks(spec.A, spec.B)
@@ -144,6 +142,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	var sa, sb tcprepair.State
 	var probed time.Time
 	if early {
+		grace := e.graces.Start()
 		if sa, sb, err = freezePair(client, up, pa.Ifindex, pb.Ifindex); err != nil {
 			return undo("%v", err)
 		}
@@ -153,8 +152,10 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 				return undo("%v", err)
 			}
 		}
+		<-grace
+	} else {
+		e.graces.Wait()
 	}
-	<-grace
 	// Segments that were already past tc when the pair was inserted have
 	// reached the sockets by now: this reading is final.
 	if early {

@@ -327,7 +327,7 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (datapath.PairStats, 
 	if inFlight {
 		// Every program run that still saw Forward has committed once
 		// a grace period has passed; SndNxt is final.
-		<-u.e.graces.Start()
+		u.e.graces.Wait()
 	}
 	// Both directions stay watched while the sockets are rebuilt: acks
 	// pass, nothing advances SndNxt, and data that arrives meanwhile (the

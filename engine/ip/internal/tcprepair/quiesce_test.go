@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,5 +52,36 @@ func TestVisitEveryCPUKeepsAffinity(t *testing.T) {
 	}
 	if before != after {
 		t.Errorf("affinity after the visit %v, before %v", after, before)
+	}
+}
+
+// TestGracesShared: many callers at once, waiting or starting, all get
+// the end of a grace period, and the Graces is idle again afterwards.
+func TestGracesShared(t *testing.T) {
+	var g Graces
+	done := make(chan struct{})
+	const n = 64
+	for i := range n {
+		go func() {
+			if i%2 == 0 {
+				g.Wait()
+			} else {
+				<-g.Start()
+			}
+			done <- struct{}{}
+		}()
+	}
+	timeout := time.After(10 * time.Second)
+	for range n {
+		select {
+		case <-done:
+		case <-timeout:
+			t.Fatal("a caller still waits for its grace period")
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running || len(g.waiting) != 0 {
+		t.Errorf("after every caller returned: running %v, %d waiting", g.running, len(g.waiting))
 	}
 }
