@@ -209,20 +209,9 @@ func (h *homeNS) lookupDevice(peer netip.Addr) (int, error) {
 	return r.LinkIndex, nil
 }
 
-// holds reports whether the calling thread is in the home namespace, with
-// one stat of its namespace file (netns.Get and Equal take four calls).
-func (h *homeNS) holds() bool {
-	var st unix.Stat_t
-	return unix.Stat("/proc/thread-self/ns/net", &st) == nil && st.Ino == h.ino && st.Dev == h.dev
-}
-
 // do runs fn on a thread in the home namespace.
 func (h *homeNS) do(fn func() error) error {
 	runtime.LockOSThread()
-	if h.holds() {
-		defer runtime.UnlockOSThread()
-		return fn()
-	}
 	cur, err := netns.Get()
 	if err != nil {
 		runtime.UnlockOSThread()

@@ -58,19 +58,3 @@ func TestRouteCacheFollowsRouteChanges(t *testing.T) {
 	}
 	testenv.Eventually(t, "the route through the server's device again", deviceIs(toServer))
 }
-
-// TestHomeHolds: a thread in the forwarder's namespace is home, one in
-// the client's is not, and do runs there all the same.
-func TestHomeHolds(t *testing.T) {
-	el := newEngineLab(t, Options{MaxPairs: 4})
-	h := el.e.home
-	var inFwd, inClient, viaDo bool
-	el.l.Fwd.Do(func() error { inFwd = h.holds(); return nil })
-	el.l.Client.Do(func() error {
-		inClient = h.holds()
-		return h.do(func() error { viaDo = h.holds(); return nil })
-	})
-	if !inFwd || inClient || !viaDo {
-		t.Errorf("holds: in the forwarder's namespace %v (want true), in the client's %v (want false), within do from there %v (want true)", inFwd, inClient, viaDo)
-	}
-}
