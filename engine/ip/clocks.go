@@ -26,7 +26,9 @@ import (
 func (e *Engine) socketClocks(sa, sb tcprepair.State, known knownClocks) knownClocks {
 	conns := [2]peerclock.Conn{{Local: sa.Params.Local, Remote: sa.Params.Remote}, {Local: sb.Params.Local, Remote: sb.Params.Remote}}
 	var got [2]peerclock.Sock
-	err := e.home.do(func() (err error) {
+	// splice runs on a goroutine of its own, never locked: enter may
+	// move its thread.
+	err := e.home.enter(func() (err error) {
 		got, err = e.clk.Read(conns)
 		return err
 	})

@@ -23,6 +23,11 @@ import (
 type homeNS struct {
 	ns       netns.NsHandle
 	ino, dev uint64
+	// outside is the namespace of the threads of unlocked goroutines
+	// (Go starts every thread from one in that state) if known and not
+	// ns, netns.None() otherwise; atHome: it is ns. enter uses them.
+	outside netns.NsHandle
+	atHome  bool
 
 	mu sync.Mutex // netlink requests on one socket do not interleave
 	nl *netlink.Handle
@@ -146,7 +151,24 @@ func openHomeNS(log *slog.Logger) (*homeNS, error) {
 		ns.Close()
 		return nil, fmt.Errorf("engine ip: netlink: %w", err)
 	}
-	h := &homeNS{ns: ns, ino: st.Ino, dev: st.Dev, nl: nl}
+	h := &homeNS{ns: ns, ino: st.Ino, dev: st.Dev, nl: nl, outside: netns.None()}
+	// The calling thread may be locked in ns while the process's threads
+	// live elsewhere; a new goroutine runs on an unlocked thread.
+	outside := make(chan netns.NsHandle)
+	go func() {
+		o, err := netns.Get()
+		if err != nil {
+			o = netns.None()
+		}
+		outside <- o
+	}()
+	switch o := <-outside; {
+	case o.Equal(ns):
+		h.atHome = true
+		o.Close()
+	case o.IsOpen():
+		h.outside = o
+	}
 	if err := h.routes.watchRoutes(); err != nil {
 		log.Info("route changes cannot be watched: every splice looks its routes up", "err", err)
 	}
@@ -154,6 +176,9 @@ func openHomeNS(log *slog.Logger) (*homeNS, error) {
 }
 
 func (h *homeNS) close() {
+	if h.outside.IsOpen() {
+		h.outside.Close()
+	}
 	h.routes.close()
 	h.nl.Close()
 	h.ns.Close()
@@ -207,6 +232,33 @@ func (h *homeNS) lookupDevice(peer netip.Addr) (int, error) {
 		return 0, fmt.Errorf("device %s toward %v is %s, not Ethernet", l.Attrs().Name, peer, l.Attrs().EncapType)
 	}
 	return r.LinkIndex, nil
+}
+
+// enter runs fn in the home namespace on the calling goroutine's thread,
+// with as few calls as it takes: none when the process lives in it, two
+// setns otherwise. The caller must not hold its thread locked (every
+// goroutine the engine starts qualifies): its thread is then in the
+// namespace of the process's threads, which enter restores; do serves
+// other callers.
+func (h *homeNS) enter(fn func() error) error {
+	switch {
+	case h.atHome:
+		return fn()
+	case !h.outside.IsOpen():
+		return h.do(fn)
+	}
+	runtime.LockOSThread()
+	if err := netns.Set(h.ns); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("enter the engine's network namespace: %w", err)
+	}
+	err := fn()
+	// A thread that cannot return stays locked, and Go destroys it when
+	// this goroutine exits.
+	if netns.Set(h.outside) == nil {
+		runtime.UnlockOSThread()
+	}
+	return err
 }
 
 // do runs fn on a thread in the home namespace.

@@ -4,9 +4,11 @@ package ip
 
 import (
 	"net"
+	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
@@ -57,4 +59,32 @@ func TestRouteCacheFollowsRouteChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "the route through the server's device again", deviceIs(toServer))
+}
+
+// TestHomeEnter: this process's threads live outside the forwarder's
+// namespace, where the engine was loaded: enter runs its function there
+// and brings the thread back.
+func TestHomeEnter(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 4})
+	h := el.e.home
+	if h.atHome || !h.outside.IsOpen() {
+		t.Fatalf("the engine's namespace: at home %v, outside %v; want the test's threads outside it", h.atHome, h.outside)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	inHome := func() bool {
+		cur, err := netns.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cur.Close()
+		return cur.Equal(h.ns)
+	}
+	var inside bool
+	if err := h.enter(func() error { inside = inHome(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !inside || inHome() {
+		t.Errorf("in the engine's namespace within enter: %v (want true), after: %v (want false)", inside, inHome())
+	}
 }
