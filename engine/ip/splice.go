@@ -45,6 +45,15 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	if opts.OnSpliced != nil {
 		opts.OnSpliced()
 	}
+	// Both sockets are in repair mode: closing them sends nothing, so it
+	// waits until forwarding is in place. The forwarder closes the
+	// connections again later, which is harmless. A splice that may
+	// unsplice keeps them, frozen, to rebuild them.
+	if sp.fz == nil {
+		if err := errors.Join(p.Client.Close(), p.Upstream().Close()); err != nil {
+			e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
+		}
+	}
 	return e.follow(ctx, p, sp, opts), nil
 }
 
@@ -91,9 +100,9 @@ type spliced struct {
 	since time.Duration
 }
 
-// splice puts the pair in the datapath and closes its sockets; it returns
-// the pair's A tuple, the channel its news arrives on and the bytes still
-// to deliver, or a *engine.FallbackError.
+// splice puts the pair in the datapath, its sockets frozen (Splice closes
+// them); it returns the pair's A tuple, the channel its news arrives on
+// and the bytes still to deliver, or a *engine.FallbackError.
 func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	client, up := p.Client, p.Upstream()
 	pa, err := e.locate(client)
@@ -200,14 +209,6 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 	if err := e.keep(spec.A, up); err != nil {
 		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
-	}
-	// Both sockets are in repair mode: closing them sends nothing. The
-	// forwarder closes the connections again later, which is harmless.
-	// A splice that may unsplice keeps them, frozen, to rebuild them.
-	if fz == nil {
-		if err := errors.Join(client.Close(), up.Close()); err != nil {
-			e.log.Warn("closing spliced sockets", "pair", p.ID, "err", err)
-		}
 	}
 	sp := spliced{a: spec.A, ch: ch, spec: d.spec, fz: fz, since: since, unread: [2]int64{int64(sa.InQ), int64(sb.InQ)},
 		seed:    [2]uint32{d.spec.Up.SndNxt, d.spec.Down.SndNxt},
