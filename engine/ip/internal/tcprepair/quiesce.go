@@ -21,14 +21,16 @@ import (
 //
 // A segment goes from tc ingress to tcp_v4_rcv in one softirq run, with
 // bottom halves disabled: the CPU cannot switch tasks in between. So once
-// this thread has run on every online CPU, every such run that was under
-// way at the call has ended. That is an RCU-bh grace period, taken in
+// a thread of this process has run on every online CPU after the call,
+// every such run that was under way at the call has ended: a thread
+// pinned to each CPU is woken there (visitors.go), or else the calling
+// thread moves to each in turn. That is an RCU-bh grace period, taken in
 // microseconds where synchronize_rcu takes about 10 ms. It proves nothing
 // when softirqs are preemptible (PREEMPT_RT) or when this process may not
 // run on some CPU (cpusets): then membarrier(MEMBARRIER_CMD_GLOBAL), which
 // calls synchronize_rcu, waits for a full grace period.
 func quiesce() bool {
-	if !softirqPreemptible() && visitEveryCPU() {
+	if !softirqPreemptible() && (wakeEveryCPU() || visitEveryCPU()) {
 		return true
 	}
 	const membarrierCmdGlobal = 1

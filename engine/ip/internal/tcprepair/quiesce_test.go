@@ -85,3 +85,66 @@ func TestGracesShared(t *testing.T) {
 		t.Errorf("after every caller returned: running %v, %d waiting", g.running, len(g.waiting))
 	}
 }
+
+// TestWakeEveryCPU: with every online CPU allowed, the visitors answer
+// without touching the caller's affinity, and one moved off its CPU by
+// someone else goes back and answers the next time.
+func TestWakeEveryCPU(t *testing.T) {
+	cpus, err := onlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cpus {
+		if !allowed.IsSet(c) {
+			t.Skipf("CPU %d is online but not allowed", c)
+		}
+	}
+	if len(cpus) < 2 {
+		t.Skip("one CPU: nothing to visit")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// A visitor that cannot run within visitWait (a host too busy to give
+	// it its CPU) makes one attempt fail; not three in a row.
+	wake := func() bool { return wakeEveryCPU() || wakeEveryCPU() || wakeEveryCPU() }
+	if !wake() {
+		t.Fatal("wakeEveryCPU failed with every CPU allowed")
+	}
+	// Move some visitor (not of the CPU this thread is on, which needs
+	// none) elsewhere; it must find its way back.
+	var moved *visitor
+	here := currentCPU()
+	for _, c := range cpus {
+		if c != here {
+			moved = visitorOn(c)
+			break
+		}
+	}
+	var elsewhere unix.CPUSet
+	elsewhere.Set(here)
+	if err := unix.SchedSetaffinity(moved.tid, &elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if currentCPU() != here {
+		t.Skip("this thread moved meanwhile")
+	}
+	if !wake() {
+		t.Fatal("wakeEveryCPU failed after a visitor was moved")
+	}
+	var back, own unix.CPUSet
+	own.Set(moved.cpu)
+	if err := unix.SchedGetaffinity(moved.tid, &back); err != nil || back != own {
+		t.Errorf("the moved visitor of CPU %d has affinity %v, %v", moved.cpu, back, err)
+	}
+	var after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after != allowed {
+		t.Errorf("affinity after the visits %v, before %v", after, allowed)
+	}
+}
