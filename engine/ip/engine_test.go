@@ -708,6 +708,33 @@ func TestEngineFallsBackForLocalPeer(t *testing.T) {
 	}
 }
 
+// TestEngineFallsBackForOtherNamespace: a socket outside the namespace
+// the engine was loaded in (the client's own end here, a socket of the
+// client namespace) is declined before anything is held, with either
+// namespace check (cookie, or inode on kernels without cookies), and the
+// pair works on.
+func TestEngineFallsBackForOtherNamespace(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, byCookie := range []bool{true, false} {
+		if !byCookie {
+			el.e.home.cookie = 0
+		} else if el.e.home.cookie == 0 {
+			t.Log("the kernel has no namespace cookies: the inode check only")
+			continue
+		}
+		lp := el.pair(t, "")
+		p := engine.NewPair(1, "lab", lp.client)
+		p.SetUpstream(lp.p.Upstream())
+		_, err := el.e.Splice(context.Background(), p, engine.Both(0))
+		if !engine.IsFallback(err) || !strings.Contains(err.Error(), "another network namespace") {
+			t.Fatalf("by cookie %v: Splice of a socket of another namespace returned %v, want a fallback naming it", byCookie, err)
+		}
+		if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
+			t.Errorf("by cookie %v: the datapath holds %v", byCookie, pairs)
+		}
+	}
+}
+
 // TestEngineSupports: limits, watches, holds and timers are accepted
 // (unsplicing gives the pair back); a limit too large for one limit
 // sequence number and a pair without upstream are refused.

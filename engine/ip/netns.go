@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -14,6 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
 // homeNS is the network namespace the engine was loaded in. Device indexes
@@ -23,6 +26,9 @@ import (
 type homeNS struct {
 	ns       netns.NsHandle
 	ino, dev uint64
+	// cookie is the namespace's SO_NETNS_COOKIE, 0 where the kernel has
+	// none (before 5.14).
+	cookie uint64
 	// outside is the namespace of the threads of unlocked goroutines
 	// (Go starts every thread from one in that state) if known and not
 	// ns, netns.None() otherwise; atHome: it is ns. enter uses them.
@@ -151,7 +157,7 @@ func openHomeNS(log *slog.Logger) (*homeNS, error) {
 		ns.Close()
 		return nil, fmt.Errorf("engine ip: netlink: %w", err)
 	}
-	h := &homeNS{ns: ns, ino: st.Ino, dev: st.Dev, nl: nl, outside: netns.None()}
+	h := &homeNS{ns: ns, ino: st.Ino, dev: st.Dev, nl: nl, outside: netns.None(), cookie: netnsCookie()}
 	// The calling thread may be locked in ns while the process's threads
 	// live elsewhere; a new goroutine runs on an unlocked thread.
 	outside := make(chan netns.NsHandle)
@@ -182,6 +188,47 @@ func (h *homeNS) close() {
 	h.routes.close()
 	h.nl.Close()
 	h.ns.Close()
+}
+
+// netnsCookie returns the calling thread's network namespace cookie, or
+// 0 if the kernel has none.
+func netnsCookie() uint64 {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0
+	}
+	return c
+}
+
+// errOtherNS marks a socket outside the home namespace.
+var errOtherNS = errors.New("the socket is in another network namespace than the one engine ip was loaded in")
+
+// owns checks that c is in the home namespace: by cookie (one call), or
+// by the namespace's inode (SIOCGSKNS, three calls) on kernels without.
+func (h *homeNS) owns(c *net.TCPConn) error {
+	if h.cookie != 0 {
+		cookie, err := tcprepair.NetnsCookie(c)
+		if err != nil {
+			return err
+		}
+		if cookie != h.cookie {
+			return errOtherNS
+		}
+		return nil
+	}
+	ino, err := tcprepair.NetnsInode(c)
+	if err != nil {
+		return err
+	}
+	if ino != h.ino {
+		return errOtherNS
+	}
+	return nil
 }
 
 // errLocalPeer marks a peer on this host: its packets never cross a device

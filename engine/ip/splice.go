@@ -372,12 +372,8 @@ func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 	if proto != unix.IPPROTO_TCP {
 		return cp, errors.New("an MPTCP socket: its subflows' sequence numbers are not the socket's")
 	}
-	ino, err := tcprepair.NetnsInode(c)
-	if err != nil {
+	if err := e.home.owns(c); err != nil {
 		return cp, err
-	}
-	if ino != e.home.ino {
-		return cp, errors.New("the socket is in another network namespace than the one engine ip was loaded in")
 	}
 	ifindex, err := e.home.deviceTo(remote.Addr())
 	if err != nil {
