@@ -16,7 +16,7 @@ import (
 
 const (
 	// visitSpin is how long a waiter polls a visitor's answer before it
-	// sleeps between polls; visitWait how long it waits at all before
+	// blocks until the next answer; visitWait how long it waits at all before
 	// moving to that CPU itself (visitEveryCPU).
 	visitSpin = 200 * time.Microsecond
 	visitWait = 10 * time.Millisecond
@@ -73,6 +73,10 @@ type visitor struct {
 	wake int // eventfd
 	// asked counts visits asked; seen the asks answered.
 	asked, seen atomic.Uint64
+	// answered is closed, and replaced, at every answer, for waiters
+	// that stopped polling.
+	mu       sync.Mutex
+	answered chan struct{}
 }
 
 // visitors holds one visitor per CPU, started on first use and kept for
@@ -117,7 +121,7 @@ func startVisitor(cpu int) (*visitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &visitor{cpu: cpu, wake: fd}
+	v := &visitor{cpu: cpu, wake: fd, answered: make(chan struct{})}
 	started := make(chan error)
 	go v.run(started)
 	if err := <-started; err != nil {
@@ -171,6 +175,10 @@ func (v *visitor) run(started chan<- error) {
 				break
 			}
 		}
+		v.mu.Lock()
+		close(v.answered)
+		v.answered = make(chan struct{})
+		v.mu.Unlock()
 	}
 }
 
@@ -184,19 +192,24 @@ func (v *visitor) ask() (uint64, error) {
 	return n, nil
 }
 
-// await waits until v answered visit n, polling: spinning for visitSpin
-// after start, then sleeping between polls; false after visitWait.
+// await waits until v answered visit n: polling for visitSpin after
+// start, then woken by each answer; false after visitWait.
 func (v *visitor) await(n uint64, start time.Time) bool {
-	for nap := 20 * time.Microsecond; v.seen.Load() < n; {
-		since := time.Since(start)
-		switch {
-		case since > visitWait:
-			return false
-		case since < visitSpin:
+	for v.seen.Load() < n {
+		if time.Since(start) < visitSpin {
 			runtime.Gosched()
-		default:
-			time.Sleep(nap)
-			nap = min(2*nap, time.Millisecond)
+			continue
+		}
+		v.mu.Lock()
+		answered := v.answered
+		v.mu.Unlock()
+		if v.seen.Load() >= n {
+			return true
+		}
+		select {
+		case <-answered:
+		case <-time.After(visitWait - time.Since(start)):
+			return v.seen.Load() >= n
 		}
 	}
 	return true
