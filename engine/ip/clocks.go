@@ -40,6 +40,7 @@ func (e *Engine) socketClocks(sa, sb tcprepair.State, known knownClocks) knownCl
 	for i, s := range [2]tcprepair.State{sa, sb} {
 		g := got[i]
 		switch {
+		case e.probePeers[i]:
 		case !g.Found || g.State != s.TCPState || g.RcvNxt != s.Params.RcvNxt || g.WriteSeq != s.Params.WriteSeq:
 			e.log.Debug("the peerclock program found another socket", "conn", conns[i], "read", g)
 		case !g.Stamped || g.Age > maxAge:

@@ -130,3 +130,41 @@ func pawsEstab(tb testing.TB, ns *lab.NS) uint64 {
 	tb.Fatalf("nstat in %s printed no TcpExtPAWSEstab: %q", ns.Name, out)
 	return 0
 }
+
+// TestEngineSplicesProbing: a peer whose socket's clock is not taken is
+// probed, alone (the other clock read from its socket) or with the other
+// one (the order without peerclock: freeze and probe before the grace
+// period); the pairs carry bytes both ways and no peer refuses a
+// translated TSval.
+func TestEngineSplicesProbing(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	if el.e.clk == nil {
+		testenv.SkipOrFail(t, "the peerclock program did not load")
+	}
+	pawsBefore := [2]uint64{pawsEstab(t, el.l.Client), pawsEstab(t, el.l.Server)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, c := range []struct {
+		probe        [2]bool
+		probes, read uint64 // per pair
+	}{{[2]bool{true, false}, 1, 1}, {[2]bool{false, true}, 1, 1}, {[2]bool{true, true}, 2, 0}} {
+		el.e.probePeers = c.probe
+		before := el.e.Counters()
+		for _, v6 := range []bool{false, true} {
+			lp := el.pairOf(t, "", v6)
+			relayOnce(t, lp)
+			time.Sleep(20 * time.Millisecond)
+			el.splice(t, ctx, lp, engine.Both(0))
+			echoOnce(t, lp)
+			echoOnce(t, lp)
+		}
+		after := el.e.Counters()
+		if probes, read := after["clock_probes"]-before["clock_probes"], after["clocks_read"]-before["clocks_read"]; probes != 2*c.probes || read != 2*c.read {
+			t.Errorf("probing %v: %d probes, %d clocks read; want %d and %d", c.probe, probes, read, 2*c.probes, 2*c.read)
+		}
+	}
+	el.checkDrops(t, "seq_out_of_window", "ack_out_of_window")
+	if pawsAfter := [2]uint64{pawsEstab(t, el.l.Client), pawsEstab(t, el.l.Server)}; pawsAfter != pawsBefore {
+		t.Errorf("TcpExtPAWSEstab (client, server) went from %v to %v", pawsBefore, pawsAfter)
+	}
+}

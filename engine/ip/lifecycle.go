@@ -77,10 +77,11 @@ type Engine struct {
 	// by the datapath when a pair was unspliced, for the next splice.
 	clocks map[datapath.Tuple]peerClock
 	// clk reads the peers' clocks from the forwarder's sockets; nil
-	// where it cannot load (the peers are probed instead). probeOnly,
-	// for tests, probes even with it.
-	clk       *peerclock.Reader
-	probeOnly bool
+	// where it cannot load (the peers are probed instead). probePeers,
+	// for tests, has the client (0) or server (1) probed even with it;
+	// both: as without it.
+	clk        *peerclock.Reader
+	probePeers [2]bool
 	// clockProbes counts window probes sent to learn a peer's clock,
 	// clocksRead the peers' clocks read from the sockets instead.
 	clockProbes, clocksRead atomic.Int64

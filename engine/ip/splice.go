@@ -147,7 +147,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	// answers travel while the grace period runs: freeze and probe first,
 	// read again after. With it, the one reading after the grace period
 	// is final and usually needs no probe.
-	early := e.clk == nil || e.probeOnly
+	early := e.clk == nil || e.probePeers == [2]bool{true, true}
 	var sa, sb tcprepair.State
 	var probed time.Time
 	if early {
