@@ -1,4 +1,4 @@
-// Learning the peers' timestamp clocks while a pair is held: poke each peer for a segment and read the TSval the datapath saw.
+// Learning the peers' timestamp clocks while a pair is held: read the latest TSval each of the forwarder's sockets accepted from its peer, or poke the peer for a segment and read the TSval the datapath saw.
 
 package ip
 
@@ -11,8 +11,62 @@ import (
 	"github.com/splicer/splicer/engine"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/peerclock"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
+
+// socketClocks adds to known the peers' latest TSvals as the forwarder's
+// frozen sockets recorded them (tp->rx_opt.ts_recent, read by the
+// peerclock program): a TSval the peer sent, so a lower bound of every
+// TSval it sends later, which is all NewPairSpec needs. A socket's value
+// is taken only if the program found that very socket (its sequence
+// numbers are those of the final reading) and stored ts_recent recently
+// enough (tsRecentMaxAge); otherwise that peer is probed. Both sockets are
+// read in one run, in the engine's namespace.
+func (e *Engine) socketClocks(sa, sb tcprepair.State, known knownClocks) knownClocks {
+	conns := [2]peerclock.Conn{{Local: sa.Params.Local, Remote: sa.Params.Remote}, {Local: sb.Params.Local, Remote: sb.Params.Remote}}
+	var got [2]peerclock.Sock
+	// splice runs on a goroutine of its own, never locked: enter may
+	// move its thread.
+	err := e.home.enter(func() (err error) {
+		got, err = e.clk.Read(conns)
+		return err
+	})
+	if err != nil {
+		e.log.Debug("reading the peers' clocks from the sockets", "err", err)
+		return known
+	}
+	maxAge := tsRecentMaxAge(sa.UsecTS)
+	for i, s := range [2]tcprepair.State{sa, sb} {
+		g := got[i]
+		switch {
+		case e.probePeers[i]:
+		case !g.Found || g.State != s.TCPState || g.RcvNxt != s.Params.RcvNxt || g.WriteSeq != s.Params.WriteSeq:
+			e.log.Debug("the peerclock program found another socket", "conn", conns[i], "read", g)
+		case !g.Stamped || g.Age > maxAge:
+			// Never stored (a socket rebuilt by an unsplice, before its
+			// peer sent), or so old that the peer's clock may have run
+			// more than half its space since.
+		default:
+			known.add(i == 1, g.TSRecent)
+			e.clocksRead.Add(1)
+		}
+	}
+	return known
+}
+
+// tsRecentMaxAge bounds the age of a ts_recent taken as a peer's clock.
+// The translated TSvals run ahead of the forwarder's clock by however far
+// the peer's clock moved since ts_recent was stored; PAWS compares TSvals
+// modulo 2^32, so that lead must stay well under 2^31 ticks: 24 days at
+// 1 ms per tick (RFC 7323 allows no faster clock), 35 minutes in
+// microseconds (Linux's usec timestamps).
+func tsRecentMaxAge(usecTS bool) time.Duration {
+	if usecTS {
+		return 10 * time.Minute
+	}
+	return 24 * time.Hour
+}
 
 // probeClocks makes both frozen sockets send a window probe, except
 // toward a peer whose clock is known; the peers answer with an ACK
@@ -47,6 +101,7 @@ func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb tcprepair.State, kn
 // window probe, or, in CLOSE_WAIT where Linux sends none, the engine
 // injects the same probe itself.
 func (e *Engine) poke(c *net.TCPConn, s tcprepair.State) error {
+	e.clockProbes.Add(1)
 	if !s.FINReceived {
 		return tcprepair.Poke(c)
 	}

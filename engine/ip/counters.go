@@ -1,4 +1,4 @@
-// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes, unsplices and failed unsplices.
+// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes, unsplices and failed unsplices, clock probes and clocks read.
 
 package ip
 
@@ -7,7 +7,9 @@ package ip
 // "drained_bytes" (pairs spliced with bytes the forwarder held, and those
 // bytes), "unsplices" (pairs given back in control mode) and
 // "unsplice_failed" (pairs reset because they could not be given back
-// safely). Nothing before the datapath is loaded.
+// safely), "clock_probes" (window probes sent to learn a peer's
+// timestamp clock) and "clocks_read" (peers' clocks read from the
+// forwarder's sockets instead). Nothing before the datapath is loaded.
 func (e *Engine) Counters() map[string]uint64 {
 	e.mu.Lock()
 	dp := e.dp
@@ -17,6 +19,8 @@ func (e *Engine) Counters() map[string]uint64 {
 		"drained_bytes":   uint64(e.drainedBytes.Load()),
 		"unsplices":       uint64(e.unspl.ok.Load()),
 		"unsplice_failed": uint64(e.unspl.failed.Load()),
+		"clock_probes":    uint64(e.clockProbes.Load()),
+		"clocks_read":     uint64(e.clocksRead.Load()),
 	}
 	if dp == nil {
 		return out

@@ -539,6 +539,7 @@ func TestEngineSplicesBufferedData(t *testing.T) {
 // link heals.
 func TestEngineFallsBackWithoutClockAnswer(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
+	el.e.probePeers = [2]bool{true, true} // the sockets' own record of the clocks would spare the probe
 	lp := el.pair(t, "")
 	link := el.l.ClientLink()
 	if err := el.l.SetLoss(link, lab.TowardServer, 100); err != nil {
@@ -653,6 +654,33 @@ func TestEngineFallsBackForLocalPeer(t *testing.T) {
 	_, err = el.e.Splice(ctx, p, engine.Both(0))
 	if !engine.IsFallback(err) || !strings.Contains(err.Error(), "on this host") {
 		t.Fatalf("Splice of a local pair returned %v, want a fallback naming the local peer", err)
+	}
+}
+
+// TestEngineFallsBackForOtherNamespace: a socket outside the namespace
+// the engine was loaded in (the client's own end here, a socket of the
+// client namespace) is declined before anything is held, with either
+// namespace check (cookie, or inode on kernels without cookies), and the
+// pair works on.
+func TestEngineFallsBackForOtherNamespace(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	for _, byCookie := range []bool{true, false} {
+		if !byCookie {
+			el.e.home.cookie = 0
+		} else if el.e.home.cookie == 0 {
+			t.Log("the kernel has no namespace cookies: the inode check only")
+			continue
+		}
+		lp := el.pair(t, "")
+		p := engine.NewPair(1, "lab", lp.client)
+		p.SetUpstream(lp.p.Upstream())
+		_, err := el.e.Splice(context.Background(), p, engine.Both(0))
+		if !engine.IsFallback(err) || !strings.Contains(err.Error(), "another network namespace") {
+			t.Fatalf("by cookie %v: Splice of a socket of another namespace returned %v, want a fallback naming it", byCookie, err)
+		}
+		if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
+			t.Errorf("by cookie %v: the datapath holds %v", byCookie, pairs)
+		}
 	}
 }
 

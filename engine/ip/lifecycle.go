@@ -13,6 +13,7 @@ import (
 	"github.com/splicer/splicer/internal/caps"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/peerclock"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
@@ -90,6 +91,15 @@ type Engine struct {
 	// is inserted, held and kept; "unsplicing": both directions are
 	// watched and the receivers have acknowledged everything).
 	hook func(stage string)
+	// clk reads the peers' clocks from the forwarder's sockets; nil
+	// where it cannot load (the peers are probed instead). probePeers,
+	// for tests, has the client (0) or server (1) probed even with it;
+	// both: as without it.
+	clk        *peerclock.Reader
+	probePeers [2]bool
+	// clockProbes counts window probes sent to learn a peer's clock,
+	// clocksRead the peers' clocks read from the sockets instead.
+	clockProbes, clocksRead atomic.Int64
 }
 
 // New returns engine ip with the datapath options opts (MaxPairs, TimeWait,
@@ -139,7 +149,7 @@ func (e *Engine) loadLocked() error {
 	if err := caps.RequireBPF("engine ip"); err != nil {
 		return err
 	}
-	home, err := openHomeNS()
+	home, err := openHomeNS(e.log)
 	if err != nil {
 		return err
 	}
@@ -154,6 +164,9 @@ func (e *Engine) loadLocked() error {
 		// splice, so /flows and the sweeper have it from the start.
 		e.pins = newPins(e.opts.PinDir)
 		e.adoptAll()
+	}
+	if e.clk, err = peerclock.Load(); err != nil {
+		e.log.Info("reading the peers' timestamp clocks from the sockets is unavailable: splices probe them instead", "err", err)
 	}
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.readEvents() }()
@@ -213,6 +226,9 @@ func (e *Engine) Close() error {
 		err = errors.Join(err, e.closePins(keep))
 	}
 	e.wg.Wait()
+	if e.clk != nil {
+		e.clk.Close()
+	}
 	e.inject.close()
 	home.close()
 	return err

@@ -99,9 +99,9 @@ type spliced struct {
 	since time.Duration
 }
 
-// splice puts the pair in the datapath and closes its sockets; it returns
-// the pair's A tuple, the channel its news arrives on and the bytes still
-// to deliver, or a *engine.FallbackError.
+// splice puts the pair in the datapath, its sockets frozen (Splice closes
+// them); it returns the pair's A tuple, the channel its news arrives on
+// and the bytes still to deliver, or a *engine.FallbackError.
 func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	client, up := p.Client, p.Upstream()
 	pa, err := e.locate(client)
@@ -156,44 +156,54 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		e.log.Debug("fell back after holding the pair", "pair", p.ID, "held", time.Since(held), "reason", fmt.Sprintf(format, args...))
 		return spliced{}, engine.Fallback(Name, format, args...)
 	}
-	grace := e.graces.Start()
-
-	sa, err := tcprepair.Freeze(client)
-	if err != nil {
-		return undo("freeze the client connection: %v", err)
-	}
-	sb, err := tcprepair.Freeze(up)
-	if err != nil {
-		return undo("freeze the upstream connection: %v", err)
-	}
-	sa.Params.Ifindex, sb.Params.Ifindex = pa.Ifindex, pb.Ifindex
-	if reason := unspliceable(sa, sb); reason != "" {
-		return undo("%s", reason)
-	}
-	if err := datapath.CanTranslate(sa.Params, sb.Params); err != nil {
-		return undo("%v", err)
-	}
-	var probed time.Time
-	// A peer whose connection was unspliced before needs no probe: its
-	// clock is known from then (unsplice.go).
+	// A peer whose connection was unspliced before may have its clock
+	// remembered from then (unsplice.go).
 	known := e.recallClocks(spec.A, spec.B)
-	if sa.Params.Timestamps {
-		// The probes' answers travel while the grace period runs.
-		probed = time.Now()
-		if err := e.probeClocks(client, up, sa, sb, known); err != nil {
+	// Without the socket reader the peers' clocks come from a probe, whose
+	// answers travel while the grace period runs: freeze and probe first,
+	// read again after. With it, the one reading after the grace period
+	// is final and usually needs no probe.
+	early := e.clk == nil || e.probePeers == [2]bool{true, true}
+	var sa, sb tcprepair.State
+	var probed time.Time
+	tGrace0 := time.Now()
+	if early {
+		grace := e.graces.Start()
+		if sa, sb, err = freezePair(client, up, pa.Ifindex, pb.Ifindex); err != nil {
 			return undo("%v", err)
 		}
+		if sa.Params.Timestamps {
+			probed = time.Now()
+			if err := e.probeClocks(client, up, sa, sb, known); err != nil {
+				return undo("%v", err)
+			}
+		}
+		<-grace
+	} else {
+		e.graces.Wait()
 	}
-	tGrace0 := time.Now()
-	<-grace
 	tGrace := time.Since(tGrace0)
 	// Segments that were already past tc when the pair was inserted have
 	// reached the sockets by now: this reading is final.
-	if sa, sb, err = rereadPair(client, up, sa, sb); err != nil {
+	if early {
+		sa, sb, err = rereadPair(client, up, sa, sb)
+	} else {
+		sa, sb, err = freezePair(client, up, pa.Ifindex, pb.Ifindex)
+	}
+	if err != nil {
 		return undo("%v", err)
 	}
 	pa, pb = sa.Params, sb.Params
 	if pa.Timestamps {
+		if !early {
+			known = e.socketClocks(sa, sb, known)
+			if !known.haveClient || !known.haveServer {
+				probed = time.Now()
+				if err := e.probeClocks(client, up, sa, sb, known); err != nil {
+					return undo("%v", err)
+				}
+			}
+		}
 		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.RTT, sb.RTT)+learnTimeout, known); err != nil {
 			return undo("%v", err)
 		}
@@ -410,6 +420,25 @@ func unspliceable(a, b tcprepair.State) string {
 	return ""
 }
 
+// freezePair freezes both sockets and reads them, and says why they
+// cannot be spliced if they cannot.
+func freezePair(client, up *net.TCPConn, ifindexA, ifindexB int) (sa, sb tcprepair.State, err error) {
+	if sa, err = tcprepair.Freeze(client); err != nil {
+		return sa, sb, fmt.Errorf("freeze the client connection: %w", err)
+	}
+	if sb, err = tcprepair.Freeze(up); err != nil {
+		return sa, sb, fmt.Errorf("freeze the upstream connection: %w", err)
+	}
+	sa.Params.Ifindex, sb.Params.Ifindex = ifindexA, ifindexB
+	if reason := unspliceable(sa, sb); reason != "" {
+		return sa, sb, errors.New(reason)
+	}
+	if err := datapath.CanTranslate(sa.Params, sb.Params); err != nil {
+		return sa, sb, err
+	}
+	return sa, sb, nil
+}
+
 // locate returns c's addresses and the device toward its peer, after
 // checking that the datapath can see c's packets at all.
 func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
@@ -428,12 +457,8 @@ func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 	if proto != unix.IPPROTO_TCP {
 		return cp, errors.New("an MPTCP socket: its subflows' sequence numbers are not the socket's")
 	}
-	ino, err := tcprepair.NetnsInode(c)
-	if err != nil {
+	if err := e.home.owns(c); err != nil {
 		return cp, err
-	}
-	if ino != e.home.ino {
-		return cp, errors.New("the socket is in another network namespace than the one engine ip was loaded in")
 	}
 	ifindex, err := e.home.deviceTo(remote.Addr())
 	if err != nil {

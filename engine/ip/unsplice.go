@@ -330,7 +330,7 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (datapath.PairStats, 
 	if inFlight {
 		// Every program run that still saw Forward has committed once
 		// a grace period has passed; SndNxt is final.
-		<-u.e.graces.Start()
+		u.e.graces.Wait()
 	}
 	// Both directions stay watched while the sockets are rebuilt: acks
 	// pass, nothing advances SndNxt, and data that arrives meanwhile (the
@@ -709,10 +709,25 @@ func (e *Engine) rememberClocks(spec datapath.PairSpec, st datapath.PairStats) {
 	}
 }
 
-// knownClocks are the remembered clocks of a pair's two peers.
+// knownClocks are the known clocks of a pair's two peers: remembered from
+// an unsplice, or read from the forwarder's sockets.
 type knownClocks struct {
 	client, server         uint32
 	haveClient, haveServer bool
+}
+
+// add adds a TSval of the server (or the client) to k, keeping the newer
+// of two: either is a lower bound of the peer's later TSvals, the newer
+// one keeps the translated clock's jump smaller.
+func (k *knownClocks) add(server bool, ts uint32) {
+	v, have := &k.client, &k.haveClient
+	if server {
+		v, have = &k.server, &k.haveServer
+	}
+	if !*have || int32(ts-*v) > 0 {
+		*v = ts
+	}
+	*have = true
 }
 
 // fill sets the TSvals st lacks from the known clocks.

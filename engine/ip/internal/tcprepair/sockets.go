@@ -112,6 +112,16 @@ func NetnsInode(c *net.TCPConn) (ino uint64, err error) {
 	return ino, err
 }
 
+// NetnsCookie returns the cookie of the network namespace c belongs to
+// (SO_NETNS_COOKIE, Linux 5.14): one call where NetnsInode takes three.
+func NetnsCookie(c *net.TCPConn) (cookie uint64, err error) {
+	err = WithFD(c, func(fd int) error {
+		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+		return err
+	})
+	return cookie, err
+}
+
 // Freeze puts c in repair mode, in which it sends nothing, not even
 // when closed, and reads its state. The caller thaws it or closes it.
 func Freeze(c *net.TCPConn) (State, error) {
@@ -259,48 +269,89 @@ func TSClock(c *net.TCPConn) (v uint32, err error) {
 // once a grace period that began after a pair was inserted has ended,
 // every segment that passed tc before the insert has reached its socket,
 // and the queues read afterwards are final. A grace period (quiesce) takes
-// microseconds to 10 ms, so splices share them instead of each blocking a
-// thread in one.
+// microseconds to 10 ms, so splices share them: the first caller runs one
+// on its own thread and releases, at its end, everyone who was waiting
+// when it began; whoever came later waits for the next, which the first
+// of them runs.
 type Graces struct {
 	mu      sync.Mutex
 	running bool
-	waiting []chan struct{}
+	// waiting are the callers that came while a grace period ran; each
+	// receives false when one that began after it came has ended, or
+	// true to run the next one itself.
+	waiting []chan bool
+}
+
+// Wait returns at the end of a grace period that began after Wait was
+// called.
+func (g *Graces) Wait() {
+	g.mu.Lock()
+	if !g.running {
+		g.running = true
+		g.mu.Unlock()
+		g.lead()
+		return
+	}
+	ch := make(chan bool, 1)
+	g.waiting = append(g.waiting, ch)
+	g.mu.Unlock()
+	if <-ch {
+		g.lead()
+	}
+}
+
+// lead runs one grace period for the caller and those waiting when it
+// begins, then hands the next to the first caller who came meanwhile.
+func (g *Graces) lead() {
+	g.mu.Lock()
+	batch := g.waiting
+	g.waiting = nil
+	g.mu.Unlock()
+	if !quiesce() {
+		// No grace period to wait for: give segments already past tc
+		// ingress a moment to reach their sockets.
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, ch := range batch {
+		ch <- false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiting) == 0 {
+		g.running = false
+		return
+	}
+	next := g.waiting[0]
+	g.waiting = g.waiting[1:]
+	next <- true
 }
 
 // Start returns a channel closed at the end of a grace period that began
-// after Start was called.
+// after Start was called, for a caller with work to do meanwhile.
 func (g *Graces) Start() <-chan struct{} {
 	ch := make(chan struct{})
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.waiting = append(g.waiting, ch)
 	if !g.running {
+		// Leading from another goroutine: the grace period still begins
+		// after this call.
 		g.running = true
-		go g.run()
-	}
-	return ch
-}
-
-func (g *Graces) run() {
-	for {
-		g.mu.Lock()
-		batch := g.waiting
-		g.waiting = nil
-		if len(batch) == 0 {
-			g.running = false
-			g.mu.Unlock()
-			return
-		}
 		g.mu.Unlock()
-		if !quiesce() {
-			// No grace period to wait for: give segments already past
-			// tc ingress a moment to reach their sockets.
-			time.Sleep(5 * time.Millisecond)
-		}
-		for _, ch := range batch {
+		go func() {
+			g.lead()
 			close(ch)
-		}
+		}()
+		return ch
 	}
+	w := make(chan bool, 1)
+	g.waiting = append(g.waiting, w)
+	g.mu.Unlock()
+	go func() {
+		if <-w {
+			g.lead()
+		}
+		close(ch)
+	}()
+	return ch
 }
 
 // PeekQueue returns the n bytes of a frozen c's receive queue (bytes

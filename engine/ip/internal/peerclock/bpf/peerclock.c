@@ -1,0 +1,71 @@
+/* peerclock.c: a tc program never attached, run on demand with BPF_PROG_TEST_RUN: it finds two of the forwarder's TCP sockets by their 4-tuples and reads the latest TSval each accepted from its peer (tp->rx_opt.ts_recent). */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+
+#include "peerclock.h"
+
+/* Reading kernel structures through BTF needs a GPL-compatible program. */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const enum peerclock_family *unused_peerclock_family __attribute__((unused));
+const enum peerclock_layout *unused_peerclock_layout __attribute__((unused));
+const struct peerclock_query *unused_peerclock_query __attribute__((unused));
+
+/*
+ * CO-RE views of the kernel's structures: only the fields read. The loader
+ * relocates each access to the running kernel's layout (vmlinux BTF), and
+ * refuses the program if a field is missing.
+ */
+struct tcp_options_received {
+	int ts_recent_stamp;
+	__u32 ts_recent;
+} __attribute__((preserve_access_index));
+
+struct tcp_sock {
+	__u32 rcv_nxt;
+	__u32 write_seq;
+	struct tcp_options_received rx_opt;
+} __attribute__((preserve_access_index));
+
+static __always_inline void read_sock(struct __sk_buff *skb, struct peerclock_sock *s)
+{
+	struct bpf_sock *sk;
+	struct tcp_sock *tp;
+
+	s->found = 0;
+	if (s->family == PEERCLOCK_AF_INET)
+		sk = bpf_sk_lookup_tcp(skb, &s->tuple, sizeof(s->tuple.ipv4), BPF_F_CURRENT_NETNS, 0);
+	else if (s->family == PEERCLOCK_AF_INET6)
+		sk = bpf_sk_lookup_tcp(skb, &s->tuple, sizeof(s->tuple.ipv6), BPF_F_CURRENT_NETNS, 0);
+	else
+		return;
+	if (!sk)
+		return;
+	s->state = sk->state;
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (tp) {
+		s->found = 1;
+		s->ts_recent = tp->rx_opt.ts_recent;
+		s->ts_recent_stamp = tp->rx_opt.ts_recent_stamp;
+		s->rcv_nxt = tp->rcv_nxt;
+		s->write_seq = tp->write_seq;
+	}
+	bpf_sk_release(sk);
+}
+
+SEC("tc")
+int peerclock_read(struct __sk_buff *skb)
+{
+	struct peerclock_query q;
+
+	if (bpf_skb_load_bytes(skb, PEERCLOCK_QUERY_OFFSET, &q, sizeof(q)))
+		return TC_ACT_SHOT; /* the frame is shorter than a query: the caller's bug, nothing read */
+	read_sock(skb, &q.sock[0]);
+	read_sock(skb, &q.sock[1]);
+	q.now_ns = bpf_ktime_get_ns();
+	if (bpf_skb_store_bytes(skb, PEERCLOCK_QUERY_OFFSET, &q, sizeof(q), 0))
+		return TC_ACT_SHOT; /* the answer could not be written back: the caller must not read it */
+	return TC_ACT_OK; /* the answer is in the frame (the verdict of a run on demand, never of a real packet) */
+}

@@ -1,0 +1,43 @@
+/* peerclock.h: the ABI between the peerclock program and its Go loader: one query naming two of the forwarder's TCP sockets, and what the program read from each. */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+#ifndef PEERCLOCK_H
+#define PEERCLOCK_H
+
+#include <linux/bpf.h>
+#include <linux/types.h>
+
+/* peerclock_sock.family values (the kernel's AF_INET, AF_INET6). */
+enum peerclock_family {
+	PEERCLOCK_AF_INET = 2,
+	PEERCLOCK_AF_INET6 = 10,
+};
+
+/* Where the query starts in the frame BPF_PROG_TEST_RUN is given: after the Ethernet header it insists on. */
+enum peerclock_layout {
+	PEERCLOCK_QUERY_OFFSET = 14,
+};
+
+/*
+ * peerclock_sock names one socket by its 4-tuple and receives what the
+ * program read from it. The tuple is the one a segment from the socket's
+ * peer carries: saddr/sport the peer's, daddr/dport the forwarder's.
+ */
+struct peerclock_sock {
+	struct bpf_sock_tuple tuple; /* in */
+	__u32 family;		     /* in: enum peerclock_family */
+	__u32 found;		     /* out: 1 if a full TCP socket has the tuple */
+	__u32 state;		     /* out: its TCP state (BPF_TCP_ESTABLISHED...) */
+	__u32 ts_recent;	     /* out: tp->rx_opt.ts_recent, the latest TSval it accepted from its peer */
+	__s32 ts_recent_stamp;	     /* out: tp->rx_opt.ts_recent_stamp, CLOCK_MONOTONIC seconds when stored; 0: never */
+	__u32 rcv_nxt;		     /* out: tp->rcv_nxt, for the caller to check the socket is its own */
+	__u32 write_seq;	     /* out: tp->write_seq, likewise */
+	__u32 pad;
+};
+
+/* One run reads both sockets of a pair. */
+struct peerclock_query {
+	struct peerclock_sock sock[2];
+	__u64 now_ns; /* out: bpf_ktime_get_ns() (CLOCK_MONOTONIC) when read, to age ts_recent_stamp */
+};
+
+#endif

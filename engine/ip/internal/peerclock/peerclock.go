@@ -1,0 +1,128 @@
+// Loading the peerclock program and running it on demand: one run reads, from a pair of the forwarder's TCP sockets, the latest TSval each accepted from its peer.
+
+package peerclock
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+)
+
+// Reader runs the peerclock program. Its methods are safe for concurrent
+// use.
+type Reader struct {
+	objs peerclockObjects
+}
+
+// Load loads the program. Its error says what is missing: CAP_BPF and
+// CAP_PERFMON, the kernel's BTF, or a field of struct tcp_sock.
+func Load() (*Reader, error) {
+	r := &Reader{}
+	if err := loadPeerclockObjects(&r.objs, nil); err != nil {
+		return nil, fmt.Errorf("peerclock: load (needs CAP_BPF, CAP_PERFMON and the kernel's BTF): %w", err)
+	}
+	return r, nil
+}
+
+// Close unloads the program.
+func (r *Reader) Close() error { return r.objs.Close() }
+
+// Conn names one of the forwarder's sockets.
+type Conn struct {
+	// Local is the forwarder's address and port, Remote the peer's.
+	Local, Remote netip.AddrPort
+}
+
+// Sock is what the program read from one socket.
+type Sock struct {
+	// Found: a full TCP socket has the connection's 4-tuple in the
+	// calling thread's network namespace; nothing else is set otherwise.
+	Found bool
+	// State is its TCP state (TCP_ESTABLISHED is 1, TCP_CLOSE_WAIT 8).
+	State uint8
+	// TSRecent is tp->rx_opt.ts_recent: the latest TSval the socket
+	// accepted from its peer (updated only by segments that passed the
+	// sequence and PAWS checks). Valid if Stamped.
+	TSRecent uint32
+	// Stamped: ts_recent was ever stored (its stamp is not 0); Age is how
+	// long ago, in whole seconds.
+	Stamped bool
+	Age     time.Duration
+	// RcvNxt and WriteSeq are tp->rcv_nxt and tp->write_seq, for the
+	// caller to check that the socket is the one it holds.
+	RcvNxt, WriteSeq uint32
+}
+
+var querySize = int(unsafe.Sizeof(peerclockPeerclockQuery{}))
+
+// Read reads both sockets in one run of the program, in the calling
+// thread's network namespace, which must be theirs.
+func (r *Reader) Read(conns [2]Conn) ([2]Sock, error) {
+	var q peerclockPeerclockQuery
+	for i, c := range conns {
+		if err := setTuple(&q.Sock[i], c); err != nil {
+			return [2]Sock{}, err
+		}
+	}
+	off := int(peerclockPeerclockLayoutPEERCLOCK_QUERY_OFFSET)
+	frame := make([]byte, off+querySize)
+	copy(frame[off:], unsafe.Slice((*byte)(unsafe.Pointer(&q)), querySize))
+	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame))}
+	ret, err := r.objs.PeerclockRead.Run(opts)
+	if err != nil {
+		return [2]Sock{}, fmt.Errorf("peerclock: run: %w", err)
+	}
+	if ret != 0 || len(opts.DataOut) < len(frame) { // TC_ACT_OK
+		return [2]Sock{}, fmt.Errorf("peerclock: the program answered %d with %d bytes", ret, len(opts.DataOut))
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&q)), querySize), opts.DataOut[off:])
+	now := time.Duration(q.NowNs)
+	var out [2]Sock
+	for i, s := range q.Sock {
+		if s.Found == 0 {
+			continue
+		}
+		out[i] = Sock{
+			Found:    true,
+			State:    uint8(s.State),
+			TSRecent: s.TsRecent,
+			Stamped:  s.TsRecentStamp != 0,
+			RcvNxt:   s.RcvNxt,
+			WriteSeq: s.WriteSeq,
+		}
+		if out[i].Stamped {
+			out[i].Age = max(0, now.Truncate(time.Second)-time.Duration(s.TsRecentStamp)*time.Second)
+		}
+	}
+	return out, nil
+}
+
+// setTuple writes c's 4-tuple as a segment from the peer carries it.
+func setTuple(s *peerclockPeerclockSock, c Conn) error {
+	local, remote := c.Local.Addr().Unmap(), c.Remote.Addr().Unmap()
+	t := (*[36]byte)(unsafe.Pointer(&s.Tuple))
+	switch {
+	case local.Is4() && remote.Is4():
+		s.Family = uint32(peerclockPeerclockFamilyPEERCLOCK_AF_INET)
+		sa, da := remote.As4(), local.As4()
+		copy(t[0:], sa[:])
+		copy(t[4:], da[:])
+		binary.BigEndian.PutUint16(t[8:], c.Remote.Port())
+		binary.BigEndian.PutUint16(t[10:], c.Local.Port())
+	case local.Is6() && remote.Is6():
+		s.Family = uint32(peerclockPeerclockFamilyPEERCLOCK_AF_INET6)
+		sa, da := remote.As16(), local.As16()
+		copy(t[0:], sa[:])
+		copy(t[16:], da[:])
+		binary.BigEndian.PutUint16(t[32:], c.Remote.Port())
+		binary.BigEndian.PutUint16(t[34:], c.Local.Port())
+	default:
+		return errors.New("peerclock: " + c.Local.String() + " and " + c.Remote.String() + " are not one address family")
+	}
+	return nil
+}

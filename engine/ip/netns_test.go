@@ -1,0 +1,90 @@
+// Tests of the engine's namespace: the route cache answers from memory and follows routing changes.
+
+package ip
+
+import (
+	"net"
+	"runtime"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+)
+
+// TestRouteCacheFollowsRouteChanges: the device toward the server is
+// cached after the first lookup; a host route through the client's device
+// replaces it as soon as it is added, and removing it brings the old
+// answer back.
+func TestRouteCacheFollowsRouteChanges(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 4})
+	h := el.e.home
+	if h.routes.watch == nil {
+		testenv.SkipOrFail(t, "the engine does not watch route changes")
+	}
+	server := el.l.Cfg.Server.Addr()
+	toServer, err := el.l.Fwd.LinkIndex(lab.FwdServerIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toClient, err := el.l.Fwd.LinkIndex(lab.FwdClientIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deviceIs := func(want int) func() bool {
+		return func() bool {
+			got, err := h.deviceTo(server)
+			return err == nil && got == want
+		}
+	}
+	if !deviceIs(toServer)() {
+		t.Fatalf("device toward %v: want %d", server, toServer)
+	}
+	if _, _, ok := h.routes.get(server); !ok {
+		t.Fatalf("the device toward %v was not cached", server)
+	}
+	nl, err := el.l.Fwd.Netlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	host := &netlink.Route{LinkIndex: toClient, Dst: &net.IPNet{IP: server.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+	if err := nl.RouteAdd(host); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the host route through the client's device", deviceIs(toClient))
+	if err := nl.RouteDel(host); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the route through the server's device again", deviceIs(toServer))
+}
+
+// TestHomeEnter: this process's threads live outside the forwarder's
+// namespace, where the engine was loaded: enter runs its function there
+// and brings the thread back.
+func TestHomeEnter(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 4})
+	h := el.e.home
+	if h.atHome || !h.outside.IsOpen() {
+		t.Fatalf("the engine's namespace: at home %v, outside %v; want the test's threads outside it", h.atHome, h.outside)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	inHome := func() bool {
+		cur, err := netns.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cur.Close()
+		return cur.Equal(h.ns)
+	}
+	var inside bool
+	if err := h.enter(func() error { inside = inHome(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !inside || inHome() {
+		t.Errorf("in the engine's namespace within enter: %v (want true), after: %v (want false)", inside, inHome())
+	}
+}
