@@ -139,13 +139,12 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 	return engine.Result{}, errors.New("no engine could splice the pair")
 }
 
-// markSpliced wraps opts.OnSpliced so that /flows shows the pair spliced,
-// shows it draining while the engine says so (OnDraining), and sets
-// OnDetached to close the pair's sockets when the engine lets go of them:
-// the forwarder makes every state change and closes every socket. /flows shows it spliced
-// only once forwarding is in place: until then the engine may still decline
-// the pair (and fall back), and the pair stays in state control. An engine
-// that reports draining itself keeps that state.
+// markSpliced wraps opts.OnSpliced so that /flows shows the pair spliced
+// only once forwarding is in place: until then the engine may still
+// decline the pair (and fall back), and the pair stays in state control.
+// It shows the pair draining while the engine says so (OnDraining), and
+// sets OnDetached to close the pair's sockets when the engine lets go of
+// them: the forwarder makes every state change and closes every socket.
 func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	inner := opts.OnSpliced
 	s.l.f.metrics.Spliced.WithLabelValues(name).Inc()
