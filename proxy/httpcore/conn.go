@@ -78,6 +78,7 @@ type Conn struct {
 
 	client   *bufio.Reader
 	clientIn idleReader // what client reads from
+	clientDL idleDeadline
 	up       *upstream
 	// upIn and upR read every upstream of the connection in turn: one
 	// buffer, reset for each new upstream (its last one left none unread).
@@ -90,20 +91,64 @@ type Conn struct {
 // control mode: a stalled peer must not hold the pair past idle_timeout).
 // Off, the caller's own deadlines (header and request timeouts) apply.
 type idleReader struct {
-	c    *net.TCPConn
-	idle time.Duration
-	on   bool
-	n    int64 // bytes read: whether a response began
+	dl      *idleDeadline
+	idle    time.Duration
+	on      bool
+	stopped *atomic.Bool
+	n       int64 // bytes read: whether a response began
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
-	if r.on && r.idle > 0 {
-		r.c.SetReadDeadline(time.Now().Add(r.idle))
+	if r.on {
+		r.dl.refresh(r.idle, r.stopped)
 	}
-	n, err := r.c.Read(b)
+	n, err := r.dl.conn.Read(b)
 	r.n += int64(n)
 	return n, err
 }
+
+// idleDeadline keeps one standing deadline, for reads and writes, between
+// idle and idle*17/16 ahead of every read or write of a connection in
+// control mode: it moves only when less than idle is left. Setting a
+// deadline and lifting it around each read and write cost ~1 µs a request
+// (eight runtime timer updates); this is one update per idle/16, and a
+// peer stalls the pair for at most idle/16 longer than idle_timeout.
+// Engines must not see it: Conn.Splice lifts it first.
+type idleDeadline struct {
+	conn *net.TCPConn
+	// at is the deadline in place; zero when there is none, or when
+	// other code set one (forget), so that refresh sets it anew.
+	at time.Time
+}
+
+// refresh makes the deadline at least idle ahead (idle 0: no deadline).
+// stopped set means the pair was interrupted: the deadline is put back in
+// the past, in case the interrupt ran between the check and the set.
+func (d *idleDeadline) refresh(idle time.Duration, stopped *atomic.Bool) {
+	if idle <= 0 {
+		return
+	}
+	now := time.Now()
+	if d.at.Sub(now) >= idle {
+		return
+	}
+	d.at = now.Add(idle + idle/16)
+	d.conn.SetDeadline(d.at)
+	if stopped.Load() {
+		d.conn.SetDeadline(past)
+	}
+}
+
+// lift removes the deadline refresh set, if any.
+func (d *idleDeadline) lift() {
+	if !d.at.IsZero() {
+		d.conn.SetDeadline(time.Time{})
+		d.at = time.Time{}
+	}
+}
+
+// forget says other code changed the deadline: the next refresh sets it.
+func (d *idleDeadline) forget() { d.at = time.Time{} }
 
 // streaming turns idle deadlines on for reads from both peers until the
 // returned function runs.
@@ -114,17 +159,27 @@ func (c *Conn) streaming() (done func()) {
 	}
 	return func() {
 		c.clientIn.on = false
-		c.S.Pair().Client.SetReadDeadline(time.Time{})
 		if c.up != nil {
 			c.up.in.on = false
-			c.up.conn.SetReadDeadline(time.Time{})
 		}
 	}
 }
 
+// Splice hands the pair to the listener's engine (Session.Splice) after
+// lifting the control-mode deadlines, which the engine's reads must not see.
+func (c *Conn) Splice(ctx context.Context, opts engine.Options) (engine.Result, error) {
+	c.clientDL.lift()
+	if c.up != nil {
+		c.up.dl.lift()
+	}
+	return c.S.Splice(ctx, opts)
+}
+
 // NewConn starts serving the client of s.
 func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
-	c := &Conn{S: s, Limits: lim, Idle: idle, clientIn: idleReader{c: s.Pair().Client, idle: idle}}
+	c := &Conn{S: s, Limits: lim, Idle: idle}
+	c.clientDL.conn = s.Pair().Client
+	c.clientIn = idleReader{dl: &c.clientDL, idle: idle, stopped: &c.stopped}
 	c.stop.done = make(chan struct{})
 	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
 	return c
@@ -150,10 +205,7 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 	if err := c.relayRequestBody(ctx, req); err != nil {
 		return nil, err
 	}
-	if c.Idle > 0 {
-		c.up.conn.SetReadDeadline(time.Now().Add(c.Idle))
-		defer c.up.conn.SetReadDeadline(time.Time{})
-	}
+	c.up.dl.refresh(c.Idle, &c.stopped)
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // interrupt may have run before the deadline above
 	}
@@ -340,7 +392,7 @@ func (c *Conn) spliceBody(ctx context.Context, d engine.Direction, src *bufio.Re
 	} else {
 		opts.Up, opts.Down = held, limited
 	}
-	r, err := c.S.Splice(ctx, opts)
+	r, err := c.Splice(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -363,7 +415,7 @@ func (c *Conn) spliceToEOF(ctx context.Context) error {
 		}
 		c.up.r.Discard(k)
 	}
-	r, err := c.S.Splice(ctx, engine.Options{IdleTimeout: c.Idle, Up: engine.DirOptions{Mode: engine.Hold}})
+	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.Idle, Up: engine.DirOptions{Mode: engine.Hold}})
 	if err != nil {
 		return err
 	}
@@ -375,9 +427,10 @@ func (c *Conn) spliceToEOF(ctx context.Context) error {
 func (c *Conn) write(d engine.Direction, b []byte) error {
 	p := c.S.Pair()
 	dst := p.Dst(d)
-	if c.Idle > 0 {
-		dst.SetWriteDeadline(time.Now().Add(c.Idle))
-		defer dst.SetWriteDeadline(time.Time{})
+	if d == engine.Down {
+		c.clientDL.refresh(c.Idle, &c.stopped)
+	} else {
+		c.up.dl.refresh(c.Idle, &c.stopped)
 	}
 	n, err := dst.Write(b)
 	p.AddBytes(d, int64(n))
@@ -390,10 +443,7 @@ func (c *Conn) writeClient(b []byte) error { return c.write(engine.Down, b) }
 func (c *Conn) writeClientv(head, body []byte) error {
 	p := c.S.Pair()
 	dst := p.Client
-	if c.Idle > 0 {
-		dst.SetWriteDeadline(time.Now().Add(c.Idle))
-		defer dst.SetWriteDeadline(time.Time{})
-	}
+	c.clientDL.refresh(c.Idle, &c.stopped)
 	c.iovArr = [2][]byte{head, body}
 	c.iov = c.iovArr[:]
 	n, err := c.iov.WriteTo(dst) // consumes c.iov

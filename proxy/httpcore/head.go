@@ -224,7 +224,11 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 		first = c.S.Pair().Created.Add(c.Limits.RequestTimeout)
 	}
 	if c.client.Buffered() == 0 {
-		c.setClientDeadline(ctx, c.Idle, first)
+		if first.IsZero() && !c.clientDeadline {
+			c.clientDL.refresh(c.Idle, &c.stopped)
+		} else {
+			c.setClientDeadline(ctx, c.Idle, first)
+		}
 		if _, err := c.peekUnlessStopping(); err != nil {
 			return nil, errors.Join(ErrNoRequest, err)
 		}
@@ -275,11 +279,13 @@ func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration, limit tim
 	}
 	if !deadline.IsZero() || c.clientDeadline {
 		client.SetReadDeadline(deadline)
+		c.clientDL.forget()
 	}
 	c.clientDeadline = !deadline.IsZero()
 	if ctx.Err() != nil {
 		client.SetReadDeadline(past) // interrupt may have run before the line above
 		c.clientDeadline = true
+		c.clientDL.forget()
 	}
 }
 
@@ -288,7 +294,8 @@ func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration, limit tim
 // without waiting costs no deadline at all.
 func (c *Conn) clearClientDeadline() {
 	if c.clientDeadline {
-		c.S.Pair().Client.SetReadDeadline(time.Time{})
+		// The write deadline of clientDL may stand: both go.
+		c.S.Pair().Client.SetDeadline(time.Time{})
 		c.clientDeadline = false
 	}
 }
@@ -319,7 +326,8 @@ func (c *Conn) peekUnlessStopping() ([]byte, error) {
 	if w.stopping && err == nil {
 		// The request came as the shutdown began: it is served, without
 		// the deadline that was to interrupt the wait.
-		c.S.Pair().Client.SetReadDeadline(time.Time{})
+		c.S.Pair().Client.SetDeadline(time.Time{})
+		c.clientDL.forget()
 	}
 	w.mu.Unlock()
 	return b, err
