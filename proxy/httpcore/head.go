@@ -245,16 +245,18 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	case err != nil:
 		return nil, errors.Join(ErrNoRequest, err) // the client went away mid-head: nobody to answer
 	}
-	if err := ValidateHead(head, true); err != nil {
-		// A head the next hop could frame differently than we do.
-		return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
+	req, ok := fastRequest(head)
+	if !ok {
+		if err := ValidateHead(head, true); err != nil {
+			// A head the next hop could frame differently than we do.
+			return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
+		}
+		if req, err = parseRequest(head); err != nil {
+			return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
+		}
 	}
-	req, err := parseRequest(head)
 	if inBuf {
 		c.client.Discard(len(head))
-	}
-	if err != nil {
-		return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
 	}
 	if req.ProtoMajor != 1 {
 		return nil, Errorf(http.StatusHTTPVersionNotSupported, "only HTTP/1.x is proxied")
@@ -371,12 +373,14 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 		if err != nil {
 			return nil, err
 		}
-		if err := ValidateHead(head, false); err != nil {
-			return nil, fmt.Errorf("upstream response: %w", err)
-		}
-		resp, err := parseResponse(head, req)
-		if err != nil {
-			return nil, err
+		resp, ok := fastResponse(head, req)
+		if !ok {
+			if err := ValidateHead(head, false); err != nil {
+				return nil, fmt.Errorf("upstream response: %w", err)
+			}
+			if resp, err = parseResponse(head, req); err != nil {
+				return nil, err
+			}
 		}
 		interim := resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
 		if interim {
