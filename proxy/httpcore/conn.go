@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -96,15 +98,107 @@ type idleReader struct {
 	on      bool
 	stopped *atomic.Bool
 	n       int64 // bytes read: whether a response began
+
+	// send, if not nil, is written by the next Read before it waits
+	// (sendThenRead), counted in pair's direction Up.
+	send []byte
+	rc   syscall.RawConn
+	pair *engine.Pair
+	raw  rawStep
+	step func(fd uintptr) bool
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
 	if r.on {
 		r.dl.refresh(r.idle, r.stopped)
 	}
+	if r.send != nil {
+		return r.sendThenRead(b)
+	}
 	n, err := r.dl.conn.Read(b)
 	r.n += int64(n)
 	return n, err
+}
+
+// sendThenRead writes r.send, then waits for and reads the answer to it.
+// Read would first try a read that can only find nothing (the peer has not
+// seen the request yet), then wait: a system call per request. Here the
+// write runs inside the raw read, after the poller forgot any earlier
+// readiness, so whatever arrives after the write wakes the wait, and the
+// first read is the one after the wake.
+func (r *idleReader) sendThenRead(b []byte) (int, error) {
+	st := &r.raw
+	*st = rawStep{send: r.send, buf: b}
+	r.send = nil
+	if r.step == nil {
+		r.step = r.rawStep // once: a method value allocates
+	}
+	err := r.rc.Read(r.step)
+	r.pair.AddBytes(engine.Up, int64(st.written))
+	send, written, n := st.send, st.written, st.n
+	*st = rawStep{}
+	switch {
+	case st.werr != nil:
+		return 0, &net.OpError{Op: "write", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("write", st.werr)}
+	case written < len(send) && err == nil:
+		k, err := r.dl.conn.Write(send[written:])
+		r.pair.AddBytes(engine.Up, int64(k))
+		if err != nil {
+			return 0, err
+		}
+		return r.Read(b)
+	case err != nil:
+		return 0, err
+	case st.rerr != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("read", st.rerr)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	r.n += int64(n)
+	return n, nil
+}
+
+// rawStep is sendThenRead's state, kept in the reader so that the raw
+// read's callback allocates nothing.
+type rawStep struct {
+	send, buf  []byte
+	written, n int
+	werr, rerr error
+	waited     bool
+}
+
+// rawStep is sendThenRead's callback: first the write, then (after the
+// wait) the read; true ends the raw read.
+func (r *idleReader) rawStep(fd uintptr) bool {
+	st := &r.raw
+	if !st.waited {
+		st.waited = true
+		for st.written < len(st.send) {
+			k, err := syscall.Write(int(fd), st.send[st.written:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				if err != syscall.EAGAIN {
+					st.werr = err
+				}
+				return true // the rest, if any, goes the ordinary way
+			}
+			st.written += k
+		}
+		return false
+	}
+	for {
+		n, err := syscall.Read(int(fd), st.buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN {
+			return false
+		}
+		st.n, st.rerr = max(n, 0), err
+		return true
+	}
 }
 
 // idleDeadline keeps one standing deadline, for reads and writes, between
@@ -199,17 +293,27 @@ func (c *Conn) interrupt() {
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c.up.idle = false
 	c.head = appendRequestHead(c.head[:0], req, c.upgrade)
-	if err := c.writeUp(c.head); err != nil {
-		return nil, err
-	}
-	if err := c.relayRequestBody(ctx, req); err != nil {
-		return nil, err
-	}
 	c.up.dl.refresh(c.Idle, &c.stopped)
+	if requestBody(req) == bodyNone && c.up.r.Buffered() == 0 && c.up.in.rc != nil {
+		// The head goes with the first read of the response: one wait,
+		// no read that could only find nothing.
+		c.up.in.send = c.head
+	} else {
+		if err := c.writeUp(c.head); err != nil {
+			return nil, err
+		}
+		if err := c.relayRequestBody(ctx, req); err != nil {
+			return nil, err
+		}
+		c.up.dl.refresh(c.Idle, &c.stopped)
+	}
 	if ctx.Err() != nil {
+		c.up.in.send = nil
 		return nil, ctx.Err() // interrupt may have run before the deadline above
 	}
-	return c.readResponse(ctx, req)
+	resp, err := c.readResponse(ctx, req)
+	c.up.in.send = nil // sent, unless the read failed first
+	return resp, err
 }
 
 // relayRequestBody sends the request body upstream: spliced when its length
