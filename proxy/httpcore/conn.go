@@ -100,7 +100,7 @@ type idleReader struct {
 	n       int64 // bytes read: whether a response began
 
 	// send, if not nil, is written by the next Read before it waits
-	// (sendThenRead), counted in pair's direction Up.
+	// (sendThenRead), counted in pair's direction Up if pair is set.
 	send []byte
 	rc   syscall.RawConn
 	pair *engine.Pair
@@ -134,28 +134,43 @@ func (r *idleReader) sendThenRead(b []byte) (int, error) {
 		r.step = r.rawStep // once: a method value allocates
 	}
 	err := r.rc.Read(r.step)
-	r.pair.AddBytes(engine.Up, int64(st.written))
-	send, written, n := st.send, st.written, st.n
+	send, written, n, werr, rerr := st.send, st.written, st.n, st.werr, st.rerr
 	*st = rawStep{}
-	switch {
-	case st.werr != nil:
-		return 0, &net.OpError{Op: "write", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("write", st.werr)}
-	case written < len(send) && err == nil:
-		k, err := r.dl.conn.Write(send[written:])
-		r.pair.AddBytes(engine.Up, int64(k))
-		if err != nil {
-			return 0, err
+	r.count(written)
+	if werr != nil {
+		return 0, &net.OpError{Op: "write", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("write", werr)}
+	}
+	if written < len(send) {
+		// The socket's buffer was full, or the wait failed before the
+		// write (a shutdown's deadline ends only the wait for a request):
+		// the rest goes the ordinary way.
+		k, werr := r.dl.conn.Write(send[written:])
+		r.count(k)
+		if werr != nil {
+			return 0, werr
 		}
-		return r.Read(b)
+		if err == nil {
+			return r.Read(b)
+		}
+	}
+	switch {
 	case err != nil:
 		return 0, err
-	case st.rerr != nil:
-		return 0, &net.OpError{Op: "read", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("read", st.rerr)}
+	case rerr != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
 	case n == 0:
 		return 0, io.EOF
 	}
 	r.n += int64(n)
 	return n, nil
+}
+
+// count adds n bytes sent to the pair's count, unless the sender counted
+// them already (pair nil).
+func (r *idleReader) count(n int) {
+	if r.pair != nil {
+		r.pair.AddBytes(engine.Up, int64(n))
+	}
 }
 
 // rawStep is sendThenRead's state, kept in the reader so that the raw
