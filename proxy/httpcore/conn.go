@@ -289,6 +289,9 @@ func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
 	c := &Conn{S: s, Limits: lim, Idle: idle}
 	c.clientDL.conn = s.Pair().Client
 	c.clientIn = idleReader{dl: &c.clientDL, idle: idle, stopped: &c.stopped}
+	if rc, err := s.Pair().Client.SyscallConn(); err == nil {
+		c.clientIn.rc = rc
+	}
 	c.stop.done = make(chan struct{})
 	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
 	return c
@@ -373,7 +376,12 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		// The whole body came with the head (small objects): head and
 		// body leave in one writev, not two writes and a splice setup.
 		body, _ := c.up.r.Peek(int(resp.ContentLength))
-		err := c.writeClientv(head, body)
+		var err error
+		if keep && len(body) <= deferBelow && c.clientIn.rc != nil {
+			c.deferResponse(head, body)
+		} else {
+			err = c.writeClientv(head, body)
+		}
 		c.up.r.Discard(len(body))
 		c.responseRead(upKeep) // the client's failure leaves the upstream as good as ever
 		return keep && err == nil, nil, err
@@ -408,6 +416,32 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	}
 	c.responseRead(upKeep)
 	return keep, body, nil
+}
+
+// deferBelow is the largest body deferResponse copies.
+const deferBelow = 8 << 10
+
+// deferResponse has a small response written by the read that waits for
+// the client's next request (sendThenRead): that wait then needs no read
+// that can only find nothing, a system call per request. Its bytes are
+// counted now, for the request's record. flush writes it first if
+// anything else comes before that read.
+func (c *Conn) deferResponse(head, body []byte) {
+	c.head = append(head, body...)
+	c.clientIn.send = c.head
+	c.S.Pair().AddBytes(engine.Down, int64(len(c.head)))
+}
+
+// flush writes a deferred response, if one is pending.
+func (c *Conn) flush() error {
+	b := c.clientIn.send
+	if b == nil {
+		return nil
+	}
+	c.clientIn.send = nil
+	c.clientDL.refresh(c.Idle, &c.stopped)
+	_, err := c.S.Pair().Client.Write(b)
+	return err
 }
 
 // record reports the current request, answered with status, to the

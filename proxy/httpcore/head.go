@@ -223,7 +223,11 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	if !c.served && c.Limits.RequestTimeout > 0 {
 		first = c.S.Pair().Created.Add(c.Limits.RequestTimeout)
 	}
-	if c.client.Buffered() == 0 {
+	if c.client.Buffered() > 0 {
+		if err := c.flush(); err != nil { // the next request came early
+			return nil, errors.Join(ErrNoRequest, err)
+		}
+	} else {
 		if first.IsZero() && !c.clientDeadline {
 			c.clientDL.refresh(c.Idle, &c.stopped)
 		} else {
@@ -232,6 +236,9 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 		if _, err := c.peekUnlessStopping(); err != nil {
 			return nil, errors.Join(ErrNoRequest, err)
 		}
+	}
+	if err := c.flush(); err != nil { // the request came before the wait
+		return nil, errors.Join(ErrNoRequest, err)
 	}
 	head, inBuf, err := nextHead(c.client, c.Limits, func() { c.setClientDeadline(ctx, c.Limits.HeaderTimeout, first) })
 	c.clearClientDeadline()

@@ -105,6 +105,9 @@ func Serve(ctx context.Context, c *Conn, handle func(ctx context.Context, req *h
 
 // finish answers err if it asks for a status, and says how the pair ended.
 func (c *Conn) finish(ctx context.Context, err error) error {
+	if ferr := c.flush(); ferr != nil && err == nil {
+		err = ferr
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
