@@ -161,8 +161,8 @@ func fastRequest(head []byte) (*http.Request, bool) {
 	if !ok || !isToken(method) || method == "CONNECT" {
 		return nil, false
 	}
-	u, ok := fastURL(target)
-	if !ok {
+	r := &requestAlloc{}
+	if !fastURL(&r.url, target) {
 		return nil, false
 	}
 	// ValidateHead's framing checks (no Transfer-Encoding came this far).
@@ -173,35 +173,39 @@ func fastRequest(head []byte) (*http.Request, bool) {
 	if minor == 0 && !closing {
 		closing = !containsToken(f.connection, "keep-alive")
 	}
-	return &http.Request{
-		Method: method, URL: u, Proto: proto, ProtoMajor: 1, ProtoMinor: minor,
+	r.req = http.Request{
+		Method: method, URL: &r.url, Proto: proto, ProtoMajor: 1, ProtoMinor: minor,
 		Header: h, Body: http.NoBody, ContentLength: f.length, Close: closing,
 		Host: f.host, RequestURI: target,
-	}, true
+	}
+	return &r.req, true
 }
 
-// fastURL parses an origin-form target as url.ParseRequestURI would, when
+// requestAlloc is a request and its URL in one allocation.
+type requestAlloc struct {
+	req http.Request
+	url url.URL
+}
+
+// fastURL parses an origin-form target into u as url.ParseRequestURI would, when
 // its path needs no escaping and its query has no fragment mark.
-func fastURL(target string) (*url.URL, bool) {
+func fastURL(u *url.URL, target string) bool {
 	if target == "" || target[0] != '/' {
-		return nil, false
+		return false
 	}
 	path, query, hasQuery := strings.Cut(target, "?")
 	for i := 0; i < len(path); i++ {
 		if !plainPath(path[i]) {
-			return nil, false
+			return false
 		}
 	}
 	for i := 0; i < len(query); i++ {
 		if c := query[i]; c <= ' ' || c > '~' || c == '#' {
-			return nil, false
+			return false
 		}
 	}
-	u := &url.URL{Path: path, RawQuery: query}
-	if hasQuery && query == "" {
-		u.ForceQuery = true
-	}
-	return u, true
+	*u = url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""}
+	return true
 }
 
 // plainPath reports whether c stands for itself in a URL path: one that
