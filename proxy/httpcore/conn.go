@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -78,6 +80,7 @@ type Conn struct {
 
 	client   *bufio.Reader
 	clientIn idleReader // what client reads from
+	clientDL idleDeadline
 	up       *upstream
 	// upIn and upR read every upstream of the connection in turn: one
 	// buffer, reset for each new upstream (its last one left none unread).
@@ -90,20 +93,171 @@ type Conn struct {
 // control mode: a stalled peer must not hold the pair past idle_timeout).
 // Off, the caller's own deadlines (header and request timeouts) apply.
 type idleReader struct {
-	c    *net.TCPConn
-	idle time.Duration
-	on   bool
-	n    int64 // bytes read: whether a response began
+	dl      *idleDeadline
+	idle    time.Duration
+	on      bool
+	stopped *atomic.Bool
+	n       int64 // bytes read: whether a response began
+
+	// send, if not nil, is written by the next Read before it waits
+	// (sendThenRead), counted in pair's direction Up if pair is set.
+	send []byte
+	rc   syscall.RawConn
+	pair *engine.Pair
+	raw  rawStep
+	step func(fd uintptr) bool
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
-	if r.on && r.idle > 0 {
-		r.c.SetReadDeadline(time.Now().Add(r.idle))
+	if r.on {
+		r.dl.refresh(r.idle, r.stopped)
 	}
-	n, err := r.c.Read(b)
+	if r.send != nil {
+		return r.sendThenRead(b)
+	}
+	n, err := r.dl.conn.Read(b)
 	r.n += int64(n)
 	return n, err
 }
+
+// sendThenRead writes r.send, then waits for and reads the answer to it.
+// Read would first try a read that can only find nothing (the peer has not
+// seen the request yet), then wait: a system call per request. Here the
+// write runs inside the raw read, after the poller forgot any earlier
+// readiness, so whatever arrives after the write wakes the wait, and the
+// first read is the one after the wake.
+func (r *idleReader) sendThenRead(b []byte) (int, error) {
+	st := &r.raw
+	*st = rawStep{send: r.send, buf: b}
+	r.send = nil
+	if r.step == nil {
+		r.step = r.rawStep // once: a method value allocates
+	}
+	err := r.rc.Read(r.step)
+	send, written, n, werr, rerr := st.send, st.written, st.n, st.werr, st.rerr
+	*st = rawStep{}
+	r.count(written)
+	if werr != nil {
+		return 0, &net.OpError{Op: "write", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("write", werr)}
+	}
+	if written < len(send) {
+		// The socket's buffer was full, or the wait failed before the
+		// write (a shutdown's deadline ends only the wait for a request):
+		// the rest goes the ordinary way.
+		k, werr := r.dl.conn.Write(send[written:])
+		r.count(k)
+		if werr != nil {
+			return 0, werr
+		}
+		if err == nil {
+			return r.Read(b)
+		}
+	}
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	r.n += int64(n)
+	return n, nil
+}
+
+// count adds n bytes sent to the pair's count, unless the sender counted
+// them already (pair nil).
+func (r *idleReader) count(n int) {
+	if r.pair != nil {
+		r.pair.AddBytes(engine.Up, int64(n))
+	}
+}
+
+// rawStep is sendThenRead's state, kept in the reader so that the raw
+// read's callback allocates nothing.
+type rawStep struct {
+	send, buf  []byte
+	written, n int
+	werr, rerr error
+	waited     bool
+}
+
+// rawStep is sendThenRead's callback: first the write, then (after the
+// wait) the read; true ends the raw read.
+func (r *idleReader) rawStep(fd uintptr) bool {
+	st := &r.raw
+	if !st.waited {
+		st.waited = true
+		for st.written < len(st.send) {
+			k, err := syscall.Write(int(fd), st.send[st.written:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				if err != syscall.EAGAIN {
+					st.werr = err
+				}
+				return true // the rest, if any, goes the ordinary way
+			}
+			st.written += k
+		}
+		return false
+	}
+	for {
+		n, err := syscall.Read(int(fd), st.buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN {
+			return false
+		}
+		st.n, st.rerr = max(n, 0), err
+		return true
+	}
+}
+
+// idleDeadline keeps one standing deadline, for reads and writes, between
+// idle and idle*17/16 ahead of every read or write of a connection in
+// control mode: it moves only when less than idle is left. Setting a
+// deadline and lifting it around each read and write cost ~1 µs a request
+// (eight runtime timer updates); this is one update per idle/16, and a
+// peer stalls the pair for at most idle/16 longer than idle_timeout.
+// Engines must not see it: Conn.Splice lifts it first.
+type idleDeadline struct {
+	conn *net.TCPConn
+	// at is the deadline in place; zero when there is none, or when
+	// other code set one (forget), so that refresh sets it anew.
+	at time.Time
+}
+
+// refresh makes the deadline at least idle ahead (idle 0: no deadline).
+// stopped set means the pair was interrupted: the deadline is put back in
+// the past, in case the interrupt ran between the check and the set.
+func (d *idleDeadline) refresh(idle time.Duration, stopped *atomic.Bool) {
+	if idle <= 0 {
+		return
+	}
+	now := time.Now()
+	if d.at.Sub(now) >= idle {
+		return
+	}
+	d.at = now.Add(idle + idle/16)
+	d.conn.SetDeadline(d.at)
+	if stopped.Load() {
+		d.conn.SetDeadline(past)
+	}
+}
+
+// lift removes the deadline refresh set, if any.
+func (d *idleDeadline) lift() {
+	if !d.at.IsZero() {
+		d.conn.SetDeadline(time.Time{})
+		d.at = time.Time{}
+	}
+}
+
+// forget says other code changed the deadline: the next refresh sets it.
+func (d *idleDeadline) forget() { d.at = time.Time{} }
 
 // streaming turns idle deadlines on for reads from both peers until the
 // returned function runs.
@@ -114,17 +268,30 @@ func (c *Conn) streaming() (done func()) {
 	}
 	return func() {
 		c.clientIn.on = false
-		c.S.Pair().Client.SetReadDeadline(time.Time{})
 		if c.up != nil {
 			c.up.in.on = false
-			c.up.conn.SetReadDeadline(time.Time{})
 		}
 	}
 }
 
+// Splice hands the pair to the listener's engine (Session.Splice) after
+// lifting the control-mode deadlines, which the engine's reads must not see.
+func (c *Conn) Splice(ctx context.Context, opts engine.Options) (engine.Result, error) {
+	c.clientDL.lift()
+	if c.up != nil {
+		c.up.dl.lift()
+	}
+	return c.S.Splice(ctx, opts)
+}
+
 // NewConn starts serving the client of s.
 func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
-	c := &Conn{S: s, Limits: lim, Idle: idle, clientIn: idleReader{c: s.Pair().Client, idle: idle}}
+	c := &Conn{S: s, Limits: lim, Idle: idle}
+	c.clientDL.conn = s.Pair().Client
+	c.clientIn = idleReader{dl: &c.clientDL, idle: idle, stopped: &c.stopped}
+	if rc, err := s.Pair().Client.SyscallConn(); err == nil {
+		c.clientIn.rc = rc
+	}
 	c.stop.done = make(chan struct{})
 	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
 	return c
@@ -144,20 +311,27 @@ func (c *Conn) interrupt() {
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c.up.idle = false
 	c.head = appendRequestHead(c.head[:0], req, c.upgrade)
-	if err := c.writeUp(c.head); err != nil {
-		return nil, err
-	}
-	if err := c.relayRequestBody(ctx, req); err != nil {
-		return nil, err
-	}
-	if c.Idle > 0 {
-		c.up.conn.SetReadDeadline(time.Now().Add(c.Idle))
-		defer c.up.conn.SetReadDeadline(time.Time{})
+	c.up.dl.refresh(c.Idle, &c.stopped)
+	if requestBody(req) == bodyNone && c.up.r.Buffered() == 0 && c.up.in.rc != nil {
+		// The head goes with the first read of the response: one wait,
+		// no read that could only find nothing.
+		c.up.in.send = c.head
+	} else {
+		if err := c.writeUp(c.head); err != nil {
+			return nil, err
+		}
+		if err := c.relayRequestBody(ctx, req); err != nil {
+			return nil, err
+		}
+		c.up.dl.refresh(c.Idle, &c.stopped)
 	}
 	if ctx.Err() != nil {
+		c.up.in.send = nil
 		return nil, ctx.Err() // interrupt may have run before the deadline above
 	}
-	return c.readResponse(ctx, req)
+	resp, err := c.readResponse(ctx, req)
+	c.up.in.send = nil // sent, unless the read failed first
+	return resp, err
 }
 
 // relayRequestBody sends the request body upstream: spliced when its length
@@ -202,7 +376,12 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		// The whole body came with the head (small objects): head and
 		// body leave in one writev, not two writes and a splice setup.
 		body, _ := c.up.r.Peek(int(resp.ContentLength))
-		err := c.writeClientv(head, body)
+		var err error
+		if keep && len(body) <= deferBelow && c.clientIn.rc != nil {
+			c.deferResponse(head, body)
+		} else {
+			err = c.writeClientv(head, body)
+		}
 		c.up.r.Discard(len(body))
 		c.responseRead(upKeep) // the client's failure leaves the upstream as good as ever
 		return keep && err == nil, nil, err
@@ -237,6 +416,32 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	}
 	c.responseRead(upKeep)
 	return keep, body, nil
+}
+
+// deferBelow is the largest body deferResponse copies.
+const deferBelow = 8 << 10
+
+// deferResponse has a small response written by the read that waits for
+// the client's next request (sendThenRead): that wait then needs no read
+// that can only find nothing, a system call per request. Its bytes are
+// counted now, for the request's record. flush writes it first if
+// anything else comes before that read.
+func (c *Conn) deferResponse(head, body []byte) {
+	c.head = append(head, body...)
+	c.clientIn.send = c.head
+	c.S.Pair().AddBytes(engine.Down, int64(len(c.head)))
+}
+
+// flush writes a deferred response, if one is pending.
+func (c *Conn) flush() error {
+	b := c.clientIn.send
+	if b == nil {
+		return nil
+	}
+	c.clientIn.send = nil
+	c.clientDL.refresh(c.Idle, &c.stopped)
+	_, err := c.S.Pair().Client.Write(b)
+	return err
 }
 
 // record reports the current request, answered with status, to the
@@ -340,7 +545,7 @@ func (c *Conn) spliceBody(ctx context.Context, d engine.Direction, src *bufio.Re
 	} else {
 		opts.Up, opts.Down = held, limited
 	}
-	r, err := c.S.Splice(ctx, opts)
+	r, err := c.Splice(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -363,7 +568,7 @@ func (c *Conn) spliceToEOF(ctx context.Context) error {
 		}
 		c.up.r.Discard(k)
 	}
-	r, err := c.S.Splice(ctx, engine.Options{IdleTimeout: c.Idle, Up: engine.DirOptions{Mode: engine.Hold}})
+	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.Idle, Up: engine.DirOptions{Mode: engine.Hold}})
 	if err != nil {
 		return err
 	}
@@ -375,9 +580,10 @@ func (c *Conn) spliceToEOF(ctx context.Context) error {
 func (c *Conn) write(d engine.Direction, b []byte) error {
 	p := c.S.Pair()
 	dst := p.Dst(d)
-	if c.Idle > 0 {
-		dst.SetWriteDeadline(time.Now().Add(c.Idle))
-		defer dst.SetWriteDeadline(time.Time{})
+	if d == engine.Down {
+		c.clientDL.refresh(c.Idle, &c.stopped)
+	} else {
+		c.up.dl.refresh(c.Idle, &c.stopped)
 	}
 	n, err := dst.Write(b)
 	p.AddBytes(d, int64(n))
@@ -390,10 +596,7 @@ func (c *Conn) writeClient(b []byte) error { return c.write(engine.Down, b) }
 func (c *Conn) writeClientv(head, body []byte) error {
 	p := c.S.Pair()
 	dst := p.Client
-	if c.Idle > 0 {
-		dst.SetWriteDeadline(time.Now().Add(c.Idle))
-		defer dst.SetWriteDeadline(time.Time{})
-	}
+	c.clientDL.refresh(c.Idle, &c.stopped)
 	c.iovArr = [2][]byte{head, body}
 	c.iov = c.iovArr[:]
 	n, err := c.iov.WriteTo(dst) // consumes c.iov

@@ -223,11 +223,22 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	if !c.served && c.Limits.RequestTimeout > 0 {
 		first = c.S.Pair().Created.Add(c.Limits.RequestTimeout)
 	}
-	if c.client.Buffered() == 0 {
-		c.setClientDeadline(ctx, c.Idle, first)
+	if c.client.Buffered() > 0 {
+		if err := c.flush(); err != nil { // the next request came early
+			return nil, errors.Join(ErrNoRequest, err)
+		}
+	} else {
+		if first.IsZero() && !c.clientDeadline {
+			c.clientDL.refresh(c.Idle, &c.stopped)
+		} else {
+			c.setClientDeadline(ctx, c.Idle, first)
+		}
 		if _, err := c.peekUnlessStopping(); err != nil {
 			return nil, errors.Join(ErrNoRequest, err)
 		}
+	}
+	if err := c.flush(); err != nil { // the request came before the wait
+		return nil, errors.Join(ErrNoRequest, err)
 	}
 	head, inBuf, err := nextHead(c.client, c.Limits, func() { c.setClientDeadline(ctx, c.Limits.HeaderTimeout, first) })
 	c.clearClientDeadline()
@@ -241,16 +252,18 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	case err != nil:
 		return nil, errors.Join(ErrNoRequest, err) // the client went away mid-head: nobody to answer
 	}
-	if err := ValidateHead(head, true); err != nil {
-		// A head the next hop could frame differently than we do.
-		return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
+	req, ok := fastRequest(head)
+	if !ok {
+		if err := ValidateHead(head, true); err != nil {
+			// A head the next hop could frame differently than we do.
+			return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
+		}
+		if req, err = parseRequest(head); err != nil {
+			return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
+		}
 	}
-	req, err := parseRequest(head)
 	if inBuf {
 		c.client.Discard(len(head))
-	}
-	if err != nil {
-		return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
 	}
 	if req.ProtoMajor != 1 {
 		return nil, Errorf(http.StatusHTTPVersionNotSupported, "only HTTP/1.x is proxied")
@@ -275,11 +288,13 @@ func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration, limit tim
 	}
 	if !deadline.IsZero() || c.clientDeadline {
 		client.SetReadDeadline(deadline)
+		c.clientDL.forget()
 	}
 	c.clientDeadline = !deadline.IsZero()
 	if ctx.Err() != nil {
 		client.SetReadDeadline(past) // interrupt may have run before the line above
 		c.clientDeadline = true
+		c.clientDL.forget()
 	}
 }
 
@@ -288,7 +303,8 @@ func (c *Conn) setClientDeadline(ctx context.Context, d time.Duration, limit tim
 // without waiting costs no deadline at all.
 func (c *Conn) clearClientDeadline() {
 	if c.clientDeadline {
-		c.S.Pair().Client.SetReadDeadline(time.Time{})
+		// The write deadline of clientDL may stand: both go.
+		c.S.Pair().Client.SetDeadline(time.Time{})
 		c.clientDeadline = false
 	}
 }
@@ -319,7 +335,8 @@ func (c *Conn) peekUnlessStopping() ([]byte, error) {
 	if w.stopping && err == nil {
 		// The request came as the shutdown began: it is served, without
 		// the deadline that was to interrupt the wait.
-		c.S.Pair().Client.SetReadDeadline(time.Time{})
+		c.S.Pair().Client.SetDeadline(time.Time{})
+		c.clientDL.forget()
 	}
 	w.mu.Unlock()
 	return b, err
@@ -363,12 +380,14 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 		if err != nil {
 			return nil, err
 		}
-		if err := ValidateHead(head, false); err != nil {
-			return nil, fmt.Errorf("upstream response: %w", err)
-		}
-		resp, err := parseResponse(head, req)
-		if err != nil {
-			return nil, err
+		resp, ok := fastResponse(head, req)
+		if !ok {
+			if err := ValidateHead(head, false); err != nil {
+				return nil, fmt.Errorf("upstream response: %w", err)
+			}
+			if resp, err = parseResponse(head, req); err != nil {
+				return nil, err
+			}
 		}
 		interim := resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
 		if interim {

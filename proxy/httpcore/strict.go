@@ -118,7 +118,7 @@ func isToken[T string | []byte](b T) bool {
 // (RFC 3986: reg-name, IPv4 or a bracketed IPv6 literal): no whitespace,
 // quotes, commas, semicolons or other characters that would let it escape
 // a header it is copied into (Forwarded: host="...").
-func validHost(h []byte) bool {
+func validHost[T string | []byte](h T) bool {
 	for i := 0; i < len(h); i++ {
 		c := h[i]
 		switch {

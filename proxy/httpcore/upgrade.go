@@ -77,7 +77,7 @@ func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
 		c.up.r.Discard(n)
 	}
 	c.S.Log().Debug("protocol switched: splicing both ways", "upgrade", c.upgrade)
-	r, err := c.S.Splice(ctx, engine.Options{IdleTimeout: c.Idle})
+	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.Idle})
 	if err != nil {
 		return err
 	}

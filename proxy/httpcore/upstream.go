@@ -35,6 +35,9 @@ type upstream struct {
 	// the connection open, so it may carry another request; since when.
 	idle      bool
 	idleSince time.Time
+	// dl is the standing control-mode deadline, lifted before the
+	// connection goes to the pool.
+	dl idleDeadline
 }
 
 // Dialer connects to one upstream through the Session.
@@ -109,13 +112,18 @@ func (c *Conn) dialNew(ctx context.Context, dial Dialer) (*net.TCPConn, error) {
 // attach makes conn the current upstream, reading it through the
 // connection's one upstream reader.
 func (c *Conn) attach(key string, conn *net.TCPConn, release func(), reused bool) {
-	c.upIn = idleReader{c: conn, idle: c.Idle}
+	c.up = &upstream{key: key, conn: conn, in: &c.upIn, release: release, reused: reused}
+	c.up.dl.conn = conn
+	c.upIn = idleReader{dl: &c.up.dl, idle: c.Idle, stopped: &c.stopped, pair: c.S.Pair()}
+	if rc, err := conn.SyscallConn(); err == nil {
+		c.upIn.rc = rc
+	}
 	if c.upR == nil {
 		c.upR = bufio.NewReaderSize(&c.upIn, readerSize)
 	} else {
 		c.upR.Reset(&c.upIn)
 	}
-	c.up = &upstream{key: key, conn: conn, in: &c.upIn, r: c.upR, release: release, reused: reused}
+	c.up.r = c.upR
 }
 
 // adopt records a pooled connection as the pair's upstream, for the engines,
@@ -165,6 +173,7 @@ func (c *Conn) park(up *upstream) bool {
 	if p.Upstream() == up.conn {
 		p.SetUpstream(nil)
 	}
+	up.dl.lift() // the pool checks it with a read, which a past deadline fails
 	return c.Pool.Put(c.poolKey(up.key), up.conn)
 }
 

@@ -96,7 +96,7 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, req *http.Request
 			return err
 		}
 	}
-	r, err := c.S.Splice(ctx, engine.Both(p.IdleTimeout))
+	r, err := c.Splice(ctx, engine.Both(p.IdleTimeout))
 	if err != nil {
 		return err
 	}

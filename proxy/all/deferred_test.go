@@ -1,0 +1,69 @@
+// Small responses written by the wait for the next request: pipelined and closing requests still get every response, in order.
+
+package all_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/origin"
+)
+
+func TestSmallResponsesPipelined(t *testing.T) {
+	up := httpOrigin(t)
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: pipe, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
+`, up)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fwdtest.Start(t, cfg.Listeners...)
+	c, err := net.Dial("tcp", f.Addr("rev").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	sizes := []int64{1 << 10, 10, 2 << 10, 100 << 10, 5}
+	var reqs bytes.Buffer
+	for i, size := range sizes {
+		closing := ""
+		if i == len(sizes)-1 {
+			closing = "Connection: close\r\n"
+		}
+		fmt.Fprintf(&reqs, "GET %s HTTP/1.1\r\nHost: app.example\r\n%s\r\n", origin.ObjectPath(size), closing)
+	}
+	// One request, then the rest at once: some arrive while a response
+	// waits to be sent.
+	first, rest, _ := bytes.Cut(reqs.Bytes(), []byte("\r\n\r\n"))
+	if _, err := c.Write(append(first, "\r\n\r\n"...)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for i, size := range sizes {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		if i == 0 {
+			if _, err := c.Write(rest); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := io.Copy(io.Discard, resp.Body); n != size || err != nil {
+			t.Fatalf("response %d: %d bytes, want %d: %v", i, n, size, err)
+		}
+	}
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("after the closing request: %d bytes, %v, want EOF", n, err)
+	}
+}

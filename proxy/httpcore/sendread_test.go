@@ -1,0 +1,93 @@
+// Tests of sendThenRead: the write inside the raw read, its answer, and its failures.
+
+package httpcore
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+)
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(tb testing.TB) (*net.TCPConn, *net.TCPConn) {
+	tb.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := ln.AcceptTCP()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func newSendReader(tb testing.TB, c *net.TCPConn, pair *engine.Pair) *idleReader {
+	tb.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &idleReader{dl: &idleDeadline{conn: c}, rc: rc, pair: pair}
+}
+
+func TestSendThenRead(t *testing.T) {
+	a, b := tcpPair(t)
+	r := newSendReader(t, a, nil)
+	go func() {
+		buf := make([]byte, 5)
+		io.ReadFull(b, buf)
+		b.Write(append(buf, '!'))
+	}()
+	r.send = []byte("hello")
+	buf := make([]byte, 16)
+	n, err := io.ReadAtLeast(r, buf, 6)
+	if err != nil || string(buf[:n]) != "hello!" {
+		t.Fatalf("got %q, %v", buf[:n], err)
+	}
+	if r.send != nil {
+		t.Fatal("send left pending")
+	}
+}
+
+func TestSendThenReadPeerGone(t *testing.T) {
+	a, b := tcpPair(t)
+	r := newSendReader(t, a, nil)
+	b.Close()
+	r.send = []byte("hello")
+	_, err := r.Read(make([]byte, 16))
+	if err == nil {
+		t.Fatal("no error from a closed peer")
+	}
+	if !isStale(err) {
+		t.Fatalf("%v: not what a stale connection gives", err)
+	}
+}
+
+// TestSendThenReadDeadline: a deadline that ends the wait at once (a
+// shutdown's) still lets the pending bytes go.
+func TestSendThenReadDeadline(t *testing.T) {
+	a, b := tcpPair(t)
+	r := newSendReader(t, a, nil)
+	a.SetReadDeadline(time.Unix(1, 0))
+	r.send = []byte("hello")
+	if _, err := r.Read(make([]byte, 16)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("got %v, want a deadline error", err)
+	}
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(b, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("peer got %q, %v", buf, err)
+	}
+}
