@@ -25,8 +25,15 @@ func TestQuickstartAsOrdinaryUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The example's ports, moved to free ones so tests run side by side.
-	listen, upstream, admin := freeLoopback(t), freeLoopback(t), freeLoopback(t)
+	// The origin listens first, on a port the kernel picks, so no other
+	// test can take it between a probe and the listen.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := ln.Addr().String()
+	// The example's other ports, moved to free ones so tests run side by side.
+	listen, admin := freeLoopback(t), freeLoopback(t)
 	cfg := strings.NewReplacer("127.0.0.1:8000", listen, "127.0.0.1:8080", upstream, "127.0.0.1:9901", admin).Replace(string(data))
 	dir := t.TempDir()
 	// nobody must reach the file: t.TempDir makes private directories.
@@ -35,10 +42,6 @@ func TestQuickstartAsOrdinaryUser(t *testing.T) {
 	path := filepath.Join(dir, "quickstart.yaml")
 	writeFile(t, path, []byte(cfg))
 
-	ln, err := net.Listen("tcp", upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := origin.New(nil)
 	t.Cleanup(func() { srv.Close() })
 	if err := srv.Serve(origin.Echo, ln); err != nil {
