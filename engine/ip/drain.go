@@ -167,27 +167,7 @@ func buildSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, 
 	}
 	pkt := buf[:ipLen+tcpLen]
 	clear(pkt[:ipLen+tcpLen-len(payload)])
-	if ipLen == 20 {
-		ip := pkt[:20]
-		ip[0] = 0x45
-		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+tcpLen))
-		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF, like the endpoints' own segments
-		ip[8] = 64
-		ip[9] = unix.IPPROTO_TCP
-		s, d := src.Addr().As4(), dst.Addr().As4()
-		copy(ip[12:], s[:])
-		copy(ip[16:], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ^uint16(checksum(0, ip)))
-	} else {
-		ip := pkt[:40]
-		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(tcpLen))
-		ip[6] = unix.IPPROTO_TCP
-		ip[7] = 64
-		s, d := src.Addr().As16(), dst.Addr().As16()
-		copy(ip[8:], s[:])
-		copy(ip[24:], d[:])
-	}
+	putIPHeader(pkt[:ipLen], src.Addr(), dst.Addr(), tcpLen)
 	tcp := pkt[ipLen:]
 	binary.BigEndian.PutUint16(tcp[0:], src.Port())
 	binary.BigEndian.PutUint16(tcp[2:], dst.Port())
@@ -229,27 +209,7 @@ func buildKept(buf []byte, flow datapath.Tuple, k datapath.KeptSeg) []byte {
 	}
 	pkt := buf[:ipLen+tcpLen]
 	clear(pkt[:ipLen])
-	if ipLen == 20 {
-		ip := pkt[:20]
-		ip[0] = 0x45
-		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+tcpLen))
-		binary.BigEndian.PutUint16(ip[6:], 0x4000)
-		ip[8] = 64
-		ip[9] = unix.IPPROTO_TCP
-		s, d := src.As4(), dst.As4()
-		copy(ip[12:], s[:])
-		copy(ip[16:], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ^uint16(checksum(0, ip)))
-	} else {
-		ip := pkt[:40]
-		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(tcpLen))
-		ip[6] = unix.IPPROTO_TCP
-		ip[7] = 64
-		s, d := src.As16(), dst.As16()
-		copy(ip[8:], s[:])
-		copy(ip[24:], d[:])
-	}
+	putIPHeader(pkt[:ipLen], src, dst, tcpLen)
 	tcp := pkt[ipLen:]
 	copy(tcp, k.Header)
 	copy(tcp[len(k.Header):], k.Data)
@@ -260,6 +220,31 @@ func buildKept(buf []byte, flow datapath.Tuple, k datapath.KeptSeg) []byte {
 	tcp[16], tcp[17] = 0, 0
 	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(pseudoSum(src, dst, tcpLen), tcp)))
 	return pkt
+}
+
+// putIPHeader writes into ip (20 bytes for IPv4, 40 for IPv6, zeroed) the
+// header of a packet from src to dst carrying tcpLen bytes of TCP: DF
+// like the endpoints' own segments, TTL/hop limit 64, IPv4 checksum.
+func putIPHeader(ip []byte, src, dst netip.Addr, tcpLen int) {
+	if src.Is4() {
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)+tcpLen))
+		binary.BigEndian.PutUint16(ip[6:], 0x4000)
+		ip[8] = 64
+		ip[9] = unix.IPPROTO_TCP
+		s, d := src.As4(), dst.As4()
+		copy(ip[12:], s[:])
+		copy(ip[16:], d[:])
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(checksum(0, ip)))
+		return
+	}
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], uint16(tcpLen))
+	ip[6] = unix.IPPROTO_TCP
+	ip[7] = 64
+	s, d := src.As16(), dst.As16()
+	copy(ip[8:], s[:])
+	copy(ip[24:], d[:])
 }
 
 // pseudoSum is the one's-complement sum of the TCP pseudo-header.

@@ -205,19 +205,7 @@ func setRepairOptions(fd int, r Rebuild) error {
 // FillRecvQueue appends b to the receive queue of a socket in repair mode
 // (a send with TCP_REPAIR_QUEUE = TCP_RECV_QUEUE), advancing rcv_nxt: the
 // proxy reads b as if it had arrived.
-func FillRecvQueue(fd int, b []byte) error {
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, RecvQueue); err != nil {
-		return err
-	}
-	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
-		if err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue)
-}
+func FillRecvQueue(fd int, b []byte) error { return fillQueue(fd, RecvQueue, b) }
 
 // fillSendQueue puts b in the send queue of a socket in repair mode as
 // sent, not acknowledged (a send with TCP_REPAIR_QUEUE = TCP_SEND_QUEUE):
@@ -227,7 +215,13 @@ func fillSendQueue(fd int, b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, SendQueue); err != nil {
+	return fillQueue(fd, SendQueue, b)
+}
+
+// fillQueue writes b into queue (TCP_REPAIR_QUEUE) of a socket in repair
+// mode, then selects no queue again.
+func fillQueue(fd, queue int, b []byte) error {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 		return err
 	}
 	for len(b) > 0 {
