@@ -579,19 +579,11 @@ func (zeros) Read(p []byte) (int, error) {
 // tcxPrograms lists the programs attached at end's interface.
 func tcxPrograms(tb testing.TB, end End, attach ebpf.AttachType) []link.AttachedProgram {
 	tb.Helper()
-	ifindex, err := end.Index()
+	progs, err := end.TCXPrograms(attach)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var res *link.QueryResult
-	err = end.NS.Do(func() (err error) {
-		res, err = link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: attach})
-		return err
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return res.Programs
+	return progs
 }
 
 // rootQdisc names the qdisc at the root of end's interface.

@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/internal/testenv"
@@ -297,22 +295,9 @@ func (d *duplex) wait(within time.Duration) error {
 // devices.
 func fwdPrograms(tb testing.TB, l *lab.Lab) int {
 	tb.Helper()
-	n := 0
-	for _, end := range []lab.End{l.ClientLink().ServerSide, l.ServerLink().ClientSide} {
-		ifindex, err := end.Index()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		err = end.NS.Do(func() error {
-			res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
-			if err == nil {
-				n += len(res.Programs)
-			}
-			return err
-		})
-		if err != nil {
-			tb.Fatal(err)
-		}
+	n, err := l.FwdIngressPrograms()
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return n
 }

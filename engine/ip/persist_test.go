@@ -12,49 +12,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
-
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
 
-// mountBPFFS mounts a BPF file system of the test's own and returns its
-// root; cleanup unmounts it, which drops whatever is still pinned there.
-func mountBPFFS(tb testing.TB) string {
-	tb.Helper()
-	testenv.RequireRoot(tb)
-	dir := tb.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		tb.Fatalf("mount bpffs: %v", err)
-	}
-	tb.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
 // fwdPrograms counts the programs at tcx ingress of the forwarder's two
 // devices.
 func fwdPrograms(tb testing.TB, l *lab.Lab) int {
 	tb.Helper()
-	n := 0
-	for _, end := range []lab.End{l.ClientLink().ServerSide, l.ServerLink().ClientSide} {
-		ifindex, err := end.Index()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		err = end.NS.Do(func() error {
-			res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
-			if err == nil {
-				n += len(res.Programs)
-			}
-			return err
-		})
-		if err != nil {
-			tb.Fatal(err)
-		}
+	n, err := l.FwdIngressPrograms()
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return n
 }
@@ -68,7 +38,7 @@ func fwdPrograms(tb testing.TB, l *lab.Lab) int {
 // third engine, never spliced, pins nothing.
 func TestEngineAdoptsKeptPairs(t *testing.T) {
 	const size = 16 << 20
-	pinDir := filepath.Join(mountBPFFS(t), "splicer", "test")
+	pinDir := filepath.Join(testenv.MountBPFFS(t), "splicer", "test")
 	opts := Options{MaxPairs: 16, TimeWait: time.Second, PinDir: pinDir}
 	el := newEngineLab(t, opts)
 	lp := el.pair(t, origin.Stream)
@@ -133,7 +103,7 @@ func TestEngineAdoptsKeptPairs(t *testing.T) {
 // needs: the adopting engine resets both peers, counts it, and unpins the
 // table it leaves empty.
 func TestEngineAdoptionResetsGiveBackSplices(t *testing.T) {
-	pinDir := filepath.Join(mountBPFFS(t), "splicer", "test")
+	pinDir := filepath.Join(testenv.MountBPFFS(t), "splicer", "test")
 	opts := Options{MaxPairs: 16, PinDir: pinDir}
 	el := newEngineLab(t, opts)
 	lp := el.pair(t, "")

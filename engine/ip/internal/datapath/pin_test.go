@@ -14,25 +14,11 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/internal/testenv"
 
 	"github.com/splicer/splicer/engine/ip/internal/packet"
 )
-
-// mountBPFFS mounts a BPF file system of the test's own and returns its
-// root; cleanup unmounts it, which drops whatever is still pinned there.
-func mountBPFFS(tb testing.TB) string {
-	tb.Helper()
-	testenv.RequireRoot(tb)
-	dir := tb.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		tb.Fatalf("mount bpffs: %v", err)
-	}
-	tb.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
 
 // tcxCount is how many programs run at tcx ingress of ifindex in ns.
 func tcxCount(tb testing.TB, ns *testNS, ifindex int) int {
@@ -64,7 +50,7 @@ func TestLayout(t *testing.T) {
 // program keeps translating, and a link whose program was swapped for
 // another gets this one back. Close then removes every pin and detaches.
 func TestPinLeaveAdopt(t *testing.T) {
-	fs := mountBPFFS(t)
+	fs := testenv.MountBPFFS(t)
 	h := newHarness(t, Options{MaxPairs: 64})
 	const netns = 4242
 	h.ns.do(func() {
@@ -195,7 +181,7 @@ func TestPinLeaveAdopt(t *testing.T) {
 // TestAdoptRefuses: a directory without the meta record is incomplete; one
 // pinned by a binary of another layout is left as it is.
 func TestAdoptRefuses(t *testing.T) {
-	fs := mountBPFFS(t)
+	fs := testenv.MountBPFFS(t)
 	empty := filepath.Join(fs, "empty")
 	os.Mkdir(empty, 0o700)
 	if _, _, err := Adopt(empty, Options{}, 1); !errors.Is(err, ErrIncomplete) {
