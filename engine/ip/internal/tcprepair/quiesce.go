@@ -3,6 +3,8 @@
 package tcprepair
 
 import (
+	"errors"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -134,13 +136,36 @@ func currentCPU() int {
 	return int(cpu)
 }
 
-// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,5,7-8").
+// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,5,7-8"), read
+// afresh at every call (a CPU may come online at any time) from a
+// descriptor kept open: opening the file took 20 of the 45 µs a visit to
+// the other CPU of a 2-CPU machine took.
 func onlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
+	online.mu.Lock()
+	defer online.mu.Unlock()
+	if online.f == nil {
+		f, err := os.Open("/sys/devices/system/cpu/online")
+		if err != nil {
+			return nil, err
+		}
+		online.f = f
+	}
+	n, err := online.f.ReadAt(online.buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	return parseCPUList(strings.TrimSpace(string(b)))
+	if n == len(online.buf) {
+		return nil, errors.New("/sys/devices/system/cpu/online: longer than expected")
+	}
+	return parseCPUList(strings.TrimSpace(string(online.buf[:n])))
+}
+
+// online is the open CPU list onlineCPUs reads; a sysfs attribute is
+// generated anew by each read from offset 0.
+var online struct {
+	mu  sync.Mutex
+	f   *os.File
+	buf [4096]byte
 }
 
 func parseCPUList(s string) ([]int, error) {
