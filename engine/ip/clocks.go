@@ -15,34 +15,60 @@ import (
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
-// socketClocks adds to known the peers' latest TSvals as the forwarder's
-// frozen sockets recorded them (tp->rx_opt.ts_recent, read by the
-// peerclock program): a TSval the peer sent, so a lower bound of every
-// TSval it sends later, which is all NewPairSpec needs. A socket's value
-// is taken only if the program found that very socket (its sequence
-// numbers are those of the final reading) and stored ts_recent recently
-// enough (tsRecentMaxAge); otherwise that peer is probed. Both sockets are
-// read in one run, in the engine's namespace.
-func (e *Engine) socketClocks(sa, sb tcprepair.State, known knownClocks) knownClocks {
+// readFinal completes the reading of two sockets frozen by
+// freezeInfoPair, once the grace period has ended: one run of the
+// peerclock program reads both sockets' queues and windows and the peers'
+// latest TSvals (added to known, see clocksFrom), in the engine's
+// namespace. Where the program cannot (a socket not found, urgent data
+// pending) the sockets are asked, and the peers' clocks stay unknown.
+// win is nil when the windows are still to be read.
+func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, known knownClocks) (_, _ tcprepair.State, win *[2]tcprepair.Window, _ knownClocks, err error) {
 	conns := [2]peerclock.Conn{{Local: sa.Params.Local, Remote: sa.Params.Remote}, {Local: sb.Params.Local, Remote: sb.Params.Remote}}
 	var got [2]peerclock.Sock
 	// splice runs on a goroutine of its own, never locked: enter may
 	// move its thread.
-	err := e.home.enter(func() (err error) {
+	err = e.home.enter(func() (err error) {
 		got, err = e.clk.Read(conns)
 		return err
 	})
-	if err != nil {
-		e.log.Debug("reading the peers' clocks from the sockets", "err", err)
+	qa, okA := got[0].Seqs()
+	qb, okB := got[1].Seqs()
+	if err != nil || !okA || !okB {
+		e.log.Debug("the peerclock program could not read the sockets: asking them", "conns", conns, "read", got, "err", err)
+		if sa, sb, err = rereadPair(client, up, sa, sb); err == nil {
+			err = datapath.CanTranslate(sa.Params, sb.Params)
+		}
+		return sa, sb, nil, known, err
+	}
+	sa.ApplySeqs(qa)
+	sb.ApplySeqs(qb)
+	// A FIN that reached a socket during the grace period changed its
+	// state since TCP_INFO was read.
+	sa.SetTCPState(uint8(got[0].State))
+	sb.SetTCPState(uint8(got[1].State))
+	if reason := unspliceable(sa, sb); reason != "" {
+		return sa, sb, nil, known, errors.New(reason)
+	}
+	if err := datapath.CanTranslate(sa.Params, sb.Params); err != nil {
+		return sa, sb, nil, known, err
+	}
+	return sa, sb, &[2]tcprepair.Window{got[0].Window(), got[1].Window()}, e.clocksFrom(got, sa, known), nil
+}
+
+// clocksFrom adds to known the peers' latest TSvals as the forwarder's
+// frozen sockets recorded them (tp->rx_opt.ts_recent, read by the
+// peerclock program): a TSval the peer sent, so a lower bound of every
+// TSval it sends later, which is all NewPairSpec needs. A socket's value
+// is taken only if it stored ts_recent recently enough (tsRecentMaxAge);
+// otherwise that peer is probed.
+func (e *Engine) clocksFrom(got [2]peerclock.Sock, sa tcprepair.State, known knownClocks) knownClocks {
+	if !sa.Params.Timestamps {
 		return known
 	}
 	maxAge := tsRecentMaxAge(sa.UsecTS)
-	for i, s := range [2]tcprepair.State{sa, sb} {
-		g := got[i]
+	for i, g := range got {
 		switch {
 		case e.probePeers[i]:
-		case !g.Found || g.State != s.TCPState || g.RcvNxt != s.Params.RcvNxt || g.WriteSeq != s.Params.WriteSeq:
-			e.log.Debug("the peerclock program found another socket", "conn", conns[i], "read", g)
 		case !g.Stamped || g.Age > maxAge:
 			// Never stored (a socket rebuilt by an unsplice, before its
 			// peer sent), or so old that the peer's clock may have run

@@ -161,14 +161,16 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	known := e.recallClocks(spec.A, spec.B)
 	// Without the socket reader the peers' clocks come from a probe, whose
 	// answers travel while the grace period runs: freeze and probe first,
-	// read again after. With it, the one reading after the grace period
-	// is final and usually needs no probe.
+	// read again after. With it, the sockets freeze while the grace
+	// period runs, and the reader's one run after it is final and usually
+	// needs no probe.
 	early := e.clk == nil || e.probePeers == [2]bool{true, true}
 	var sa, sb tcprepair.State
+	var win *[2]tcprepair.Window
 	var probed time.Time
 	tGrace0 := time.Now()
+	grace := e.graces.Start()
 	if early {
-		grace := e.graces.Start()
 		if sa, sb, err = freezePair(client, up, pa.Ifindex, pb.Ifindex); err != nil {
 			return undo("%v", err)
 		}
@@ -179,29 +181,26 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 			}
 		}
 		<-grace
-	} else {
-		e.graces.Wait()
-	}
-	tGrace := time.Since(tGrace0)
-	// Segments that were already past tc when the pair was inserted have
-	// reached the sockets by now: this reading is final.
-	if early {
+		// Segments that were already past tc when the pair was inserted
+		// have reached the sockets by now: this reading is final.
 		sa, sb, err = rereadPair(client, up, sa, sb)
 	} else {
-		sa, sb, err = freezePair(client, up, pa.Ifindex, pb.Ifindex)
+		sa, sb, err = freezeInfoPair(client, up, pa.Ifindex, pb.Ifindex)
+		<-grace
+		if err == nil {
+			sa, sb, win, known, err = e.readFinal(client, up, sa, sb, known)
+		}
 	}
+	tGrace := time.Since(tGrace0)
 	if err != nil {
 		return undo("%v", err)
 	}
 	pa, pb = sa.Params, sb.Params
 	if pa.Timestamps {
-		if !early {
-			known = e.socketClocks(sa, sb, known)
-			if !known.haveClient || !known.haveServer {
-				probed = time.Now()
-				if err := e.probeClocks(client, up, sa, sb, known); err != nil {
-					return undo("%v", err)
-				}
+		if !early && (!known.haveClient || !known.haveServer) {
+			probed = time.Now()
+			if err := e.probeClocks(client, up, sa, sb, known); err != nil {
+				return undo("%v", err)
 			}
 		}
 		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.RTT, sb.RTT)+learnTimeout, known); err != nil {
@@ -210,7 +209,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 	sa.Params, sb.Params = pa, pb
 	tClocks := time.Since(tGrace0) - tGrace
-	q, err := readOwed(client, up, sa, sb)
+	q, err := readOwed(client, up, sa, sb, win)
 	if err != nil {
 		return undo("%v", err)
 	}
@@ -266,8 +265,9 @@ type owedQueues struct {
 	w            [2]tcprepair.Window
 }
 
-// readOwed reads the owed bytes and windows of two frozen sockets.
-func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State) (owedQueues, error) {
+// readOwed reads the owed bytes of two frozen sockets, and their windows
+// unless the final reading had them (win).
+func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State, win *[2]tcprepair.Window) (owedQueues, error) {
 	var q owedQueues
 	for _, o := range []struct {
 		dir       engine.Direction
@@ -281,6 +281,10 @@ func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State) (owedQueues, erro
 		if q.unread[o.dir], err = tcprepair.PeekQueue(o.in, tcprepair.RecvQueue, o.sIn.InQ); err != nil {
 			return q, fmt.Errorf("read the %v receive queue: %w", o.dir, err)
 		}
+	}
+	if win != nil {
+		q.w = *win
+		return q, nil
 	}
 	for side, c := range []*net.TCPConn{client, up} {
 		var err error
@@ -423,18 +427,29 @@ func unspliceable(a, b tcprepair.State) string {
 // freezePair freezes both sockets and reads them, and says why they
 // cannot be spliced if they cannot.
 func freezePair(client, up *net.TCPConn, ifindexA, ifindexB int) (sa, sb tcprepair.State, err error) {
-	if sa, err = tcprepair.Freeze(client); err != nil {
+	if sa, sb, err = freezeWith(tcprepair.Freeze, client, up, ifindexA, ifindexB); err != nil {
+		return sa, sb, err
+	}
+	return sa, sb, datapath.CanTranslate(sa.Params, sb.Params)
+}
+
+// freezeInfoPair freezes both sockets and reads their TCP_INFO (the
+// queues are still to be read), and says why they cannot be spliced if
+// that shows already.
+func freezeInfoPair(client, up *net.TCPConn, ifindexA, ifindexB int) (sa, sb tcprepair.State, err error) {
+	return freezeWith(tcprepair.FreezeInfo, client, up, ifindexA, ifindexB)
+}
+
+func freezeWith(freeze func(*net.TCPConn) (tcprepair.State, error), client, up *net.TCPConn, ifindexA, ifindexB int) (sa, sb tcprepair.State, err error) {
+	if sa, err = freeze(client); err != nil {
 		return sa, sb, fmt.Errorf("freeze the client connection: %w", err)
 	}
-	if sb, err = tcprepair.Freeze(up); err != nil {
+	if sb, err = freeze(up); err != nil {
 		return sa, sb, fmt.Errorf("freeze the upstream connection: %w", err)
 	}
 	sa.Params.Ifindex, sb.Params.Ifindex = ifindexA, ifindexB
 	if reason := unspliceable(sa, sb); reason != "" {
 		return sa, sb, errors.New(reason)
-	}
-	if err := datapath.CanTranslate(sa.Params, sb.Params); err != nil {
-		return sa, sb, err
 	}
 	return sa, sb, nil
 }

@@ -1,4 +1,4 @@
-// Loading the peerclock program and running it on demand: one run reads, from a pair of the forwarder's TCP sockets, the latest TSval each accepted from its peer.
+// Loading the peerclock program and running it on demand: one run reads, from a pair of the forwarder's TCP sockets, the latest TSval each accepted from its peer, and the sequence numbers, queues and windows a splice needs.
 
 package peerclock
 
@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
 // Reader runs the peerclock program. Its methods are safe for concurrent
@@ -53,10 +55,43 @@ type Sock struct {
 	// long ago, in whole seconds.
 	Stamped bool
 	Age     time.Duration
-	// RcvNxt and WriteSeq are tp->rcv_nxt and tp->write_seq, for the
-	// caller to check that the socket is the one it holds.
+	// RcvNxt and WriteSeq are tp->rcv_nxt and tp->write_seq.
 	RcvNxt, WriteSeq uint32
+	// The rest of what a splice reads from a frozen socket: Seqs and
+	// Window put it as the socket options would.
+	copiedSeq, sndUna uint32
+	mssClamp, urgData uint16
+	window            tcprepair.Window
 }
+
+// tcpCloseWait is TCP_CLOSE_WAIT: the peer's FIN received, none sent.
+const tcpCloseWait = 8
+
+// Seqs returns what TCP_QUEUE_SEQ, SIOCINQ, SIOCOUTQ and TCP_MAXSEG would
+// report of the socket, or false where SIOCINQ would count otherwise
+// (urgent data pending), for the caller to ask the socket. SIOCINQ does
+// not count a FIN received: in CLOSE_WAIT, the one state besides
+// ESTABLISHED a splice takes, rcv_nxt is one past it until the proxy
+// reads the end of the stream.
+func (s Sock) Seqs() (tcprepair.Seqs, bool) {
+	if !s.Found || s.urgData != 0 {
+		return tcprepair.Seqs{}, false
+	}
+	inq := s.RcvNxt - s.copiedSeq
+	if inq > 0 && s.State == tcpCloseWait {
+		inq--
+	}
+	return tcprepair.Seqs{
+		WriteSeq: s.WriteSeq,
+		RcvNxt:   s.RcvNxt,
+		InQ:      int(inq),
+		OutQ:     int(s.WriteSeq - s.sndUna),
+		MSSClamp: s.mssClamp,
+	}, true
+}
+
+// Window returns what TCP_REPAIR_WINDOW would report of the socket.
+func (s Sock) Window() tcprepair.Window { return s.window }
 
 var querySize = int(unsafe.Sizeof(peerclockPeerclockQuery{}))
 
@@ -94,6 +129,12 @@ func (r *Reader) Read(conns [2]Conn) ([2]Sock, error) {
 			Stamped:  s.TsRecentStamp != 0,
 			RcvNxt:   s.RcvNxt,
 			WriteSeq: s.WriteSeq,
+
+			copiedSeq: s.CopiedSeq,
+			sndUna:    s.SndUna,
+			mssClamp:  s.MssClamp,
+			urgData:   s.UrgData,
+			window:    tcprepair.Window{SndWl1: s.SndWl1, SndWnd: s.SndWnd, MaxWindow: s.MaxWindow, RcvWnd: s.RcvWnd, RcvWup: s.RcvWup},
 		}
 		if out[i].Stamped {
 			out[i].Age = max(0, now.Truncate(time.Second)-time.Duration(s.TsRecentStamp)*time.Second)

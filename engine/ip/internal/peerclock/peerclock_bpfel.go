@@ -52,7 +52,16 @@ type peerclockPeerclockSock struct {
 	TsRecentStamp int32
 	RcvNxt        uint32
 	WriteSeq      uint32
-	Pad           uint32
+	CopiedSeq     uint32
+	SndUna        uint32
+	SndNxt        uint32
+	SndWl1        uint32
+	SndWnd        uint32
+	MaxWindow     uint32
+	RcvWnd        uint32
+	RcvWup        uint32
+	MssClamp      uint16
+	UrgData       uint16
 }
 
 // Names of all BPF objects in the ELF.

@@ -132,6 +132,70 @@ func TestReadTSRecent(t *testing.T) {
 	}
 }
 
+// TestSeqsAsSocketOptions: what the program reads of a frozen socket's
+// queues and windows is what the socket options report, with bytes queued
+// both ways, before and after the peer's FIN (which SIOCINQ does not
+// count).
+func TestSeqsAsSocketOptions(t *testing.T) {
+	r := loadT(t)
+	l := lab.NewT(t, lab.DefaultConfig())
+	client, accepted := connect(t, l, netip.AddrPortFrom(l.Cfg.FwdClient.Addr(), 7003))
+	// Unread by the forwarder: its receive queue.
+	if _, err := client.Write(make([]byte, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	// More than the client's receive buffer and window take, unread by
+	// the client: the forwarder's send queue keeps what is not acknowledged.
+	accepted.SetWriteBuffer(1 << 20)
+	accepted.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	accepted.Write(make([]byte, 8<<20))
+	for _, finned := range []bool{false, true} {
+		if finned {
+			if err := client.CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // the segments reach the socket
+		want, err := tcprepair.Freeze(accepted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantWin, err := tcprepair.ReadWindow(accepted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local, remote, _ := tcprepair.Addrs(accepted)
+		var got [2]Sock
+		if err := l.Fwd.Do(func() (err error) { got, err = r.Read([2]Conn{{local, remote}, {local, remote}}); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := tcprepair.Thaw(accepted); err != nil {
+			t.Fatal(err)
+		}
+		q, ok := got[0].Seqs()
+		if !ok {
+			t.Fatalf("finned=%v: no reading: %+v", finned, got[0])
+		}
+		if want.InQ != 3000 || want.OutQ == 0 || want.FINReceived != finned {
+			t.Fatalf("finned=%v: the setup failed: the socket options report %+v", finned, want)
+		}
+		wantQ := tcprepair.Seqs{WriteSeq: want.Params.WriteSeq, RcvNxt: want.Params.RcvNxt, InQ: want.InQ, OutQ: want.OutQ, MSSClamp: want.Params.PeerMSS}
+		if q != wantQ {
+			t.Errorf("finned=%v: the program read %+v, the socket options %+v", finned, q, wantQ)
+		}
+		if w := got[0].Window(); w != wantWin {
+			t.Errorf("finned=%v: the program read the windows %+v, TCP_REPAIR_WINDOW %+v", finned, w, wantWin)
+		}
+		wantState := uint8(1) // ESTABLISHED
+		if finned {
+			wantState = 8 // CLOSE_WAIT
+		}
+		if got[0].State != wantState {
+			t.Errorf("finned=%v: state %d, want %d", finned, got[0].State, wantState)
+		}
+	}
+}
+
 // TestMixedFamilies: a connection whose addresses are of two families is
 // refused before the program runs.
 func TestMixedFamilies(t *testing.T) {

@@ -40,6 +40,8 @@ type State struct {
 	// sent (tcpi_notsent_bytes). The peer's rcv_wup is at most this, so
 	// a segment with this seq is in its window.
 	SndNxt uint32
+	// notSent is tcpi_notsent_bytes (write_seq - snd_nxt).
+	notSent uint32
 }
 
 // Constants of linux/tcp.h that x/sys lacks.
@@ -125,6 +127,18 @@ func NetnsCookie(c *net.TCPConn) (cookie uint64, err error) {
 // Freeze puts c in repair mode, in which it sends nothing, not even
 // when closed, and reads its state. The caller thaws it or closes it.
 func Freeze(c *net.TCPConn) (State, error) {
+	s, err := freeze(c, true)
+	return s, err
+}
+
+// FreezeInfo is Freeze that reads only TCP_INFO: the caller completes
+// the state with ApplySeqs, from a reading it made another way (one run
+// of the peerclock program for both sockets of a pair), or with Reread.
+func FreezeInfo(c *net.TCPConn) (State, error) {
+	return freeze(c, false)
+}
+
+func freeze(c *net.TCPConn, seqs bool) (State, error) {
 	var s State
 	local, remote, err := Addrs(c)
 	if err != nil {
@@ -135,35 +149,92 @@ func Freeze(c *net.TCPConn) (State, error) {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
 			return fmt.Errorf("TCP_REPAIR (needs CAP_NET_ADMIN): %w", err)
 		}
-		return readFrozen(fd, &s)
+		if err := readInfo(fd, &s); err != nil || !seqs {
+			return err
+		}
+		q, err := readSeqs(fd)
+		if err == nil {
+			s.ApplySeqs(q)
+		}
+		return err
 	})
 	return s, err
 }
 
 // Reread reads a frozen c's state again.
 func Reread(c *net.TCPConn, s State) (State, error) {
-	err := WithFD(c, func(fd int) error { return readFrozen(fd, &s) })
+	err := WithFD(c, func(fd int) error {
+		if err := readInfo(fd, &s); err != nil {
+			return err
+		}
+		q, err := readSeqs(fd)
+		if err == nil {
+			s.ApplySeqs(q)
+		}
+		return err
+	})
 	return s, err
 }
 
-// readFrozen reads sequence numbers, queues, options and MSS of a frozen
-// socket.
-func readFrozen(fd int, s *State) error {
-	var err error
-	if s.Params.WriteSeq, err = queueSeq(fd, SendQueue); err != nil {
-		return fmt.Errorf("send queue seq: %w", err)
-	}
-	if s.Params.RcvNxt, err = queueSeq(fd, RecvQueue); err != nil {
-		return fmt.Errorf("receive queue seq: %w", err)
-	}
-	if s.InQ, err = unix.IoctlGetInt(fd, unix.SIOCINQ); err != nil {
-		return fmt.Errorf("SIOCINQ: %w", err)
-	}
-	if s.OutQ, err = unix.IoctlGetInt(fd, unix.SIOCOUTQ); err != nil {
-		return fmt.Errorf("SIOCOUTQ: %w", err)
-	}
+// Seqs is what a frozen socket's queues say: its sequence numbers, the
+// bytes queued each way, and the MSS its peer advertised.
+type Seqs struct {
+	// WriteSeq and RcvNxt are TCP_QUEUE_SEQ of the send and the receive
+	// queue; InQ and OutQ what SIOCINQ and SIOCOUTQ report.
+	WriteSeq, RcvNxt uint32
+	InQ, OutQ        int
+	// MSSClamp is TCP_MAXSEG in repair mode: the MSS the peer advertised
+	// (capped by the socket's own TCP_MAXSEG).
+	MSSClamp uint16
+}
+
+// ApplySeqs completes a state read by FreezeInfo (its TCP_INFO part) with
+// the socket's queues.
+func (s *State) ApplySeqs(q Seqs) {
+	s.Params.WriteSeq, s.Params.RcvNxt = q.WriteSeq, q.RcvNxt
+	s.InQ, s.OutQ = q.InQ, q.OutQ
 	// SIOCOUTQ is write_seq - snd_una.
-	s.Params.SndUna = s.Params.WriteSeq - uint32(s.OutQ)
+	s.Params.SndUna = q.WriteSeq - uint32(q.OutQ)
+	s.SndNxt = q.WriteSeq - s.notSent
+	s.Params.PeerMSS = q.MSSClamp
+}
+
+// SetTCPState sets the state from a reading (tcpi_state's numbering, the
+// kernel's).
+func (s *State) SetTCPState(st uint8) {
+	s.TCPState = st
+	s.Established = st == tcpEstablished || st == tcpCloseWait
+	s.FINReceived = st == tcpCloseWait
+}
+
+// readSeqs reads a frozen socket's queues with socket options.
+func readSeqs(fd int) (Seqs, error) {
+	var q Seqs
+	var err error
+	if q.WriteSeq, err = queueSeq(fd, SendQueue); err != nil {
+		return q, fmt.Errorf("send queue seq: %w", err)
+	}
+	if q.RcvNxt, err = queueSeq(fd, RecvQueue); err != nil {
+		return q, fmt.Errorf("receive queue seq: %w", err)
+	}
+	if q.InQ, err = unix.IoctlGetInt(fd, unix.SIOCINQ); err != nil {
+		return q, fmt.Errorf("SIOCINQ: %w", err)
+	}
+	if q.OutQ, err = unix.IoctlGetInt(fd, unix.SIOCOUTQ); err != nil {
+		return q, fmt.Errorf("SIOCOUTQ: %w", err)
+	}
+	// In repair mode TCP_MAXSEG reports mss_clamp.
+	mss, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil {
+		return q, fmt.Errorf("TCP_MAXSEG: %w", err)
+	}
+	q.MSSClamp = uint16(mss)
+	return q, nil
+}
+
+// readInfo reads state, options, MSS and RTT of a frozen socket from
+// TCP_INFO.
+func readInfo(fd int, s *State) error {
 	info, err := rawTCPInfoOf(fd)
 	if err != nil {
 		return fmt.Errorf("TCP_INFO: %w", err)
@@ -174,9 +245,7 @@ func readFrozen(fd int, s *State) error {
 	if len(info) < 148 {
 		return fmt.Errorf("TCP_INFO: %d bytes", len(info))
 	}
-	s.Established = info[0] == tcpEstablished || info[0] == tcpCloseWait
-	s.FINReceived = info[0] == tcpCloseWait
-	s.TCPState = info[0]
+	s.SetTCPState(info[0])
 	opts := info[5]
 	s.Params.Timestamps = opts&tcpiOptTimestamps != 0
 	s.Params.SACK = opts&tcpiOptSACK != 0
@@ -189,14 +258,9 @@ func readFrozen(fd int, s *State) error {
 	s.RTT = time.Duration(le32(info[68:])) * time.Microsecond
 	s.SndMSS = int(le32(info[16:]))
 	s.Params.AdvMSS = uint16(le32(info[84:]))
-	s.SndNxt = s.Params.WriteSeq - le32(info[144:])
-	// In repair mode TCP_MAXSEG reports mss_clamp: the MSS the peer
-	// advertised (capped by the socket's own TCP_MAXSEG).
-	mss, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
-	if err != nil {
-		return fmt.Errorf("TCP_MAXSEG: %w", err)
-	}
-	s.Params.PeerMSS = uint16(mss)
+	// A frozen socket sends nothing and the proxy writes nothing while
+	// splicing: write_seq - snd_nxt holds until the queues are read.
+	s.notSent = le32(info[144:])
 	return nil
 }
 

@@ -1,4 +1,4 @@
-/* peerclock.c: a tc program never attached, run on demand with BPF_PROG_TEST_RUN: it finds two of the forwarder's TCP sockets by their 4-tuples and reads the latest TSval each accepted from its peer (tp->rx_opt.ts_recent). */
+/* peerclock.c: a tc program never attached, run on demand with BPF_PROG_TEST_RUN: it finds two of the forwarder's TCP sockets by their 4-tuples and reads the latest TSval each accepted from its peer (tp->rx_opt.ts_recent), and the sequence numbers, queues and windows a splice needs. */
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -21,11 +21,21 @@ const struct peerclock_query *unused_peerclock_query __attribute__((unused));
 struct tcp_options_received {
 	int ts_recent_stamp;
 	__u32 ts_recent;
+	__u16 mss_clamp;
 } __attribute__((preserve_access_index));
 
 struct tcp_sock {
 	__u32 rcv_nxt;
+	__u32 copied_seq;
+	__u32 rcv_wup;
+	__u32 snd_nxt;
+	__u32 snd_una;
+	__u32 snd_wl1;
+	__u32 snd_wnd;
+	__u32 max_window;
+	__u32 rcv_wnd;
 	__u32 write_seq;
+	__u16 urg_data;
 	struct tcp_options_received rx_opt;
 } __attribute__((preserve_access_index));
 
@@ -51,6 +61,16 @@ static __always_inline void read_sock(struct __sk_buff *skb, struct peerclock_so
 		s->ts_recent_stamp = tp->rx_opt.ts_recent_stamp;
 		s->rcv_nxt = tp->rcv_nxt;
 		s->write_seq = tp->write_seq;
+		s->copied_seq = tp->copied_seq;
+		s->snd_una = tp->snd_una;
+		s->snd_nxt = tp->snd_nxt;
+		s->snd_wl1 = tp->snd_wl1;
+		s->snd_wnd = tp->snd_wnd;
+		s->max_window = tp->max_window;
+		s->rcv_wnd = tp->rcv_wnd;
+		s->rcv_wup = tp->rcv_wup;
+		s->mss_clamp = tp->rx_opt.mss_clamp;
+		s->urg_data = tp->urg_data;
 	}
 	bpf_sk_release(sk);
 }
