@@ -15,14 +15,23 @@ import (
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
+// programReading is what the final reading of a pair's sockets by the
+// peerclock program adds to their states, by side (0 client, 1 upstream):
+// their windows and their own timestamp clocks. Both are nil where the
+// sockets were asked instead.
+type programReading struct {
+	win *[2]tcprepair.Window
+	own *[2]uint32
+}
+
 // readFinal completes the reading of two sockets frozen by
 // freezeInfoPair, once the grace period has ended: one run of the
-// peerclock program reads both sockets' queues and windows and the peers'
-// latest TSvals (added to known, see clocksFrom), in the engine's
-// namespace. Where the program cannot (a socket not found, urgent data
-// pending) the sockets are asked, and the peers' clocks stay unknown.
-// win is nil when the windows are still to be read.
-func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, known knownClocks) (_, _ tcprepair.State, win *[2]tcprepair.Window, _ knownClocks, err error) {
+// peerclock program reads both sockets' queues, windows and clocks and
+// the peers' latest TSvals (added to known, see clocksFrom), in the
+// engine's namespace. Where the program cannot (a socket not found,
+// urgent data pending) the sockets are asked, and the peers' clocks stay
+// unknown.
+func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, known knownClocks) (_, _ tcprepair.State, _ programReading, _ knownClocks, err error) {
 	conns := [2]peerclock.Conn{{Local: sa.Params.Local, Remote: sa.Params.Remote}, {Local: sb.Params.Local, Remote: sb.Params.Remote}}
 	var got [2]peerclock.Sock
 	// splice runs on a goroutine of its own, never locked: enter may
@@ -38,7 +47,7 @@ func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, know
 		if sa, sb, err = rereadPair(client, up, sa, sb); err == nil {
 			err = datapath.CanTranslate(sa.Params, sb.Params)
 		}
-		return sa, sb, nil, known, err
+		return sa, sb, programReading{}, known, err
 	}
 	sa.ApplySeqs(qa)
 	sb.ApplySeqs(qb)
@@ -47,12 +56,16 @@ func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, know
 	sa.SetTCPState(uint8(got[0].State))
 	sb.SetTCPState(uint8(got[1].State))
 	if reason := unspliceable(sa, sb); reason != "" {
-		return sa, sb, nil, known, errors.New(reason)
+		return sa, sb, programReading{}, known, errors.New(reason)
 	}
 	if err := datapath.CanTranslate(sa.Params, sb.Params); err != nil {
-		return sa, sb, nil, known, err
+		return sa, sb, programReading{}, known, err
 	}
-	return sa, sb, &[2]tcprepair.Window{got[0].Window(), got[1].Window()}, e.clocksFrom(got, sa, known), nil
+	r := programReading{
+		win: &[2]tcprepair.Window{got[0].Window(), got[1].Window()},
+		own: &[2]uint32{got[0].TSClock(sa.UsecTS), got[1].TSClock(sb.UsecTS)},
+	}
+	return sa, sb, r, e.clocksFrom(got, sa, known), nil
 }
 
 // clocksFrom adds to known the peers' latest TSvals as the forwarder's
@@ -163,9 +176,11 @@ func rereadPair(client, up *net.TCPConn, sa, sb tcprepair.State) (tcprepair.Stat
 }
 
 // learnClocks waits for the TSvals the probes' answers carried (probing
-// again once if one is missing; a known one needs no answer), then reads the sockets' own clocks,
-// which are at least the TSval of anything they sent.
-func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb tcprepair.State, pa, pb *tcprepair.ConnParams, probed time.Time, timeout time.Duration, known knownClocks) error {
+// again once if one is missing; a known one needs no answer), then takes
+// the sockets' own clocks, which are at least the TSval of anything they
+// sent: own, read with the final reading, if no probe went out since
+// (probed is zero), else read now.
+func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb tcprepair.State, pa, pb *tcprepair.ConnParams, probed time.Time, timeout time.Duration, known knownClocks, own *[2]uint32) error {
 	a := datapath.Tuple{Src: pa.Remote, Dst: pa.Local}
 	st, err := e.awaitClockAnswers(a, time.Now().Add(timeout), known)
 	for try := 0; err == nil && !clockAnswered(st) && try < reprobes; try++ {
@@ -199,11 +214,16 @@ func (e *Engine) learnClocks(client, up *net.TCPConn, sa, sb tcprepair.State, pa
 			1+reprobes, timeout, st.Up.TSLast != 0, st.Down.TSLast != 0)
 	}
 	pa.PeerTSVal, pb.PeerTSVal = st.Up.TSLast, st.Down.TSLast
-	if pa.TSVal, err = tcprepair.TSClock(client); err != nil {
-		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
-	}
-	if pb.TSVal, err = tcprepair.TSClock(up); err != nil {
-		return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+	switch {
+	case own != nil && probed.IsZero():
+		pa.TSVal, pb.TSVal = own[0], own[1]
+	default:
+		if pa.TSVal, err = tcprepair.TSClock(client); err != nil {
+			return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+		}
+		if pb.TSVal, err = tcprepair.TSClock(up); err != nil {
+			return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+		}
 	}
 	pa.TSVal += tsLead(sa.UsecTS)
 	pb.TSVal += tsLead(sa.UsecTS)

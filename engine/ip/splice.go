@@ -166,7 +166,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	// needs no probe.
 	early := e.clk == nil || e.probePeers == [2]bool{true, true}
 	var sa, sb tcprepair.State
-	var win *[2]tcprepair.Window
+	var read programReading
 	var probed time.Time
 	tGrace0 := time.Now()
 	grace := e.graces.Start()
@@ -188,7 +188,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		sa, sb, err = freezeInfoPair(client, up, pa.Ifindex, pb.Ifindex)
 		<-grace
 		if err == nil {
-			sa, sb, win, known, err = e.readFinal(client, up, sa, sb, known)
+			sa, sb, read, known, err = e.readFinal(client, up, sa, sb, known)
 		}
 	}
 	tGrace := time.Since(tGrace0)
@@ -203,13 +203,13 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 				return undo("%v", err)
 			}
 		}
-		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.RTT, sb.RTT)+learnTimeout, known); err != nil {
+		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.RTT, sb.RTT)+learnTimeout, known, read.own); err != nil {
 			return undo("%v", err)
 		}
 	}
 	sa.Params, sb.Params = pa, pb
 	tClocks := time.Since(tGrace0) - tGrace
-	q, err := readOwed(client, up, sa, sb, win)
+	q, err := readOwed(client, up, sa, sb, read.win)
 	if err != nil {
 		return undo("%v", err)
 	}

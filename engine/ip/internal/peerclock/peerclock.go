@@ -62,6 +62,8 @@ type Sock struct {
 	copiedSeq, sndUna uint32
 	mssClamp, urgData uint16
 	window            tcprepair.Window
+	tsOffset          uint32
+	now               time.Duration // CLOCK_MONOTONIC when read
 }
 
 // tcpCloseWait is TCP_CLOSE_WAIT: the peer's FIN received, none sent.
@@ -88,6 +90,18 @@ func (s Sock) Seqs() (tcprepair.Seqs, bool) {
 		OutQ:     int(s.WriteSeq - s.sndUna),
 		MSSClamp: s.mssClamp,
 	}, true
+}
+
+// TSClock returns the socket's timestamp clock when the program read it:
+// CLOCK_MONOTONIC in milliseconds (microseconds with usecTS) plus its
+// offset, the TSval a segment sent then would carry. TCP_TIMESTAMP reports
+// the same but for its lowest bit, which since Linux 6.7 tells the unit.
+func (s Sock) TSClock(usecTS bool) uint32 {
+	unit := time.Millisecond
+	if usecTS {
+		unit = time.Microsecond
+	}
+	return uint32(s.now/unit) + s.tsOffset
 }
 
 // Window returns what TCP_REPAIR_WINDOW would report of the socket.
@@ -135,6 +149,8 @@ func (r *Reader) Read(conns [2]Conn) ([2]Sock, error) {
 			mssClamp:  s.MssClamp,
 			urgData:   s.UrgData,
 			window:    tcprepair.Window{SndWl1: s.SndWl1, SndWnd: s.SndWnd, MaxWindow: s.MaxWindow, RcvWnd: s.RcvWnd, RcvWup: s.RcvWup},
+			tsOffset:  s.Tsoffset,
+			now:       now,
 		}
 		if out[i].Stamped {
 			out[i].Age = max(0, now.Truncate(time.Second)-time.Duration(s.TsRecentStamp)*time.Second)

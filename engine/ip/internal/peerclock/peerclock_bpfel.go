@@ -62,6 +62,8 @@ type peerclockPeerclockSock struct {
 	RcvWup        uint32
 	MssClamp      uint16
 	UrgData       uint16
+	Tsoffset      uint32
+	Pad           uint32
 }
 
 // Names of all BPF objects in the ELF.

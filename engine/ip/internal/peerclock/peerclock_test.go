@@ -133,9 +133,9 @@ func TestReadTSRecent(t *testing.T) {
 }
 
 // TestSeqsAsSocketOptions: what the program reads of a frozen socket's
-// queues and windows is what the socket options report, with bytes queued
-// both ways, before and after the peer's FIN (which SIOCINQ does not
-// count).
+// queues, windows and clock is what the socket options report, with bytes
+// queued both ways, before and after the peer's FIN (which SIOCINQ does
+// not count).
 func TestSeqsAsSocketOptions(t *testing.T) {
 	r := loadT(t)
 	l := lab.NewT(t, lab.DefaultConfig())
@@ -166,8 +166,20 @@ func TestSeqsAsSocketOptions(t *testing.T) {
 		}
 		local, remote, _ := tcprepair.Addrs(accepted)
 		var got [2]Sock
+		clockBefore, err := tcprepair.TSClock(accepted)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := l.Fwd.Do(func() (err error) { got, err = r.Read([2]Conn{{local, remote}, {local, remote}}); return err }); err != nil {
 			t.Fatal(err)
+		}
+		clockAfter, err := tcprepair.TSClock(accepted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// TCP_TIMESTAMP's lowest bit tells the unit (Linux 6.7).
+		if c := got[0].TSClock(want.UsecTS) &^ 1; int32(c-clockBefore&^1) < 0 || int32(clockAfter&^1-c) < 0 {
+			t.Errorf("finned=%v: the program's clock %d outside TCP_TIMESTAMP's around it [%d, %d]", finned, c, clockBefore, clockAfter)
 		}
 		if err := tcprepair.Thaw(accepted); err != nil {
 			t.Fatal(err)

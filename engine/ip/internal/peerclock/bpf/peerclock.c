@@ -35,6 +35,7 @@ struct tcp_sock {
 	__u32 max_window;
 	__u32 rcv_wnd;
 	__u32 write_seq;
+	__u32 tsoffset;
 	__u16 urg_data;
 	struct tcp_options_received rx_opt;
 } __attribute__((preserve_access_index));
@@ -71,6 +72,7 @@ static __always_inline void read_sock(struct __sk_buff *skb, struct peerclock_so
 		s->rcv_wup = tp->rcv_wup;
 		s->mss_clamp = tp->rx_opt.mss_clamp;
 		s->urg_data = tp->urg_data;
+		s->tsoffset = tp->tsoffset;
 	}
 	bpf_sk_release(sk);
 }

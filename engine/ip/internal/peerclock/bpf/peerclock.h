@@ -45,6 +45,8 @@ struct peerclock_sock {
 	__u32 rcv_wup;		     /* out: tp->rcv_wup */
 	__u16 mss_clamp;	     /* out: tp->rx_opt.mss_clamp (TCP_MAXSEG in repair mode) */
 	__u16 urg_data;		     /* out: tp->urg_data: urgent data pending makes SIOCINQ count differently */
+	__u32 tsoffset;		     /* out: tp->tsoffset: TCP_TIMESTAMP is the clock (ms or us of now_ns) plus it */
+	__u32 pad;
 };
 
 /* One run reads both sockets of a pair. */
