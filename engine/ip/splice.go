@@ -43,9 +43,6 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	if err != nil {
 		return engine.Result{}, err
 	}
-	if opts.OnSpliced != nil {
-		opts.OnSpliced()
-	}
 	// Both sockets are in repair mode: closing them sends nothing, and a
 	// splice that cannot give the pair back needs them no more, so the
 	// forwarder may close them now. One that may unsplice keeps them,
@@ -232,6 +229,12 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	// keeps from here on (past a boundary) is the unsplice's.
 	e.dp.ForgetKept(spec.A, engine.Up)
 	e.dp.ForgetKept(spec.A, engine.Down)
+	// The program forwards the pair from here on: what follows (the owed
+	// bytes' delivery, the announcements, the port's reservation) goes on
+	// beside it.
+	if opts.OnSpliced != nil {
+		opts.OnSpliced()
+	}
 	d, err := e.drainFor(pub, sa, sb, q)
 	if err != nil {
 		// Published already: the pair is the datapath's, only the owed
