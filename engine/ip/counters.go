@@ -1,4 +1,4 @@
-// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes, unsplices and failed unsplices, clock probes and clocks read.
+// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes, unsplices and failed unsplices, clock probes and clocks read, grace periods by the softirq watch and by visits.
 
 package ip
 
@@ -9,7 +9,9 @@ package ip
 // "unsplice_failed" (pairs reset because they could not be given back
 // safely), "clock_probes" (window probes sent to learn a peer's
 // timestamp clock) and "clocks_read" (peers' clocks read from the
-// forwarder's sockets instead). Nothing before the datapath is loaded.
+// forwarder's sockets instead), "graces_watched" and "graces_visited"
+// (grace periods the softirq watch ended, and those it could not end,
+// which visited every CPU). Nothing before the datapath is loaded.
 func (e *Engine) Counters() map[string]uint64 {
 	e.mu.Lock()
 	dp := e.dp
@@ -21,6 +23,8 @@ func (e *Engine) Counters() map[string]uint64 {
 		"unsplice_failed": uint64(e.unspl.failed.Load()),
 		"clock_probes":    uint64(e.clockProbes.Load()),
 		"clocks_read":     uint64(e.clocksRead.Load()),
+		"graces_watched":  uint64(e.gracesWatched.Load()),
+		"graces_visited":  uint64(e.gracesVisited.Load()),
 	}
 	if dp == nil {
 		return out

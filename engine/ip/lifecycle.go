@@ -12,6 +12,7 @@ import (
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/caps"
 
+	"github.com/splicer/splicer/engine/ip/internal/bhwatch"
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/peerclock"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
@@ -97,6 +98,14 @@ type Engine struct {
 	// both: as without it.
 	clk        *peerclock.Reader
 	probePeers [2]bool
+	// bh tells when every CPU has delivered the segments that passed tc
+	// before a pair was inserted, for the grace periods (quickGrace); nil
+	// where it cannot load. bhOff: a device lacks its marker.
+	bh    *bhwatch.Watcher
+	bhOff atomic.Bool
+	// gracesWatched and gracesVisited count grace periods by the way
+	// they ended (quickGrace, or a visit to every CPU).
+	gracesWatched, gracesVisited atomic.Int64
 	// clockProbes counts window probes sent to learn a peer's clock,
 	// clocksRead the peers' clocks read from the sockets instead.
 	clockProbes, clocksRead atomic.Int64
@@ -168,10 +177,33 @@ func (e *Engine) loadLocked() error {
 	if e.clk, err = peerclock.Load(); err != nil {
 		e.log.Info("reading the peers' timestamp clocks from the sockets is unavailable: splices probe them instead", "err", err)
 	}
+	if e.bh, err = bhwatch.Load(); err != nil {
+		e.log.Info("watching the softirqs is unavailable: grace periods visit every CPU instead", "err", err)
+	} else {
+		e.graces.Quick = e.quickGrace
+	}
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.readEvents() }()
 	go func() { defer e.wg.Done(); e.sweep() }()
 	return nil
+}
+
+// bhWithin bounds the wait for a CPU still marked busy by the softirq
+// watch before the grace period visits every CPU instead: a NET_RX run
+// rarely lasts longer, and a CPU that delivers segments outside softirqs
+// (threaded NAPI, busy polling) stays marked until its next one.
+const bhWithin = 100 * time.Microsecond
+
+// quickGrace is the grace period by the softirq watch (Graces.Quick):
+// true once every CPU has delivered what passed tc before the call, false
+// if the watch cannot tell (a device lacks the marker, a CPU stays busy).
+func (e *Engine) quickGrace() bool {
+	if !e.bhOff.Load() && e.bh.WaitDone(bhWithin, tcprepair.OnlineCPUs) {
+		e.gracesWatched.Add(1)
+		return true
+	}
+	e.gracesVisited.Add(1)
+	return false
 }
 
 // Supports implements engine.Engine. Byte limits, watched and held
@@ -228,6 +260,9 @@ func (e *Engine) Close() error {
 	e.wg.Wait()
 	if e.clk != nil {
 		e.clk.Close()
+	}
+	if e.bh != nil {
+		e.bh.Close()
 	}
 	e.inject.close()
 	home.close()

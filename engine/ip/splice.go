@@ -457,6 +457,22 @@ func freezeWith(freeze func(*net.TCPConn) (tcprepair.State, error), client, up *
 	return sa, sb, nil
 }
 
+// attachOne attaches the datapath to device i, and the softirq watch's
+// marker before it; without the marker there, grace periods visit every
+// CPU.
+func (e *Engine) attachOne(i int) error {
+	if err := e.dp.Attach(i); err != nil {
+		return err
+	}
+	if e.bh != nil {
+		if err := e.bh.Attach(i); err != nil {
+			e.bhOff.Store(true)
+			e.log.Warn("watching the softirqs: grace periods visit every CPU from now on", "err", err)
+		}
+	}
+	return nil
+}
+
 // locate returns c's addresses and the device toward its peer, after
 // checking that the datapath can see c's packets at all.
 func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
@@ -496,7 +512,7 @@ func (e *Engine) attach(ifindexes ...int) error {
 		if done {
 			continue
 		}
-		if err := e.home.do(func() error { return e.dp.Attach(i) }); err != nil {
+		if err := e.home.do(func() error { return e.attachOne(i) }); err != nil {
 			return err
 		}
 		e.mu.Lock()

@@ -36,7 +36,7 @@ func TestVisitEveryCPUKeepsAffinity(t *testing.T) {
 	if err := unix.SchedGetaffinity(0, &before); err != nil {
 		t.Fatal(err)
 	}
-	cpus, err := onlineCPUs()
+	cpus, err := OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestGracesShared(t *testing.T) {
 // without touching the caller's affinity, and one moved off its CPU by
 // someone else goes back and answers the next time.
 func TestWakeEveryCPU(t *testing.T) {
-	cpus, err := onlineCPUs()
+	cpus, err := OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}

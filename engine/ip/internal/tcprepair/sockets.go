@@ -338,6 +338,12 @@ func TSClock(c *net.TCPConn) (v uint32, err error) {
 // when it began; whoever came later waits for the next, which the first
 // of them runs.
 type Graces struct {
+	// Quick, if set, is tried first: it reports true once every segment
+	// that passed tc ingress before the call has reached its socket, or
+	// false if it cannot tell, and the visit (quiesce) follows. Set it
+	// before the first grace period.
+	Quick func() bool
+
 	mu      sync.Mutex
 	running bool
 	// waiting are the callers that came while a grace period ran; each
@@ -371,7 +377,8 @@ func (g *Graces) lead() {
 	batch := g.waiting
 	g.waiting = nil
 	g.mu.Unlock()
-	if !quiesce() {
+	quick := !softirqPreemptible() && g.Quick != nil && g.Quick()
+	if !quick && !quiesce() {
 		// No grace period to wait for: give segments already past tc
 		// ingress a moment to reach their sockets.
 		time.Sleep(5 * time.Millisecond)

@@ -30,7 +30,7 @@ const (
 // reports false when some CPU has no visitor or its visitor did not answer
 // in time; the caller then visits another way.
 func wakeEveryCPU() bool {
-	cpus, err := onlineCPUs()
+	cpus, err := OnlineCPUs()
 	if err != nil {
 		return false
 	}
