@@ -33,13 +33,7 @@ type programReading struct {
 // unknown.
 func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, known knownClocks) (_, _ tcprepair.State, _ programReading, _ knownClocks, err error) {
 	conns := [2]peerclock.Conn{{Local: sa.Params.Local, Remote: sa.Params.Remote}, {Local: sb.Params.Local, Remote: sb.Params.Remote}}
-	var got [2]peerclock.Sock
-	// splice runs on a goroutine of its own, never locked: enter may
-	// move its thread.
-	err = e.home.enter(func() (err error) {
-		got, err = e.clk.Read(conns)
-		return err
-	})
+	got, err := e.readSockets(conns)
 	qa, okA := got[0].Seqs()
 	qb, okB := got[1].Seqs()
 	if err != nil || !okA || !okB {
@@ -66,6 +60,25 @@ func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, know
 		own: &[2]uint32{got[0].TSClock(sa.UsecTS), got[1].TSClock(sb.UsecTS)},
 	}
 	return sa, sb, r, e.clocksFrom(got, sa, known), nil
+}
+
+// readSockets runs the peerclock program on two of the forwarder's
+// sockets, in the engine's namespace: named by its id where the process
+// lives elsewhere, else entered (two setns).
+func (e *Engine) readSockets(conns [2]peerclock.Conn) (got [2]peerclock.Sock, err error) {
+	switch h := e.home; {
+	case h.atHome:
+		return e.clk.Read(conns, peerclock.CurrentNetns)
+	case h.nsid >= 0:
+		return e.clk.Read(conns, h.nsid)
+	}
+	// splice runs on a goroutine of its own, never locked: enter may
+	// move its thread.
+	err = e.home.enter(func() (err error) {
+		got, err = e.clk.Read(conns, peerclock.CurrentNetns)
+		return err
+	})
+	return got, err
 }
 
 // clocksFrom adds to known the peers' latest TSvals as the forwarder's

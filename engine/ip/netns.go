@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/splicer/splicer/engine/ip/internal/peerclock"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
@@ -34,6 +35,9 @@ type homeNS struct {
 	// ns, netns.None() otherwise; atHome: it is ns. enter uses them.
 	outside netns.NsHandle
 	atHome  bool
+	// nsid is ns's id (netnsid) in outside, -1 if it has none: BPF
+	// socket lookups name ns by it and need no setns.
+	nsid int32
 
 	mu sync.Mutex // netlink requests on one socket do not interleave
 	nl *netlink.Handle
@@ -157,23 +161,27 @@ func openHomeNS(log *slog.Logger) (*homeNS, error) {
 		ns.Close()
 		return nil, fmt.Errorf("engine ip: netlink: %w", err)
 	}
-	h := &homeNS{ns: ns, ino: st.Ino, dev: st.Dev, nl: nl, outside: netns.None(), cookie: netnsCookie()}
+	h := &homeNS{ns: ns, ino: st.Ino, dev: st.Dev, nl: nl, outside: netns.None(), cookie: netnsCookie(), nsid: -1}
 	// The calling thread may be locked in ns while the process's threads
 	// live elsewhere; a new goroutine runs on an unlocked thread.
-	outside := make(chan netns.NsHandle)
+	type seen struct {
+		ns   netns.NsHandle
+		nsid int32
+	}
+	outside := make(chan seen)
 	go func() {
 		o, err := netns.Get()
 		if err != nil {
 			o = netns.None()
 		}
-		outside <- o
+		outside <- seen{o, idFromOutside(ns, o)}
 	}()
 	switch o := <-outside; {
-	case o.Equal(ns):
+	case o.ns.Equal(ns):
 		h.atHome = true
-		o.Close()
-	case o.IsOpen():
-		h.outside = o
+		o.ns.Close()
+	case o.ns.IsOpen():
+		h.outside, h.nsid = o.ns, o.nsid
 	}
 	if err := h.routes.watchRoutes(); err != nil {
 		log.Info("route changes cannot be watched: every splice looks its routes up", "err", err)
@@ -188,6 +196,19 @@ func (h *homeNS) close() {
 	h.routes.close()
 	h.nl.Close()
 	h.ns.Close()
+}
+
+// idFromOutside returns ns's id in the calling thread's namespace, o
+// (peerclock.NetnsID), or -1 where it has none or ns is o.
+func idFromOutside(ns, o netns.NsHandle) int32 {
+	if !o.IsOpen() || o.Equal(ns) {
+		return -1
+	}
+	id, err := peerclock.NetnsID(ns)
+	if err != nil {
+		return -1
+	}
+	return id
 }
 
 // netnsCookie returns the calling thread's network namespace cookie, or

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
@@ -109,10 +111,32 @@ func (s Sock) Window() tcprepair.Window { return s.window }
 
 var querySize = int(unsafe.Sizeof(peerclockPeerclockQuery{}))
 
-// Read reads both sockets in one run of the program, in the calling
-// thread's network namespace, which must be theirs.
-func (r *Reader) Read(conns [2]Conn) ([2]Sock, error) {
+// CurrentNetns, as Read's netns, is the calling thread's namespace.
+const CurrentNetns = -1
+
+// NetnsID returns ns's id in the calling thread's namespace, for Read,
+// giving it one if it has none (as "ip netns set NAME auto" does; the id
+// lasts as long as both namespaces).
+func NetnsID(ns netns.NsHandle) (int32, error) {
+	id, err := netlink.GetNetNsIdByFd(int(ns))
+	if err == nil && id < 0 {
+		const auto = -1 // NETNSA_NSID_NOT_ASSIGNED: the kernel picks
+		if err = netlink.SetNetNsIdByFd(int(ns), auto); err == nil {
+			id, err = netlink.GetNetNsIdByFd(int(ns))
+		}
+	}
+	if err == nil && id < 0 {
+		err = errors.New("peerclock: the namespace has no id")
+	}
+	return int32(id), err
+}
+
+// Read reads both sockets in one run of the program. They are in netns:
+// the calling thread's namespace (CurrentNetns), or one whose id (a
+// netnsid) the calling thread's namespace knows.
+func (r *Reader) Read(conns [2]Conn, netns int32) ([2]Sock, error) {
 	var q peerclockPeerclockQuery
+	q.Netns = netns
 	for i, c := range conns {
 		if err := setTuple(&q.Sock[i], c); err != nil {
 			return [2]Sock{}, err

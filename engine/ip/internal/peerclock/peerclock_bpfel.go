@@ -29,6 +29,8 @@ const (
 type peerclockPeerclockQuery struct {
 	_     structs.HostLayout
 	Sock  [2]peerclockPeerclockSock
+	Netns int32
+	Pad   uint32
 	NowNs uint64
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 
@@ -95,7 +97,7 @@ func TestReadTSRecent(t *testing.T) {
 			{Local: local, Remote: remote},
 		}
 		var got [2]Sock
-		if err := l.Fwd.Do(func() (err error) { got, err = r.Read(conns); return err }); err != nil {
+		if err := l.Fwd.Do(func() (err error) { got, err = r.Read(conns, CurrentNetns); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if got[0].Found {
@@ -123,11 +125,31 @@ func TestReadTSRecent(t *testing.T) {
 			t.Errorf("v6=%v: rcv_nxt %d write_seq %d, TCP_REPAIR reports %d and %d", v6, s.RcvNxt, s.WriteSeq, st.Params.RcvNxt, st.Params.WriteSeq)
 		}
 		// The program looks in the calling thread's namespace only.
-		if err := l.Client.Do(func() (err error) { got, err = r.Read(conns); return err }); err != nil {
+		if err := l.Client.Do(func() (err error) { got, err = r.Read(conns, CurrentNetns); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if got[1].Found {
 			t.Errorf("v6=%v: found the forwarder's socket from the client's namespace: %+v", v6, got[1])
+		}
+		// Named by its id in the client's namespace, the forwarder's
+		// namespace is looked in from there.
+		if err := l.Client.Do(func() (err error) {
+			h, err := netns.GetFromPath(l.Fwd.Path())
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			id, err := NetnsID(h)
+			if err != nil {
+				return err
+			}
+			got, err = r.Read(conns, id)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !got[1].Found || got[1].RcvNxt != s.RcvNxt {
+			t.Errorf("v6=%v: by the forwarder's namespace id, read %+v, want the socket read before", v6, got[1])
 		}
 	}
 }
@@ -170,7 +192,10 @@ func TestSeqsAsSocketOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Fwd.Do(func() (err error) { got, err = r.Read([2]Conn{{local, remote}, {local, remote}}); return err }); err != nil {
+		if err := l.Fwd.Do(func() (err error) {
+			got, err = r.Read([2]Conn{{local, remote}, {local, remote}}, CurrentNetns)
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		clockAfter, err := tcprepair.TSClock(accepted)
@@ -212,7 +237,7 @@ func TestSeqsAsSocketOptions(t *testing.T) {
 // refused before the program runs.
 func TestMixedFamilies(t *testing.T) {
 	r := &Reader{}
-	_, err := r.Read([2]Conn{{Local: netip.MustParseAddrPort("10.0.0.1:1"), Remote: netip.MustParseAddrPort("[fd00::1]:2")}})
+	_, err := r.Read([2]Conn{{Local: netip.MustParseAddrPort("10.0.0.1:1"), Remote: netip.MustParseAddrPort("[fd00::1]:2")}}, CurrentNetns)
 	if err == nil {
 		t.Fatal("mixed families accepted")
 	}
@@ -226,7 +251,7 @@ func BenchmarkRead(b *testing.B) {
 	conns := [2]Conn{{local, remote}, {local, remote}}
 	l.Fwd.Do(func() error {
 		for b.Loop() {
-			if _, err := r.Read(conns); err != nil {
+			if _, err := r.Read(conns, CurrentNetns); err != nil {
 				b.Fatal(err)
 			}
 		}

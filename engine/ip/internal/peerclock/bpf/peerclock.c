@@ -40,16 +40,16 @@ struct tcp_sock {
 	struct tcp_options_received rx_opt;
 } __attribute__((preserve_access_index));
 
-static __always_inline void read_sock(struct __sk_buff *skb, struct peerclock_sock *s)
+static __always_inline void read_sock(struct __sk_buff *skb, struct peerclock_sock *s, __u64 netns)
 {
 	struct bpf_sock *sk;
 	struct tcp_sock *tp;
 
 	s->found = 0;
 	if (s->family == PEERCLOCK_AF_INET)
-		sk = bpf_sk_lookup_tcp(skb, &s->tuple, sizeof(s->tuple.ipv4), BPF_F_CURRENT_NETNS, 0);
+		sk = bpf_sk_lookup_tcp(skb, &s->tuple, sizeof(s->tuple.ipv4), netns, 0);
 	else if (s->family == PEERCLOCK_AF_INET6)
-		sk = bpf_sk_lookup_tcp(skb, &s->tuple, sizeof(s->tuple.ipv6), BPF_F_CURRENT_NETNS, 0);
+		sk = bpf_sk_lookup_tcp(skb, &s->tuple, sizeof(s->tuple.ipv6), netns, 0);
 	else
 		return;
 	if (!sk)
@@ -81,11 +81,14 @@ SEC("tc")
 int peerclock_read(struct __sk_buff *skb)
 {
 	struct peerclock_query q;
+	__u64 netns;
 
 	if (bpf_skb_load_bytes(skb, PEERCLOCK_QUERY_OFFSET, &q, sizeof(q)))
 		return TC_ACT_SHOT; /* the frame is shorter than a query: the caller's bug, nothing read */
-	read_sock(skb, &q.sock[0]);
-	read_sock(skb, &q.sock[1]);
+	/* An id names a namespace other than the caller's, as the caller's sees it: no setns needed. */
+	netns = q.netns < 0 ? BPF_F_CURRENT_NETNS : (__u64)q.netns;
+	read_sock(skb, &q.sock[0], netns);
+	read_sock(skb, &q.sock[1], netns);
 	q.now_ns = bpf_ktime_get_ns();
 	if (bpf_skb_store_bytes(skb, PEERCLOCK_QUERY_OFFSET, &q, sizeof(q), 0))
 		return TC_ACT_SHOT; /* the answer could not be written back: the caller must not read it */

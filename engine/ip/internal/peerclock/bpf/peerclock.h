@@ -52,6 +52,8 @@ struct peerclock_sock {
 /* One run reads both sockets of a pair. */
 struct peerclock_query {
 	struct peerclock_sock sock[2];
+	__s32 netns; /* in: the sockets' namespace by its id in the caller's (a netnsid); negative: the caller's own */
+	__u32 pad;
 	__u64 now_ns; /* out: bpf_ktime_get_ns() (CLOCK_MONOTONIC) when read, to age ts_recent_stamp */
 };
 
