@@ -233,7 +233,15 @@ func (e *Engine) stopKeeping(a datapath.Tuple, stopped *[2]bool, n int64) {
 //
 // Losing this ACK costs what the splice cost before it: the receiver's
 // acknowledgments, translated, reach the sender too.
+//
+// Its TSval is the newest the peer may have seen from the forwarder: the
+// frozen socket's clock, or, if later, the translated TSval of what the
+// datapath or the drain sent the peer since the publish (the drain's
+// first burst goes out before this ACK): PAWS drops an ACK older than
+// those, and the peer, missing it, retransmits at its loss probe or
+// timeout what the forwarder had kept.
 func (e *Engine) announce(pub published, sa, sb tcprepair.State, q owedQueues) {
+	st, stErr := e.dp.Lookup(pub.spec.A)
 	for _, o := range []struct {
 		dir  engine.Direction // what the peer sends
 		side int              // its connection: 0 client, 1 upstream
@@ -259,6 +267,9 @@ func (e *Engine) announce(pub published, sa, sb tcprepair.State, q owedQueues) {
 			win = uint64(edge-ack) >> min(p.RcvWScale, 14)
 		}
 		f := segFields{ack: ack, win: uint16(min(win, 0xffff)), ts: p.Timestamps, tsVal: p.TSVal, tsEcr: ds.TSLast}
+		if toPeer := st.Dir(1 - o.dir); stErr == nil && toPeer.TSLast != 0 {
+			f.tsVal = seqMax(f.tsVal, toPeer.TSLast+rs.TSOff)
+		}
 		if k.hasTS {
 			f.tsEcr = k.tsval
 		}

@@ -241,6 +241,9 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		// bytes are lost (their senders have them acknowledged).
 		e.log.Warn("delivering owed bytes", "pair", p.ID, "err", err)
 	}
+	if d != nil {
+		d.start() // the owed bytes first, then the senders' news (drain.go)
+	}
 	e.announce(pub, sa, sb, q)
 	if err := e.keep(spec.A, up); err != nil {
 		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
