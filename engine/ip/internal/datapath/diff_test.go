@@ -69,27 +69,28 @@ func TestDifferential(t *testing.T) {
 			for k, v := range ref.drops {
 				refDrops[k] = v
 			}
-			v, out := h.run(frame)
-			rv, rout := ref.run(frame)
-			where := func() string { return hex.EncodeToString(frame) }
+			dev := randomDevice(rng, h, frame)
+			v, out := h.runOn(frame, dev)
+			rv, rout := ref.run(frame, dev)
+			where := func() string { return "device " + itoa(uint32(dev)) + " frame " + hex.EncodeToString(frame) }
 			if v != rv {
-				t.Fatalf("pair %d seg %d: program verdict %d, reference %d (drops %v -> %v)\nframe %s", i, j, v, rv, refDrops, ref.drops, where())
+				t.Fatalf("pair %d seg %d: program verdict %d, reference %d (drops %v -> %v)\n%s", i, j, v, rv, refDrops, ref.drops, where())
 			}
 			if got, want := dropDelta(before, h.drops()), dropDelta(refDrops, ref.drops); got != want {
-				t.Fatalf("pair %d seg %d: program dropped as %q, reference as %q\nframe %s", i, j, got, want, where())
+				t.Fatalf("pair %d seg %d: program dropped as %q, reference as %q\n%s", i, j, got, want, where())
 			}
 			if v == verdictRedirect {
 				redirected++
 				if err := packet.CheckChecksums(out); err != nil {
-					t.Fatalf("pair %d seg %d: %v\nframe %s", i, j, err, where())
+					t.Fatalf("pair %d seg %d: %v\n%s", i, j, err, where())
 				}
 				if !bytes.Equal(out, rout) {
-					t.Fatalf("pair %d seg %d: output differs\nframe %s\n  got %s\n want %s", i, j, where(), hex.EncodeToString(out), hex.EncodeToString(rout))
+					t.Fatalf("pair %d seg %d: output differs\n%s\n  got %s\n want %s", i, j, where(), hex.EncodeToString(out), hex.EncodeToString(rout))
 				}
 			}
 			for dir, rd := range []*refDir{ref.dirs[0], ref.dirs[1]} {
 				if err := sameState(h.dp.entry(p.slot(engine.Direction(dir))), rd); err != "" {
-					t.Fatalf("pair %d seg %d dir %d: %s\nframe %s", i, j, dir, err, where())
+					t.Fatalf("pair %d seg %d dir %d: %s\n%s", i, j, dir, err, where())
 				}
 			}
 		}
@@ -283,6 +284,20 @@ func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) packe
 		return tp.up(s)
 	}
 	return tp.down(s)
+}
+
+// randomDevice is the device a generated frame arrives on: mostly the one
+// toward its source, sometimes the other harness device or loopback,
+// where its sender is not (a segment forged on another link).
+func randomDevice(rng *rand.Rand, h *harness, frame []byte) int {
+	dev := h.deviceOf(frame)
+	switch r := rng.IntN(100); {
+	case r < 6:
+		return h.otherDevice(dev)
+	case r < 8:
+		return 1 // loopback
+	}
+	return dev
 }
 
 func randomOpts(rng *rand.Rand, e *refDir, ack uint32) []byte {

@@ -198,17 +198,71 @@ func newHarness(tb testing.TB, opts Options) *harness {
 	return &harness{tb: tb, dp: dp, ns: ns}
 }
 
-// run passes one frame through the real program.
+// run passes one frame through the real program, arriving on the device
+// toward its source (deviceOf).
 func (h *harness) run(frame []byte) (int32, []byte) {
+	h.tb.Helper()
+	return h.runOn(frame, h.deviceOf(frame))
+}
+
+// runOn passes one frame through the real program as if it had arrived on
+// device ifindex.
+func (h *harness) runOn(frame []byte, ifindex int) (int32, []byte) {
 	h.tb.Helper()
 	var ret int32
 	var out []byte
 	var err error
-	h.ns.do(func() { ret, out, err = h.dp.Run(frame) })
+	h.ns.do(func() { ret, out, err = h.dp.Run(frame, ifindex) })
 	if err != nil {
 		h.tb.Fatalf("Program.Run: %v", err)
 	}
 	return ret, out
+}
+
+// The lab's links: the client's (device A) and the server's (device B).
+var (
+	linkA = []netip.Prefix{netip.MustParsePrefix("10.99.1.0/24"), netip.MustParsePrefix("fd00:99:1::/64")}
+	linkB = []netip.Prefix{netip.MustParsePrefix("10.99.2.0/24"), netip.MustParsePrefix("fd00:99:2::/64")}
+)
+
+// deviceOf is the device a frame arrives on: the one toward its source
+// address, as routing would have it; device A for a frame whose source
+// is on neither link or cannot be read.
+func (h *harness) deviceOf(frame []byte) int {
+	if src, ok := sourceOf(frame); ok && inLink(src, linkB) {
+		return h.ns.ifB
+	}
+	return h.ns.ifA
+}
+
+// otherDevice is the harness device a frame from ifindex's side does not
+// come in on.
+func (h *harness) otherDevice(ifindex int) int {
+	if ifindex == h.ns.ifA {
+		return h.ns.ifB
+	}
+	return h.ns.ifA
+}
+
+// sourceOf reads the source address of an IPv4 or IPv6 frame.
+func sourceOf(frame []byte) (netip.Addr, bool) {
+	const eth = packet.EthLen
+	switch {
+	case len(frame) >= eth+20 && frame[eth]>>4 == 4:
+		return netip.AddrFrom4([4]byte(frame[eth+12:])), true
+	case len(frame) >= eth+40 && frame[eth]>>4 == 6:
+		return netip.AddrFrom16([16]byte(frame[eth+8:])), true
+	}
+	return netip.Addr{}, false
+}
+
+func inLink(a netip.Addr, link []netip.Prefix) bool {
+	for _, p := range link {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // baseSpec is a pair on topology t with distinct, non-trivial offsets in

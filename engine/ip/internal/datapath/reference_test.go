@@ -166,9 +166,10 @@ func (m *refModel) drop(why string) (int32, []byte) {
 	return verdictDrop, nil
 }
 
-// run processes one frame as the program would: the verdict and, for a
-// redirect, the translated frame with checksums recomputed from scratch.
-func (m *refModel) run(frame []byte) (int32, []byte) {
+// run processes one frame arriving on device ifindex as the program
+// would: the verdict and, for a redirect, the translated frame with
+// checksums recomputed from scratch.
+func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 	f := append([]byte(nil), frame...)
 	if len(f) < packet.EthLen {
 		return verdictPass, nil
@@ -220,6 +221,11 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 	e, peer := m.dirs[slot], m.dirs[slot^1]
 	if e == nil || peer == nil {
 		return m.drop("no_entry")
+	}
+	// Only from the device toward the sender: where the peer direction's
+	// packets leave.
+	if ifindex != peer.ifindex {
+		return m.drop("wrong_device")
 	}
 	if frag {
 		return m.drop("fragment")

@@ -33,7 +33,8 @@ const (
 	spliceSpliceCounterSPLICE_DROP_HOLD_DROPPED spliceSpliceCounter = 14
 	spliceSpliceCounterSPLICE_DROP_MTU          spliceSpliceCounter = 15
 	spliceSpliceCounterSPLICE_DROP_REWRITE      spliceSpliceCounter = 16
-	spliceSpliceCounterSPLICE_CNT_MAX           spliceSpliceCounter = 17
+	spliceSpliceCounterSPLICE_DROP_WRONG_DEVICE spliceSpliceCounter = 17
+	spliceSpliceCounterSPLICE_CNT_MAX           spliceSpliceCounter = 18
 )
 
 type spliceSpliceCtlLayout uint32

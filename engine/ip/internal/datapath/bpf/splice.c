@@ -683,6 +683,23 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	return bpf_redirect_neigh(e->out_ifindex, 0, 0, 0);
 }
 
+/*
+ * from_sender_device reports whether the segment came in on the device
+ * toward its sender: the device the peer direction's packets leave
+ * through (the pair was spliced with one device toward each peer). A
+ * segment with a spliced pair's 4-tuple arriving on any other device did
+ * not come from that peer: someone who can put frames on another link
+ * (another tenant, another VLAN, a host on the server's side) forges it.
+ * It is dropped, not handed to the stack: there the forwarder's frozen
+ * socket would take it (moving the state that unsplicing and the drain
+ * read) or, the socket closed, the listener would answer it with a reset
+ * at a seq of the forger's choosing, toward the real peer.
+ */
+static __always_inline int from_sender_device(const struct __sk_buff *skb, const struct splice_dir *peer)
+{
+	return skb->ingress_ifindex == READ_ONCE(peer->out_ifindex);
+}
+
 SEC("tc")
 int splice_ingress(struct __sk_buff *skb)
 {
@@ -699,5 +716,7 @@ int splice_ingress(struct __sk_buff *skb)
 	struct splice_dir *peer = bpf_map_lookup_elem(&splice_dirs, &pi);
 	if (!e || !peer)
 		return drop(SPLICE_DROP_NO_ENTRY); /* a control-plane bug: the flow points past the table */
+	if (!from_sender_device(skb, peer))
+		return drop(SPLICE_DROP_WRONG_DEVICE); /* spoofed or misrouted: neither translated nor handed to the stack (see from_sender_device) */
 	return splice(skb, &p, e, peer);
 }

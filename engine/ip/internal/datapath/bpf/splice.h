@@ -177,6 +177,7 @@ enum splice_counter {
 	SPLICE_DROP_HOLD_DROPPED, /* a segment to keep that the full kept ring could not take */
 	SPLICE_DROP_MTU,	  /* the packet (or a GSO segment) does not fit the peer device's MTU */
 	SPLICE_DROP_REWRITE,	  /* a store or checksum helper failed */
+	SPLICE_DROP_WRONG_DEVICE, /* a spliced flow's segment arrived on another device than the one toward its sender */
 	SPLICE_CNT_MAX,
 };
 
