@@ -246,8 +246,27 @@ func tableCases() []tableCase {
 			},
 			verdict: verdictRedirect,
 		},
+		{
+			name: "data starting at the edge of the receiver's window (ack + 65535 << 7 seeded) is forwarded: a zero-window probe starts there",
+			in: func(t topo) packet.Seg {
+				return t.up(packet.Seg{Seq: upNxt + 65535<<7, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: []byte{'x'}})
+			},
+			want: func(t topo) packet.Seg {
+				return t.upOut(packet.Seg{Seq: upNxt + 65535<<7 + upOff, Ack: downNxt, Flags: packet.ACK, Win: 9, Payload: []byte{'x'}})
+			},
+			verdict: verdictRedirect,
+		},
 
 		// Drops.
+		{name: "data starting one byte past the receiver's window (inside the span around snd_nxt)", in: func(t topo) packet.Seg {
+			return t.up(packet.Seg{Seq: upNxt + 65535<<7 + 1, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: payload})
+		}, verdict: verdictDrop, drop: "seq_out_of_window"},
+		{name: "FIN past the receiver's window, IPv6", v6: true, in: func(t topo) packet.Seg {
+			return t.down(packet.Seg{Seq: downNxt + 65535<<7 + 1, Ack: upNxt + upOff, Flags: packet.ACK | packet.FIN, Win: 9})
+		}, verdict: verdictDrop, drop: "seq_out_of_window"},
+		{name: "data past a narrower receiver's window: the receiver's own scale (3), not the sender's", tweak: func(s *PairSpec) { s.Down.InShift = 3 }, in: func(t topo) packet.Seg {
+			return t.up(packet.Seg{Seq: upNxt + 65535<<3 + 1, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: payload})
+		}, verdict: verdictDrop, drop: "seq_out_of_window"},
 		{name: "SYN on a spliced tuple", in: func(t topo) packet.Seg { return t.up(packet.Seg{Seq: 1, Flags: packet.SYN, Win: 9}) }, verdict: verdictDrop, drop: "syn_on_spliced"},
 		{name: "SYN-ACK on a spliced tuple", in: func(t topo) packet.Seg {
 			return t.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.SYN | packet.ACK})

@@ -11,30 +11,6 @@ import (
 	"github.com/splicer/splicer/engine/ip/internal/packet"
 )
 
-// deviceStep sends a segment on device dev through the program and the
-// reference; both must give verdict want and count the drop wantDrop ("" for none).
-type deviceStep struct {
-	tb  testing.TB
-	h   *harness
-	ref *refModel
-}
-
-func (s deviceStep) send(what string, seg packet.Seg, dev int, want int32, wantDrop string) {
-	s.tb.Helper()
-	frame := seg.Bytes()
-	before := s.h.drops()
-	refBefore := s.ref.drops[wantDrop]
-	verdict, _ := s.h.runOn(frame, dev)
-	drop := dropDelta(before, s.h.drops())
-	refVerdict, _ := s.ref.run(frame, dev)
-	if verdict != want || drop != wantDrop {
-		s.tb.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
-	}
-	if refVerdict != want || (wantDrop != "" && s.ref.drops[wantDrop] != refBefore+1) {
-		s.tb.Errorf("%s: reference verdict %d drops %v, want %d %q", what, refVerdict, s.ref.drops, want, wantDrop)
-	}
-}
-
 // tracked is a direction's tracked state without its clock reading.
 func tracked(d DirStats) DirStats {
 	d.LastSeen = 0
@@ -58,21 +34,17 @@ func TestWrongDeviceChangesNothing(t *testing.T) {
 	h := newHarness(t, Options{MaxPairs: 16})
 	for _, tp := range []topo{topo4, topo6} {
 		spec := h.baseSpec(tp)
-		h.insert(spec)
-		ref := newRefModel()
-		ref.insert(spec, 0)
-		ref.mtu = 1500
-		st := deviceStep{t, h, ref}
+		st := newTwin(t, h, spec)
 		a, ifA, ifB := spec.A, h.ns.ifA, h.ns.ifB
 		h.events()
 
 		before := h.stats(a)
 		data := tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.PSH, Win: 9, Payload: payload})
-		st.send("client data on the server's device", data, ifB, verdictDrop, "wrong_device")
-		st.send("client data on loopback", data, 1, verdictDrop, "wrong_device")
-		st.send("server data on the client's device", tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9, Payload: payload}), ifA, verdictDrop, "wrong_device")
-		st.send("client FIN on the server's device", tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.FIN}), ifB, verdictDrop, "wrong_device")
-		st.send("client reset at the next byte on the server's device", tp.up(packet.Seg{Seq: upNxt, Flags: packet.RST}), ifB, verdictDrop, "wrong_device")
+		st.sendOn("client data on the server's device", data, ifB, verdictDrop, "wrong_device")
+		st.sendOn("client data on loopback", data, 1, verdictDrop, "wrong_device")
+		st.sendOn("server data on the client's device", tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9, Payload: payload}), ifA, verdictDrop, "wrong_device")
+		st.sendOn("client FIN on the server's device", tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.FIN}), ifB, verdictDrop, "wrong_device")
+		st.sendOn("client reset at the next byte on the server's device", tp.up(packet.Seg{Seq: upNxt, Flags: packet.RST}), ifB, verdictDrop, "wrong_device")
 		sameStats(t, "segments on the wrong device", before, h.stats(a))
 		if evs := h.events(); len(evs) != 0 {
 			t.Errorf("segments on the wrong device reported %v", kinds(evs))
@@ -80,16 +52,16 @@ func TestWrongDeviceChangesNothing(t *testing.T) {
 
 		// On the right device the same data is forwarded, and the reset
 		// at the byte after it closes the pair.
-		st.send("client data on its device", data, ifA, verdictRedirect, "")
+		st.sendOn("client data on its device", data, ifA, verdictRedirect, "")
 		if got := h.stats(a).Up.SndNxt; got != upNxt+uint32(len(payload)) {
 			t.Errorf("snd_nxt %d after the data, want %d", got, upNxt+len(payload))
 		}
 		rst := tp.up(packet.Seg{Seq: upNxt + uint32(len(payload)), Flags: packet.RST})
-		st.send("the reset on the server's device", rst, ifB, verdictDrop, "wrong_device")
+		st.sendOn("the reset on the server's device", rst, ifB, verdictDrop, "wrong_device")
 		if got := h.stats(a).Phase; got != PhaseSpliced {
 			t.Errorf("phase %v after a reset on the wrong device, want spliced", got)
 		}
-		st.send("the reset on the client's device", rst, ifA, verdictRedirect, "")
+		st.sendOn("the reset on the client's device", rst, ifA, verdictRedirect, "")
 		if got := h.stats(a).Phase; got != PhaseClosed {
 			t.Errorf("phase %v after the reset, want closed", got)
 		}
@@ -98,11 +70,11 @@ func TestWrongDeviceChangesNothing(t *testing.T) {
 		// client's side.
 		syn := tp.up(packet.Seg{Seq: 77, Flags: packet.SYN, Win: 9})
 		c0 := counters(t, h)
-		st.send("a SYN on the ended pair's tuple on the server's device", syn, ifB, verdictDrop, "wrong_device")
+		st.sendOn("a SYN on the ended pair's tuple on the server's device", syn, ifB, verdictDrop, "wrong_device")
 		if c := counters(t, h); c["reopened"] != c0["reopened"] {
 			t.Errorf("a SYN on the wrong device reopened the tuple")
 		}
-		st.send("the SYN on the client's device", syn, ifA, verdictPass, "")
+		st.sendOn("the SYN on the client's device", syn, ifA, verdictPass, "")
 		if c := counters(t, h); c["reopened"] != c0["reopened"]+1 {
 			t.Errorf("reopened %d, want %d", c["reopened"], c0["reopened"]+1)
 		}
@@ -118,18 +90,14 @@ func TestWrongDeviceNotKept(t *testing.T) {
 	tp := topo4
 	spec := h.baseSpec(tp)
 	spec.Up.Mode, spec.Down.Mode, spec.Keep = engine.Hold, engine.Hold, true
-	h.insert(spec)
-	ref := newRefModel()
-	ref.insert(spec, 0)
-	ref.mtu = 1500
-	st := deviceStep{t, h, ref}
+	st := newTwin(t, h, spec)
 
 	data := tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: payload})
-	st.send("held client data on the server's device", data, h.ns.ifB, verdictDrop, "wrong_device")
+	st.sendOn("held client data on the server's device", data, h.ns.ifB, verdictDrop, "wrong_device")
 	if n := h.stats(spec.A).Up.Kept; n != 0 {
 		t.Errorf("%d segments kept from the wrong device", n)
 	}
-	st.send("held client data on its device", data, h.ns.ifA, verdictKept, "")
+	st.sendOn("held client data on its device", data, h.ns.ifA, verdictKept, "")
 	if n := h.stats(spec.A).Up.Kept; n != 1 {
 		t.Fatalf("%d segments kept, want 1", n)
 	}

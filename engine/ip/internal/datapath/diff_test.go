@@ -154,6 +154,7 @@ func sameState(e *spliceSpliceDir, r *refDir) string {
 	for _, c := range []pair{
 		{"snd_nxt", uint64(atomic.LoadUint32(&e.SndNxt)), uint64(r.sndNxt)},
 		{"ack_hi", uint64(atomic.LoadUint32(&e.AckHi)), uint64(r.ackHi)},
+		{"wnd_edge", uint64(atomic.LoadUint32(&e.WndEdge)), uint64(r.wndEdge)},
 		{"ts_last", uint64(atomic.LoadUint32(&e.TsLast)), uint64(r.tsLast)},
 		{"flags", uint64(atomic.LoadUint32(&e.Flags)), uint64(r.flags)},
 		{"win", uint64(e.Win), uint64(r.win)},
@@ -213,23 +214,30 @@ func randomSpec(rng *rand.Rand, h *harness, tp topo) PairSpec {
 }
 
 // randomSeg builds a segment in direction d (0 up, 1 down) around the
-// reference's current state: mostly valid, sometimes at the guards' edges,
-// sometimes far outside, with a random option mix.
+// reference's current state: mostly valid, sometimes at the guards' edges
+// (the span around snd_nxt, the receiver's window), sometimes far outside,
+// with a random option mix.
 func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) packet.Seg {
 	e, peer := ref.dirs[d], ref.dirs[d^1]
 	s := packet.Seg{Win: uint16(rng.Uint32()), IPID: uint16(rng.Uint32()), TTL: uint8(1 + rng.IntN(255))}
+	if rng.IntN(5) == 0 {
+		s.Win = uint16(rng.IntN(16)) // small or zero windows bring the other direction's edge close
+	}
 
 	seqSpan := span(peer.outShift)
+	wndEdge := peer.wndEdge - e.seqOff // the receiver's right edge, in the sender's space
 	switch r := rng.IntN(100); {
-	case r < 65:
+	case r < 62:
 		s.Seq = e.sndNxt
-	case r < 80:
+	case r < 77:
 		s.Seq = e.sndNxt - rng.Uint32N(5000)
-	case r < 88:
+	case r < 85:
 		s.Seq = e.sndNxt + rng.Uint32N(5000)
-	case r < 94:
+	case r < 91:
 		edge := []uint32{seqSpan, seqSpan + 1, -seqSpan, -seqSpan - 1}[rng.IntN(4)]
 		s.Seq = e.sndNxt + edge
+	case r < 97:
+		s.Seq = wndEdge + []uint32{^uint32(0), 0, 1, 1 + rng.Uint32N(3000)}[rng.IntN(4)]
 	default:
 		s.Seq = rng.Uint32()
 	}

@@ -1,4 +1,4 @@
-// Test helpers: a throwaway network namespace with the lab's two forwarder devices, a loaded datapath, and Program.Run inside that namespace.
+// Test helpers: a throwaway network namespace with the lab's two forwarder devices, a loaded datapath, Program.Run inside that namespace on a chosen device, and the program and the reference run side by side.
 
 package datapath
 
@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/testenv"
 
 	"github.com/splicer/splicer/engine/ip/internal/packet"
@@ -316,4 +317,57 @@ func dropDelta(before, after map[string]uint64) string {
 		}
 	}
 	return grew
+}
+
+// twin runs segments through the program and the reference of one pair
+// side by side: both must give the verdict and drop reason asked for, and
+// leave the same tracked state.
+type twin struct {
+	tb   testing.TB
+	h    *harness
+	ref  *refModel
+	spec PairSpec
+}
+
+// newTwin inserts spec into the program and a fresh reference.
+func newTwin(tb testing.TB, h *harness, spec PairSpec) *twin {
+	tb.Helper()
+	h.insert(spec)
+	ref := newRefModel()
+	ref.insert(spec, 0)
+	ref.mtu = 1500
+	return &twin{tb: tb, h: h, ref: ref, spec: spec}
+}
+
+// send sends seg on the device toward its source.
+func (w *twin) send(what string, seg packet.Seg, want int32, wantDrop string) {
+	w.tb.Helper()
+	w.sendOn(what, seg, w.h.deviceOf(seg.Bytes()), want, wantDrop)
+}
+
+// sendOn sends seg on device dev; wantDrop is the drop reason counted, "" for none.
+func (w *twin) sendOn(what string, seg packet.Seg, dev int, want int32, wantDrop string) {
+	w.tb.Helper()
+	frame := seg.Bytes()
+	before := w.h.drops()
+	refBefore := map[string]uint64{}
+	for k, v := range w.ref.drops {
+		refBefore[k] = v
+	}
+	verdict, _ := w.h.runOn(frame, dev)
+	drop := dropDelta(before, w.h.drops())
+	refVerdict, _ := w.ref.run(frame, dev)
+	refDrop := dropDelta(refBefore, w.ref.drops)
+	if verdict != want || drop != wantDrop {
+		w.tb.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
+	}
+	if refVerdict != want || refDrop != wantDrop {
+		w.tb.Errorf("%s: reference verdict %d drop %q, want %d %q", what, refVerdict, refDrop, want, wantDrop)
+	}
+	p := w.h.dp.pairs[w.spec.A.unmapped()]
+	for dir, rd := range []*refDir{w.ref.dirs[0], w.ref.dirs[1]} {
+		if err := sameState(w.h.dp.entry(p.slot(engine.Direction(dir))), rd); err != "" {
+			w.tb.Errorf("%s: direction %d: %s", what, dir, err)
+		}
+	}
 }
