@@ -63,18 +63,19 @@ func TestFollowerEndOfPair(t *testing.T) {
 		}
 		t.Cleanup(func() { dp.Delete(spec.A) })
 	}
-	// send runs a segment through the program, which must translate and
-	// redirect it; up and down send it from the client and the server.
-	send := func(s packet.Seg) {
+	// send runs a segment arriving on device dev through the program,
+	// which must translate and redirect it; up and down send it from the
+	// client and the server.
+	send := func(s packet.Seg, dev int) {
 		t.Helper()
 		var verdict int32
-		err := l.Fwd.Do(func() (err error) { verdict, _, err = dp.Run(s.Bytes()); return err })
+		err := l.Fwd.Do(func() (err error) { verdict, _, err = dp.Run(s.Bytes(), dev); return err })
 		if err != nil || verdict != 7 { // TC_ACT_REDIRECT
 			t.Fatalf("segment seq %d ack %d flags %#x: verdict %d, %v; want redirect", s.Seq, s.Ack, s.Flags, verdict, err)
 		}
 	}
-	up := func(spec datapath.PairSpec, s packet.Seg) { s.Src, s.Dst = spec.A.Src, spec.A.Dst; send(s) }
-	down := func(spec datapath.PairSpec, s packet.Seg) { s.Src, s.Dst = spec.B.Src, spec.B.Dst; send(s) }
+	up := func(spec datapath.PairSpec, s packet.Seg) { s.Src, s.Dst = spec.A.Src, spec.A.Dst; send(s, ifA) }
+	down := func(spec datapath.PairSpec, s packet.Seg) { s.Src, s.Dst = spec.B.Src, spec.B.Dst; send(s, ifB) }
 	follow := func(a datapath.Tuple) (engine.Result, bool) {
 		f := follower{p: engine.NewPair(1, "t", nil), a: a, dp: dp, lastMove: time.Now()}
 		return f.onTick(0)

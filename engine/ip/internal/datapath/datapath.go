@@ -335,6 +335,7 @@ var counterNames = [...]string{
 	spliceSpliceCounterSPLICE_DROP_HOLD_DROPPED: "hold_dropped",
 	spliceSpliceCounterSPLICE_DROP_MTU:          "mtu_exceeded",
 	spliceSpliceCounterSPLICE_DROP_REWRITE:      "rewrite_failed",
+	spliceSpliceCounterSPLICE_DROP_WRONG_DEVICE: "wrong_device",
 }
 
 // firstDrop is the index of the first drop reason in counterNames.

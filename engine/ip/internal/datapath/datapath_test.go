@@ -20,6 +20,9 @@ type tableCase struct {
 	want    func(t topo) packet.Seg // expected output; nil unless verdict is redirect
 	verdict int32
 	drop    string // expected drop reason when verdict is drop
+	// wrongDevice: the frame arrives on the harness device that does not
+	// lead to its source.
+	wrongDevice bool
 }
 
 // Shorthands for the base spec's values (harness.baseSpec).
@@ -243,8 +246,27 @@ func tableCases() []tableCase {
 			},
 			verdict: verdictRedirect,
 		},
+		{
+			name: "data starting at the edge of the receiver's window (ack + 65535 << 7 seeded) is forwarded: a zero-window probe starts there",
+			in: func(t topo) packet.Seg {
+				return t.up(packet.Seg{Seq: upNxt + 65535<<7, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: []byte{'x'}})
+			},
+			want: func(t topo) packet.Seg {
+				return t.upOut(packet.Seg{Seq: upNxt + 65535<<7 + upOff, Ack: downNxt, Flags: packet.ACK, Win: 9, Payload: []byte{'x'}})
+			},
+			verdict: verdictRedirect,
+		},
 
 		// Drops.
+		{name: "data starting one byte past the receiver's window (inside the span around snd_nxt)", in: func(t topo) packet.Seg {
+			return t.up(packet.Seg{Seq: upNxt + 65535<<7 + 1, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: payload})
+		}, verdict: verdictDrop, drop: "seq_out_of_window"},
+		{name: "FIN past the receiver's window, IPv6", v6: true, in: func(t topo) packet.Seg {
+			return t.down(packet.Seg{Seq: downNxt + 65535<<7 + 1, Ack: upNxt + upOff, Flags: packet.ACK | packet.FIN, Win: 9})
+		}, verdict: verdictDrop, drop: "seq_out_of_window"},
+		{name: "data past a narrower receiver's window: the receiver's own scale (3), not the sender's", tweak: func(s *PairSpec) { s.Down.InShift = 3 }, in: func(t topo) packet.Seg {
+			return t.up(packet.Seg{Seq: upNxt + 65535<<3 + 1, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: payload})
+		}, verdict: verdictDrop, drop: "seq_out_of_window"},
 		{name: "SYN on a spliced tuple", in: func(t topo) packet.Seg { return t.up(packet.Seg{Seq: 1, Flags: packet.SYN, Win: 9}) }, verdict: verdictDrop, drop: "syn_on_spliced"},
 		{name: "SYN-ACK on a spliced tuple", in: func(t topo) packet.Seg {
 			return t.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.SYN | packet.ACK})
@@ -289,8 +311,28 @@ func tableCases() []tableCase {
 		{name: "IPv4 first fragment of a spliced flow", in: func(t topo) packet.Seg {
 			return t.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, MF: true, Payload: payload})
 		}, verdict: verdictDrop, drop: "fragment"},
+		// A spliced flow's segment on the device that does not lead to its
+		// sender: forged on another link, so neither translated nor kept.
+		{name: "client data on the server's device", wrongDevice: true, in: func(t topo) packet.Seg {
+			return t.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.PSH, Win: 1000, Payload: payload})
+		}, verdict: verdictDrop, drop: "wrong_device"},
+		{name: "server data on the client's device, IPv6", v6: true, wrongDevice: true, in: func(t topo) packet.Seg {
+			return t.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Win: 500, Payload: payload})
+		}, verdict: verdictDrop, drop: "wrong_device"},
+		{name: "reset at the next byte on the wrong device", wrongDevice: true, in: func(t topo) packet.Seg {
+			return t.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.RST | packet.ACK})
+		}, verdict: verdictDrop, drop: "wrong_device"},
+		{name: "SYN on a spliced tuple on the wrong device", wrongDevice: true, in: func(t topo) packet.Seg {
+			return t.up(packet.Seg{Seq: 1, Flags: packet.SYN, Win: 9})
+		}, verdict: verdictDrop, drop: "wrong_device"},
+		{name: "held segment on the wrong device", wrongDevice: true, tweak: func(s *PairSpec) { s.Up.Mode = engine.Hold }, in: func(t topo) packet.Seg {
+			return t.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK})
+		}, verdict: verdictDrop, drop: "wrong_device"},
 		// Not ours: passed untouched to the next program or the stack.
 		{name: "another client's flow passes", in: func(t topo) packet.Seg {
+			return t.withPort(40001).up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK})
+		}, verdict: verdictPass},
+		{name: "another client's flow passes on any device", wrongDevice: true, in: func(t topo) packet.Seg {
 			return t.withPort(40001).up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK})
 		}, verdict: verdictPass},
 		{name: "another client's SYN passes", v6: true, in: func(t topo) packet.Seg { return t.withPort(40001).up(packet.Seg{Seq: 1, Flags: packet.SYN}) }, verdict: verdictPass},
@@ -331,10 +373,14 @@ func TestTable(t *testing.T) {
 			ref.mtu = 1500 // the harness devices'
 
 			in := tc.in(tp).Bytes()
+			dev := h.deviceOf(in)
+			if tc.wrongDevice {
+				dev = h.otherDevice(dev)
+			}
 			before := h.drops()
-			verdict, out := h.run(in)
+			verdict, out := h.runOn(in, dev)
 			drop := dropDelta(before, h.drops())
-			refVerdict, refOut := ref.run(in)
+			refVerdict, refOut := ref.run(in, dev)
 
 			if verdict != tc.verdict {
 				t.Fatalf("program verdict %d (drop %q), want %d", verdict, drop, tc.verdict)

@@ -69,27 +69,28 @@ func TestDifferential(t *testing.T) {
 			for k, v := range ref.drops {
 				refDrops[k] = v
 			}
-			v, out := h.run(frame)
-			rv, rout := ref.run(frame)
-			where := func() string { return hex.EncodeToString(frame) }
+			dev := randomDevice(rng, h, frame)
+			v, out := h.runOn(frame, dev)
+			rv, rout := ref.run(frame, dev)
+			where := func() string { return "device " + itoa(uint32(dev)) + " frame " + hex.EncodeToString(frame) }
 			if v != rv {
-				t.Fatalf("pair %d seg %d: program verdict %d, reference %d (drops %v -> %v)\nframe %s", i, j, v, rv, refDrops, ref.drops, where())
+				t.Fatalf("pair %d seg %d: program verdict %d, reference %d (drops %v -> %v)\n%s", i, j, v, rv, refDrops, ref.drops, where())
 			}
 			if got, want := dropDelta(before, h.drops()), dropDelta(refDrops, ref.drops); got != want {
-				t.Fatalf("pair %d seg %d: program dropped as %q, reference as %q\nframe %s", i, j, got, want, where())
+				t.Fatalf("pair %d seg %d: program dropped as %q, reference as %q\n%s", i, j, got, want, where())
 			}
 			if v == verdictRedirect {
 				redirected++
 				if err := packet.CheckChecksums(out); err != nil {
-					t.Fatalf("pair %d seg %d: %v\nframe %s", i, j, err, where())
+					t.Fatalf("pair %d seg %d: %v\n%s", i, j, err, where())
 				}
 				if !bytes.Equal(out, rout) {
-					t.Fatalf("pair %d seg %d: output differs\nframe %s\n  got %s\n want %s", i, j, where(), hex.EncodeToString(out), hex.EncodeToString(rout))
+					t.Fatalf("pair %d seg %d: output differs\n%s\n  got %s\n want %s", i, j, where(), hex.EncodeToString(out), hex.EncodeToString(rout))
 				}
 			}
 			for dir, rd := range []*refDir{ref.dirs[0], ref.dirs[1]} {
 				if err := sameState(h.dp.entry(p.slot(engine.Direction(dir))), rd); err != "" {
-					t.Fatalf("pair %d seg %d dir %d: %s\nframe %s", i, j, dir, err, where())
+					t.Fatalf("pair %d seg %d dir %d: %s\n%s", i, j, dir, err, where())
 				}
 			}
 		}
@@ -153,6 +154,7 @@ func sameState(e *spliceSpliceDir, r *refDir) string {
 	for _, c := range []pair{
 		{"snd_nxt", uint64(atomic.LoadUint32(&e.SndNxt)), uint64(r.sndNxt)},
 		{"ack_hi", uint64(atomic.LoadUint32(&e.AckHi)), uint64(r.ackHi)},
+		{"wnd_edge", uint64(atomic.LoadUint32(&e.WndEdge)), uint64(r.wndEdge)},
 		{"ts_last", uint64(atomic.LoadUint32(&e.TsLast)), uint64(r.tsLast)},
 		{"flags", uint64(atomic.LoadUint32(&e.Flags)), uint64(r.flags)},
 		{"win", uint64(e.Win), uint64(r.win)},
@@ -212,23 +214,30 @@ func randomSpec(rng *rand.Rand, h *harness, tp topo) PairSpec {
 }
 
 // randomSeg builds a segment in direction d (0 up, 1 down) around the
-// reference's current state: mostly valid, sometimes at the guards' edges,
-// sometimes far outside, with a random option mix.
+// reference's current state: mostly valid, sometimes at the guards' edges
+// (the span around snd_nxt, the receiver's window), sometimes far outside,
+// with a random option mix.
 func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) packet.Seg {
 	e, peer := ref.dirs[d], ref.dirs[d^1]
 	s := packet.Seg{Win: uint16(rng.Uint32()), IPID: uint16(rng.Uint32()), TTL: uint8(1 + rng.IntN(255))}
+	if rng.IntN(5) == 0 {
+		s.Win = uint16(rng.IntN(16)) // small or zero windows bring the other direction's edge close
+	}
 
 	seqSpan := span(peer.outShift)
+	wndEdge := peer.wndEdge - e.seqOff // the receiver's right edge, in the sender's space
 	switch r := rng.IntN(100); {
-	case r < 65:
+	case r < 62:
 		s.Seq = e.sndNxt
-	case r < 80:
+	case r < 77:
 		s.Seq = e.sndNxt - rng.Uint32N(5000)
-	case r < 88:
+	case r < 85:
 		s.Seq = e.sndNxt + rng.Uint32N(5000)
-	case r < 94:
+	case r < 91:
 		edge := []uint32{seqSpan, seqSpan + 1, -seqSpan, -seqSpan - 1}[rng.IntN(4)]
 		s.Seq = e.sndNxt + edge
+	case r < 97:
+		s.Seq = wndEdge + []uint32{^uint32(0), 0, 1, 1 + rng.Uint32N(3000)}[rng.IntN(4)]
 	default:
 		s.Seq = rng.Uint32()
 	}
@@ -283,6 +292,20 @@ func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) packe
 		return tp.up(s)
 	}
 	return tp.down(s)
+}
+
+// randomDevice is the device a generated frame arrives on: mostly the one
+// toward its source, sometimes the other harness device or loopback,
+// where its sender is not (a segment forged on another link).
+func randomDevice(rng *rand.Rand, h *harness, frame []byte) int {
+	dev := h.deviceOf(frame)
+	switch r := rng.IntN(100); {
+	case r < 6:
+		return h.otherDevice(dev)
+	case r < 8:
+		return 1 // loopback
+	}
+	return dev
 }
 
 func randomOpts(rng *rand.Rand, e *refDir, ack uint32) []byte {

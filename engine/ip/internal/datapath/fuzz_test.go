@@ -70,34 +70,35 @@ func FuzzDatapath(f *testing.F) {
 				// corrupt through the program, as it should).
 				refreshChecksums(frame)
 			}
-			compareRun(t, h, ref, p, frame)
+			compareRun(t, h, ref, p, frame, randomDevice(rng, h, frame))
 		}
 	})
 }
 
-// compareRun sends frame through the program and the reference and fails
-// t if they disagree on anything observable.
-func compareRun(t *testing.T, h *harness, ref *refModel, p *pair, frame []byte) {
+// compareRun sends frame through the program and the reference, arriving
+// on device dev, and fails t if they disagree on anything observable.
+func compareRun(t *testing.T, h *harness, ref *refModel, p *pair, frame []byte, dev int) {
 	t.Helper()
 	before := h.drops()
 	refDrops := map[string]uint64{}
 	for k, v := range ref.drops {
 		refDrops[k] = v
 	}
-	v, out := h.run(frame)
-	rv, rout := ref.run(frame)
+	v, out := h.runOn(frame, dev)
+	rv, rout := ref.run(frame, dev)
+	where := "device " + itoa(uint32(dev)) + " frame " + hex.EncodeToString(frame)
 	if v != rv {
-		t.Fatalf("program verdict %d, reference %d\nframe %s", v, rv, hex.EncodeToString(frame))
+		t.Fatalf("program verdict %d, reference %d\n%s", v, rv, where)
 	}
 	if got, want := dropDelta(before, h.drops()), dropDelta(refDrops, ref.drops); got != want {
-		t.Fatalf("program dropped as %q, reference as %q\nframe %s", got, want, hex.EncodeToString(frame))
+		t.Fatalf("program dropped as %q, reference as %q\n%s", got, want, where)
 	}
 	if v == verdictRedirect && !bytes.Equal(out, rout) {
-		t.Fatalf("output differs\nframe %s\n  got %s\n want %s", hex.EncodeToString(frame), hex.EncodeToString(out), hex.EncodeToString(rout))
+		t.Fatalf("output differs\n%s\n  got %s\n want %s", where, hex.EncodeToString(out), hex.EncodeToString(rout))
 	}
 	for dir, rd := range []*refDir{ref.dirs[0], ref.dirs[1]} {
 		if err := sameState(h.dp.entry(p.slot(engine.Direction(dir))), rd); err != "" {
-			t.Fatalf("dir %d: %s\nframe %s", dir, err, hex.EncodeToString(frame))
+			t.Fatalf("dir %d: %s\n%s", dir, err, where)
 		}
 	}
 }

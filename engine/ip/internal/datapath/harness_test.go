@@ -1,4 +1,4 @@
-// Test helpers: a throwaway network namespace with the lab's two forwarder devices, a loaded datapath, and Program.Run inside that namespace.
+// Test helpers: a throwaway network namespace with the lab's two forwarder devices, a loaded datapath, Program.Run inside that namespace on a chosen device, and the program and the reference run side by side.
 
 package datapath
 
@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/testenv"
 
 	"github.com/splicer/splicer/engine/ip/internal/packet"
@@ -198,17 +199,71 @@ func newHarness(tb testing.TB, opts Options) *harness {
 	return &harness{tb: tb, dp: dp, ns: ns}
 }
 
-// run passes one frame through the real program.
+// run passes one frame through the real program, arriving on the device
+// toward its source (deviceOf).
 func (h *harness) run(frame []byte) (int32, []byte) {
+	h.tb.Helper()
+	return h.runOn(frame, h.deviceOf(frame))
+}
+
+// runOn passes one frame through the real program as if it had arrived on
+// device ifindex.
+func (h *harness) runOn(frame []byte, ifindex int) (int32, []byte) {
 	h.tb.Helper()
 	var ret int32
 	var out []byte
 	var err error
-	h.ns.do(func() { ret, out, err = h.dp.Run(frame) })
+	h.ns.do(func() { ret, out, err = h.dp.Run(frame, ifindex) })
 	if err != nil {
 		h.tb.Fatalf("Program.Run: %v", err)
 	}
 	return ret, out
+}
+
+// The lab's links: the client's (device A) and the server's (device B).
+var (
+	linkA = []netip.Prefix{netip.MustParsePrefix("10.99.1.0/24"), netip.MustParsePrefix("fd00:99:1::/64")}
+	linkB = []netip.Prefix{netip.MustParsePrefix("10.99.2.0/24"), netip.MustParsePrefix("fd00:99:2::/64")}
+)
+
+// deviceOf is the device a frame arrives on: the one toward its source
+// address, as routing would have it; device A for a frame whose source
+// is on neither link or cannot be read.
+func (h *harness) deviceOf(frame []byte) int {
+	if src, ok := sourceOf(frame); ok && inLink(src, linkB) {
+		return h.ns.ifB
+	}
+	return h.ns.ifA
+}
+
+// otherDevice is the harness device a frame from ifindex's side does not
+// come in on.
+func (h *harness) otherDevice(ifindex int) int {
+	if ifindex == h.ns.ifA {
+		return h.ns.ifB
+	}
+	return h.ns.ifA
+}
+
+// sourceOf reads the source address of an IPv4 or IPv6 frame.
+func sourceOf(frame []byte) (netip.Addr, bool) {
+	const eth = packet.EthLen
+	switch {
+	case len(frame) >= eth+20 && frame[eth]>>4 == 4:
+		return netip.AddrFrom4([4]byte(frame[eth+12:])), true
+	case len(frame) >= eth+40 && frame[eth]>>4 == 6:
+		return netip.AddrFrom16([16]byte(frame[eth+8:])), true
+	}
+	return netip.Addr{}, false
+}
+
+func inLink(a netip.Addr, link []netip.Prefix) bool {
+	for _, p := range link {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // baseSpec is a pair on topology t with distinct, non-trivial offsets in
@@ -262,4 +317,57 @@ func dropDelta(before, after map[string]uint64) string {
 		}
 	}
 	return grew
+}
+
+// twin runs segments through the program and the reference of one pair
+// side by side: both must give the verdict and drop reason asked for, and
+// leave the same tracked state.
+type twin struct {
+	tb   testing.TB
+	h    *harness
+	ref  *refModel
+	spec PairSpec
+}
+
+// newTwin inserts spec into the program and a fresh reference.
+func newTwin(tb testing.TB, h *harness, spec PairSpec) *twin {
+	tb.Helper()
+	h.insert(spec)
+	ref := newRefModel()
+	ref.insert(spec, 0)
+	ref.mtu = 1500
+	return &twin{tb: tb, h: h, ref: ref, spec: spec}
+}
+
+// send sends seg on the device toward its source.
+func (w *twin) send(what string, seg packet.Seg, want int32, wantDrop string) {
+	w.tb.Helper()
+	w.sendOn(what, seg, w.h.deviceOf(seg.Bytes()), want, wantDrop)
+}
+
+// sendOn sends seg on device dev; wantDrop is the drop reason counted, "" for none.
+func (w *twin) sendOn(what string, seg packet.Seg, dev int, want int32, wantDrop string) {
+	w.tb.Helper()
+	frame := seg.Bytes()
+	before := w.h.drops()
+	refBefore := map[string]uint64{}
+	for k, v := range w.ref.drops {
+		refBefore[k] = v
+	}
+	verdict, _ := w.h.runOn(frame, dev)
+	drop := dropDelta(before, w.h.drops())
+	refVerdict, _ := w.ref.run(frame, dev)
+	refDrop := dropDelta(refBefore, w.ref.drops)
+	if verdict != want || drop != wantDrop {
+		w.tb.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
+	}
+	if refVerdict != want || refDrop != wantDrop {
+		w.tb.Errorf("%s: reference verdict %d drop %q, want %d %q", what, refVerdict, refDrop, want, wantDrop)
+	}
+	p := w.h.dp.pairs[w.spec.A.unmapped()]
+	for dir, rd := range []*refDir{w.ref.dirs[0], w.ref.dirs[1]} {
+		if err := sameState(w.h.dp.entry(p.slot(engine.Direction(dir))), rd); err != "" {
+			w.tb.Errorf("%s: direction %d: %s", what, dir, err)
+		}
+	}
 }

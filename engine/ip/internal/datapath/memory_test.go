@@ -64,12 +64,12 @@ func TestMemoryPerPair(t *testing.T) {
 	hashPerPair := float64(memlock(t, dp.objs.SpliceFlows)-before) / pairs
 	keyVal := 2 * (unsafe.Sizeof(spliceSpliceKey{}) + 4 + unsafe.Sizeof(spliceSpliceDir{}))
 	arrayPerPair := float64(memlock(t, dp.objs.SpliceDirs)) / capacity
-	t.Logf("per pair: %d bytes of keys and values (2 x (40 key + 4 slot + 96 entry)); kernel: %.0f bytes in the flow hash (allocated per pair) + %.0f bytes in the directional array (preallocated per pair of capacity)",
-		keyVal, hashPerPair, arrayPerPair)
+	t.Logf("per pair: %d bytes of keys and values (2 x (40 key + 4 slot + %d entry)); kernel: %.0f bytes in the flow hash (allocated per pair) + %.0f bytes in the directional array (preallocated per pair of capacity)",
+		keyVal, dirSize, hashPerPair, arrayPerPair)
 	if hashPerPair < 2*(40+4) || hashPerPair > 1024 {
 		t.Errorf("flow hash grew by %.0f bytes per pair", hashPerPair)
 	}
-	if arrayPerPair < 2*96 || arrayPerPair > 2*96+64 {
+	if arrayPerPair < float64(2*dirSize) || arrayPerPair > float64(2*dirSize+64) {
 		t.Errorf("directional array costs %.0f bytes per pair of capacity", arrayPerPair)
 	}
 }

@@ -120,8 +120,8 @@ func TestABI(t *testing.T) {
 	if got := unsafe.Sizeof(spliceSpliceKey{}); got != 40 {
 		t.Errorf("struct splice_key is %d bytes, README says 40", got)
 	}
-	if got := unsafe.Sizeof(spliceSpliceDir{}); got != 96 {
-		t.Errorf("struct splice_dir is %d bytes, README says 96", got)
+	if got := unsafe.Sizeof(spliceSpliceDir{}); got != 104 {
+		t.Errorf("struct splice_dir is %d bytes, README says 104", got)
 	}
 	spec, err := loadSplice()
 	if err != nil {

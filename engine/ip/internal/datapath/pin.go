@@ -40,7 +40,7 @@ func linkPin(dir string, ifindex int) string {
 
 // abiVersion is part of Layout: raise it for a change the layout hash
 // cannot see, such as a new meaning for an existing field or flag.
-const abiVersion = 2 // 2: held segments kept (splice_kept, the kept ring), not dropped
+const abiVersion = 3 // 2: held segments kept (splice_kept, the kept ring), not dropped; 3: the window guard (wnd_edge) and the device check
 
 // metaMagic opens the meta record ("SPLC").
 const metaMagic = 0x53504c43

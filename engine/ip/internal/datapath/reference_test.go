@@ -31,6 +31,7 @@ type refDir struct {
 	limitSeq              uint32
 	flags                 uint32
 	sndNxt, ackHi, tsLast uint32
+	wndEdge               uint32 // right edge of the window the sender offers, in the peer's output space
 	win                   uint16
 	bytes, packets        uint64
 }
@@ -77,6 +78,23 @@ func refDirFrom(out Tuple, ifindex int, s DirSpec) *refDir {
 		stripTS: s.StripTS, stripSACK: s.StripSACK, limited: s.Limited,
 		inShift: s.InShift, outShift: s.OutShift, limitSeq: s.LimitSeq,
 		sndNxt: s.SndNxt, ackHi: s.AckHi, tsLast: s.TSLast,
+		// The widest window the sender's scale can express, until its
+		// first ACK.
+		wndEdge: s.AckHi + 65535<<min(s.InShift, 14),
+	}
+}
+
+// noteWindow mirrors note_window: the first ACK's edge replaces the seed,
+// later ones only raise it.
+func (e *refDir) noteWindow(ack uint32, win uint16) {
+	edge := ack + uint32(win)<<min(e.inShift, 14)
+	if e.flags&flagWndSeen == 0 {
+		e.flags |= flagWndSeen
+		e.wndEdge = edge
+		return
+	}
+	if after(edge, e.wndEdge) {
+		e.wndEdge = edge
 	}
 }
 
@@ -166,9 +184,10 @@ func (m *refModel) drop(why string) (int32, []byte) {
 	return verdictDrop, nil
 }
 
-// run processes one frame as the program would: the verdict and, for a
-// redirect, the translated frame with checksums recomputed from scratch.
-func (m *refModel) run(frame []byte) (int32, []byte) {
+// run processes one frame arriving on device ifindex as the program
+// would: the verdict and, for a redirect, the translated frame with
+// checksums recomputed from scratch.
+func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 	f := append([]byte(nil), frame...)
 	if len(f) < packet.EthLen {
 		return verdictPass, nil
@@ -220,6 +239,11 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 	e, peer := m.dirs[slot], m.dirs[slot^1]
 	if e == nil || peer == nil {
 		return m.drop("no_entry")
+	}
+	// Only from the device toward the sender: where the peer direction's
+	// packets leave.
+	if ifindex != peer.ifindex {
+		return m.drop("wrong_device")
 	}
 	if frag {
 		return m.drop("fragment")
@@ -290,6 +314,11 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 	if flags&packet.FIN != 0 {
 		fin = 1
 	}
+	// Data or a FIN starting past the receiver's window (its ack plus its
+	// window) is dropped before it moves anything.
+	if (plen > 0 || fin == 1) && flags&packet.RST == 0 && after(seq, peer.wndEdge-e.seqOff) {
+		return m.drop("seq_out_of_window")
+	}
 	if (plen > 0 || fin == 1) && flags&packet.RST == 0 {
 		// Data past the boundary is kept for the control plane, and what
 		// it says about its sender is tracked.
@@ -300,8 +329,11 @@ func (m *refModel) run(frame []byte) (int32, []byte) {
 				if o.ts != 0 && (e.tsLast == 0 || after(tsval, e.tsLast)) {
 					e.tsLast = tsval
 				}
-				if flags&packet.ACK != 0 && after(ack, e.ackHi) {
-					e.ackHi = ack
+				if flags&packet.ACK != 0 {
+					if after(ack, e.ackHi) {
+						e.ackHi = ack
+					}
+					e.noteWindow(ack, win)
 				}
 			}
 			return v
@@ -398,6 +430,9 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 			peer.flags |= flagClosed
 		}
 		return
+	}
+	if flags&packet.ACK != 0 {
+		e.noteWindow(ack, win)
 	}
 	dataEnd := seq + plen
 	fin := uint32(0)

@@ -22,7 +22,7 @@ func TestResetClosesOnlyAtTheNextByte(t *testing.T) {
 			before := h.drops()
 			verdict, _ := h.run(frame)
 			drop := dropDelta(before, h.drops())
-			refVerdict, _ := ref.run(frame)
+			refVerdict, _ := ref.run(frame, h.deviceOf(frame))
 			if verdict != want || drop != wantDrop {
 				t.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
 			}

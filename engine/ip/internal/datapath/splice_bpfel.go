@@ -33,7 +33,8 @@ const (
 	spliceSpliceCounterSPLICE_DROP_HOLD_DROPPED spliceSpliceCounter = 14
 	spliceSpliceCounterSPLICE_DROP_MTU          spliceSpliceCounter = 15
 	spliceSpliceCounterSPLICE_DROP_REWRITE      spliceSpliceCounter = 16
-	spliceSpliceCounterSPLICE_CNT_MAX           spliceSpliceCounter = 17
+	spliceSpliceCounterSPLICE_DROP_WRONG_DEVICE spliceSpliceCounter = 17
+	spliceSpliceCounterSPLICE_CNT_MAX           spliceSpliceCounter = 18
 )
 
 type spliceSpliceCtlLayout uint32
@@ -59,10 +60,12 @@ type spliceSpliceDir struct {
 	Flags      uint32
 	SndNxt     uint32
 	AckHi      uint32
+	WndEdge    uint32
 	TsLast     uint32
 	Win        uint16
 	Pad        uint16
 	LastSeen   uint32
+	Pad2       uint32
 	Bytes      uint64
 	Packets    uint64
 }
@@ -101,6 +104,7 @@ const (
 	spliceSpliceFlagSPLICE_F_CLOSED    spliceSpliceFlag = 8
 	spliceSpliceFlagSPLICE_F_LIMIT_EV  spliceSpliceFlag = 16
 	spliceSpliceFlagSPLICE_F_WATCH_EV  spliceSpliceFlag = 32
+	spliceSpliceFlagSPLICE_F_WND_SEEN  spliceSpliceFlag = 64
 	spliceSpliceFlagSPLICE_F_KEPT_ONE  spliceSpliceFlag = 256
 	spliceSpliceFlagSPLICE_F_KEPT_MASK spliceSpliceFlag = 1073741568
 	spliceSpliceFlagSPLICE_F_PASS      spliceSpliceFlag = 1073741824

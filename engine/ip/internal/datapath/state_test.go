@@ -376,7 +376,8 @@ func TestKeep(t *testing.T) {
 	if n, ok, err := h.dp.StopKeeping(final.A, engine.Up, 2); !ok || err != nil || n != 2 {
 		t.Fatalf("StopKeeping: %d %v %v, want 2 true", n, ok, err)
 	}
-	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Payload: payload}), verdictRedirect)
+	// The client's window (9 << 7 bytes) takes the server's data below.
+	h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: payload}), verdictRedirect)
 	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Payload: payload}), verdictKept) // still keeping
 	if _, ok, err := h.dp.Release(final.A, engine.Down, 3); !ok || err != nil {
 		t.Fatalf("Release: %v %v", ok, err)

@@ -169,6 +169,7 @@ const (
 	flagClosed   = uint32(spliceSpliceFlagSPLICE_F_CLOSED)
 	flagLimitEv  = uint32(spliceSpliceFlagSPLICE_F_LIMIT_EV)
 	flagWatchEv  = uint32(spliceSpliceFlagSPLICE_F_WATCH_EV)
+	flagWndSeen  = uint32(spliceSpliceFlagSPLICE_F_WND_SEEN)
 
 	ctlMask        = uint32(spliceSpliceCtlLayoutSPLICE_CTL_FIELD_MASK)
 	ctlOptsPos     = uint32(spliceSpliceCtlLayoutSPLICE_CTL_OPTS_POS)
@@ -190,6 +191,15 @@ func (s DirSpec) ctl() uint32 {
 		opts |= optLimit
 	}
 	return uint32(s.Mode) | opts<<ctlOptsPos | uint32(s.InShift)<<ctlInShiftPos | uint32(s.OutShift)<<ctlOutShiftPos
+}
+
+// wndEdgeSeed is where the right edge of the window the sender offers
+// starts (splice_dir.wnd_edge, in the other direction's output space):
+// its latest ack plus the widest window its scale can express, an upper
+// bound for what it may have advertised, since the control plane does not
+// know its latest window. The first ACK the program forwards replaces it.
+func (s DirSpec) wndEdgeSeed() uint32 {
+	return s.AckHi + 65535<<min(s.InShift, 14)
 }
 
 func (s DirSpec) validate() error {
@@ -369,6 +379,7 @@ func newEntry(out Tuple, ifindex int, s DirSpec, now uint32, keep bool) spliceSp
 		LimitSeq:   s.LimitSeq,
 		SndNxt:     s.SndNxt,
 		AckHi:      s.AckHi,
+		WndEdge:    s.wndEdgeSeed(),
 		TsLast:     s.TSLast,
 		LastSeen:   now,
 	}
@@ -464,6 +475,9 @@ func (d *Datapath) writeDir(p *pair, dir engine.Direction, s DirSpec, ifindex in
 	atomic.StoreUint32(&e.LimitSeq, s.LimitSeq)
 	atomic.StoreUint32(&e.SndNxt, s.SndNxt)
 	atomic.StoreUint32(&e.AckHi, s.AckHi)
+	// A new seed, which the next ACK forwarded replaces (not only raises).
+	atomic.StoreUint32(&e.WndEdge, s.wndEdgeSeed())
+	atomic.AndUint32(&e.Flags, ^flagWndSeen)
 	if s.TSLast != 0 {
 		atomic.StoreUint32(&e.TsLast, s.TSLast)
 	}
@@ -675,6 +689,12 @@ type DirStats struct {
 	TSLast uint32
 	// Window is the last raw window field forwarded, before rescaling.
 	Window uint16
+	// WindowEdge is the right edge of the window the sender offered (its
+	// ack plus its window, scaled by its shift), in the other direction's
+	// output space, as AckHi: the highest forwarded, or the control
+	// plane's seed (AckHi + 65535 << InShift) until the first ACK. The
+	// other direction drops data or a FIN that starts past it.
+	WindowEdge uint32
 	// Bytes counts stream bytes forwarded (retransmissions once); Packets
 	// every packet forwarded.
 	Bytes, Packets uint64
@@ -720,9 +740,10 @@ func (d *Datapath) dirStats(s uint32, now time.Duration) DirStats {
 			Limited:  (ctl>>ctlOptsPos)&optLimit != 0,
 			LimitSeq: atomic.LoadUint32(&e.LimitSeq),
 		},
-		SndNxt: atomic.LoadUint32(&e.SndNxt),
-		AckHi:  atomic.LoadUint32(&e.AckHi),
-		TSLast: atomic.LoadUint32(&e.TsLast),
+		SndNxt:     atomic.LoadUint32(&e.SndNxt),
+		AckHi:      atomic.LoadUint32(&e.AckHi),
+		WindowEdge: atomic.LoadUint32(&e.WndEdge),
+		TSLast:     atomic.LoadUint32(&e.TsLast),
 		// Win shares a 32-bit word with padding; its low half on little-endian.
 		Window:       uint16(atomic.LoadUint32((*uint32)(unsafe.Pointer(&e.Win)))),
 		Bytes:        atomic.LoadUint64(&e.Bytes),

@@ -266,6 +266,47 @@ static __always_inline void note_ts(struct splice_dir *e, const struct seg *s)
 }
 
 /*
+ * note_window records the right edge of the window the segment's sender
+ * offers its peer: its ack plus its window, scaled by its own shift, in
+ * the peer's output space. The first ACK after the control plane seeded
+ * the edge (with the widest window the shift allows: it does not know the
+ * latest one) replaces the seed; later ones only raise it, so a reordered
+ * old ACK, or a forged in-window one with a zero window, cannot close the
+ * window on the peer (a receiver shrinking its window is rare, and what
+ * the sender sent into the old one was legitimate). Two CPUs racing on
+ * the first ACK may leave the lower edge until the next ACK.
+ */
+static __always_inline void note_window(struct splice_dir *e, const struct seg *s, __u32 ctl)
+{
+	__u32 shift = SPLICE_CTL_IN_SHIFT(ctl);
+	__u32 old;
+
+	if (shift > 14)
+		shift = 14;
+	__u32 edge = s->ack + ((__u32)s->win << shift);
+	if (!(READ_ONCE(e->flags) & SPLICE_F_WND_SEEN) &&
+	    !(__sync_fetch_and_or(&e->flags, SPLICE_F_WND_SEEN) & SPLICE_F_WND_SEEN)) {
+		WRITE_ONCE(e->wnd_edge, edge);
+		return;
+	}
+	advance(&e->wnd_edge, edge, &old);
+}
+
+/*
+ * beyond_window reports whether data or a FIN starts past the right edge
+ * of the receiver's window: its latest ack plus its advertised window
+ * (the peer direction's wnd_edge), taken into the sender's space. A
+ * segment starting exactly at the edge is not beyond it: a zero-window
+ * probe carrying a byte starts there, and its receiver must answer it.
+ */
+static __always_inline int beyond_window(const struct seg *s, const struct splice_dir *e, const struct splice_dir *peer)
+{
+	__u32 edge = READ_ONCE(peer->wnd_edge) - READ_ONCE(e->seq_off);
+
+	return seq_after(s->seq, edge);
+}
+
+/*
  * fits_mtu checks the packet against the peer device's MTU; a GSO packet is
  * checked segment by segment. Routing itself happens in
  * bpf_redirect_neigh: bpf_fib_lookup would demand IP forwarding enabled on
@@ -382,8 +423,10 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 		 */
 		if (s->seq == READ_ONCE(e->snd_nxt))
 			close_pair(e, peer, &p->key, s->seq);
-		return;
+		return; /* a reset's window offers nothing */
 	}
+	if (s->flags & TCP_ACK)
+		note_window(e, s, ctl);
 
 	__u32 data_end = s->seq + s->len;
 	__u32 fin = s->flags & TCP_FIN ? 1 : 0;
@@ -547,15 +590,17 @@ static __always_inline int keep(struct __sk_buff *skb, const struct pkt *p, cons
  * the receiver's acknowledgment is real even if its data waits, and
  * unsplicing waits for exactly that.
  */
-static __always_inline void track_kept(struct splice_dir *e, const struct seg *s)
+static __always_inline void track_kept(struct splice_dir *e, const struct seg *s, __u32 ctl)
 {
 	__u32 old;
 
 	WRITE_ONCE(e->last_seen, (__u32)(bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT));
 	WRITE_ONCE(e->win, s->win);
 	note_ts(e, s);
-	if (s->flags & TCP_ACK)
+	if (s->flags & TCP_ACK) {
 		advance(&e->ack_hi, s->ack, &old);
+		note_window(e, s, ctl);
+	}
 }
 
 /* reopen hands a SYN on the tuple of an ended pair (both FINs acknowledged,
@@ -643,6 +688,20 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	}
 
 	int carries = s.len > 0 || (s.flags & TCP_FIN);
+	/*
+	 * Data or a FIN starting past the receiver's window is dropped, before
+	 * it can move snd_nxt, the byte count, FIN_SEEN, or raise a watch or
+	 * limit event. Not passed on untracked: a receiver that takes it after
+	 * all (its window grew in an ACK still on its way here) would
+	 * acknowledge past snd_nxt, and the ack guard would then drop every
+	 * later ACK of that receiver for good. Dropped, it costs what the
+	 * receiver itself would do with it, a retransmission: the sender resends
+	 * from its snd_una, within the window, and the receiver's answer moves
+	 * the edge. Out-of-window segments were always dropped here (blind
+	 * injection, above); this bounds them by the window, not by a span.
+	 */
+	if (carries && !(s.flags & TCP_RST) && beyond_window(&s, e, peer))
+		return drop(SPLICE_DROP_SEQ); /* past the receiver's window: it would not take it either; forged or a broken sender */
 	if (carries && !(s.flags & TCP_RST)) {
 		/* A retransmission of bytes already forwarded passes a watch: the receiver's ack of them is what unsplicing waits for. */
 		int fresh = seq_after(s.seq + s.len + ((s.flags & TCP_FIN) ? 1 : 0), nxt);
@@ -651,7 +710,7 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 				emit(&p->key, SPLICE_EV_WATCH, s.seq);
 			int v = keep(skb, p, &s, e, 0);
 			if (v == TC_ACT_SHOT)
-				track_kept(e, &s); /* kept, or lost to a full ring: what it says of its sender holds either way */
+				track_kept(e, &s, ctl); /* kept, or lost to a full ring: what it says of its sender holds either way */
 			return v; /* the control plane takes this data into the rebuilt socket */
 		}
 		if (SPLICE_CTL_OPTS(ctl) & SPLICE_OPT_LIMIT) {
@@ -662,7 +721,7 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 					emit(&p->key, SPLICE_EV_LIMIT, nxt);
 				int v = keep(skb, p, &s, e, 0);
 				if (v == TC_ACT_SHOT)
-					track_kept(e, &s); /* kept, or lost to a full ring: what it says of its sender holds either way */
+					track_kept(e, &s, ctl); /* kept, or lost to a full ring: what it says of its sender holds either way */
 				return v; /* bytes past the limit belong to the control plane: kept for the rebuilt socket */
 			}
 		}
@@ -683,6 +742,23 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	return bpf_redirect_neigh(e->out_ifindex, 0, 0, 0);
 }
 
+/*
+ * from_sender_device reports whether the segment came in on the device
+ * toward its sender: the device the peer direction's packets leave
+ * through (the pair was spliced with one device toward each peer). A
+ * segment with a spliced pair's 4-tuple arriving on any other device did
+ * not come from that peer: someone who can put frames on another link
+ * (another tenant, another VLAN, a host on the server's side) forges it.
+ * It is dropped, not handed to the stack: there the forwarder's frozen
+ * socket would take it (moving the state that unsplicing and the drain
+ * read) or, the socket closed, the listener would answer it with a reset
+ * at a seq of the forger's choosing, toward the real peer.
+ */
+static __always_inline int from_sender_device(const struct __sk_buff *skb, const struct splice_dir *peer)
+{
+	return skb->ingress_ifindex == READ_ONCE(peer->out_ifindex);
+}
+
 SEC("tc")
 int splice_ingress(struct __sk_buff *skb)
 {
@@ -699,5 +775,7 @@ int splice_ingress(struct __sk_buff *skb)
 	struct splice_dir *peer = bpf_map_lookup_elem(&splice_dirs, &pi);
 	if (!e || !peer)
 		return drop(SPLICE_DROP_NO_ENTRY); /* a control-plane bug: the flow points past the table */
+	if (!from_sender_device(skb, peer))
+		return drop(SPLICE_DROP_WRONG_DEVICE); /* spoofed or misrouted: neither translated nor handed to the stack (see from_sender_device) */
 	return splice(skb, &p, e, peer);
 }

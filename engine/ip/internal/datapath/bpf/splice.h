@@ -68,6 +68,7 @@ enum splice_flag {
 	SPLICE_F_CLOSED = 8,	/* a reset ended the pair: forward nothing more */
 	SPLICE_F_LIMIT_EV = 16, /* the limit event was reported */
 	SPLICE_F_WATCH_EV = 32, /* the watch event was reported */
+	SPLICE_F_WND_SEEN = 64, /* wnd_edge comes from an ACK this direction forwarded, no longer the control plane's seed */
 	SPLICE_F_KEPT_ONE = 0x100,	   /* one kept segment in the count */
 	SPLICE_F_KEPT_MASK = 0x3fffff00,   /* the count of kept segments, modulo 2^22 */
 	SPLICE_F_PASS = 0x40000000,	   /* released: what would be kept goes to the stack (the forwarder's socket) */
@@ -79,7 +80,7 @@ enum splice_flag {
  * what the program has tracked. Slots 2n and 2n+1 of splice_dirs hold the
  * two directions of pair n, so a direction's peer is at slot ^ 1.
  * Sequence numbers are in the sender's (input) space unless said otherwise.
- * Layout: 96 bytes; the Go side reads and writes it through mmap.
+ * Layout: 104 bytes; the Go side reads and writes it through mmap.
  */
 struct splice_dir {
 	/* Rewrite target: the peer direction's key, source and destination swapped. */
@@ -96,10 +97,20 @@ struct splice_dir {
 	__u32 flags;	 /* enum splice_flag */
 	__u32 snd_nxt;	 /* highest seq + len (+1 for FIN) forwarded */
 	__u32 ack_hi;	 /* highest ack forwarded (it acknowledges the peer's output space) */
+	/*
+	 * Right edge of the window this direction's sender offers the peer
+	 * (ack + window << in_shift, in the peer's output space, as ack_hi):
+	 * the peer's data may not start past it. Seeded by the control plane
+	 * at ack_hi + (65535 << in_shift), the widest window the sender's
+	 * scale can express; the first ACK forwarded replaces the seed
+	 * (SPLICE_F_WND_SEEN), later ones only raise it.
+	 */
+	__u32 wnd_edge;
 	__u32 ts_last;	 /* latest TSval seen, 0 if none */
 	__u16 win;	 /* last raw (unscaled) window field forwarded */
 	__u16 pad;
 	__u32 last_seen; /* bpf_ktime_get_coarse_ns() >> 20 of the last forwarded packet */
+	__u32 pad2;	 /* bytes stays 8-byte aligned */
 	__u64 bytes;	 /* stream bytes forwarded: advances of snd_nxt, FIN excluded */
 	__u64 packets;	 /* packets forwarded, retransmissions included */
 };
@@ -172,11 +183,12 @@ enum splice_counter {
 	SPLICE_DROP_HOLD,	  /* held with neither keeping nor passing (a caller that does not keep) */
 	SPLICE_DROP_SYN,	  /* SYN on a spliced 4-tuple */
 	SPLICE_DROP_NO_ACK,	  /* neither ACK nor RST: invalid on a synchronized connection */
-	SPLICE_DROP_SEQ,	  /* seq outside the tracked window: blind injection */
+	SPLICE_DROP_SEQ,	  /* seq far from the tracked edge (blind injection), or data/FIN starting past the receiver's window */
 	SPLICE_DROP_ACK,	  /* ack of data never sent, or far behind: blind injection */
 	SPLICE_DROP_HOLD_DROPPED, /* a segment to keep that the full kept ring could not take */
 	SPLICE_DROP_MTU,	  /* the packet (or a GSO segment) does not fit the peer device's MTU */
 	SPLICE_DROP_REWRITE,	  /* a store or checksum helper failed */
+	SPLICE_DROP_WRONG_DEVICE, /* a spliced flow's segment arrived on another device than the one toward its sender */
 	SPLICE_CNT_MAX,
 };
 
