@@ -117,7 +117,9 @@ func TestTeardownToTimeWait(t *testing.T) {
 	if rm, err := h.dp.Sweep(now); err != nil || len(rm) != 0 {
 		t.Fatalf("Sweep before 2MSL removed %v (%v)", rm, err)
 	}
-	rm, err := h.dp.Sweep(now + 30*time.Second)
+	// Past 2MSL by one unit of the stamps (2^timeShift ns): ages are
+	// counted in whole units, so 30 s on the dot may read as a unit less.
+	rm, err := h.dp.Sweep(now + 30*time.Second + 1<<timeShift)
 	if err != nil || len(rm) != 1 || rm[0].Pair != a || rm[0].Reason != "time_wait" {
 		t.Fatalf("Sweep after 2MSL: %v (%v)", rm, err)
 	}
@@ -153,7 +155,7 @@ func TestSYNReopensEndedPair(t *testing.T) {
 	h.send(tp.up(packet.Seg{Seq: clientFINEnd + 1001, Ack: 1, Flags: packet.ACK}), verdictPass)
 	// The server's retransmitted FIN is still translated.
 	h.send(tp.down(packet.Seg{Seq: downNxt, Ack: clientFINEnd + upOff, Flags: packet.ACK | packet.FIN}), verdictRedirect)
-	rm, err := h.dp.Sweep(Now() + 30*time.Second)
+	rm, err := h.dp.Sweep(Now() + 30*time.Second + 1<<timeShift) // one unit past 2MSL, as above
 	if err != nil || len(rm) != 1 || rm[0].Pair != a {
 		t.Fatalf("Sweep after 2MSL: %v (%v)", rm, err)
 	}
