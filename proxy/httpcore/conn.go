@@ -189,7 +189,7 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 	if !st.waited {
 		st.waited = true
 		for st.written < len(st.send) {
-			k, err := syscall.Write(int(fd), st.send[st.written:])
+			k, err := sendNow(int(fd), st.send[st.written:])
 			if err == syscall.EINTR {
 				continue
 			}
@@ -204,7 +204,7 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 		return false
 	}
 	for {
-		n, err := syscall.Read(int(fd), st.buf)
+		n, err := recvNow(int(fd), st.buf)
 		if err == syscall.EINTR {
 			continue
 		}
