@@ -35,8 +35,8 @@ type fastFields struct {
 // fastParse splits a complete head (start line, fields, empty line, CRLF
 // line ends) into its start line and fields, checking what ValidateHead
 // checks of every field line; ok false: not a common head. A request's
-// Host goes to f only.
-func fastParse(head []byte, isRequest bool) (h http.Header, f fastFields, ok bool) {
+// Host goes to f only. The header map and its values are mem's, if not nil.
+func fastParse(head []byte, isRequest bool, mem *headerMem) (h http.Header, f fastFields, ok bool) {
 	n := len(head)
 	if n < 4 || string(head[n-4:]) != "\r\n\r\n" {
 		return nil, f, false
@@ -48,8 +48,7 @@ func fastParse(head []byte, isRequest bool) (h http.Header, f fastFields, ok boo
 		return nil, f, false
 	}
 	f.start = s[:end-1]
-	h = make(http.Header, lines-1)
-	vals := make([]string, lines-1)
+	h, vals := mem.take(lines - 1)
 	for i, rest := 0, s[end+1:]; rest != ""; i++ {
 		end := strings.IndexByte(rest, '\n')
 		if end < 1 || rest[end-1] != '\r' {
@@ -96,6 +95,44 @@ func fastParse(head []byte, isRequest bool) (h http.Header, f fastFields, ok boo
 		}
 	}
 	return h, f, true
+}
+
+// headerMem is a header map and an array for its values, kept from one
+// head to the next by a Conn whose proxy holds no request or response past
+// its exchange (Conn.Reuse): building a head's map in the last one's
+// memory saves two of a small exchange's allocations per head and most of
+// its bytes, and with them garbage collections (one every ~70 ms at 20k
+// requests/s with the 4 MB minimum heap).
+type headerMem struct {
+	h    http.Header
+	vals []string
+}
+
+// take returns an empty header map and n empty values: m's, cleared, or
+// new ones when m is nil.
+func (m *headerMem) take(n int) (http.Header, []string) {
+	if m == nil {
+		return make(http.Header, n), make([]string, n)
+	}
+	if m.h == nil {
+		m.h = make(http.Header, n)
+	}
+	clear(m.h)
+	if cap(m.vals) < n {
+		m.vals = make([]string, n)
+	}
+	vals := m.vals[:n]
+	clear(vals) // no string of the last head stays reachable through it
+	return m.h, vals
+}
+
+// exchangeMem is the memory of a Conn's last parsed request and response
+// (see headerMem), for its next ones.
+type exchangeMem struct {
+	req      requestAlloc
+	resp     http.Response
+	reqHead  headerMem
+	respHead headerMem
 }
 
 // printable reports whether s is only printable ASCII and HTAB.
@@ -149,9 +186,14 @@ func containsToken(values []string, token string) bool {
 }
 
 // fastRequest parses a common request head as http.ReadRequest would, with
-// ValidateHead's checks; ok false sends the caller to those two.
-func fastRequest(head []byte) (*http.Request, bool) {
-	h, f, ok := fastParse(head, true)
+// ValidateHead's checks; ok false sends the caller to those two. The
+// request is built in mem's memory if mem is not nil.
+func fastRequest(head []byte, mem *exchangeMem) (*http.Request, bool) {
+	var hm *headerMem
+	if mem != nil {
+		hm = &mem.reqHead
+	}
+	h, f, ok := fastParse(head, true, hm)
 	if !ok {
 		return nil, false
 	}
@@ -161,7 +203,12 @@ func fastRequest(head []byte) (*http.Request, bool) {
 	if !ok || !isToken(method) || method == "CONNECT" {
 		return nil, false
 	}
-	r := &requestAlloc{}
+	var r *requestAlloc
+	if mem != nil {
+		r = &mem.req
+	} else {
+		r = new(requestAlloc)
+	}
 	if !fastURL(&r.url, target) {
 		return nil, false
 	}
@@ -220,9 +267,14 @@ func plainPath(c byte) bool {
 
 // fastResponse parses a common response head to req, one with a
 // Content-Length and a body, as http.ReadResponse would, with
-// ValidateHead's checks; ok false sends the caller to those two.
-func fastResponse(head []byte, req *http.Request) (*http.Response, bool) {
-	h, f, ok := fastParse(head, false)
+// ValidateHead's checks; ok false sends the caller to those two. The
+// response is built in mem's memory if mem is not nil.
+func fastResponse(head []byte, req *http.Request, mem *exchangeMem) (*http.Response, bool) {
+	var hm *headerMem
+	if mem != nil {
+		hm = &mem.respHead
+	}
+	h, f, ok := fastParse(head, false, hm)
 	if !ok || f.lengths != 1 || req != nil && req.Method == http.MethodHead {
 		return nil, false
 	}
@@ -248,8 +300,15 @@ func fastResponse(head []byte, req *http.Request) (*http.Response, bool) {
 	} else if closing {
 		delete(h, "Connection")
 	}
-	return &http.Response{
+	var resp *http.Response
+	if mem != nil {
+		resp = &mem.resp
+	} else {
+		resp = new(http.Response)
+	}
+	*resp = http.Response{
 		Status: status, StatusCode: code, Proto: proto, ProtoMajor: 1, ProtoMinor: minor,
 		Header: h, Body: http.NoBody, ContentLength: f.length, Close: closing, Request: req,
-	}, true
+	}
+	return resp, true
 }
