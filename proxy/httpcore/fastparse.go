@@ -108,17 +108,22 @@ type headerMem struct {
 	vals []string
 }
 
+// keptFields bounds the header maps and value arrays a headerMem keeps.
+const keptFields = 32
+
 // take returns an empty header map and n empty values: m's, cleared, or
 // new ones when m is nil.
 func (m *headerMem) take(n int) (http.Header, []string) {
 	if m == nil {
 		return make(http.Header, n), make([]string, n)
 	}
-	if m.h == nil {
+	if m.h == nil || len(m.h) > keptFields {
+		// A map grown by an unusual head is not kept: clearing it
+		// would cost every later head as much.
 		m.h = make(http.Header, n)
 	}
 	clear(m.h)
-	if cap(m.vals) < n {
+	if cap(m.vals) < n || cap(m.vals) > keptFields {
 		m.vals = make([]string, n)
 	}
 	vals := m.vals[:n]

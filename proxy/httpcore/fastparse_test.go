@@ -126,3 +126,21 @@ func BenchmarkParseRequest(b *testing.B) {
 		}
 	})
 }
+
+// TestHeaderMemDropsLargeMaps: the memory of a head with many fields is not
+// kept for the next head, which would pay to clear it.
+func TestHeaderMemDropsLargeMaps(t *testing.T) {
+	var m headerMem
+	h, _ := m.take(2)
+	h["A"] = []string{"1"}
+	if again, _ := m.take(2); len(again) != 0 || reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(h).UnsafePointer() {
+		t.Fatal("a small map was not kept, cleared")
+	}
+	big, vals := m.take(keptFields + 1)
+	for i := range keptFields + 1 {
+		big[string(rune('A'+i))] = vals[i : i+1]
+	}
+	if next, vals := m.take(2); reflect.ValueOf(next).UnsafePointer() == reflect.ValueOf(big).UnsafePointer() || cap(vals) > keptFields {
+		t.Fatal("a map of more than keptFields fields was kept")
+	}
+}
