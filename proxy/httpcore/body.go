@@ -59,15 +59,15 @@ var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-A
 // StripHopByHop removes the hop-by-hop headers of h, including those the
 // Connection header names.
 func StripHopByHop(h http.Header) {
-	for _, v := range h.Values("Connection") {
-		for _, name := range strings.Split(v, ",") {
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
 				h.Del(name)
 			}
 		}
 	}
 	for _, name := range hopByHop {
-		h.Del(name)
+		delete(h, name) // h.Del without canonicalizing names that are canonical: every request pays it
 	}
 }
 
