@@ -42,14 +42,13 @@ func fastParse(head []byte, isRequest bool, mem *headerMem) (h http.Header, f fa
 		return nil, f, false
 	}
 	s := string(head[:n-2]) // every line with its CRLF
-	lines := strings.Count(s, "\n")
 	end := strings.IndexByte(s, '\n')
 	if end < 1 || s[end-1] != '\r' || !printable(s[:end-1]) {
 		return nil, f, false
 	}
 	f.start = s[:end-1]
-	h, vals := mem.take(lines - 1)
-	for i, rest := 0, s[end+1:]; rest != ""; i++ {
+	h, vals := mem.take(s[end+1:])
+	for rest := s[end+1:]; rest != ""; {
 		end := strings.IndexByte(rest, '\n')
 		if end < 1 || rest[end-1] != '\r' {
 			return nil, f, false // a bare LF
@@ -60,7 +59,7 @@ func fastParse(head []byte, isRequest bool, mem *headerMem) (h http.Header, f fa
 		if colon <= 0 || !isToken(line[:colon]) {
 			return nil, f, false // obs-fold, no name, whitespace before the colon, a name that is no token
 		}
-		value := strings.Trim(line[colon+1:], " \t")
+		value := trimBlanks(line[colon+1:])
 		if !printable(value) {
 			return nil, f, false
 		}
@@ -84,16 +83,20 @@ func fastParse(head []byte, isRequest bool, mem *headerMem) (h http.Header, f fa
 		if key == "Host" && isRequest {
 			continue // net/http keeps it in Request.Host only
 		}
-		vals[i] = value
 		if vv := h[key]; vv != nil {
 			h[key] = append(vv, value)
 		} else {
-			h[key] = vals[i : i+1 : i+1]
+			// Each value in vals, which may move as it grows: the
+			// fields already in h keep the old array.
+			vals = append(vals, value)
+			k := len(vals)
+			h[key] = vals[k-1 : k : k]
 		}
 		if key == "Connection" {
 			f.connection = h[key]
 		}
 	}
+	mem.keep(vals)
 	return h, f, true
 }
 
@@ -111,24 +114,32 @@ type headerMem struct {
 // keptFields bounds the header maps and value arrays a headerMem keeps.
 const keptFields = 32
 
-// take returns an empty header map and n empty values: m's, cleared, or
-// new ones when m is nil.
-func (m *headerMem) take(n int) (http.Header, []string) {
+// take returns an empty header map and an empty array for the values of
+// fields, the field lines of a head: m's, cleared, or new ones sized for
+// fields when m is nil (a Conn that reuses memory does not count them).
+func (m *headerMem) take(fields string) (http.Header, []string) {
 	if m == nil {
-		return make(http.Header, n), make([]string, n)
+		n := strings.Count(fields, "\n")
+		return make(http.Header, n), make([]string, 0, n)
 	}
 	if m.h == nil || len(m.h) > keptFields {
 		// A map grown by an unusual head is not kept: clearing it
 		// would cost every later head as much.
-		m.h = make(http.Header, n)
+		m.h = make(http.Header)
 	}
 	clear(m.h)
-	if cap(m.vals) < n || cap(m.vals) > keptFields {
-		m.vals = make([]string, n)
+	if cap(m.vals) > keptFields {
+		m.vals = nil
 	}
-	vals := m.vals[:n]
-	clear(vals) // no string of the last head stays reachable through it
-	return m.h, vals
+	clear(m.vals[:cap(m.vals)]) // no string of the last head stays reachable through it
+	return m.h, m.vals[:0]
+}
+
+// keep keeps the array vals grew into for the next head, if m is not nil.
+func (m *headerMem) keep(vals []string) {
+	if m != nil {
+		m.vals = vals
+	}
 }
 
 // exchangeMem is the memory of a Conn's last parsed request and response

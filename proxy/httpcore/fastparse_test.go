@@ -118,6 +118,13 @@ func BenchmarkParseRequest(b *testing.B) {
 			fastRequest(head, nil)
 		}
 	})
+	b.Run("fast-reuse", func(b *testing.B) {
+		b.ReportAllocs()
+		mem := new(exchangeMem)
+		for range b.N {
+			fastRequest(head, mem)
+		}
+	})
 	b.Run("net-http", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
@@ -131,16 +138,19 @@ func BenchmarkParseRequest(b *testing.B) {
 // kept for the next head, which would pay to clear it.
 func TestHeaderMemDropsLargeMaps(t *testing.T) {
 	var m headerMem
-	h, _ := m.take(2)
+	h, vals := m.take("")
 	h["A"] = []string{"1"}
-	if again, _ := m.take(2); len(again) != 0 || reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(h).UnsafePointer() {
-		t.Fatal("a small map was not kept, cleared")
+	m.keep(append(vals, "1"))
+	if again, vals := m.take(""); len(again) != 0 || reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(h).UnsafePointer() || len(vals) != 0 || vals[:1][0] != "" {
+		t.Fatal("a small map and its values were not kept, cleared")
 	}
-	big, vals := m.take(keptFields + 1)
+	big, vals := m.take("")
 	for i := range keptFields + 1 {
+		vals = append(vals, "v")
 		big[string(rune('A'+i))] = vals[i : i+1]
 	}
-	if next, vals := m.take(2); reflect.ValueOf(next).UnsafePointer() == reflect.ValueOf(big).UnsafePointer() || cap(vals) > keptFields {
+	m.keep(vals)
+	if next, vals := m.take(""); reflect.ValueOf(next).UnsafePointer() == reflect.ValueOf(big).UnsafePointer() || cap(vals) > keptFields {
 		t.Fatal("a map of more than keptFields fields was kept")
 	}
 }
