@@ -59,15 +59,15 @@ var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-A
 // StripHopByHop removes the hop-by-hop headers of h, including those the
 // Connection header names.
 func StripHopByHop(h http.Header) {
-	for _, v := range h.Values("Connection") {
-		for _, name := range strings.Split(v, ",") {
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
 				h.Del(name)
 			}
 		}
 	}
 	for _, name := range hopByHop {
-		h.Del(name)
+		delete(h, name) // h.Del without canonicalizing names that are canonical: every request pays it
 	}
 }
 
@@ -162,7 +162,7 @@ type headField struct {
 // 100-continue itself) and the proxy's framing fields, sorted by name,
 // each line as http.Header.Write writes it.
 func appendFields(b []byte, h http.Header, request bool, framing []headField) []byte {
-	var arr [32]headField
+	var arr [16]headField // enough for most heads: zeroing a larger array costs every head
 	fields := arr[:0]
 	conn := h["Connection"]
 	for name, values := range h {
@@ -200,12 +200,24 @@ func appendFields(b []byte, h http.Header, request bool, framing []headField) []
 func appendField(b []byte, name, v string) []byte {
 	b = append(b, name...)
 	b = append(b, ": "...)
-	v = strings.Trim(v, " \t")
-	if strings.ContainsAny(v, "\r\n") {
+	v = trimBlanks(v)
+	if strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0 {
 		v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 	}
 	b = append(b, v...)
 	return append(b, "\r\n"...)
+}
+
+// trimBlanks is strings.Trim(v, " \t") without building a set of the two
+// characters for every field of every head.
+func trimBlanks(v string) string {
+	for v != "" && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for v != "" && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
 }
 
 // isHopByHop reports whether name (canonical) is in hopByHop.

@@ -59,6 +59,9 @@ type Conn struct {
 	// client connection of another class are not interchangeable (see
 	// proxy.DialClass).
 	Class string
+	// mem, if not nil, is where each request and response is built, in
+	// the memory of the last ones (see Reuse).
+	mem *exchangeMem
 	// requests counts the request heads read.
 	requests int
 	// stopped is set when the pair is interrupted: its upstream may carry
@@ -189,7 +192,7 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 	if !st.waited {
 		st.waited = true
 		for st.written < len(st.send) {
-			k, err := syscall.Write(int(fd), st.send[st.written:])
+			k, err := sendNow(int(fd), st.send[st.written:])
 			if err == syscall.EINTR {
 				continue
 			}
@@ -204,7 +207,7 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 		return false
 	}
 	for {
-		n, err := syscall.Read(int(fd), st.buf)
+		n, err := recvNow(int(fd), st.buf)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -282,6 +285,16 @@ func (c *Conn) Splice(ctx context.Context, opts engine.Options) (engine.Result, 
 		c.up.dl.lift()
 	}
 	return c.S.Splice(ctx, opts)
+}
+
+// Reuse has the requests ReadRequest returns and the responses RoundTrip
+// returns built in the memory of the connection's last ones: for a proxy
+// that keeps neither (nor their header maps) once Relay returned. Their
+// strings stay the proxy's to keep.
+func (c *Conn) Reuse() {
+	if c.mem == nil {
+		c.mem = new(exchangeMem)
+	}
 }
 
 // NewConn starts serving the client of s.

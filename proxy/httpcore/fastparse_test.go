@@ -34,55 +34,78 @@ var fastSeeds = []string{
 }
 
 // FuzzFastParse holds fastRequest and fastResponse to the full path: a head
-// they take, ValidateHead passes and net/http parses to the same fields.
+// they take, ValidateHead passes and net/http parses to the same fields;
+// built in new memory or in that of an earlier exchange (Conn.Reuse).
 func FuzzFastParse(f *testing.F) {
 	for _, s := range fastSeeds {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, head []byte, isHead bool) {
-		if req, ok := fastRequest(head); ok {
-			if err := ValidateHead(head, true); err != nil {
-				t.Fatalf("fastRequest took %q, which ValidateHead refuses: %v", head, err)
-			}
-			want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
-			if err != nil {
-				t.Fatalf("fastRequest took %q, which net/http refuses: %v", head, err)
-			}
-			want.Body = http.NoBody
-			if !reflect.DeepEqual(req, want) {
-				t.Fatalf("%q:\nfast     %+v %+v\nnet/http %+v %+v", head, req, req.URL, want, want.URL)
-			}
-		}
-		method := http.MethodGet
-		if isHead {
-			method = http.MethodHead
-		}
-		req := &http.Request{Method: method}
-		if resp, ok := fastResponse(head, req); ok {
-			if err := ValidateHead(head, false); err != nil {
-				t.Fatalf("fastResponse took %q, which ValidateHead refuses: %v", head, err)
-			}
-			want, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), req)
-			if err != nil {
-				t.Fatalf("fastResponse took %q, which net/http refuses: %v", head, err)
-			}
-			want.Body = http.NoBody
-			if !reflect.DeepEqual(resp, want) {
-				t.Fatalf("%q:\nfast     %+v\nnet/http %+v", head, resp, want)
-			}
-		}
+		checkFastParse(t, head, isHead, nil)
+		checkFastParse(t, head, isHead, usedMem(t))
 	})
+}
+
+// usedMem is exchange memory that held a request and a response with more
+// fields than most, as a Conn's would after an exchange.
+func usedMem(tb testing.TB) *exchangeMem {
+	tb.Helper()
+	mem := new(exchangeMem)
+	req, ok := fastRequest([]byte(fastSeeds[3]), mem)
+	if !ok {
+		tb.Fatal("seed request declined")
+	}
+	req.Header["Forwarded"] = []string{"for=1.2.3.4"} // as a proxy adds
+	if _, ok := fastResponse([]byte(fastSeeds[15]), req, mem); !ok {
+		tb.Fatal("seed response declined")
+	}
+	return mem
+}
+
+func checkFastParse(t *testing.T, head []byte, isHead bool, mem *exchangeMem) {
+	t.Helper()
+	if req, ok := fastRequest(head, mem); ok {
+		if err := ValidateHead(head, true); err != nil {
+			t.Fatalf("fastRequest took %q, which ValidateHead refuses: %v", head, err)
+		}
+		want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+		if err != nil {
+			t.Fatalf("fastRequest took %q, which net/http refuses: %v", head, err)
+		}
+		want.Body = http.NoBody
+		if !reflect.DeepEqual(req, want) {
+			t.Fatalf("%q:\nfast     %+v %+v\nnet/http %+v %+v", head, req, req.URL, want, want.URL)
+		}
+	}
+	method := http.MethodGet
+	if isHead {
+		method = http.MethodHead
+	}
+	req := &http.Request{Method: method}
+	if resp, ok := fastResponse(head, req, mem); ok {
+		if err := ValidateHead(head, false); err != nil {
+			t.Fatalf("fastResponse took %q, which ValidateHead refuses: %v", head, err)
+		}
+		want, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), req)
+		if err != nil {
+			t.Fatalf("fastResponse took %q, which net/http refuses: %v", head, err)
+		}
+		want.Body = http.NoBody
+		if !reflect.DeepEqual(resp, want) {
+			t.Fatalf("%q:\nfast     %+v\nnet/http %+v", head, resp, want)
+		}
+	}
 }
 
 // TestFastParseCommon: the heads of a plain GET and its response take the
 // fast path.
 func TestFastParseCommon(t *testing.T) {
-	req, ok := fastRequest([]byte(fastSeeds[1]))
+	req, ok := fastRequest([]byte(fastSeeds[1]), nil)
 	if !ok {
 		t.Fatal("a common request declined")
 	}
-	if _, ok := fastResponse([]byte(fastSeeds[15]), req); !ok {
+	if _, ok := fastResponse([]byte(fastSeeds[15]), req, nil); !ok {
 		t.Fatal("a common response declined")
 	}
 }
@@ -92,7 +115,14 @@ func BenchmarkParseRequest(b *testing.B) {
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			fastRequest(head)
+			fastRequest(head, nil)
+		}
+	})
+	b.Run("fast-reuse", func(b *testing.B) {
+		b.ReportAllocs()
+		mem := new(exchangeMem)
+		for range b.N {
+			fastRequest(head, mem)
 		}
 	})
 	b.Run("net-http", func(b *testing.B) {
@@ -102,4 +132,25 @@ func BenchmarkParseRequest(b *testing.B) {
 			parseRequest(head)
 		}
 	})
+}
+
+// TestHeaderMemDropsLargeMaps: the memory of a head with many fields is not
+// kept for the next head, which would pay to clear it.
+func TestHeaderMemDropsLargeMaps(t *testing.T) {
+	var m headerMem
+	h, vals := m.take("")
+	h["A"] = []string{"1"}
+	m.keep(append(vals, "1"))
+	if again, vals := m.take(""); len(again) != 0 || reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(h).UnsafePointer() || len(vals) != 0 || vals[:1][0] != "" {
+		t.Fatal("a small map and its values were not kept, cleared")
+	}
+	big, vals := m.take("")
+	for i := range keptFields + 1 {
+		vals = append(vals, "v")
+		big[string(rune('A'+i))] = vals[i : i+1]
+	}
+	m.keep(vals)
+	if next, vals := m.take(""); reflect.ValueOf(next).UnsafePointer() == reflect.ValueOf(big).UnsafePointer() || cap(vals) > keptFields {
+		t.Fatal("a map of more than keptFields fields was kept")
+	}
 }

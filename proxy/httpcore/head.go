@@ -252,7 +252,7 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	case err != nil:
 		return nil, errors.Join(ErrNoRequest, err) // the client went away mid-head: nobody to answer
 	}
-	req, ok := fastRequest(head)
+	req, ok := fastRequest(head, c.mem)
 	if !ok {
 		if err := ValidateHead(head, true); err != nil {
 			// A head the next hop could frame differently than we do.
@@ -380,7 +380,7 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 		if err != nil {
 			return nil, err
 		}
-		resp, ok := fastResponse(head, req)
+		resp, ok := fastResponse(head, req, c.mem)
 		if !ok {
 			if err := ValidateHead(head, false); err != nil {
 				return nil, fmt.Errorf("upstream response: %w", err)

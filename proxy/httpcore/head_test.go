@@ -119,3 +119,21 @@ func TestResponseHeadSaysWhetherTheConnectionStays(t *testing.T) {
 		t.Errorf("closing: %q", got)
 	}
 }
+
+func TestStripHopByHop(t *testing.T) {
+	h := http.Header{
+		"Connection":        {"X-Secret, keep-alive", " upgrade"},
+		"Keep-Alive":        {"timeout=5"},
+		"Transfer-Encoding": {"chunked"},
+		"Content-Length":    {"3"},
+		"Proxy-Connection":  {"close"},
+		"Te":                {"trailers"},
+		"Upgrade":           {"websocket"},
+		"X-Secret":          {"named by Connection"},
+		"Accept":            {"*/*"},
+	}
+	StripHopByHop(h)
+	if len(h) != 1 || h.Get("Accept") != "*/*" {
+		t.Errorf("left %v, want only Accept", h)
+	}
+}

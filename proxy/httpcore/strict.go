@@ -107,12 +107,22 @@ func equalFold(b []byte, s string) bool {
 // isToken reports whether b is an RFC 9110 token.
 func isToken[T string | []byte](b T) bool {
 	for i := range len(b) {
-		if c := b[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+		if !tokenChar[b[i]] {
 			return false
 		}
 	}
 	return len(b) > 0
 }
+
+// tokenChar holds the characters of RFC 9110 tokens: a table, since every
+// field name of every head is checked (a search of the delimiters per
+// character was a quarter of writing a small response's head).
+var tokenChar = func() (t [256]bool) {
+	for c := '!'; c < 0x7f; c++ {
+		t[c] = !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, c)
+	}
+	return t
+}()
 
 // validHost reports whether h can be a URI authority's host[:port]
 // (RFC 3986: reg-name, IPv4 or a bracketed IPv6 literal): no whitespace,

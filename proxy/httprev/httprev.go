@@ -185,18 +185,21 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	c := httpcore.NewConn(s, p.Limits, p.IdleTimeout)
 	c.ProxyProtocol = p.ProxyProtocol
 	c.Pool, c.Class = p.Idle, proxy.DialClass(s)
+	c.Reuse()         // handle keeps no request or response past its exchange
+	var fwd [3]string // the forwarding fields' values, each request's in turn
 	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
-		return p.handle(ctx, c, req)
+		return p.handle(ctx, c, req, &fwd)
 	})
 }
 
-// handle routes one request, relays it and its response.
-func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request) (bool, error) {
+// handle routes one request, relays it and its response. fwd holds the
+// forwarding fields' values while the request lives.
+func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request, fwd *[3]string) (bool, error) {
 	rt := p.route(req)
 	if rt == nil {
 		return false, httpcore.Errorf(http.StatusNotFound, "no route for host %q path %q", req.Host, req.URL.Path)
 	}
-	addForwarded(req, c.ClientIP(), p.trusts(c.ClientIP()))
+	addForwarded(req, c.ClientIP(), p.trusts(c.ClientIP()), fwd)
 	srv, err := p.connect(ctx, c, rt.Pool, c.ClientIP())
 	if err != nil {
 		return false, err
@@ -265,7 +268,8 @@ func (p *Proxy) trusts(ip string) bool {
 // said; an untrusted client's own forwarding fields are dropped, so it
 // cannot pass itself off as someone else. The Host pasted in was checked
 // by ValidateHead (no quotes or separators can escape the quoted string).
-func addForwarded(req *http.Request, clientIP string, trusted bool) {
+// The three fields' values are kept in v, which must outlive the request.
+func addForwarded(req *http.Request, clientIP string, trusted bool, v *[3]string) {
 	h := req.Header
 	if !trusted {
 		for _, name := range forwardingFields {
@@ -282,9 +286,8 @@ func addForwarded(req *http.Request, clientIP string, trusted bool) {
 	} else {
 		fwd = "for=" + node + ";proto=http"
 	}
-	// One array for the three fields' values: a request's allocations
-	// were a measurable share of its cost.
-	v := make([]string, 3)
+	// One array for the three fields' values, the connection's: a
+	// request's allocations were a measurable share of its cost.
 	v[0], v[1], v[2] = appended(h, "Forwarded", fwd), appended(h, "X-Forwarded-For", clientIP), "http"
 	h["Forwarded"], h["X-Forwarded-For"], h["X-Forwarded-Proto"] = v[0:1:1], v[1:2:2], v[2:3:3]
 }
