@@ -1,4 +1,4 @@
-// Delivering the bytes buffered in the forwarder at splice time: a small retransmitting sender that injects them at their sequence numbers through a raw socket until the ACK the datapath tracks passes their end.
+// Delivering the bytes buffered in the forwarder at splice time: a small retransmitting sender that injects them at their sequence numbers, new runs as GSO packets (gso.go) and retransmissions through a raw socket, until the ACK the datapath tracks passes their end.
 
 package ip
 
