@@ -1,11 +1,14 @@
-// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes, unsplices and failed unsplices, clock probes and clocks read, grace periods by the softirq watch and by visits.
+// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes and the packets that carried them, unsplices and failed unsplices, clock probes and clocks read, grace periods by the softirq watch and by visits.
 
 package ip
 
 // Counters implements engine.Counters: every datapath counter (drops by
 // reason, "forwarded", "event_lost"), "drained_pairs" and
 // "drained_bytes" (pairs spliced with bytes the forwarder held, and those
-// bytes), "unsplices" (pairs given back in control mode) and
+// bytes), "drained_packets" and "drained_gso_packets" (packets that
+// carried owed bytes for the first time, and the GSO packets among them,
+// each of several segments), "drained_retransmits" (owed segments sent
+// again), "unsplices" (pairs given back in control mode) and
 // "unsplice_failed" (pairs reset because they could not be given back
 // safely), "clock_probes" (window probes sent to learn a peer's
 // timestamp clock) and "clocks_read" (peers' clocks read from the
@@ -17,14 +20,17 @@ func (e *Engine) Counters() map[string]uint64 {
 	dp := e.dp
 	e.mu.Unlock()
 	out := map[string]uint64{
-		"drained_pairs":   uint64(e.drainedPairs.Load()),
-		"drained_bytes":   uint64(e.drainedBytes.Load()),
-		"unsplices":       uint64(e.unspl.ok.Load()),
-		"unsplice_failed": uint64(e.unspl.failed.Load()),
-		"clock_probes":    uint64(e.clockProbes.Load()),
-		"clocks_read":     uint64(e.clocksRead.Load()),
-		"graces_watched":  uint64(e.gracesWatched.Load()),
-		"graces_visited":  uint64(e.gracesVisited.Load()),
+		"drained_pairs":       uint64(e.drainedPairs.Load()),
+		"drained_bytes":       uint64(e.drainedBytes.Load()),
+		"drained_packets":     uint64(e.inject.drainPackets.Load()),
+		"drained_gso_packets": uint64(e.inject.drainGSO.Load()),
+		"drained_retransmits": uint64(e.inject.drainResent.Load()),
+		"unsplices":           uint64(e.unspl.ok.Load()),
+		"unsplice_failed":     uint64(e.unspl.failed.Load()),
+		"clock_probes":        uint64(e.clockProbes.Load()),
+		"clocks_read":         uint64(e.clocksRead.Load()),
+		"graces_watched":      uint64(e.gracesWatched.Load()),
+		"graces_visited":      uint64(e.gracesVisited.Load()),
 	}
 	if dp == nil {
 		return out

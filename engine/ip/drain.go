@@ -1,4 +1,4 @@
-// Delivering the bytes buffered in the forwarder at splice time: a small retransmitting sender that injects them at their sequence numbers through a raw socket until the ACK the datapath tracks passes their end.
+// Delivering the bytes buffered in the forwarder at splice time: a small retransmitting sender that injects them at their sequence numbers, new runs as GSO packets (gso.go) and retransmissions through a raw socket, until the ACK the datapath tracks passes their end.
 
 package ip
 
@@ -57,6 +57,10 @@ type owed struct {
 	rto, rto0    time.Duration
 	done         bool
 	sent, resent int // segments, for the log
+	// path takes new runs of owed bytes to the receiver as GSO packets
+	// (gso.go); nil: one segment at a time through the raw socket.
+	path       *linkPath
+	gsoPackets int // for the log
 	// Loss recovery without SACK (NewReno, RFC 6582): the receiver's
 	// packets since the ACK last advanced count as duplicate ACKs;
 	// recovering until the ACK reaches recover, each partial ACK
@@ -91,6 +95,13 @@ func (o *owed) end() uint32 { return o.start + uint32(len(o.data)) + b2u(o.fin) 
 type injector struct {
 	mu       sync.Mutex
 	fd4, fd6 int // -1 until opened
+	// gso sends the drains' new runs of owed bytes as GSO packets; nil
+	// until the engine is loaded (useHome).
+	gso atomic.Pointer[gsoInjector]
+	// drainPackets counts the packets that carried owed bytes for the
+	// first time (a GSO packet once), drainGSO the GSO packets among
+	// them, drainResent the segments retransmitted: Counters.
+	drainPackets, drainGSO, drainResent atomic.Int64
 }
 
 func newInjector() *injector { return &injector{fd4: -1, fd6: -1} }
@@ -122,7 +133,16 @@ func (in *injector) open(v6 bool, do func(func() error) error) (int, error) {
 	return nfd, nil
 }
 
+// useHome lets the drains send GSO packets in the engine's home
+// namespace h.
+func (in *injector) useHome(h *homeNS, log *slog.Logger) {
+	in.gso.Store(newGSOInjector(h, log))
+}
+
 func (in *injector) close() {
+	if g := in.gso.Load(); g != nil {
+		g.close()
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, fd := range []*int{&in.fd4, &in.fd6} {
@@ -157,6 +177,14 @@ type segFields struct {
 // buildSegment writes an IPv4 or IPv6 packet carrying one TCP segment
 // with ACK and PSH into buf and returns it; checksums included.
 func buildSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, payload []byte) []byte {
+	pkt, tcp := writeSegment(buf, src, dst, seq, f, payload)
+	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(pseudoSum(src.Addr(), dst.Addr(), len(tcp)), tcp)))
+	return pkt
+}
+
+// writeSegment is buildSegment without the TCP checksum (0): it returns
+// the packet and its TCP part.
+func writeSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, payload []byte) (pkt, tcp []byte) {
 	tcpLen := 20 + len(payload)
 	if f.ts {
 		tcpLen += tsOptLen
@@ -165,10 +193,10 @@ func buildSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, 
 	if !src.Addr().Is4() {
 		ipLen = 40
 	}
-	pkt := buf[:ipLen+tcpLen]
+	pkt = buf[:ipLen+tcpLen]
 	clear(pkt[:ipLen+tcpLen-len(payload)])
 	putIPHeader(pkt[:ipLen], src.Addr(), dst.Addr(), tcpLen)
-	tcp := pkt[ipLen:]
+	tcp = pkt[ipLen:]
 	binary.BigEndian.PutUint16(tcp[0:], src.Port())
 	binary.BigEndian.PutUint16(tcp[2:], dst.Port())
 	binary.BigEndian.PutUint32(tcp[4:], seq)
@@ -191,8 +219,7 @@ func buildSegment(buf []byte, src, dst netip.AddrPort, seq uint32, f segFields, 
 	}
 	binary.BigEndian.PutUint16(tcp[14:], f.win)
 	copy(tcp[hlen:], payload)
-	binary.BigEndian.PutUint16(tcp[16:], ^uint16(checksum(pseudoSum(src.Addr(), dst.Addr(), tcpLen), tcp)))
-	return pkt
+	return pkt, tcp
 }
 
 // buildKept writes into buf an IPv4 or IPv6 packet carrying a kept
@@ -340,10 +367,14 @@ func (d *drainer) start() error {
 		return err
 	}
 	d.started = true
-	d.buf = make([]byte, 60+tsOptLen+65536)
+	d.buf = make([]byte, vnetHdrLen+ethHdrLen+60+tsOptLen+65536)
+	g := d.in.gso.Load()
 	for _, o := range d.dirs {
 		o.acked, o.nxt, o.lastMove, o.rto = o.start, o.start, now, o.rto0
 		o.ackPackets = st.Dir(1 - o.dir).Packets
+		if g != nil && len(o.data) > o.mss {
+			o.path = g.path(d.outDevice(o), o.dst.Addr())
+		}
 	}
 	for _, o := range d.dirs {
 		for d.step(o, st, now) {
@@ -426,6 +457,7 @@ func (d *drainer) step(o *owed, st datapath.PairStats, now time.Time) bool {
 		// again (also a window probe; the receiver answers it).
 		d.send(o, o.acked, f)
 		o.resent++
+		d.in.drainResent.Add(1)
 		o.lastMove, o.rto = now, min(2*o.rto, drainMaxRTO)
 	}
 	edge := o.edge0
@@ -434,14 +466,60 @@ func (d *drainer) step(o *owed, st datapath.PairStats, now time.Time) bool {
 		d.relayWindow(o, st, edge)
 	}
 	limit := seqMin(end, edge)
-	for n := 0; seqLess(o.nxt, limit); n++ {
-		if n == drainBurst {
+	for n := 0; seqLess(o.nxt, limit); {
+		if n >= drainBurst {
 			return true
 		}
-		o.nxt += uint32(d.send(o, o.nxt, f))
-		o.sent++
+		space, segs := d.sendNew(o, limit, drainBurst-n, f)
+		o.nxt += uint32(space)
+		o.sent += segs
+		n += segs
 	}
 	return false
+}
+
+// outDevice is the forwarder's device toward o's receiver.
+func (d *drainer) outDevice(o *owed) int {
+	if o.dir == engine.Up {
+		return d.spec.IfindexB
+	}
+	return d.spec.IfindexA
+}
+
+// sendNew sends owed bytes for the first time from o.nxt, below limit
+// and in at most maxSegs segments: as one GSO packet when they fill more
+// than one segment and o has a path for it, else one segment. It returns
+// the sequence space sent and the segments it makes.
+func (d *drainer) sendNew(o *owed, limit uint32, maxSegs int, f segFields) (space, segs int) {
+	d.in.drainPackets.Add(1)
+	if o.path != nil {
+		if space, segs, ok := d.sendGSO(o, limit, maxSegs, f); ok {
+			return space, segs
+		}
+	}
+	return d.send(o, o.nxt, f), 1
+}
+
+// sendGSO sends the owed bytes from o.nxt below limit, as many segments
+// as one GSO packet to o.path takes (at most maxSegs), if they fill more
+// than one segment. A packet the kernel refuses ends GSO for this drain:
+// the caller sends one segment instead.
+func (d *drainer) sendGSO(o *owed, limit uint32, maxSegs int, f segFields) (space, segs int, ok bool) {
+	off := int(o.nxt - o.start)
+	hdrLen := 40 + 20 + tsOptLen // IP and TCP headers at most, options included
+	n := min(int(limit-o.nxt), len(o.data)-off, o.path.maxPayload(hdrLen, o.mss), maxSegs*o.mss)
+	if n <= o.mss {
+		return 0, 0, false
+	}
+	f.fin = o.fin && off+n == len(o.data) // the kernel keeps it on the last segment only
+	pkt := buildGSO(d.buf, o.path, o.src, o.dst, o.nxt, f, o.data[off:off+n], o.mss)
+	if err := d.in.gso.Load().send(o.path, pkt); err != nil && !errors.Is(err, unix.ENOBUFS) && !errors.Is(err, unix.EAGAIN) {
+		o.path = nil
+		return 0, 0, false
+	}
+	d.in.drainGSO.Add(1)
+	o.gsoPackets++
+	return n + int(b2u(f.fin)), (n + o.mss - 1) / o.mss, true
 }
 
 // relayWindow tells the sender of o's direction the receiver's window
@@ -479,6 +557,7 @@ func (d *drainer) relayWindow(o *owed, st datapath.PairStats, edge uint32) {
 func (d *drainer) fastRetransmit(o *owed, f segFields) {
 	d.send(o, o.acked, f)
 	o.fastResent++
+	d.in.drainResent.Add(1)
 }
 
 // fields are the ACK, window and timestamps of the drain's next segments
@@ -513,7 +592,7 @@ func (d *drainer) send(o *owed, seq uint32, f segFields) int {
 func (d *drainer) logDone(log *slog.Logger, pair uint64, err error) {
 	args := []any{"pair", pair}
 	for _, o := range d.dirs {
-		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments, %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs, %d windows relayed to the sender", len(o.data), o.sent, o.resent, o.rto0, o.fastResent, o.relayed))
+		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments (%d GSO packets), %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs, %d windows relayed to the sender", len(o.data), o.sent, o.gsoPackets, o.resent, o.rto0, o.fastResent, o.relayed))
 	}
 	if err != nil {
 		log.Info("drain ended early", append(args, "err", err)...)

@@ -168,6 +168,7 @@ func (e *Engine) loadLocked() error {
 		return err
 	}
 	e.home, e.dp = home, dp
+	e.inject.useHome(home, e.log)
 	if e.opts.PinDir != "" {
 		// What earlier processes left is adopted before the first
 		// splice, so /flows and the sweeper have it from the start.
