@@ -166,7 +166,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	var read programReading
 	var probed time.Time
 	tGrace0 := time.Now()
-	grace := e.graces.Start()
+	grace := e.startGrace()
 	if early {
 		if sa, sb, err = freezePair(client, up, pa.Ifindex, pb.Ifindex); err != nil {
 			return undo("%v", err)
@@ -177,13 +177,13 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 				return undo("%v", err)
 			}
 		}
-		<-grace
+		grace()
 		// Segments that were already past tc when the pair was inserted
 		// have reached the sockets by now: this reading is final.
 		sa, sb, err = rereadPair(client, up, sa, sb)
 	} else {
 		sa, sb, err = freezeInfoPair(client, up, pa.Ifindex, pb.Ifindex)
-		<-grace
+		grace()
 		if err == nil {
 			sa, sb, read, known, err = e.readFinal(client, up, sa, sb, known)
 		}
@@ -458,6 +458,19 @@ func freezeWith(freeze func(*net.TCPConn) (tcprepair.State, error), client, up *
 		return sa, sb, errors.New(reason)
 	}
 	return sa, sb, nil
+}
+
+// startGrace begins a grace period and returns the wait for its end. A
+// visit to every CPU takes tens of microseconds and runs on a goroutine
+// of its own beside the caller's work; the softirq watch takes one map
+// read, less than handing it to another goroutine (which may wake an idle
+// CPU), so it runs in the returned wait.
+func (e *Engine) startGrace() (wait func()) {
+	if e.bh != nil && !e.bhOff.Load() {
+		return e.graces.Wait
+	}
+	ch := e.graces.Start()
+	return func() { <-ch }
 }
 
 // attachOne attaches the datapath to device i, and the softirq watch's
