@@ -71,7 +71,8 @@ func (el *engineLab) checkNoRetransmission(tb testing.TB, before peerCounters) {
 			tb.Logf("the %s sent %d tail loss probe(s) (a hold longer than its probe timer)", peer.name, probes)
 		}
 		if d := moved("TcpRetransSegs"); d > probes {
-			tb.Errorf("the %s retransmitted %d segments, %d of them loss probes", peer.name, d, probes)
+			tb.Errorf("the %s retransmitted %d segments, %d of them loss probes (fast retransmits %d, SACK recoveries %d, reno recoveries %d, SACK reneging %d)", peer.name, d, probes,
+				moved("TcpExtTCPFastRetrans"), moved("TcpExtTCPSackRecovery"), moved("TcpExtTCPRenoRecovery"), moved("TcpExtTCPSACKReneging"))
 		}
 		for _, c := range []string{"TcpExtTCPTimeouts", "TcpExtTCPSpuriousRTOs"} {
 			if d := moved(c); d != 0 {
