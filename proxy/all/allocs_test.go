@@ -4,14 +4,10 @@ package all_test
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net"
 	"strings"
 	"testing"
-
-	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 )
 
 // maxAllocsPerRequest is the proxy's budget for one 1 KiB GET on a kept
@@ -26,19 +22,7 @@ func TestHTTPReverseAllocsPerRequest(t *testing.T) {
 	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: application/octet-stream\r\n" +
 		"Date: Wed, 25 Nov 2026 12:00:00 GMT\r\n\r\n" + body)
 	up := rawBackend(t, func(c net.Conn) { answerEveryHead(c, resp) })
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: copy, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, up)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fwdtest.Start(t, cfg.Listeners...)
-	c, err := net.Dial("tcp", f.Addr("rev").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialReverse(t, "copy", up)
 	req := []byte("GET /obj/1024 HTTP/1.1\r\nHost: app.example\r\nUser-Agent: wrk\r\n\r\n")
 	buf := make([]byte, 4<<10)
 	get := func() {

@@ -6,14 +6,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -29,19 +26,7 @@ func BenchmarkHTTPReverse(b *testing.B) {
 
 func benchReverse(b *testing.B, size int64) {
 	up := httpOrigin(b)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: pipe, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, up)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := fwdtest.Start(b, cfg.Listeners...)
-	c, err := net.Dial("tcp", f.Addr("rev").String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dialReverse(b, "pipe", up)
 	r := bufio.NewReader(c)
 	req := []byte("GET " + origin.ObjectPath(size) + " HTTP/1.1\r\nHost: app.example\r\n\r\n")
 	b.SetBytes(size)

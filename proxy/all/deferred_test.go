@@ -7,31 +7,16 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/origin"
 )
 
 func TestSmallResponsesPipelined(t *testing.T) {
 	up := httpOrigin(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: pipe, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, up)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fwdtest.Start(t, cfg.Listeners...)
-	c, err := net.Dial("tcp", f.Addr("rev").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialReverse(t, "pipe", up)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	sizes := []int64{1 << 10, 10, 2 << 10, 100 << 10, 5}
 	var reqs bytes.Buffer

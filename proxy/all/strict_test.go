@@ -17,6 +17,26 @@ import (
 // httpOrigin serves the origin's HTTP protocol on loopback.
 func httpOrigin(tb testing.TB) string { return fwdtest.HTTPOrigin(tb) }
 
+// dialReverse starts an http-reverse listener with engine in front of
+// upstream and returns a connection to it, closed when the test ends.
+func dialReverse(tb testing.TB, engine, upstream string) net.Conn {
+	tb.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: %s, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
+`, engine, upstream)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := fwdtest.Start(tb, cfg.Listeners...)
+	c, err := net.Dial("tcp", f.Addr("rev").String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
 // rawBackend runs serve on every connection to a loopback port until the
 // test ends, and returns the address.
 func rawBackend(tb testing.TB, serve func(c net.Conn)) string {
