@@ -127,18 +127,18 @@ func NetnsCookie(c *net.TCPConn) (cookie uint64, err error) {
 // Freeze puts c in repair mode, in which it sends nothing, not even
 // when closed, and reads its state. The caller thaws it or closes it.
 func Freeze(c *net.TCPConn) (State, error) {
-	s, err := freeze(c, true)
-	return s, err
+	return freeze(c, readFrozen)
 }
 
 // FreezeInfo is Freeze that reads only TCP_INFO: the caller completes
 // the state with ApplySeqs, from a reading it made another way (one run
 // of the peerclock program for both sockets of a pair), or with Reread.
 func FreezeInfo(c *net.TCPConn) (State, error) {
-	return freeze(c, false)
+	return freeze(c, readInfo)
 }
 
-func freeze(c *net.TCPConn, seqs bool) (State, error) {
+// freeze puts c in repair mode and reads it with read.
+func freeze(c *net.TCPConn, read func(fd int, s *State) error) (State, error) {
 	var s State
 	local, remote, err := Addrs(c)
 	if err != nil {
@@ -149,31 +149,27 @@ func freeze(c *net.TCPConn, seqs bool) (State, error) {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
 			return fmt.Errorf("TCP_REPAIR (needs CAP_NET_ADMIN): %w", err)
 		}
-		if err := readInfo(fd, &s); err != nil || !seqs {
-			return err
-		}
-		q, err := readSeqs(fd)
-		if err == nil {
-			s.ApplySeqs(q)
-		}
-		return err
+		return read(fd, &s)
 	})
 	return s, err
 }
 
 // Reread reads a frozen c's state again.
 func Reread(c *net.TCPConn, s State) (State, error) {
-	err := WithFD(c, func(fd int) error {
-		if err := readInfo(fd, &s); err != nil {
-			return err
-		}
-		q, err := readSeqs(fd)
-		if err == nil {
-			s.ApplySeqs(q)
-		}
-		return err
-	})
+	err := WithFD(c, func(fd int) error { return readFrozen(fd, &s) })
 	return s, err
+}
+
+// readFrozen reads a frozen socket's TCP_INFO and queues.
+func readFrozen(fd int, s *State) error {
+	if err := readInfo(fd, s); err != nil {
+		return err
+	}
+	q, err := readSeqs(fd)
+	if err == nil {
+		s.ApplySeqs(q)
+	}
+	return err
 }
 
 // Seqs is what a frozen socket's queues say: its sequence numbers, the
