@@ -31,11 +31,14 @@ type listener struct {
 	// matchMSS: upstream connections announce the client's MSS (see
 	// session.withClientMSS), because the chain holds engine ip.
 	matchMSS bool
-	log      *slog.Logger
-	ln       net.Listener
-	active   atomic.Int64
-	access   *access
-	nextID   *atomic.Uint64
+	// rcvBuf bounds the upstream connections' receive buffers (bytes), 0
+	// for the kernel's autotuning: upstreamRcvBuf.
+	rcvBuf int
+	log    *slog.Logger
+	ln     net.Listener
+	active atomic.Int64
+	access *access
+	nextID *atomic.Uint64
 	// codes caches the listener's HTTP status counters (1xx..5xx), so a
 	// request does not pay a label lookup.
 	codes [6]atomic.Pointer[prometheus.Counter]
@@ -62,6 +65,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc,
 		matchMSS: needsMatchedMSS(chain), log: f.log.With("listener", lc.Name)}
+	l.rcvBuf = upstreamRcvBuf(lc, l.matchMSS)
 	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
 		reason := f.engines.Reason(want)
@@ -85,6 +89,26 @@ func needsMatchedMSS(chain []engine.Engine) bool {
 		}
 	}
 	return false
+}
+
+// upstreamRcvBuf is the receive buffer of an http-reverse listener's
+// upstream connections (config.UpstreamPool.ReceiveBuffer): as
+// configured, or by default bounded where engine ip may splice the
+// bodies (relays, as for matchMSS), so that a pooled connection's window
+// stays one a client connection takes. Other kinds splice their
+// upstreams until the end, or dial one per request: 0, the kernel's
+// autotuning.
+func upstreamRcvBuf(lc config.Listener, relays bool) int {
+	if lc.Proxy != "http-reverse" {
+		return 0
+	}
+	if b := lc.UpstreamPool.WithDefaults().ReceiveBuffer; b != nil {
+		return int(*b)
+	}
+	if relays {
+		return int(config.DefaultPoolReceiveBuffer)
+	}
+	return 0
 }
 
 // controlEngine is the chain's control-mode engine (engine.ControlMode),

@@ -45,7 +45,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		return nil, err
 	}
 	start := time.Now()
-	c, err := s.l.f.dial(s.withClientMSS(ctx), "tcp", addr)
+	c, err := s.l.f.dial(sockopt.WithRcvBuf(s.withClientMSS(ctx), s.l.rcvBuf), "tcp", addr)
 	s.l.f.metrics.ConnectSeconds.WithLabelValues(s.l.cfg.Name).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, classifyDial(ctx, err)

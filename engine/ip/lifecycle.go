@@ -72,7 +72,9 @@ type Engine struct {
 	inject   *injector
 	// drained counts pairs spliced with owed bytes, and those bytes.
 	drainedPairs, drainedBytes atomic.Int64
-	waiters                    map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
+	// windowRefused counts splices refused by windowsFit.
+	windowRefused atomic.Int64
+	waiters       map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
 	// kept holds, by A tuple, a descriptor of each pair's frozen upstream
 	// socket until the pair leaves the table: it keeps the forwarder's
 	// local port, so no new upstream connection reuses the 4-tuple.

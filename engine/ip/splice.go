@@ -209,6 +209,10 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	if err != nil {
 		return undo("%v", err)
 	}
+	if err := windowsFit(opts, sa, sb, q.w); err != nil {
+		e.windowRefused.Add(1)
+		return undo("%v", err)
+	}
 	var fz *frozen
 	if unsplicing(opts) {
 		if fz, err = freezeForUnsplice(client, up, sa, sb); err != nil {
