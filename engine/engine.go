@@ -272,6 +272,17 @@ type SegmentRelay interface {
 	RelaysSegments() bool
 }
 
+// UpstreamPorts is an engine that hands out the local ports of the pairs'
+// upstream connections (ip: a pair spliced until it closes keeps no
+// socket, so the engine keeps its port from new connections to the same
+// server while its datapath holds the pair). The forwarder binds each
+// upstream socket of the engine's listeners to the port it returns.
+type UpstreamPorts interface {
+	// UpstreamPort returns a local port for a new connection to server;
+	// false lets the kernel pick one.
+	UpstreamPort(server netip.AddrPort) (port uint16, ok bool)
+}
+
 // ControlMode is the engine whose copy loop is the proxy's own control-mode
 // forwarding (copy): /flows names it for pairs never spliced.
 type ControlMode interface {

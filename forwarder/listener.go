@@ -31,11 +31,14 @@ type listener struct {
 	// matchMSS: upstream connections announce the client's MSS (see
 	// session.withClientMSS), because the chain holds engine ip.
 	matchMSS bool
-	log      *slog.Logger
-	ln       net.Listener
-	active   atomic.Int64
-	access   *access
-	nextID   *atomic.Uint64
+	// ports hands out the local ports of upstream connections (see
+	// session.Dial), when the chain holds an engine that owns a range.
+	ports  engine.UpstreamPorts
+	log    *slog.Logger
+	ln     net.Listener
+	active atomic.Int64
+	access *access
+	nextID *atomic.Uint64
 	// codes caches the listener's HTTP status counters (1xx..5xx), so a
 	// request does not pay a label lookup.
 	codes [6]atomic.Pointer[prometheus.Counter]
@@ -61,7 +64,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 		return nil, err
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc,
-		matchMSS: needsMatchedMSS(chain), log: f.log.With("listener", lc.Name)}
+		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(chain), log: f.log.With("listener", lc.Name)}
 	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
 		reason := f.engines.Reason(want)
@@ -85,6 +88,17 @@ func needsMatchedMSS(chain []engine.Engine) bool {
 		}
 	}
 	return false
+}
+
+// upstreamPorts is the chain's engine that hands out the local ports of
+// upstream connections (engine.UpstreamPorts), or nil.
+func upstreamPorts(chain []engine.Engine) engine.UpstreamPorts {
+	for _, e := range chain {
+		if p, ok := e.(engine.UpstreamPorts); ok {
+			return p
+		}
+	}
+	return nil
 }
 
 // controlEngine is the chain's control-mode engine (engine.ControlMode),

@@ -45,7 +45,13 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		return nil, err
 	}
 	start := time.Now()
-	c, err := s.l.f.dial(s.withClientMSS(ctx), "tcp", addr)
+	ctx = s.withClientMSS(ctx)
+	var c net.Conn
+	if s.l.ports == nil {
+		c, err = s.l.f.dial(ctx, "tcp", addr)
+	} else {
+		c, err = s.dialFromRange(ctx, addr)
+	}
 	s.l.f.metrics.ConnectSeconds.WithLabelValues(s.l.cfg.Name).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, classifyDial(ctx, err)
@@ -58,6 +64,24 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	s.p.SetUpstream(tc)
 	s.log = s.base.With("upstream", addr)
 	return tc, nil
+}
+
+// portTries bounds the dials from the engine's port range: each failure
+// (EADDRNOTAVAIL: the 4-tuple is in use, by a socket or a TIME_WAIT the
+// kernel keeps) moves on to the next port.
+const portTries = 16
+
+// dialFromRange dials addr from a local port the listener's engine hands
+// out (engine.UpstreamPorts): a port whose pair the engine still forwards
+// without a socket goes to no new connection to the same server.
+func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, error) {
+	ctx = sockopt.WithLocalPort(ctx, s.l.ports.UpstreamPort)
+	for i := 1; ; i++ {
+		c, err := s.l.f.dial(ctx, "tcp", addr)
+		if err == nil || i == portTries || !sockopt.IsPortInUse(err) || ctx.Err() != nil {
+			return c, err
+		}
+	}
 }
 
 // AdoptUpstream implements proxy.UpstreamAdopter: c, dialled for another

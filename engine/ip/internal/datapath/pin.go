@@ -427,6 +427,7 @@ func (d *Datapath) restorePairs() error {
 		p.n = n
 		d.pairs[p.spec.A] = p
 		d.byB[p.spec.B] = p
+		d.onTable(p, true)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("engine ip: %d pinned pairs cannot be read back: %w", len(errs), errors.Join(errs...))

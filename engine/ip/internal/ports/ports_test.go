@@ -5,6 +5,7 @@ package ports_test
 import (
 	"net/netip"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/splicer/splicer/engine/ip/internal/ports"
@@ -129,7 +130,8 @@ func TestReserveInNamespace(t *testing.T) {
 	if err := l.Fwd.Sysctl("net.ipv4.ip_local_reserved_ports", "100,45000-45010"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := ports.Reserve(ports.Range{Low: 45005, High: 45020}, l.Fwd.Do)
+	state := filepath.Join(t.TempDir(), "reserved")
+	res, err := ports.Reserve(ports.Range{Low: 45005, High: 45020}, l.Fwd.Do, state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestReserveInNamespace(t *testing.T) {
 	if got := read(); got != "100,45000-45010,50000\n" {
 		t.Errorf("released: %q", got)
 	}
-	again, err := ports.Reserve(ports.Range{Low: 45000, High: 45010}, l.Fwd.Do)
+	again, err := ports.Reserve(ports.Range{Low: 45000, High: 45010}, l.Fwd.Do, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,5 +159,28 @@ func TestReserveInNamespace(t *testing.T) {
 	}
 	if got := read(); got != "100,45000-45010,50000\n" {
 		t.Errorf("a range reserved beforehand, released: %q", got)
+	}
+
+	// A process that hands its range over (an upgrade's old one) leaves
+	// it reserved and recorded: the next process releases it.
+	old, err := ports.Reserve(ports.Range{Low: 46000, High: 46009}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Handover(); err != nil {
+		t.Fatal(err)
+	}
+	next, err := ports.Reserve(ports.Range{Low: 46000, High: 46009}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "100,45000-45010,50000\n" {
+		t.Errorf("the next process released: %q", got)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the record outlives its takeover: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -20,9 +21,11 @@ const SysctlPath = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 // network namespace.
 type Reservation struct {
 	r Range
-	// added is what Reserve wrote and Release takes out again: the ports
-	// of r that were not reserved already.
+	// added is what Reserve wrote, or found written by an earlier
+	// process (state), and Release takes out again: the ports of r that
+	// were not reserved otherwise.
 	added Set
+	state string
 	do    func(func() error) error
 }
 
@@ -32,18 +35,31 @@ type Reservation struct {
 // administrator's sysctl.conf, say) is not written: a process without the
 // privilege to write the file can still use it. The error says what to
 // do when the file cannot be written.
-func Reserve(r Range, do func(func() error) error) (*Reservation, error) {
+//
+// state, if not empty, is where a process that leaves its range reserved
+// for the pairs it hands over (an upgrade's old process: Handover)
+// records the ports it added; the next process takes the record over and
+// gives them back at its own end. (After a crash the range stays
+// reserved and unrecorded: the next process uses it and leaves it.)
+func Reserve(r Range, do func(func() error) error, state string) (*Reservation, error) {
 	if !r.Valid() {
 		return nil, fmt.Errorf("local port range %v is empty", r)
 	}
-	res := &Reservation{r: r, do: do}
+	res := &Reservation{r: r, do: do, state: state}
+	var earlier Set
+	if state != "" {
+		if b, err := os.ReadFile(state); err == nil {
+			earlier, _ = ParseSet(string(b))
+			os.Remove(state) // this process owns them now
+		}
+	}
 	err := do(func() error {
 		cur, err := readSysctl()
 		if err != nil {
 			return err
 		}
 		for p := int(r.Low); p <= int(r.High); p++ {
-			if !cur.Has(uint16(p)) {
+			if !cur.Has(uint16(p)) || earlier.Has(uint16(p)) {
 				res.added.Add(uint16(p))
 			}
 		}
@@ -76,6 +92,18 @@ func (res *Reservation) Release() error {
 		cur.Minus(&res.added)
 		return writeSysctl(&cur)
 	})
+}
+
+// Handover leaves the range reserved and records what Reserve added in
+// the state file, for the next process to take over.
+func (res *Reservation) Handover() error {
+	if res == nil || res.added.Empty() || res.state == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(res.state), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(res.state, []byte(res.added.String()+"\n"), 0o644)
 }
 
 func readSysctl() (Set, error) {

@@ -1,0 +1,79 @@
+// The local ports of upstream connections: the range reserved in the home namespace, handed out to the forwarder's dials, and kept busy while the datapath holds a pair (engine.UpstreamPorts).
+
+package ip
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/ports"
+)
+
+// stateDir holds, per network namespace, the ports a process added to
+// the reserved ones (ports.Reserve): the next process takes them over.
+const stateDir = "/run/splicer"
+
+// reservePorts takes the range out of the home namespace's ephemeral
+// ports, once, before the first attachment or adoption: a process that
+// splices nothing (on loopback, say) leaves the namespace's sysctl alone,
+// and no pair leaves its socket before the kernel stops picking the
+// range's ports. Where it cannot (no privilege to write the sysctl, say), the
+// engine stops handing out ports, and pairs keep a socket for theirs.
+func (e *Engine) reservePorts() {
+	a := e.ports.Load()
+	e.portsMu.Lock()
+	defer e.portsMu.Unlock()
+	if a == nil || e.reserveTried {
+		return
+	}
+	e.reserveTried = true
+	res, err := ports.Reserve(a.Range(), e.home.do, fmt.Sprintf("%s/reserved-ports-%d", stateDir, e.home.ino))
+	if err != nil {
+		e.ports.Store(nil)
+		e.log.Warn("no local port range: each pair spliced until it closes keeps a socket for its port", "err", err)
+		return
+	}
+	e.reserved = res
+	e.log.Info("local port range reserved for upstream connections", "ports", a.Range().String())
+}
+
+// releasePorts gives the range back to the kernel's ephemeral ports,
+// unless keep: pairs left for the next process still use it, and that
+// process takes the reservation over (ports.Reserve's record).
+func (e *Engine) releasePorts(keep bool) {
+	e.portsMu.Lock()
+	defer e.portsMu.Unlock()
+	if e.reserved == nil {
+		return
+	}
+	if keep {
+		if err := e.reserved.Handover(); err != nil {
+			e.log.Warn("recording the local port range for the next process", "err", err)
+		}
+	} else if err := e.reserved.Release(); err != nil {
+		e.log.Warn("giving the local port range back to the kernel", "err", err)
+	}
+	e.reserved = nil
+}
+
+// UpstreamPort implements engine.UpstreamPorts: the next port of the
+// range that no pair in the datapath uses toward server. False (let the
+// kernel pick) without a range, or with every port of it in use toward
+// server: that pair then keeps a socket for its port if spliced.
+func (e *Engine) UpstreamPort(server netip.AddrPort) (uint16, bool) {
+	a := e.ports.Load()
+	if a == nil {
+		return 0, false
+	}
+	return a.Pick(server)
+}
+
+// portClaimed reports whether the pair whose B tuple is b has its local
+// port kept busy by the allocator while it is in the table (it was
+// dialled from the range, and the range is reserved): its sockets then
+// hold nothing the pair needs.
+func (e *Engine) portClaimed(b datapath.Tuple) bool {
+	a := e.ports.Load()
+	return a != nil && a.Range().Contains(b.Dst.Port())
+}
