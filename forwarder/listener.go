@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -206,10 +207,7 @@ func (l *listener) serve() {
 		l.active.Add(1)
 		l.f.pairs.Add(1)
 		l.life.pairs.Add(1)
-		go func() {
-			defer l.access.release(ip)
-			l.handle(tc)
-		}()
+		go l.handle(tc, ip)
 	}
 }
 
@@ -247,21 +245,34 @@ func (l *listener) refuse(c *net.TCPConn, reason string) {
 	c.Close()
 }
 
-// handle runs one pair from accept to close.
-func (l *listener) handle(c *net.TCPConn) {
-	defer l.f.pairs.Done()
-	defer l.life.pairs.Done()
-	defer l.active.Add(-1)
+// handle runs one pair from accept to close, or until the proxy returns
+// from a pair its engine follows on its own (detached: OnEnd closes it).
+// ip is the client's address for the per-client cap.
+func (l *listener) handle(c *net.TCPConn, ip netip.Addr) {
 	m := l.f.metrics
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
 	log := l.log.With("pair", p.ID, "client", c.RemoteAddr().String())
-	s := &session{l: l, p: p, log: log, base: log}
+	s := &session{l: l, p: p, log: log, base: log, clientIP: ip}
 	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
 	m.Active.WithLabelValues(l.cfg.Name).Inc()
 
 	err := l.serveProxy(s)
+	if s.detached && !errors.Is(err, errPanic) {
+		s.arrive()
+		return
+	}
+	l.finish(s, err)
+}
 
+// finish closes a pair whose proxy returned err (or, detached, whose
+// engine reported its end) and counts and logs it.
+func (l *listener) finish(s *session, err error) {
+	defer l.f.pairs.Done()
+	defer l.life.pairs.Done()
+	defer l.active.Add(-1)
+	defer l.access.release(s.clientIP)
+	m, p := l.f.metrics, s.p
 	p.SetState(engine.StateClosing)
 	reason := proxy.CloseReason(err)
 	if errors.Is(err, errPanic) {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +28,23 @@ type session struct {
 	base *slog.Logger
 	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
 	clientMSS int
+	// clientIP is the client's address, for the per-client cap.
+	clientIP netip.Addr
+	// detached: the engine follows the pair on its own (EndDetached) and
+	// reports its end to OnEnd. The pair is over once both the proxy has
+	// returned and the engine has reported (arrive); end is the Result.
+	detached bool
+	arrived  atomic.Int32
+	end      engine.Result
+}
+
+// arrive is called once when the proxy has returned from a detached
+// pair, and once when the engine reports its end: the second closes the
+// pair, counted and logged by how it ended.
+func (s *session) arrive() {
+	if s.arrived.Add(1) == 2 {
+		s.l.finish(s, proxy.EndErr(s.end))
+	}
 }
 
 func (s *session) Pair() *engine.Pair { return s.p }
@@ -143,6 +162,12 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 		}
 		s.p.SetPending(e.Name(), note)
 		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), opts))
+		if err == nil && res.End == engine.EndDetached {
+			// OnEnd counts it and ends the pair.
+			s.p.CommitEngine()
+			s.detached = true
+			return res, nil
+		}
 		m.Spliced.WithLabelValues(e.Name()).Dec()
 		if engine.IsFallback(err) {
 			s.p.SetState(engine.StateControl)
@@ -169,6 +194,9 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 // It shows the pair draining while the engine says so (OnDraining), and
 // sets OnDetached to close the pair's sockets when the engine lets go of
 // them: the forwarder makes every state change and closes every socket.
+// OnEnd lets an engine follow a pair on its own (EndDetached): the
+// proxy's goroutine and buffers go, and the pair is closed, counted and
+// logged when the engine reports its end.
 func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	inner := opts.OnSpliced
 	s.l.f.metrics.Spliced.WithLabelValues(name).Inc()
@@ -191,6 +219,12 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 		if err := s.p.CloseConns(); err != nil {
 			s.log.Debug("closing the sockets an engine detached", "err", err)
 		}
+	}
+	opts.OnEnd = func(r engine.Result) {
+		s.l.f.metrics.Spliced.WithLabelValues(name).Dec()
+		s.l.f.metrics.Splices.WithLabelValues(name, r.End.String()).Inc()
+		s.end = r
+		s.arrive()
 	}
 	return opts
 }

@@ -26,14 +26,7 @@ type notice struct {
 func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
 	a, ch := sp.a, sp.ch
 	defer e.unregister(a)
-	f := follower{p: p, a: a, dp: e.dp, release: e.release, resetPeers: func(st datapath.PairStats) { e.resetPeers(sp.spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
-	if sp.drain != nil {
-		f.drained = sp.drain.lastProgress
-	}
-	for d, n := range sp.unread {
-		p.AddBytes(engine.Direction(d), n)
-		f.counted[d] = n
-	}
+	f := e.newFollower(p, sp)
 	var drained chan error
 	if sp.drain != nil {
 		opts.ReportDraining(true)
@@ -97,6 +90,20 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 			}
 		}
 	}
+}
+
+// newFollower starts following the spliced pair: the receive queues'
+// bytes the drain delivers count as moved from the start.
+func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
+	f := follower{p: p, a: sp.a, dp: e.dp, release: e.release, resetPeers: func(st datapath.PairStats) { e.resetPeers(sp.spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	if sp.drain != nil {
+		f.drained = sp.drain.lastProgress
+	}
+	for d, n := range sp.unread {
+		p.AddBytes(engine.Direction(d), n)
+		f.counted[d] = n
+	}
+	return f
 }
 
 // follower is the state of one followed pair.
@@ -300,8 +307,12 @@ func (e *Engine) unregister(a datapath.Tuple) {
 // blocks: a waiter that is behind catches up from Lookup on its next tick.
 func (e *Engine) notify(a datapath.Tuple, n notice) {
 	e.mu.Lock()
-	ch := e.waiters[a]
+	ch, d := e.waiters[a], e.detached[a]
 	e.mu.Unlock()
+	if d != nil {
+		e.onDetachedNotice(d, n)
+		return
+	}
 	if ch == nil {
 		return
 	}

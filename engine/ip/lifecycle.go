@@ -98,6 +98,10 @@ type Engine struct {
 	// drained counts pairs spliced with owed bytes, and those bytes.
 	drainedPairs, drainedBytes atomic.Int64
 	waiters                    map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
+	// detached are the pairs the engine follows without their callers
+	// (detached.go), by A tuple; followOnce starts their ticker.
+	detached   map[datapath.Tuple]*detached
+	followOnce sync.Once
 	// ports hands out the local ports of upstream connections and keeps
 	// those of pairs in the table busy (nil without Options.LocalPorts,
 	// or once the range could not be reserved); reserved is the range's
@@ -159,6 +163,7 @@ func New(opts Options, log *slog.Logger) *Engine {
 		log:      log.With("engine", "ip"),
 		attached: make(map[int]bool),
 		waiters:  make(map[datapath.Tuple]chan notice),
+		detached: make(map[datapath.Tuple]*detached),
 		kept:     make(map[datapath.Tuple]int),
 		stop:     make(chan struct{}),
 		inject:   newInjector(),
@@ -274,6 +279,9 @@ func (e *Engine) Close() error {
 	}
 	close(e.stop)
 	keep := e.outlive.Load()
+	// Pairs the engine follows without their callers end as cancelled
+	// (their callers cancel them first when they shut down).
+	e.endDetached()
 	if e.pins != nil {
 		// Adopted followers reset their pairs, or leave them with keep.
 		e.stopAdopted()
