@@ -211,6 +211,7 @@ func (e *Engine) loadLocked() error {
 		return err
 	}
 	e.home, e.dp = home, dp
+	e.takeOverPorts()
 	e.inject.useHome(home, e.log)
 	if e.opts.PinDir != "" {
 		// What earlier processes left is adopted before the first

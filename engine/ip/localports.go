@@ -5,6 +5,7 @@ package ip
 import (
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/ports"
@@ -28,7 +29,7 @@ func (e *Engine) reservePorts() {
 		return
 	}
 	e.reserveTried = true
-	res, err := ports.Reserve(a.Range(), e.home.do, fmt.Sprintf("%s/reserved-ports-%d", stateDir, e.home.ino))
+	res, err := ports.Reserve(a.Range(), e.home.do, e.portsRecord())
 	if err != nil {
 		e.ports.Store(nil)
 		e.log.Warn("no local port range: each pair spliced until it closes keeps a socket for its port", "err", err)
@@ -55,6 +56,21 @@ func (e *Engine) releasePorts(keep bool) {
 		e.log.Warn("giving the local port range back to the kernel", "err", err)
 	}
 	e.reserved = nil
+}
+
+// portsRecord is where the process of an upgrade that leaves its range
+// reserved says so to the next (ports.Reservation.Handover).
+func (e *Engine) portsRecord() string {
+	return fmt.Sprintf("%s/reserved-ports-%d", stateDir, e.home.ino)
+}
+
+// takeOverPorts reserves the range at once when a previous process
+// handed it over: this process gives it back at its end even if it
+// never splices.
+func (e *Engine) takeOverPorts() {
+	if _, err := os.Stat(e.portsRecord()); err == nil {
+		e.reservePorts()
+	}
 }
 
 // UpstreamPort implements engine.UpstreamPorts: the next port of the

@@ -183,4 +183,28 @@ func TestReserveInNamespace(t *testing.T) {
 	if _, err := os.Stat(state); !os.IsNotExist(err) {
 		t.Errorf("the record outlives its takeover: %v", err)
 	}
+
+	// The new process of an upgrade reserves before the old one hands
+	// over (finding the range reserved, it adds nothing): it still gives
+	// back what the old one recorded.
+	old, err = ports.Reserve(ports.Range{Low: 47000, High: 47009}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err = ports.Reserve(ports.Range{Low: 47000, High: 47009}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Handover(); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "100,45000-45010,50000\n" {
+		t.Errorf("the new process released: %q", got)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the record outlives the release: %v", err)
+	}
 }

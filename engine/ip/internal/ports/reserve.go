@@ -79,9 +79,21 @@ func Reserve(r Range, do func(func() error) error, state string) (*Reservation, 
 func (res *Reservation) Range() Range { return res.r }
 
 // Release takes out of ip_local_reserved_ports what Reserve added, leaving
-// whatever else was reserved before or since.
+// whatever else was reserved before or since; and what a predecessor
+// handed over after Reserve ran (the old process of an upgrade exits
+// after the new one started splicing).
 func (res *Reservation) Release() error {
-	if res == nil || res.added.Empty() {
+	if res == nil {
+		return nil
+	}
+	if res.state != "" {
+		if b, err := os.ReadFile(res.state); err == nil {
+			later, _ := ParseSet(string(b))
+			res.added.Union(&later)
+			os.Remove(res.state)
+		}
+	}
+	if res.added.Empty() {
 		return nil
 	}
 	return res.do(func() error {
