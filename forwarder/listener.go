@@ -33,7 +33,9 @@ type listener struct {
 	// session.withClientMSS), because the chain holds engine ip.
 	matchMSS bool
 	// ports hands out the local ports of upstream connections (see
-	// session.Dial), when the chain holds an engine that owns a range.
+	// session.Dial), when an engine owns a range (ip): every listener
+	// dials from it, so that the ports it takes out of the kernel's range
+	// are not lost to listeners without that engine.
 	ports  engine.UpstreamPorts
 	log    *slog.Logger
 	ln     net.Listener
@@ -65,7 +67,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 		return nil, err
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc,
-		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(chain), log: f.log.With("listener", lc.Name)}
+		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(f.engines.Engines), log: f.log.With("listener", lc.Name)}
 	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
 		reason := f.engines.Reason(want)
@@ -91,10 +93,10 @@ func needsMatchedMSS(chain []engine.Engine) bool {
 	return false
 }
 
-// upstreamPorts is the chain's engine that hands out the local ports of
-// upstream connections (engine.UpstreamPorts), or nil.
-func upstreamPorts(chain []engine.Engine) engine.UpstreamPorts {
-	for _, e := range chain {
+// upstreamPorts is the engine that hands out the local ports of upstream
+// connections (engine.UpstreamPorts), or nil.
+func upstreamPorts(engines []engine.Engine) engine.UpstreamPorts {
+	for _, e := range engines {
 		if p, ok := e.(engine.UpstreamPorts); ok {
 			return p
 		}

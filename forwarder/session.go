@@ -90,17 +90,21 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 // kernel keeps) moves on to the next port.
 const portTries = 16
 
-// dialFromRange dials addr from a local port the listener's engine hands
-// out (engine.UpstreamPorts): a port whose pair the engine still forwards
-// without a socket goes to no new connection to the same server.
+// dialFromRange dials addr from a local port the engine hands out
+// (engine.UpstreamPorts): a port whose pair the engine still forwards
+// without a socket goes to no new connection to the same server. When
+// the range's ports toward addr are taken, the kernel picks one from
+// what is left of its own range, so the reservation takes no ports away
+// from the forwarder's connections.
 func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, error) {
-	ctx = sockopt.WithLocalPort(ctx, s.l.ports.UpstreamPort)
-	for i := 1; ; i++ {
-		c, err := s.l.f.dial(ctx, "tcp", addr)
-		if err == nil || i == portTries || !sockopt.IsPortInUse(err) || ctx.Err() != nil {
+	inRange := sockopt.WithLocalPort(ctx, s.l.ports.UpstreamPort)
+	for range portTries {
+		c, err := s.l.f.dial(inRange, "tcp", addr)
+		if err == nil || !sockopt.IsPortInUse(err) || ctx.Err() != nil {
 			return c, err
 		}
 	}
+	return s.l.f.dial(ctx, "tcp", addr)
 }
 
 // AdoptUpstream implements proxy.UpstreamAdopter: c, dialled for another
