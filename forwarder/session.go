@@ -223,6 +223,9 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 		if err := s.p.CloseConns(); err != nil {
 			s.log.Debug("closing the sockets an engine detached", "err", err)
 		}
+		// Closed, the upstream connection is only memory now; the pair
+		// keeps its address for /flows and the logs.
+		s.p.SetUpstream(nil)
 	}
 	opts.OnEnd = func(r engine.Result) {
 		s.l.f.metrics.Spliced.WithLabelValues(name).Dec()

@@ -18,8 +18,10 @@ type detached struct {
 	since time.Duration // as spliced.since: older events are an earlier splice's
 	idle  time.Duration
 	onEnd func(engine.Result)
-	stop  func() bool // unregisters the cancellation (context.AfterFunc)
-	done  bool
+	// ctx ends the pair when cancelled, seen at the next tick (a
+	// context.AfterFunc per pair would cost more than the pair's state).
+	ctx  context.Context
+	done bool
 }
 
 // detach hands a spliced pair that can no longer be given back and owes
@@ -27,7 +29,10 @@ type detached struct {
 // caller's goroutine, buffers and per-pair timers go, and opts.OnEnd
 // gets the pair's Result when it ends.
 func (e *Engine) detach(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
-	d := &detached{f: e.newFollower(p, sp), since: sp.since, idle: opts.IdleTimeout, onEnd: opts.OnEnd}
+	d := &detached{f: e.newFollower(p, sp), since: sp.since, idle: opts.IdleTimeout, onEnd: opts.OnEnd, ctx: ctx}
+	// Nothing of it is kept any more: the datapath's keeping serves
+	// transitions, and this pair has none left.
+	e.dp.StopGathering(sp.a)
 	e.mu.Lock()
 	delete(e.waiters, sp.a)
 	e.detached[sp.a] = d
@@ -42,9 +47,6 @@ func (e *Engine) detach(ctx context.Context, p *engine.Pair, sp spliced, opts en
 	}
 	d.mu.Lock()
 	moved := d.f.counted
-	if !d.done {
-		d.stop = context.AfterFunc(ctx, func() { e.cancelDetached(d) })
-	}
 	d.mu.Unlock()
 	return engine.Result{End: engine.EndDetached, Moved: moved}
 }
@@ -62,7 +64,7 @@ func (e *Engine) onDetachedNotice(d *detached, n notice) {
 
 // tickDetached does for every detached pair, each statsEvery, what a
 // follower's tick does (counters for /flows, missed events, the idle
-// timeout), until Close.
+// timeout, a cancelled context), until Close.
 func (e *Engine) tickDetached() {
 	t := time.NewTicker(statsEvery)
 	defer t.Stop()
@@ -80,6 +82,10 @@ func (e *Engine) tickDetached() {
 		}
 		e.mu.Unlock()
 		for _, d := range ds {
+			if d.ctx.Err() != nil {
+				e.cancelDetached(d)
+				continue
+			}
 			d.mu.Lock()
 			if d.done {
 				d.mu.Unlock()
@@ -115,11 +121,7 @@ func (e *Engine) settle(d *detached, res engine.Result, end bool) {
 		return
 	}
 	d.done = true
-	stop := d.stop
 	d.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
 	e.mu.Lock()
 	if e.detached[d.f.a] == d {
 		delete(e.detached, d.f.a)

@@ -95,7 +95,10 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 // newFollower starts following the spliced pair: the receive queues'
 // bytes the drain delivers count as moved from the start.
 func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
-	f := follower{p: p, a: sp.a, dp: e.dp, release: e.release, resetPeers: func(st datapath.PairStats) { e.resetPeers(sp.spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	// The closure takes the spec alone: sp would keep the news channel
+	// and the drain for the pair's life.
+	spec := sp.spec
+	f := follower{p: p, a: sp.a, dp: e.dp, release: e.release, resetPeers: func(st datapath.PairStats) { e.resetPeers(spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
 	if sp.drain != nil {
 		f.drained = sp.drain.lastProgress
 	}
