@@ -167,9 +167,11 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 		s.p.SetPending(e.Name(), note)
 		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), opts))
 		if err == nil && res.End == engine.EndDetached {
-			// OnEnd counts it and ends the pair.
+			// OnEnd counts it and ends the pair. Nothing dials for it
+			// any more: only the logger with the upstream stays.
 			s.p.CommitEngine()
 			s.detached = true
+			s.base = nil
 			return res, nil
 		}
 		m.Spliced.WithLabelValues(e.Name()).Dec()

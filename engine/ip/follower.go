@@ -95,10 +95,7 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 // newFollower starts following the spliced pair: the receive queues'
 // bytes the drain delivers count as moved from the start.
 func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
-	// The closure takes the spec alone: sp would keep the news channel
-	// and the drain for the pair's life.
-	spec := sp.spec
-	f := follower{p: p, a: sp.a, dp: e.dp, release: e.release, resetPeers: func(st datapath.PairStats) { e.resetPeers(spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	f := follower{p: p, a: sp.a, dp: e.dp, release: e.release, resetPeers: e.resetPeers, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
 	if sp.drain != nil {
 		f.drained = sp.drain.lastProgress
 	}
@@ -111,8 +108,9 @@ func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
 
 // follower is the state of one followed pair.
 type follower struct {
-	// resetPeers resets both peers of the removed pair.
-	resetPeers func(datapath.PairStats)
+	// resetPeers resets both peers of the removed pair, whose spec the
+	// datapath holds until then (a copy per follower would double it).
+	resetPeers func(datapath.PairSpec, datapath.PairStats)
 	// release frees what the engine keeps for the pair once it leaves
 	// the table.
 	release func(datapath.Tuple)
@@ -204,12 +202,13 @@ func (f *follower) streamBytes(d engine.Direction, ds datapath.DirStats) uint64 
 // remove deletes the pair; one Sweep already removed needs nothing more.
 func (f *follower) remove() {
 	st, err := f.dp.Lookup(f.a)
+	spec, serr := f.dp.Spec(f.a)
 	f.dp.Delete(f.a)
 	if f.release != nil {
 		f.release(f.a)
 	}
-	if err == nil && f.resetPeers != nil && st.Phase != datapath.PhaseClosed {
-		f.resetPeers(st)
+	if err == nil && serr == nil && f.resetPeers != nil && st.Phase != datapath.PhaseClosed {
+		f.resetPeers(spec, st)
 	}
 }
 

@@ -230,7 +230,7 @@ func (e *Engine) followAdopted(g *adoptedGen, ap *adoptedPair) {
 	ch := g.waiters[a]
 	g.mu.Unlock()
 	f := follower{p: ap.p, a: a, dp: g.dp, lastMove: time.Now(), unseeded: true,
-		resetPeers: func(st datapath.PairStats) { e.resetPeers(ap.spec, st) }}
+		resetPeers: e.resetPeers}
 	f.refresh()
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
