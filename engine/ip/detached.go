@@ -25,11 +25,12 @@ type detached struct {
 }
 
 // detach hands a spliced pair that can no longer be given back and owes
-// no bytes to the engine's own following, and returns EndDetached: the
-// caller's goroutine, buffers and per-pair timers go, and opts.OnEnd
-// gets the pair's Result when it ends.
-func (e *Engine) detach(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
-	d := &detached{f: e.newFollower(p, sp), since: sp.since, idle: opts.IdleTimeout, onEnd: opts.OnEnd, ctx: ctx}
+// no bytes (any more) to the engine's own following, with its follower
+// f, and returns EndDetached: the caller's goroutine, buffers and
+// per-pair timers go, and opts.OnEnd gets the pair's Result when it ends.
+func (e *Engine) detach(ctx context.Context, f follower, sp spliced, opts engine.Options) engine.Result {
+	f.drained = nil // delivered, or never owed
+	d := &detached{f: f, since: sp.since, idle: opts.IdleTimeout, onEnd: opts.OnEnd, ctx: ctx}
 	// Nothing of it is kept any more: the datapath's keeping serves
 	// transitions, and this pair has none left.
 	e.dp.StopGathering(sp.a)

@@ -52,6 +52,10 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 				opts.ReportDraining(false)
 			}
 			sp.drain.logDone(e.log, p.ID, err)
+			if sp.fz == nil && opts.OnEnd != nil {
+				// Delivered: the engine follows it with the others.
+				return e.detach(ctx, f, sp, opts)
+			}
 		case <-ctx.Done():
 			f.refresh()
 			if sp.fz == nil && drained == nil && e.keepsPairs() {

@@ -53,7 +53,7 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	// Nothing left for the caller to hold: the engine follows the pair
 	// with all the others (detached.go), and the caller's goroutine ends.
 	if sp.fz == nil && sp.drain == nil && opts.OnEnd != nil {
-		return e.detach(ctx, p, sp, opts), nil
+		return e.detach(ctx, e.newFollower(p, sp), sp, opts), nil
 	}
 	return e.follow(ctx, p, sp, opts), nil
 }
