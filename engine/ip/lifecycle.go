@@ -218,6 +218,7 @@ func (e *Engine) loadLocked() error {
 		// splice, so /flows and the sweeper have it from the start.
 		e.pins = newPins(e.opts.PinDir)
 		e.adoptAll()
+		e.claimOthers()
 	}
 	if e.clk, err = peerclock.Load(); err != nil {
 		e.log.Info("reading the peers' timestamp clocks from the sockets is unavailable: splices probe them instead", "err", err)
@@ -339,6 +340,7 @@ func (e *Engine) sweep() {
 		}
 		if e.pins != nil {
 			e.sweepAdopted(datapath.Now())
+			e.claimOthers()
 		}
 	}
 }

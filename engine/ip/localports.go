@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/ports"
@@ -71,6 +72,42 @@ func (e *Engine) takeOverPorts() {
 	if _, err := os.Stat(e.portsRecord()); err == nil {
 		e.reservePorts()
 	}
+}
+
+// claimOthers keeps the ports of the pairs that other live processes
+// forward from the same pin directory (the old process of an upgrade,
+// whose pairs this one adopts only once it exits) out of the picks:
+// read from their pinned flow tables, at Probe and at every sweep.
+// Without a pin directory processes cannot see each other's pairs.
+func (e *Engine) claimOthers() {
+	a, p := e.ports.Load(), e.pins
+	if a == nil || p == nil {
+		return
+	}
+	ents, err := os.ReadDir(p.dir)
+	if err != nil {
+		return
+	}
+	var uses []ports.Use
+	for _, ent := range ents {
+		dir := filepath.Join(p.dir, ent.Name())
+		p.mu.Lock()
+		mine := dir == p.own || p.gens[dir] != nil // claimed through OnTable
+		p.mu.Unlock()
+		if mine || !ent.IsDir() {
+			continue
+		}
+		flows, err := datapath.PinnedFlows(dir)
+		if err != nil {
+			continue // gone meanwhile, or another layout
+		}
+		for _, t := range flows {
+			// B flows are server -> local; an A flow's local port is
+			// a listener's, outside the range.
+			uses = append(uses, ports.Use{Server: t.Src, Local: t.Dst.Port()})
+		}
+	}
+	a.SetOthers(uses)
 }
 
 // UpstreamPort implements engine.UpstreamPorts: the next port of the

@@ -463,6 +463,27 @@ func dirSpecOf(e *spliceSpliceDir) DirSpec {
 	}
 }
 
+// PinnedFlows returns the 4-tuples of the flows of the datapath pinned
+// in dir, read without adopting it (its process may still run, as the
+// old process of an upgrade does): another engine's pairs, whose local
+// ports the caller keeps out of its own connections. A layout whose key
+// differs from this build's is an error.
+func PinnedFlows(dir string) ([]Tuple, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinFlows), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	var k spliceSpliceKey
+	var slot uint32
+	var out []Tuple
+	it := m.Iterate()
+	for it.Next(&k, &slot) {
+		out = append(out, tupleFromKey(k))
+	}
+	return out, it.Err()
+}
+
 // Spec returns the spec pair a was published with (for an adopted pair,
 // as read back from the table).
 func (d *Datapath) Spec(a Tuple) (PairSpec, error) {

@@ -59,6 +59,29 @@ type Allocator struct {
 	mu      sync.Mutex
 	next    uint16 // the next port to try: picks go round the range
 	claimed map[key]struct{}
+	// others are the ports of other processes' pairs (SetOthers).
+	others map[key]struct{}
+}
+
+// Use is a local port in use toward a server.
+type Use struct {
+	Server netip.AddrPort
+	Local  uint16
+}
+
+// SetOthers replaces the ports that other processes' datapaths use (the
+// old process of an upgrade, still forwarding its pairs): picks skip
+// them too. Ports outside the range are ignored.
+func (a *Allocator) SetOthers(uses []Use) {
+	m := make(map[key]struct{}, len(uses))
+	for _, u := range uses {
+		if a.r.Contains(u.Local) {
+			m[keyOf(u.Server, u.Local)] = struct{}{}
+		}
+	}
+	a.mu.Lock()
+	a.others = m
+	a.mu.Unlock()
 }
 
 // NewAllocator returns an allocator over r.
@@ -82,7 +105,10 @@ func (a *Allocator) Pick(server netip.AddrPort) (uint16, bool) {
 		} else {
 			a.next++
 		}
-		if _, busy := a.claimed[keyOf(server, p)]; !busy {
+		k := keyOf(server, p)
+		_, busy := a.claimed[k]
+		_, other := a.others[k]
+		if !busy && !other {
 			return p, true
 		}
 	}
