@@ -18,7 +18,8 @@ import (
 // they close, cost the process no goroutine each once spliced; /flows
 // lists them spliced by ip with the bytes moved since (echoed by hand
 // through the datapath); each ends at EOF, counted as a splice that ended
-// at eof and a pair closed at eof, and the spliced gauge goes back to 0.
+// at eof and a pair closed at eof, and logged closed with its client,
+// upstream, reason and engine; the spliced gauge goes back to 0.
 func TestLabDetachedPairs(t *testing.T) {
 	const n = 40
 	l := lab.NewT(t, lab.DefaultConfig())
@@ -89,7 +90,9 @@ func TestLabDetachedPairs(t *testing.T) {
 	}, func() string {
 		return strconv.FormatFloat(lf.Metric("splicer_pairs_spliced", "engine", ip.Name), 'f', 0, 64)
 	})
-	if !lf.Logs.Contains("pair closed") {
-		t.Error("no pair closed line logged")
+	for _, c := range clients {
+		if lf.Logs.Line("pair closed", "client="+c.LocalAddr().String(), "upstream="+serverAddr(l, 9841), "reason=eof", "engine=ip") == "" {
+			t.Errorf("no pair closed line for the client %v, with its upstream, reason and engine", c.LocalAddr())
+		}
 	}
 }

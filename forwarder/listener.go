@@ -291,7 +291,11 @@ func (l *listener) finish(s *session, err error) {
 	if err != nil && reason != "eof" {
 		attrs = append(attrs, "err", err.Error())
 	}
-	s.log.Info("pair closed", attrs...)
+	log := s.log
+	if s.detached {
+		log = l.log.With("pair", p.ID, "client", p.Client.RemoteAddr().String(), "upstream", upstreamOf(p))
+	}
+	log.Info("pair closed", attrs...)
 	if a := l.f.access; a != nil {
 		a.LogAttrs(context.Background(), slog.LevelInfo, "pair", accessLine(p, reason, err)...)
 	}

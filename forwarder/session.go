@@ -167,11 +167,12 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 		s.p.SetPending(e.Name(), note)
 		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), opts))
 		if err == nil && res.End == engine.EndDetached {
-			// OnEnd counts it and ends the pair. Nothing dials for it
-			// any more: only the logger with the upstream stays.
+			// OnEnd counts it and ends the pair.
 			s.p.CommitEngine()
 			s.detached = true
-			s.base = nil
+			// Its loggers, with the pair's fields preformatted, would
+			// stay for the pair's life: finish makes the closing line's.
+			s.base, s.log = nil, s.l.log
 			return res, nil
 		}
 		m.Spliced.WithLabelValues(e.Name()).Dec()
