@@ -130,7 +130,7 @@ func TestReserveInNamespace(t *testing.T) {
 	if err := l.Fwd.Sysctl("net.ipv4.ip_local_reserved_ports", "100,45000-45010"); err != nil {
 		t.Fatal(err)
 	}
-	state := filepath.Join(t.TempDir(), "reserved")
+	state := filepath.Join(t.TempDir(), "run", "reserved")
 	res, err := ports.Reserve(ports.Range{Low: 45005, High: 45020}, l.Fwd.Do, state)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestReserveInNamespace(t *testing.T) {
 	if got := read(); got != "100,45000-45010,50000\n" {
 		t.Errorf("the new process released: %q", got)
 	}
-	if _, err := os.Stat(state); !os.IsNotExist(err) {
-		t.Errorf("the record outlives the release: %v", err)
+	if _, err := os.Stat(filepath.Dir(state)); !os.IsNotExist(err) {
+		t.Errorf("the record's directory outlives the release: %v", err)
 	}
 }

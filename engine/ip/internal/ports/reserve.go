@@ -51,6 +51,7 @@ func Reserve(r Range, do func(func() error) error, state string) (*Reservation, 
 		if b, err := os.ReadFile(state); err == nil {
 			earlier, _ = ParseSet(string(b))
 			os.Remove(state) // this process owns them now
+			os.Remove(filepath.Dir(state))
 		}
 	}
 	err := do(func() error {
@@ -91,6 +92,7 @@ func (res *Reservation) Release() error {
 			later, _ := ParseSet(string(b))
 			res.added.Union(&later)
 			os.Remove(res.state)
+			os.Remove(filepath.Dir(res.state)) // if nothing else is in it
 		}
 	}
 	if res.added.Empty() {
