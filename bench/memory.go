@@ -28,6 +28,9 @@ const MaxMemoryPairs = 9000
 const (
 	memPort  = 7900
 	memAdmin = "127.0.0.1:9902"
+	// memPorts is the memory splicer's engines.ip.local_ports: room for
+	// MaxMemoryPairs, apart from the default range.
+	memPorts = "20000-31999"
 	// heldFor keeps unspliced pairs in control mode for the whole measurement.
 	heldFor = 24 * time.Hour
 	// fdReserve is what a splicer process needs besides its pairs.
@@ -173,9 +176,12 @@ func (e *Env) memoryOf(ctx context.Context, engine, mode string, count int) (mem
 	if mode == "unspliced" {
 		after = heldFor.String()
 	}
-	cfg := fmt.Sprintf("admin: %q\nlog: {level: warn, format: text}\nshutdown_timeout: 1s\nlisteners:\n"+
+	// Its own port range: the bench's main splicer process, in the same
+	// namespace, dials from the default one, and its pairs' TIME_WAITs
+	// toward the same origin port are claims this process cannot see.
+	cfg := fmt.Sprintf("admin: %q\nlog: {level: warn, format: text}\nshutdown_timeout: 1s\nengines: {ip: {local_ports: %s}}\nlisteners:\n"+
 		"  - {name: mem, listen: %q, upstream: [%q], engine: %s, max_connections: 0, idle_timeout: 0s, splice_after: %s}\n",
-		memAdmin, listen, net.JoinHostPort(e.addrs.server, strconv.Itoa(originPort+int(Sink))), engine, after)
+		memAdmin, memPorts, listen, net.JoinHostPort(e.addrs.server, strconv.Itoa(originPort+int(Sink))), engine, after)
 	path := filepath.Join(e.dir, "memory.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return memUse{}, err

@@ -124,6 +124,16 @@ type Options struct {
 	// rest of the pair's life; unset, they close with the pair. Engines
 	// never close a pair's sockets themselves.
 	OnDetached func()
+	// OnEnd, if set, lets Splice return before the pair ends, with End
+	// EndDetached, once the engine follows the pair without the caller
+	// (ip: a pair spliced until it closes whose sockets it detached and
+	// that owes no bytes: its datapath forwards it, and one goroutine of
+	// the engine follows all such pairs). The engine then calls OnEnd
+	// once, when the pair ends, with the Result Splice would have
+	// returned; it keeps updating the pair's counters until then, and
+	// cancelling ctx ends the pair as it would have (so ctx must outlive
+	// Splice's return). Unset, Splice returns when the pair ends.
+	OnEnd func(Result)
 	// OnDraining, if set, is called with true when the engine starts
 	// delivering bytes buffered at the moment of splicing or unsplicing,
 	// and with false when they are delivered; the forwarder shows the pair
@@ -183,6 +193,9 @@ const (
 	EndError
 	// EndTimer: Options.For elapsed; the pair is open and back in control mode.
 	EndTimer
+	// EndDetached: the engine follows the pair on its own and reports
+	// how it ends through Options.OnEnd; the caller is done with it.
+	EndDetached
 )
 
 func (e End) String() string {
@@ -203,6 +216,8 @@ func (e End) String() string {
 		return "error"
 	case EndTimer:
 		return "timer"
+	case EndDetached:
+		return "detached"
 	}
 	return fmt.Sprintf("end(%d)", uint8(e))
 }
@@ -270,6 +285,17 @@ type Counters interface {
 // client's MSS, so that neither side sends segments the other cannot take.
 type SegmentRelay interface {
 	RelaysSegments() bool
+}
+
+// UpstreamPorts is an engine that hands out the local ports of the pairs'
+// upstream connections (ip: a pair spliced until it closes keeps no
+// socket, so the engine keeps its port from new connections to the same
+// server while its datapath holds the pair). The forwarder binds each
+// upstream socket of the engine's listeners to the port it returns.
+type UpstreamPorts interface {
+	// UpstreamPort returns a local port for a new connection to server;
+	// false lets the kernel pick one.
+	UpstreamPort(server netip.AddrPort) (port uint16, ok bool)
 }
 
 // ControlMode is the engine whose copy loop is the proxy's own control-mode

@@ -60,7 +60,13 @@ func tcpListener(name, listen, upstream string) config.Listener {
 // httptest server. Cleanup shuts it down.
 func startLabForwarder(tb testing.TB, l *lab.Lab, listeners ...config.Listener) *labForwarder {
 	tb.Helper()
-	lf := &labForwarder{LabForwarder: fwdtest.StartInLab(tb, l, listeners...)}
+	return startLabForwarderWith(tb, l, config.Default().Engines, listeners...)
+}
+
+// startLabForwarderWith is startLabForwarder with engines configured as given.
+func startLabForwarderWith(tb testing.TB, l *lab.Lab, engines config.Engines, listeners ...config.Listener) *labForwarder {
+	tb.Helper()
+	lf := &labForwarder{LabForwarder: fwdtest.StartInLabWith(tb, l, engines, listeners...)}
 	lf.admin = httptest.NewServer(admin.Handler(lf.Forwarder))
 	tb.Cleanup(lf.admin.Close)
 	return lf

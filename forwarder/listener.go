@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -34,6 +35,11 @@ type listener struct {
 	// rcvBuf bounds the upstream connections' receive buffers (bytes), 0
 	// for the kernel's autotuning: upstreamRcvBuf.
 	rcvBuf int
+	// ports hands out the local ports of upstream connections (see
+	// session.Dial), when an engine owns a range (ip): every listener
+	// dials from it, so that the ports it takes out of the kernel's range
+	// are not lost to listeners without that engine.
+	ports  engine.UpstreamPorts
 	log    *slog.Logger
 	ln     net.Listener
 	active atomic.Int64
@@ -64,7 +70,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 		return nil, err
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc,
-		matchMSS: needsMatchedMSS(chain), log: f.log.With("listener", lc.Name)}
+		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(f.engines.Engines), log: f.log.With("listener", lc.Name)}
 	l.rcvBuf = upstreamRcvBuf(lc, l.matchMSS)
 	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
@@ -109,6 +115,17 @@ func upstreamRcvBuf(lc config.Listener, relays bool) int {
 		return int(config.DefaultPoolReceiveBuffer)
 	}
 	return 0
+}
+
+// upstreamPorts is the engine that hands out the local ports of upstream
+// connections (engine.UpstreamPorts), or nil.
+func upstreamPorts(engines []engine.Engine) engine.UpstreamPorts {
+	for _, e := range engines {
+		if p, ok := e.(engine.UpstreamPorts); ok {
+			return p
+		}
+	}
+	return nil
 }
 
 // controlEngine is the chain's control-mode engine (engine.ControlMode),
@@ -216,10 +233,7 @@ func (l *listener) serve() {
 		l.active.Add(1)
 		l.f.pairs.Add(1)
 		l.life.pairs.Add(1)
-		go func() {
-			defer l.access.release(ip)
-			l.handle(tc)
-		}()
+		go l.handle(tc, ip)
 	}
 }
 
@@ -257,21 +271,34 @@ func (l *listener) refuse(c *net.TCPConn, reason string) {
 	c.Close()
 }
 
-// handle runs one pair from accept to close.
-func (l *listener) handle(c *net.TCPConn) {
-	defer l.f.pairs.Done()
-	defer l.life.pairs.Done()
-	defer l.active.Add(-1)
+// handle runs one pair from accept to close, or until the proxy returns
+// from a pair its engine follows on its own (detached: OnEnd closes it).
+// ip is the client's address for the per-client cap.
+func (l *listener) handle(c *net.TCPConn, ip netip.Addr) {
 	m := l.f.metrics
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
 	log := l.log.With("pair", p.ID, "client", c.RemoteAddr().String())
-	s := &session{l: l, p: p, log: log, base: log}
+	s := &session{l: l, p: p, log: log, base: log, clientIP: ip}
 	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
 	m.Active.WithLabelValues(l.cfg.Name).Inc()
 
 	err := l.serveProxy(s)
+	if s.detached && !errors.Is(err, errPanic) {
+		s.arrive()
+		return
+	}
+	l.finish(s, err)
+}
 
+// finish closes a pair whose proxy returned err (or, detached, whose
+// engine reported its end) and counts and logs it.
+func (l *listener) finish(s *session, err error) {
+	defer l.f.pairs.Done()
+	defer l.life.pairs.Done()
+	defer l.active.Add(-1)
+	defer l.access.release(s.clientIP)
+	m, p := l.f.metrics, s.p
 	p.SetState(engine.StateClosing)
 	reason := proxy.CloseReason(err)
 	if errors.Is(err, errPanic) {
@@ -288,7 +315,11 @@ func (l *listener) handle(c *net.TCPConn) {
 	if err != nil && reason != "eof" {
 		attrs = append(attrs, "err", err.Error())
 	}
-	s.log.Info("pair closed", attrs...)
+	log := s.log
+	if s.detached {
+		log = l.log.With("pair", p.ID, "client", p.Client.RemoteAddr().String(), "upstream", upstreamOf(p))
+	}
+	log.Info("pair closed", attrs...)
 	if a := l.f.access; a != nil {
 		a.LogAttrs(context.Background(), slog.LevelInfo, "pair", accessLine(p, reason, err)...)
 	}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +28,23 @@ type session struct {
 	base *slog.Logger
 	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
 	clientMSS int
+	// clientIP is the client's address, for the per-client cap.
+	clientIP netip.Addr
+	// detached: the engine follows the pair on its own (EndDetached) and
+	// reports its end to OnEnd. The pair is over once both the proxy has
+	// returned and the engine has reported (arrive); end is the Result.
+	detached bool
+	arrived  atomic.Int32
+	end      engine.Result
+}
+
+// arrive is called once when the proxy has returned from a detached
+// pair, and once when the engine reports its end: the second closes the
+// pair, counted and logged by how it ended.
+func (s *session) arrive() {
+	if s.arrived.Add(1) == 2 {
+		s.l.finish(s, proxy.EndErr(s.end))
+	}
 }
 
 func (s *session) Pair() *engine.Pair { return s.p }
@@ -45,7 +64,13 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		return nil, err
 	}
 	start := time.Now()
-	c, err := s.l.f.dial(sockopt.WithRcvBuf(s.withClientMSS(ctx), s.l.rcvBuf), "tcp", addr)
+	ctx = sockopt.WithRcvBuf(s.withClientMSS(ctx), s.l.rcvBuf)
+	var c net.Conn
+	if s.l.ports == nil {
+		c, err = s.l.f.dial(ctx, "tcp", addr)
+	} else {
+		c, err = s.dialFromRange(ctx, addr)
+	}
 	s.l.f.metrics.ConnectSeconds.WithLabelValues(s.l.cfg.Name).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, classifyDial(ctx, err)
@@ -58,6 +83,28 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	s.p.SetUpstream(tc)
 	s.log = s.base.With("upstream", addr)
 	return tc, nil
+}
+
+// portTries bounds the dials from the engine's port range: each failure
+// (EADDRNOTAVAIL: the 4-tuple is in use, by a socket or a TIME_WAIT the
+// kernel keeps) moves on to the next port.
+const portTries = 16
+
+// dialFromRange dials addr from a local port the engine hands out
+// (engine.UpstreamPorts): a port whose pair the engine still forwards
+// without a socket goes to no new connection to the same server. When
+// the range's ports toward addr are taken, the kernel picks one from
+// what is left of its own range, so the reservation takes no ports away
+// from the forwarder's connections.
+func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, error) {
+	inRange := sockopt.WithLocalPort(ctx, s.l.ports.UpstreamPort)
+	for range portTries {
+		c, err := s.l.f.dial(inRange, "tcp", addr)
+		if err == nil || !sockopt.IsPortInUse(err) || ctx.Err() != nil {
+			return c, err
+		}
+	}
+	return s.l.f.dial(ctx, "tcp", addr)
 }
 
 // AdoptUpstream implements proxy.UpstreamAdopter: c, dialled for another
@@ -119,6 +166,15 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 		}
 		s.p.SetPending(e.Name(), note)
 		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), opts))
+		if err == nil && res.End == engine.EndDetached {
+			// OnEnd counts it and ends the pair.
+			s.p.CommitEngine()
+			s.detached = true
+			// Its loggers, with the pair's fields preformatted, would
+			// stay for the pair's life: finish makes the closing line's.
+			s.base, s.log = nil, s.l.log
+			return res, nil
+		}
 		m.Spliced.WithLabelValues(e.Name()).Dec()
 		if engine.IsFallback(err) {
 			s.p.SetState(engine.StateControl)
@@ -145,6 +201,9 @@ func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Resul
 // It shows the pair draining while the engine says so (OnDraining), and
 // sets OnDetached to close the pair's sockets when the engine lets go of
 // them: the forwarder makes every state change and closes every socket.
+// OnEnd lets an engine follow a pair on its own (EndDetached): the
+// proxy's goroutine and buffers go, and the pair is closed, counted and
+// logged when the engine reports its end.
 func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	inner := opts.OnSpliced
 	s.l.f.metrics.Spliced.WithLabelValues(name).Inc()
@@ -167,6 +226,15 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 		if err := s.p.CloseConns(); err != nil {
 			s.log.Debug("closing the sockets an engine detached", "err", err)
 		}
+		// Closed, the upstream connection is only memory now; the pair
+		// keeps its address for /flows and the logs.
+		s.p.SetUpstream(nil)
+	}
+	opts.OnEnd = func(r engine.Result) {
+		s.l.f.metrics.Spliced.WithLabelValues(name).Dec()
+		s.l.f.metrics.Splices.WithLabelValues(name, r.End.String()).Inc()
+		s.end = r
+		s.arrive()
 	}
 	return opts
 }

@@ -96,6 +96,8 @@ func printEngineChoice(cfg *config.Config) {
 	// the probe would then reset those pairs.
 	engines := cfg.Engines
 	engines.IP.PinDir = config.PinDirOff
+	// Nor take the daemon's port range out of the host's ephemeral ports.
+	engines.IP.LocalPorts = config.LocalPortsOff
 	set := all.Build(engines, slog.New(slog.DiscardHandler))
 	defer set.Close()
 	fmt.Println("engines on this host:")

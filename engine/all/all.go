@@ -31,7 +31,13 @@ var Ladder = []Factory{
 		if pin == config.PinDirOff {
 			pin = ""
 		}
-		return ip.New(ip.Options{MaxPairs: cfg.IP.MaxPairs, TimeWait: cfg.IP.TimeWait.Std(), IdleTimeout: cfg.IP.IdleTimeout.Std(), PinDir: pin}, log), nil
+		opts := ip.Options{MaxPairs: cfg.IP.MaxPairs, TimeWait: cfg.IP.TimeWait.Std(), IdleTimeout: cfg.IP.IdleTimeout.Std(), PinDir: pin}
+		if lo, hi, on, err := cfg.IP.PortRange(); err != nil {
+			return nil, err
+		} else if on {
+			opts.LocalPorts = ip.PortRange{Low: lo, High: hi}
+		}
+		return ip.New(opts, log), nil
 	}},
 	{Name: sockmap.Name, New: func(cfg config.Engines, log *slog.Logger) (engine.Engine, error) {
 		if !cfg.Sockmap.Enabled {

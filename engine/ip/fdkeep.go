@@ -1,4 +1,4 @@
-// Keeping a duplicate of the forwarder's frozen upstream descriptor while its pair is spliced, so the kernel gives the port to no new connection to the same server.
+// Keeping a duplicate of the forwarder's frozen upstream descriptor while its pair is spliced, for a pair whose local port is not from the engine's range (localports.go): the kernel then gives the port to no new connection to the same server.
 
 package ip
 

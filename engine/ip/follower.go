@@ -26,14 +26,7 @@ type notice struct {
 func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
 	a, ch := sp.a, sp.ch
 	defer e.unregister(a)
-	f := follower{p: p, a: a, dp: e.dp, release: e.release, resetPeers: func(st datapath.PairStats) { e.resetPeers(sp.spec, st) }, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
-	if sp.drain != nil {
-		f.drained = sp.drain.lastProgress
-	}
-	for d, n := range sp.unread {
-		p.AddBytes(engine.Direction(d), n)
-		f.counted[d] = n
-	}
+	f := e.newFollower(p, sp)
 	var drained chan error
 	if sp.drain != nil {
 		opts.ReportDraining(true)
@@ -59,6 +52,10 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 				opts.ReportDraining(false)
 			}
 			sp.drain.logDone(e.log, p.ID, err)
+			if sp.fz == nil && opts.OnEnd != nil {
+				// Delivered: the engine follows it with the others.
+				return e.detach(ctx, f, sp, opts)
+			}
 		case <-ctx.Done():
 			f.refresh()
 			if sp.fz == nil && drained == nil && e.keepsPairs() {
@@ -99,10 +96,25 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 	}
 }
 
+// newFollower starts following the spliced pair: the receive queues'
+// bytes the drain delivers count as moved from the start.
+func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
+	f := follower{p: p, a: sp.a, dp: e.dp, release: e.release, resetPeers: e.resetPeers, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	if sp.drain != nil {
+		f.drained = sp.drain.lastProgress
+	}
+	for d, n := range sp.unread {
+		p.AddBytes(engine.Direction(d), n)
+		f.counted[d] = n
+	}
+	return f
+}
+
 // follower is the state of one followed pair.
 type follower struct {
-	// resetPeers resets both peers of the removed pair.
-	resetPeers func(datapath.PairStats)
+	// resetPeers resets both peers of the removed pair, whose spec the
+	// datapath holds until then (a copy per follower would double it).
+	resetPeers func(datapath.PairSpec, datapath.PairStats)
 	// release frees what the engine keeps for the pair once it leaves
 	// the table.
 	release func(datapath.Tuple)
@@ -194,12 +206,13 @@ func (f *follower) streamBytes(d engine.Direction, ds datapath.DirStats) uint64 
 // remove deletes the pair; one Sweep already removed needs nothing more.
 func (f *follower) remove() {
 	st, err := f.dp.Lookup(f.a)
+	spec, serr := f.dp.Spec(f.a)
 	f.dp.Delete(f.a)
 	if f.release != nil {
 		f.release(f.a)
 	}
-	if err == nil && f.resetPeers != nil && st.Phase != datapath.PhaseClosed {
-		f.resetPeers(st)
+	if err == nil && serr == nil && f.resetPeers != nil && st.Phase != datapath.PhaseClosed {
+		f.resetPeers(spec, st)
 	}
 }
 
@@ -300,8 +313,12 @@ func (e *Engine) unregister(a datapath.Tuple) {
 // blocks: a waiter that is behind catches up from Lookup on its next tick.
 func (e *Engine) notify(a datapath.Tuple, n notice) {
 	e.mu.Lock()
-	ch := e.waiters[a]
+	ch, d := e.waiters[a], e.detached[a]
 	e.mu.Unlock()
+	if d != nil {
+		e.onDetachedNotice(d, n)
+		return
+	}
 	if ch == nil {
 		return
 	}

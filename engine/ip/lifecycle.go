@@ -15,6 +15,7 @@ import (
 	"github.com/splicer/splicer/engine/ip/internal/bhwatch"
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/peerclock"
+	"github.com/splicer/splicer/engine/ip/internal/ports"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
@@ -46,10 +47,34 @@ type Options struct {
 	// outlive the process: the next engine with the same PinDir adopts
 	// them (persist.go). Empty: nothing is pinned.
 	PinDir string
+	// LocalPorts, if set, is the range of local ports the forwarder dials
+	// upstreams from (engine.UpstreamPorts): the engine reserves it in
+	// its network namespace (net.ipv4.ip_local_reserved_ports) and keeps
+	// a pair's port busy toward its server while the datapath holds the
+	// pair, so that a pair spliced until it closes keeps no socket. Zero,
+	// or where it cannot be reserved: such a pair keeps a duplicate of its
+	// upstream socket (fdkeep.go).
+	LocalPorts PortRange
 }
 
-func (o Options) datapath() datapath.Options {
-	return datapath.Options{MaxPairs: o.MaxPairs, TimeWait: o.TimeWait, IdleTimeout: o.IdleTimeout}
+// PortRange is an inclusive range of local ports; the zero value is none.
+type PortRange struct{ Low, High uint16 }
+
+// datapath is the options of this engine's datapaths, its own and the
+// adopted ones: with a port range, each pair's port is claimed while the
+// pair is in the table.
+func (e *Engine) datapathOptions() datapath.Options {
+	o := datapath.Options{MaxPairs: e.opts.MaxPairs, TimeWait: e.opts.TimeWait, IdleTimeout: e.opts.IdleTimeout}
+	if a := e.ports.Load(); a != nil {
+		o.OnTable = func(b datapath.Tuple, in bool) {
+			if in {
+				a.Claim(b.Src, b.Dst.Port())
+			} else {
+				a.Unclaim(b.Src, b.Dst.Port())
+			}
+		}
+	}
+	return o
 }
 
 // Engine is engine ip: the datapath's tc program forwards a spliced pair's
@@ -75,9 +100,23 @@ type Engine struct {
 	// windowRefused counts splices refused by windowsFit.
 	windowRefused atomic.Int64
 	waiters       map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
-	// kept holds, by A tuple, a descriptor of each pair's frozen upstream
-	// socket until the pair leaves the table: it keeps the forwarder's
-	// local port, so no new upstream connection reuses the 4-tuple.
+	// detached are the pairs the engine follows without their callers
+	// (detached.go), by A tuple; followOnce starts their ticker.
+	detached   map[datapath.Tuple]*detached
+	followOnce sync.Once
+	// ports hands out the local ports of upstream connections and keeps
+	// those of pairs in the table busy (nil without Options.LocalPorts,
+	// or once the range could not be reserved); reserved is the range's
+	// reservation in the home namespace, made before the first
+	// attachment or adoption (reserveTried), under portsMu.
+	ports        atomic.Pointer[ports.Allocator]
+	portsMu      sync.Mutex
+	reserved     *ports.Reservation
+	reserveTried bool
+	// kept holds, by A tuple, a descriptor of the frozen upstream socket
+	// of each pair whose local port is not in ports' range, until the
+	// pair leaves the table: it keeps the port, so no new upstream
+	// connection reuses the 4-tuple.
 	kept map[datapath.Tuple]int
 	// unspl counts unsplices (unsplice.go).
 	unspl unspliceStats
@@ -126,6 +165,7 @@ func New(opts Options, log *slog.Logger) *Engine {
 		log:      log.With("engine", "ip"),
 		attached: make(map[int]bool),
 		waiters:  make(map[datapath.Tuple]chan notice),
+		detached: make(map[datapath.Tuple]*detached),
 		kept:     make(map[datapath.Tuple]int),
 		stop:     make(chan struct{}),
 		inject:   newInjector(),
@@ -164,18 +204,23 @@ func (e *Engine) loadLocked() error {
 	if err != nil {
 		return err
 	}
-	dp, err := datapath.Load(e.opts.datapath())
+	if r := e.opts.LocalPorts; r.Low != 0 {
+		e.ports.Store(ports.NewAllocator(ports.Range{Low: r.Low, High: r.High}))
+	}
+	dp, err := datapath.Load(e.datapathOptions())
 	if err != nil {
 		home.close()
 		return err
 	}
 	e.home, e.dp = home, dp
+	e.takeOverPorts()
 	e.inject.useHome(home, e.log)
 	if e.opts.PinDir != "" {
 		// What earlier processes left is adopted before the first
 		// splice, so /flows and the sweeper have it from the start.
 		e.pins = newPins(e.opts.PinDir)
 		e.adoptAll()
+		e.claimOthers()
 	}
 	if e.clk, err = peerclock.Load(); err != nil {
 		e.log.Info("reading the peers' timestamp clocks from the sockets is unavailable: splices probe them instead", "err", err)
@@ -238,6 +283,9 @@ func (e *Engine) Close() error {
 	}
 	close(e.stop)
 	keep := e.outlive.Load()
+	// Pairs the engine follows without their callers end as cancelled
+	// (their callers cancel them first when they shut down).
+	e.endDetached()
 	if e.pins != nil {
 		// Adopted followers reset their pairs, or leave them with keep.
 		e.stopAdopted()
@@ -268,6 +316,7 @@ func (e *Engine) Close() error {
 		e.bh.Close()
 	}
 	e.inject.close()
+	e.releasePorts(keep)
 	home.close()
 	return err
 }
@@ -293,6 +342,7 @@ func (e *Engine) sweep() {
 		}
 		if e.pins != nil {
 			e.sweepAdopted(datapath.Now())
+			e.claimOthers()
 		}
 	}
 }

@@ -157,7 +157,7 @@ func (e *Engine) adoptAll() {
 
 // adopt takes over the datapath in dir, whose lock is held; p.mu held.
 func (e *Engine) adopt(p *pins, dir string, lock *os.File) {
-	dp, info, err := datapath.Adopt(dir, e.opts.datapath(), e.home.ino)
+	dp, info, err := datapath.Adopt(dir, e.datapathOptions(), e.home.ino)
 	var ie *datapath.IncompatibleError
 	switch {
 	case errors.Is(err, datapath.ErrIncomplete):
@@ -210,6 +210,9 @@ func (e *Engine) adopt(p *pins, dir string, lock *os.File) {
 	e.log.Info("adopted a pinned datapath", "dir", dir, "pid", info.PID, "pairs", followed, "reset", resets,
 		"links", info.Links, "programs_replaced", info.Replaced)
 	p.gens[dir] = g
+	// The adopted pairs' ports are claimed (Options.OnTable); the range
+	// stays reserved for them, and this process gives it back at its end.
+	e.reservePorts()
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.readAdoptedEvents(g) }()
 	for _, ap := range g.pairs {
@@ -227,7 +230,7 @@ func (e *Engine) followAdopted(g *adoptedGen, ap *adoptedPair) {
 	ch := g.waiters[a]
 	g.mu.Unlock()
 	f := follower{p: ap.p, a: a, dp: g.dp, lastMove: time.Now(), unseeded: true,
-		resetPeers: func(st datapath.PairStats) { e.resetPeers(ap.spec, st) }}
+		resetPeers: e.resetPeers}
 	f.refresh()
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()

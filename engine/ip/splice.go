@@ -49,6 +49,11 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	if sp.fz == nil && opts.OnDetached != nil {
 		opts.OnDetached()
 	}
+	// Nothing left for the caller to hold: the engine follows the pair
+	// with all the others (detached.go), and the caller's goroutine ends.
+	if sp.fz == nil && sp.drain == nil && opts.OnEnd != nil {
+		return e.detach(ctx, e.newFollower(p, sp), sp, opts), nil
+	}
 	return e.follow(ctx, p, sp, opts), nil
 }
 
@@ -248,8 +253,12 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		d.start() // the owed bytes first, then the senders' news (drain.go)
 	}
 	e.announce(pub, sa, sb, q)
-	if err := e.keep(spec.A, up); err != nil {
-		e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
+	// A port from the engine's range stays busy while the pair is in the
+	// table; any other is kept by a duplicate of the upstream socket.
+	if !e.portClaimed(spec.B) {
+		if err := e.keep(spec.A, up); err != nil {
+			e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
+		}
 	}
 	sp := spliced{a: spec.A, ch: ch, spec: pub.spec, fz: fz, since: since,
 		unread:  [2]int64{int64(sa.InQ + len(pub.kept[engine.Up].data)), int64(sb.InQ + len(pub.kept[engine.Down].data))},
@@ -525,9 +534,11 @@ func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 }
 
 // attach attaches the program to each device once; with a pin directory
-// the datapath is pinned before its first attachment.
+// the datapath is pinned, and with a port range the range reserved,
+// before its first attachment.
 func (e *Engine) attach(ifindexes ...int) error {
 	e.pinOwn()
+	e.reservePorts()
 	for _, i := range ifindexes {
 		e.mu.Lock()
 		done := e.attached[i]

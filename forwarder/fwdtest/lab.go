@@ -32,7 +32,14 @@ type LabForwarder struct {
 // namespace's). Cleanup shuts it down and prints its log if tb failed.
 func StartInLab(tb testing.TB, l *lab.Lab, listeners ...config.Listener) *LabForwarder {
 	tb.Helper()
+	return StartInLabWith(tb, l, config.Default().Engines, listeners...)
+}
+
+// StartInLabWith is StartInLab with engines configured as given.
+func StartInLabWith(tb testing.TB, l *lab.Lab, engines config.Engines, listeners ...config.Listener) *LabForwarder {
+	tb.Helper()
 	cfg := config.Default()
+	cfg.Engines = engines
 	cfg.Listeners = listeners
 	if err := cfg.Validate(); err != nil {
 		tb.Fatalf("config: %v", err)

@@ -31,10 +31,12 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,10 +118,46 @@ type IPEngine struct {
 	// adopts them: an absolute path, "off", or empty for the default of
 	// `splicer run`, DefaultPinDir(the configuration file).
 	PinDir string `yaml:"pin_dir"`
+	// LocalPorts is the range of local ports, "LOW-HIGH", that the
+	// upstream connections of listeners whose engine may be ip are
+	// dialled from, or "off". The engine takes it out of the kernel's
+	// ephemeral ports in its network namespace
+	// (net.ipv4.ip_local_reserved_ports) and hands the ports out itself,
+	// so that a pair spliced until it closes keeps no socket: its port
+	// stays busy toward its server while the datapath holds the pair.
+	// Off, or where the range cannot be reserved, the engine keeps a
+	// socket per such pair instead.
+	LocalPorts string `yaml:"local_ports"`
 }
 
-// PinDirOff switches pinning off in engines.ip.pin_dir.
-const PinDirOff = "off"
+// PinDirOff switches pinning off in engines.ip.pin_dir; LocalPortsOff
+// switches the port range off in engines.ip.local_ports.
+const (
+	PinDirOff     = "off"
+	LocalPortsOff = "off"
+)
+
+// DefaultLocalPorts is the default of engines.ip.local_ports: 20,000
+// ports of Linux's default ephemeral range (32768-60999), which leaves
+// the kernel 8,232 for every other connection of the namespace.
+const DefaultLocalPorts = "40000-59999"
+
+// PortRange parses LocalPorts: ok is false when it is off.
+func (e IPEngine) PortRange() (low, high uint16, ok bool, err error) {
+	if e.LocalPorts == LocalPortsOff {
+		return 0, 0, false, nil
+	}
+	lo, hi, found := strings.Cut(e.LocalPorts, "-")
+	a, errA := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
+	b, errB := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
+	switch {
+	case !found || errA != nil || errB != nil:
+		return 0, 0, false, fmt.Errorf("must be a port range LOW-HIGH or %q, got %q", LocalPortsOff, e.LocalPorts)
+	case a < 1024 || b < a:
+		return 0, 0, false, fmt.Errorf("must be a range of unprivileged ports, 1024 <= LOW <= HIGH <= 65535, got %q", e.LocalPorts)
+	}
+	return uint16(a), uint16(b), true, nil
+}
 
 // DefaultPinDir is the pin directory `splicer run --config path` uses when
 // engines.ip.pin_dir is empty: /sys/fs/bpf/splicer/ and the file's name
@@ -240,6 +278,7 @@ func Default() Config {
 				TimeWait:    Duration(60 * time.Second),
 				IdleTimeout: Duration(10 * time.Minute),
 				MaxPairs:    65536,
+				LocalPorts:  DefaultLocalPorts,
 			},
 		},
 	}

@@ -85,7 +85,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 		"  copy: {buffer_size: 4096}",
 		"  pipe: {pipe_size: 256KiB}",
 		"  sockmap: {enabled: false}",
-		"  ip: {enabled: false, time_wait: 0s, idle_timeout: 5m, max_pairs: 1024, pin_dir: /sys/fs/bpf/edge}",
+		"  ip: {enabled: false, time_wait: 0s, idle_timeout: 5m, max_pairs: 1024, pin_dir: /sys/fs/bpf/edge, local_ports: 30000-30999}",
 		"listeners:",
 		"  - name: a",
 		"    listen: ':7000'",
@@ -106,7 +106,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 			Copy:    CopyEngine{BufferSize: 4096},
 			Pipe:    PipeEngine{PipeSize: 256 << 10},
 			Sockmap: SockmapEngine{Enabled: false},
-			IP:      IPEngine{Enabled: false, TimeWait: 0, IdleTimeout: Duration(5 * time.Minute), MaxPairs: 1024, PinDir: "/sys/fs/bpf/edge"},
+			IP:      IPEngine{Enabled: false, TimeWait: 0, IdleTimeout: Duration(5 * time.Minute), MaxPairs: 1024, PinDir: "/sys/fs/bpf/edge", LocalPorts: "30000-30999"},
 		},
 		Listeners: []Listener{{
 			Name: "a", Listen: ":7000", Proxy: "tcp",
@@ -406,6 +406,18 @@ func TestParseErrors(t *testing.T) {
 			"engines: {ip: {pin_dir: bpf/splicer}}",
 			"listeners:", okListener,
 		), []wantErr{{1, "engines.ip.pin_dir", `must be an absolute path (a directory in a BPF file system) or "off", got "bpf/splicer"`}}},
+		{"local ports not a range", lines(
+			"engines: {ip: {local_ports: 40000}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.local_ports", `must be a port range LOW-HIGH or "off", got "40000"`}}},
+		{"local ports reversed", lines(
+			"engines: {ip: {local_ports: 50000-40000}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.local_ports", "1024 <= LOW <= HIGH <= 65535"}}},
+		{"local ports privileged", lines(
+			"engines: {ip: {local_ports: 80-2000}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.local_ports", "1024 <= LOW <= HIGH <= 65535"}}},
 		{"bad host name", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['-bad-.example:80']}",
@@ -674,5 +686,22 @@ func TestDefaultPinDir(t *testing.T) {
 	}
 	if _, err := Parse("t.yaml", []byte("engines: {ip: {pin_dir: off}}\nlisteners:\n  - {name: a, listen: ':1', upstream: ['h:2']}\n")); err != nil {
 		t.Errorf("pin_dir: off: %v", err)
+	}
+}
+
+// TestLocalPorts: the default range parses; off switches it off. A
+// listener may use a port of the range (the dialler skips a port it
+// cannot bind).
+func TestLocalPorts(t *testing.T) {
+	lo, hi, on, err := Default().Engines.IP.PortRange()
+	if err != nil || !on || lo != 40000 || hi != 59999 {
+		t.Errorf("default local_ports: %d-%d %v %v", lo, hi, on, err)
+	}
+	cfg, err := Parse("t.yaml", []byte("engines: {ip: {local_ports: off}}\nlisteners:\n  - {name: a, listen: ':45000', upstream: ['h:2']}\n"))
+	if err != nil {
+		t.Fatalf("local_ports: off: %v", err)
+	}
+	if _, _, on, err := cfg.Engines.IP.PortRange(); on || err != nil {
+		t.Errorf("local_ports: off is on (%v)", err)
 	}
 }

@@ -90,6 +90,9 @@ func (v *validator) engines() {
 	if d := e.IP.PinDir; d != "" && d != PinDirOff && !filepath.IsAbs(d) {
 		v.errorf("engines.ip.pin_dir", "must be an absolute path (a directory in a BPF file system) or %q, got %q", PinDirOff, d)
 	}
+	if _, _, _, err := e.IP.PortRange(); err != nil {
+		v.errorf("engines.ip.local_ports", "%v", err)
+	}
 }
 
 func (v *validator) bufferSize(path string, s Size) {

@@ -13,6 +13,7 @@ package sockopt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -76,6 +77,73 @@ func RcvBuf(ctx context.Context) int {
 	return n
 }
 
+type portKey struct{}
+
+// PortPicker returns the local port a new connection to server should
+// use, or false to let the kernel pick one (engine.UpstreamPorts).
+type PortPicker func(server netip.AddrPort) (uint16, bool)
+
+// WithLocalPort returns a context under which Control binds the socket to
+// a port pick returns for the address about to be connected (the
+// wildcard address: routing still picks the source), with SO_REUSEADDR
+// so that connections to different servers may share a port; connect
+// then fails with EADDRNOTAVAIL when the 4-tuple is in use (by another
+// socket, or a TIME_WAIT), and the caller dials again: IsPortInUse.
+func WithLocalPort(ctx context.Context, pick PortPicker) context.Context {
+	return context.WithValue(ctx, portKey{}, pick)
+}
+
+// IsPortInUse reports whether a dial under WithLocalPort failed because
+// the port it was given is in use toward that server: another port may
+// succeed.
+func IsPortInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.EADDRINUSE)
+}
+
+// bindTries bounds the ports Control tries to bind before leaving the
+// choice to the kernel: with SO_REUSEADDR a bind fails only on a port a
+// listener or a socket without SO_REUSEADDR holds.
+const bindTries = 8
+
+// bindPicked binds c to the wildcard address of its family and a port
+// pick gives for server.
+func bindPicked(c syscall.RawConn, pick PortPicker, server netip.AddrPort) error {
+	var berr error
+	err := c.Control(func(fd uintptr) {
+		sa, err := unix.Getsockname(int(fd))
+		if err != nil {
+			berr = err
+			return
+		}
+		if berr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); berr != nil {
+			return
+		}
+		for range bindTries {
+			port, ok := pick(server)
+			if !ok {
+				return
+			}
+			switch sa.(type) {
+			case *unix.SockaddrInet6:
+				berr = unix.Bind(int(fd), &unix.SockaddrInet6{Port: int(port)})
+			default:
+				berr = unix.Bind(int(fd), &unix.SockaddrInet4{Port: int(port)})
+			}
+			if !errors.Is(berr, unix.EADDRINUSE) {
+				return
+			}
+		}
+		berr = nil // the kernel picks one at connect
+	})
+	if err != nil {
+		return err
+	}
+	if berr != nil {
+		return fmt.Errorf("bind a local port: %w", berr)
+	}
+	return nil
+}
+
 type checkKey struct{}
 
 // WithCheck returns a context under which Control calls check with the
@@ -94,6 +162,15 @@ func Control(ctx context.Context, network, address string, c syscall.RawConn) er
 			return fmt.Errorf("destination %q: %w", address, err)
 		}
 		if err := check(ap); err != nil {
+			return err
+		}
+	}
+	if pick, ok := ctx.Value(portKey{}).(PortPicker); ok && strings.HasPrefix(network, "tcp") {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("destination %q: %w", address, err)
+		}
+		if err := bindPicked(c, pick, ap); err != nil {
 			return err
 		}
 	}

@@ -254,3 +254,61 @@ func mssOption(pkt []byte) (int, error) {
 	}
 	return 0, fmt.Errorf("no MSS option")
 }
+
+// TestWithLocalPort: on loopback, a dial under WithLocalPort leaves from
+// the port picked for its server; a second connection from that port to
+// the same server fails with an error IsPortInUse recognises, and one to
+// another server shares the port (SO_REUSEADDR); a picker that has no
+// port leaves the choice to the kernel.
+func TestWithLocalPort(t *testing.T) {
+	ln1, ln2 := listen(t), listen(t)
+	free := listen(t) // a port nobody else uses: this listener's, once closed
+	port := uint16(free.Addr().(*net.TCPAddr).Port)
+	free.Close()
+	var asked []netip.AddrPort
+	pick := func(server netip.AddrPort) (uint16, bool) {
+		asked = append(asked, server)
+		return port, true
+	}
+	ctx := sockopt.WithLocalPort(context.Background(), pick)
+	d := sockopt.Dialer()
+	c1, err := d.DialContext(ctx, "tcp", ln1.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	if got := c1.LocalAddr().(*net.TCPAddr).Port; got != int(port) {
+		t.Fatalf("left from port %d, want %d", got, port)
+	}
+	if len(asked) != 1 || asked[0].String() != ln1.Addr().String() {
+		t.Errorf("picker asked for %v, want %v", asked, ln1.Addr())
+	}
+	_, err = d.DialContext(ctx, "tcp", ln1.Addr().String())
+	if err == nil || !sockopt.IsPortInUse(err) {
+		t.Fatalf("a second connection from the same port to the same server: %v", err)
+	}
+	c2, err := d.DialContext(ctx, "tcp", ln2.Addr().String())
+	if err != nil {
+		t.Fatalf("the same port toward another server: %v", err)
+	}
+	defer c2.Close()
+	none := sockopt.WithLocalPort(context.Background(), func(netip.AddrPort) (uint16, bool) { return 0, false })
+	c3, err := d.DialContext(none, "tcp", ln1.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if got := c3.LocalAddr().(*net.TCPAddr).Port; got == int(port) || got == 0 {
+		t.Errorf("without a port to give, left from %d", got)
+	}
+}
+
+func listen(tb testing.TB) net.Listener {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	return ln
+}

@@ -40,6 +40,13 @@ type Options struct {
 	// of the page size (default 8 MiB). A segment that does not fit is
 	// dropped and counted as hold_dropped.
 	KeptBuffer int
+	// OnTable, if set, is called with a pair's B tuple (the forwarder's
+	// connection to the server) when the pair enters the table (Insert,
+	// or Adopt for each pair it finds) and when it leaves it (in true,
+	// then false), under the datapath's lock: the engine's port allocator
+	// keeps the pair's local port busy meanwhile. It must not call the
+	// datapath.
+	OnTable func(b Tuple, in bool)
 	// keptChunk, for tests, lowers the payload bytes per kept record
 	// (default and maximum SPLICE_KEPT_CHUNK), so short frames take
 	// several records.

@@ -218,6 +218,18 @@ func (s *keptStore) unregister(p *pair) {
 	delete(s.pairs, p.spec.A)
 }
 
+// StopGathering forgets pair a's kept records for good, and those still
+// to come (counted as lost): the caller will never ask again (a pair
+// that forwards both ways until it closes). Its bookkeeping would
+// otherwise stay for the pair's life.
+func (d *Datapath) StopGathering(a Tuple) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := d.pairs[a.unmapped()]; p != nil {
+		d.kept.unregister(p)
+	}
+}
+
 // KeptState is what the store holds of one direction of a pair.
 type KeptState struct {
 	// Segs are the records received, in the order the ring delivered them

@@ -427,6 +427,7 @@ func (d *Datapath) restorePairs() error {
 		p.n = n
 		d.pairs[p.spec.A] = p
 		d.byB[p.spec.B] = p
+		d.onTable(p, true)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("engine ip: %d pinned pairs cannot be read back: %w", len(errs), errors.Join(errs...))
@@ -460,6 +461,27 @@ func dirSpecOf(e *spliceSpliceDir) DirSpec {
 			LimitSeq: atomic.LoadUint32(&e.LimitSeq),
 		},
 	}
+}
+
+// PinnedFlows returns the 4-tuples of the flows of the datapath pinned
+// in dir, read without adopting it (its process may still run, as the
+// old process of an upgrade does): another engine's pairs, whose local
+// ports the caller keeps out of its own connections. A layout whose key
+// differs from this build's is an error.
+func PinnedFlows(dir string) ([]Tuple, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinFlows), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	var k spliceSpliceKey
+	var slot uint32
+	var out []Tuple
+	it := m.Iterate()
+	for it.Next(&k, &slot) {
+		out = append(out, tupleFromKey(k))
+	}
+	return out, it.Err()
 }
 
 // Spec returns the spec pair a was published with (for an adopted pair,

@@ -300,7 +300,15 @@ func (d *Datapath) Insert(spec PairSpec) error {
 	}
 	d.pairs[p.spec.A] = p
 	d.byB[p.spec.B] = p
+	d.onTable(p, true)
 	return nil
+}
+
+// onTable tells Options.OnTable that p entered or left the table.
+func (d *Datapath) onTable(p *pair, in bool) {
+	if d.opts.OnTable != nil {
+		d.opts.OnTable(p.spec.B, in)
+	}
 }
 
 // insertFlows adds both flows of p to splice_flows in one batch (one
@@ -568,6 +576,7 @@ func (d *Datapath) remove(p *pair) error {
 	errB := ignoreMissing(d.objs.SpliceFlows.Delete(&p.kb))
 	delete(d.pairs, p.spec.A)
 	delete(d.byB, p.spec.B)
+	d.onTable(p, false)
 	d.kept.unregister(p)
 	d.slots.put(p.n, time.Now())
 	if errA != nil || errB != nil {

@@ -1,0 +1,210 @@
+// Tests of the allocator and the port sets; Reserve in a throwaway network namespace of the lab.
+
+package ports_test
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/splicer/splicer/engine/ip/internal/ports"
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+)
+
+// TestPickSkipsClaimed: picks go round the range; a port claimed toward
+// one server is skipped for that server only, and picked again once
+// unclaimed; with every port claimed there is none.
+func TestPickSkipsClaimed(t *testing.T) {
+	a := ports.NewAllocator(ports.Range{Low: 40000, High: 40002})
+	s1 := netip.MustParseAddrPort("10.0.0.1:80")
+	s2 := netip.MustParseAddrPort("[2001:db8::1]:80")
+	var got []uint16
+	for range 4 {
+		p, ok := a.Pick(s1)
+		if !ok {
+			t.Fatal("no port in an empty allocator")
+		}
+		got = append(got, p)
+	}
+	if want := []uint16{40000, 40001, 40002, 40000}; !equal(got, want) {
+		t.Fatalf("picks %v, want %v", got, want)
+	}
+	if a.Claim(s1, 39999) {
+		t.Error("a port outside the range was claimed")
+	}
+	for _, p := range []uint16{40001, 40002} {
+		if !a.Claim(s1, p) {
+			t.Fatalf("port %d not claimed", p)
+		}
+	}
+	for range 3 {
+		if p, _ := a.Pick(s1); p != 40000 {
+			t.Fatalf("picked %d toward a server holding 40001 and 40002", p)
+		}
+	}
+	if p, _ := a.Pick(s2); p != 40001 {
+		t.Errorf("toward another server picked %d, want the next port, 40001", p)
+	}
+	a.Claim(s1, 40000)
+	if p, ok := a.Pick(s1); ok {
+		t.Errorf("picked %d with every port claimed", p)
+	}
+	a.Unclaim(s1, 40002)
+	if p, ok := a.Pick(s1); !ok || p != 40002 {
+		t.Errorf("after unclaiming 40002 picked %d %v", p, ok)
+	}
+	if n := a.Claimed(); n != 2 {
+		t.Errorf("%d claims held, want 2", n)
+	}
+}
+
+func equal(a, b []uint16) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestSetRoundTrip(t *testing.T) {
+	for in, want := range map[string]string{
+		"":               "",
+		"\n":             "",
+		"5":              "5",
+		"1-3,5, 7-7,8\n": "1-3,5,7-8",
+		"65535,0":        "0,65535",
+	} {
+		s, err := ports.ParseSet(in)
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if got := s.String(); got != want {
+			t.Errorf("%q -> %q, want %q", in, got, want)
+		}
+	}
+	for _, bad := range []string{"1000-99", "x", "70000", "1,,2"} {
+		if _, err := ports.ParseSet(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	a, _ := ports.ParseSet("1-10")
+	b, _ := ports.ParseSet("5-20")
+	a.Union(&b)
+	if a.String() != "1-20" || a.Len() != 20 {
+		t.Errorf("union %v (%d)", a.String(), a.Len())
+	}
+	a.Minus(&b)
+	if a.String() != "1-4" {
+		t.Errorf("minus %v", a.String())
+	}
+}
+
+// TestReserveInNamespace: in the lab's forwarder namespace Reserve adds
+// the range to what was reserved there, the host's namespace is
+// untouched, and Release takes out only what Reserve added; a range
+// reserved already is left as it is.
+func TestReserveInNamespace(t *testing.T) {
+	l := lab.NewT(t, lab.DefaultConfig())
+	read := func() string {
+		t.Helper()
+		var v string
+		if err := l.Fwd.Do(func() error {
+			b, err := os.ReadFile(ports.SysctlPath)
+			v = string(b)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	host, err := os.ReadFile(ports.SysctlPath)
+	if err != nil {
+		testenv.SkipOrFail(t, err.Error())
+	}
+	if err := l.Fwd.Sysctl("net.ipv4.ip_local_reserved_ports", "100,45000-45010"); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "run", "reserved")
+	res, err := ports.Reserve(ports.Range{Low: 45005, High: 45020}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "100,45000-45020\n" {
+		t.Errorf("reserved: %q", got)
+	}
+	if now, _ := os.ReadFile(ports.SysctlPath); string(now) != string(host) {
+		t.Errorf("the host's reserved ports changed: %q -> %q", host, now)
+	}
+	if err := l.Fwd.Sysctl("net.ipv4.ip_local_reserved_ports", "100,45000-45020,50000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "100,45000-45010,50000\n" {
+		t.Errorf("released: %q", got)
+	}
+	again, err := ports.Reserve(ports.Range{Low: 45000, High: 45010}, l.Fwd.Do, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "100,45000-45010,50000\n" {
+		t.Errorf("a range reserved beforehand, released: %q", got)
+	}
+
+	// A process that hands its range over (an upgrade's old one) leaves
+	// it reserved and recorded: the next process releases it.
+	old, err := ports.Reserve(ports.Range{Low: 46000, High: 46009}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Handover(); err != nil {
+		t.Fatal(err)
+	}
+	next, err := ports.Reserve(ports.Range{Low: 46000, High: 46009}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "100,45000-45010,50000\n" {
+		t.Errorf("the next process released: %q", got)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the record outlives its takeover: %v", err)
+	}
+
+	// The new process of an upgrade reserves before the old one hands
+	// over (finding the range reserved, it adds nothing): it still gives
+	// back what the old one recorded.
+	old, err = ports.Reserve(ports.Range{Low: 47000, High: 47009}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err = ports.Reserve(ports.Range{Low: 47000, High: 47009}, l.Fwd.Do, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Handover(); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "100,45000-45010,50000\n" {
+		t.Errorf("the new process released: %q", got)
+	}
+	if _, err := os.Stat(filepath.Dir(state)); !os.IsNotExist(err) {
+		t.Errorf("the record's directory outlives the release: %v", err)
+	}
+}

@@ -1,0 +1,233 @@
+// Reserving a Range in a network namespace: net.ipv4.ip_local_reserved_ports, read, extended and restored as a set of ports.
+
+package ports
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// SysctlPath is the ports the kernel never picks for a connect or a bind
+// to port 0 (Linux 2.6.35; per network namespace since 4.8). It covers
+// IPv4 and IPv6 alike.
+const SysctlPath = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+
+// Reservation is a Range excluded from the kernel's ephemeral ports in one
+// network namespace.
+type Reservation struct {
+	r Range
+	// added is what Reserve wrote, or found written by an earlier
+	// process (state), and Release takes out again: the ports of r that
+	// were not reserved otherwise.
+	added Set
+	state string
+	do    func(func() error) error
+}
+
+// Reserve adds r to ip_local_reserved_ports of the network namespace in
+// which do runs its function (/proc/sys/net resolves against the network
+// namespace of the thread that opens it). A range reserved already (by an
+// administrator's sysctl.conf, say) is not written: a process without the
+// privilege to write the file can still use it. The error says what to
+// do when the file cannot be written.
+//
+// state, if not empty, is where a process that leaves its range reserved
+// for the pairs it hands over (an upgrade's old process: Handover)
+// records the ports it added; the next process takes the record over and
+// gives them back at its own end. (After a crash the range stays
+// reserved and unrecorded: the next process uses it and leaves it.)
+func Reserve(r Range, do func(func() error) error, state string) (*Reservation, error) {
+	if !r.Valid() {
+		return nil, fmt.Errorf("local port range %v is empty", r)
+	}
+	res := &Reservation{r: r, do: do, state: state}
+	var earlier Set
+	if state != "" {
+		if b, err := os.ReadFile(state); err == nil {
+			earlier, _ = ParseSet(string(b))
+			os.Remove(state) // this process owns them now
+			os.Remove(filepath.Dir(state))
+		}
+	}
+	err := do(func() error {
+		cur, err := readSysctl()
+		if err != nil {
+			return err
+		}
+		for p := int(r.Low); p <= int(r.High); p++ {
+			if !cur.Has(uint16(p)) || earlier.Has(uint16(p)) {
+				res.added.Add(uint16(p))
+			}
+		}
+		if res.added.Empty() {
+			return nil
+		}
+		cur.Union(&res.added)
+		return writeSysctl(&cur)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reserve local ports %v (net.ipv4.ip_local_reserved_ports): %w; reserve them beforehand, e.g. sysctl -w net.ipv4.ip_local_reserved_ports=%v", r, err, r)
+	}
+	return res, nil
+}
+
+// Range is the reserved range.
+func (res *Reservation) Range() Range { return res.r }
+
+// Release takes out of ip_local_reserved_ports what Reserve added, leaving
+// whatever else was reserved before or since; and what a predecessor
+// handed over after Reserve ran (the old process of an upgrade exits
+// after the new one started splicing).
+func (res *Reservation) Release() error {
+	if res == nil {
+		return nil
+	}
+	if res.state != "" {
+		if b, err := os.ReadFile(res.state); err == nil {
+			later, _ := ParseSet(string(b))
+			res.added.Union(&later)
+			os.Remove(res.state)
+			os.Remove(filepath.Dir(res.state)) // if nothing else is in it
+		}
+	}
+	if res.added.Empty() {
+		return nil
+	}
+	return res.do(func() error {
+		cur, err := readSysctl()
+		if err != nil {
+			return err
+		}
+		cur.Minus(&res.added)
+		return writeSysctl(&cur)
+	})
+}
+
+// Handover leaves the range reserved and records what Reserve added in
+// the state file, for the next process to take over.
+func (res *Reservation) Handover() error {
+	if res == nil || res.added.Empty() || res.state == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(res.state), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(res.state, []byte(res.added.String()+"\n"), 0o644)
+}
+
+func readSysctl() (Set, error) {
+	b, err := os.ReadFile(SysctlPath)
+	if err != nil {
+		return Set{}, err
+	}
+	return ParseSet(string(b))
+}
+
+func writeSysctl(s *Set) error {
+	v := s.String()
+	if v == "" {
+		v = "\n" // the kernel takes an empty line as "none"
+	}
+	return os.WriteFile(SysctlPath, []byte(v), 0)
+}
+
+// Set is a set of ports, in the list format of the sysctl ("1,3-5").
+type Set struct{ w [65536 / 64]uint64 }
+
+// Add puts p in s.
+func (s *Set) Add(p uint16) { s.w[p/64] |= 1 << (p % 64) }
+
+// Has reports whether p is in s.
+func (s *Set) Has(p uint16) bool { return s.w[p/64]&(1<<(p%64)) != 0 }
+
+// Union adds every port of o to s.
+func (s *Set) Union(o *Set) {
+	for i := range s.w {
+		s.w[i] |= o.w[i]
+	}
+}
+
+// Minus takes every port of o out of s.
+func (s *Set) Minus(o *Set) {
+	for i := range s.w {
+		s.w[i] &^= o.w[i]
+	}
+}
+
+// Empty reports whether s holds no port.
+func (s *Set) Empty() bool {
+	for _, w := range s.w {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Len is the number of ports in s.
+func (s *Set) Len() int {
+	n := 0
+	for _, w := range s.w {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// ParseSet reads the sysctl's format: comma-separated ports and ranges
+// "a-b", blanks and a trailing newline allowed; empty is no port.
+func ParseSet(v string) (Set, error) {
+	var s Set
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return s, nil
+	}
+	for _, item := range strings.Split(v, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(item), "-")
+		a, err := strconv.ParseUint(lo, 10, 16)
+		if err != nil {
+			return s, fmt.Errorf("port list %q: %w", v, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 16); err != nil {
+				return s, fmt.Errorf("port list %q: %w", v, err)
+			}
+		}
+		if b < a {
+			return s, errors.New("port list " + strconv.Quote(v) + ": a range ends before it starts")
+		}
+		for p := a; p <= b; p++ {
+			s.Add(uint16(p))
+		}
+	}
+	return s, nil
+}
+
+// String is s in the sysctl's format, ranges compressed.
+func (s *Set) String() string {
+	var b strings.Builder
+	for p := 0; p < 65536; p++ {
+		if !s.Has(uint16(p)) {
+			continue
+		}
+		q := p
+		for q+1 < 65536 && s.Has(uint16(q+1)) {
+			q++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(p))
+		if q > p {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(q))
+		}
+		p = q
+	}
+	return b.String()
+}

@@ -1,0 +1,132 @@
+// The local ports of upstream connections: the range reserved in the home namespace, handed out to the forwarder's dials, and kept busy while the datapath holds a pair (engine.UpstreamPorts).
+
+package ip
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/splicer/splicer/engine/ip/internal/datapath"
+	"github.com/splicer/splicer/engine/ip/internal/ports"
+)
+
+// stateDir holds, per network namespace, the ports a process added to
+// the reserved ones (ports.Reserve): the next process takes them over.
+const stateDir = "/run/splicer"
+
+// reservePorts takes the range out of the home namespace's ephemeral
+// ports, once, before the first attachment or adoption: a process that
+// splices nothing (on loopback, say) leaves the namespace's sysctl alone,
+// and no pair leaves its socket before the kernel stops picking the
+// range's ports. Where it cannot (no privilege to write the sysctl, say), the
+// engine stops handing out ports, and pairs keep a socket for theirs.
+func (e *Engine) reservePorts() {
+	a := e.ports.Load()
+	e.portsMu.Lock()
+	defer e.portsMu.Unlock()
+	if a == nil || e.reserveTried {
+		return
+	}
+	e.reserveTried = true
+	res, err := ports.Reserve(a.Range(), e.home.do, e.portsRecord())
+	if err != nil {
+		e.ports.Store(nil)
+		e.log.Warn("no local port range: each pair spliced until it closes keeps a socket for its port", "err", err)
+		return
+	}
+	e.reserved = res
+	e.log.Info("local port range reserved for upstream connections", "ports", a.Range().String())
+}
+
+// releasePorts gives the range back to the kernel's ephemeral ports,
+// unless keep: pairs left for the next process still use it, and that
+// process takes the reservation over (ports.Reserve's record).
+func (e *Engine) releasePorts(keep bool) {
+	e.portsMu.Lock()
+	defer e.portsMu.Unlock()
+	if e.reserved == nil {
+		return
+	}
+	if keep {
+		if err := e.reserved.Handover(); err != nil {
+			e.log.Warn("recording the local port range for the next process", "err", err)
+		}
+	} else if err := e.reserved.Release(); err != nil {
+		e.log.Warn("giving the local port range back to the kernel", "err", err)
+	}
+	e.reserved = nil
+}
+
+// portsRecord is where the process of an upgrade that leaves its range
+// reserved says so to the next (ports.Reservation.Handover).
+func (e *Engine) portsRecord() string {
+	return fmt.Sprintf("%s/reserved-ports-%d", stateDir, e.home.ino)
+}
+
+// takeOverPorts reserves the range at once when a previous process
+// handed it over: this process gives it back at its end even if it
+// never splices.
+func (e *Engine) takeOverPorts() {
+	if _, err := os.Stat(e.portsRecord()); err == nil {
+		e.reservePorts()
+	}
+}
+
+// claimOthers keeps the ports of the pairs that other live processes
+// forward from the same pin directory (the old process of an upgrade,
+// whose pairs this one adopts only once it exits) out of the picks:
+// read from their pinned flow tables, at Probe and at every sweep.
+// Without a pin directory processes cannot see each other's pairs.
+func (e *Engine) claimOthers() {
+	a, p := e.ports.Load(), e.pins
+	if a == nil || p == nil {
+		return
+	}
+	ents, err := os.ReadDir(p.dir)
+	if err != nil {
+		return
+	}
+	var uses []ports.Use
+	for _, ent := range ents {
+		dir := filepath.Join(p.dir, ent.Name())
+		p.mu.Lock()
+		mine := dir == p.own || p.gens[dir] != nil // claimed through OnTable
+		p.mu.Unlock()
+		if mine || !ent.IsDir() {
+			continue
+		}
+		flows, err := datapath.PinnedFlows(dir)
+		if err != nil {
+			continue // gone meanwhile, or another layout
+		}
+		for _, t := range flows {
+			// B flows are server -> local; an A flow's local port is
+			// a listener's, outside the range.
+			uses = append(uses, ports.Use{Server: t.Src, Local: t.Dst.Port()})
+		}
+	}
+	a.SetOthers(uses)
+}
+
+// UpstreamPort implements engine.UpstreamPorts: the next port of the
+// range that no pair in the datapath uses toward server. False (let the
+// kernel pick) without a range, or with every port of it in use toward
+// server: that pair then keeps a socket for its port if spliced.
+func (e *Engine) UpstreamPort(server netip.AddrPort) (uint16, bool) {
+	a := e.ports.Load()
+	if a == nil {
+		return 0, false
+	}
+	return a.Pick(server)
+}
+
+// portClaimed reports whether the pair whose B tuple is b has its local
+// port kept busy by the allocator while it is in the table (it was
+// dialled from the range, and the range is reserved): its sockets then
+// hold nothing the pair needs.
+func (e *Engine) portClaimed(b datapath.Tuple) bool {
+	a := e.ports.Load()
+	return a != nil && a.Range().Contains(b.Dst.Port())
+}

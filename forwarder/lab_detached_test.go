@@ -1,0 +1,98 @@
+// Lab test of pairs engine ip follows on its own (engine.Options.OnEnd): no goroutine per spliced pair, and /flows, metrics and logs as before.
+
+package forwarder_test
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/splicer/splicer/engine/ip"
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/lab"
+)
+
+// TestLabDetachedPairs: 40 pairs of a tcp listener on ip, spliced until
+// they close, cost the process no goroutine each once spliced; /flows
+// lists them spliced by ip with the bytes moved since (echoed by hand
+// through the datapath); each ends at EOF, counted as a splice that ended
+// at eof and a pair closed at eof, and logged closed with its client,
+// upstream, reason and engine; the spliced gauge goes back to 0.
+func TestLabDetachedPairs(t *testing.T) {
+	const n = 40
+	l := lab.NewT(t, lab.DefaultConfig())
+	servers := serverConns(t, l, serverAddr(l, 9841))
+	lf := startLabForwarder(t, l, tcpListener("det", fwdAddr(l, 7841), serverAddr(l, 9841)))
+	lf.requireEngine(t, ip.Name)
+
+	// One pair first: what the engine starts once (its tickers, the
+	// datapath's readers) is not per pair.
+	c0 := dialClient(t, l, lf.Addr("det").String())
+	s0 := accept(t, servers)
+	lf.waitFlow(t, "det", "the first pair spliced by ip", func(f forwarder.Flow) bool { return f.State == "spliced" && f.Engine == ip.Name })
+	g0 := runtime.NumGoroutine()
+
+	var clients, srvs []*net.TCPConn
+	for range n {
+		clients = append(clients, dialClient(t, l, lf.Addr("det").String()))
+		srvs = append(srvs, accept(t, servers))
+	}
+	eventually(t, "every pair spliced by ip", func() bool {
+		flows, err := lf.flows()
+		if err != nil || len(flows) != n+1 {
+			return false
+		}
+		for _, f := range flows {
+			if f.State != "spliced" || f.Engine != ip.Name {
+				return false
+			}
+		}
+		return true
+	}, func() string { flows, _ := lf.flows(); return flowsString(flows) })
+	if g := runtime.NumGoroutine(); g-g0 >= n/4 {
+		t.Errorf("%d goroutines more for %d spliced pairs", g-g0, n)
+	}
+	for i := range n {
+		exchangeBothWays(t, clients[i], srvs[i], 1000+i)
+	}
+	eventually(t, "/flows counting the bytes", func() bool {
+		flows, err := lf.flows()
+		if err != nil {
+			return false
+		}
+		moved := 0
+		for _, f := range flows {
+			if f.BytesUp >= 1000 && f.BytesDown >= 1000 {
+				moved++
+			}
+		}
+		return moved == n
+	}, func() string { flows, _ := lf.flows(); return flowsString(flows) })
+
+	for i := range n {
+		clients[i].CloseWrite()
+		if _, err := io.ReadAll(srvs[i]); err != nil {
+			t.Fatal(err)
+		}
+		srvs[i].Close()
+		readAll(t, clients[i])
+	}
+	c0.Close()
+	s0.Close()
+	lf.waitClosed(t, "det", "eof", n+1)
+	if got := lf.Metric("splicer_splice_transitions_total", "engine", ip.Name, "outcome", "eof"); got < n {
+		t.Errorf("ip splices that ended at eof: %v, want at least %d", got, n)
+	}
+	eventually(t, "the spliced gauge back to 0", func() bool {
+		return lf.Metric("splicer_pairs_spliced", "engine", ip.Name) == 0
+	}, func() string {
+		return strconv.FormatFloat(lf.Metric("splicer_pairs_spliced", "engine", ip.Name), 'f', 0, 64)
+	})
+	for _, c := range clients {
+		if lf.Logs.Line("pair closed", "client="+c.LocalAddr().String(), "upstream="+serverAddr(l, 9841), "reason=eof", "engine=ip") == "" {
+			t.Errorf("no pair closed line for the client %v, with its upstream, reason and engine", c.LocalAddr())
+		}
+	}
+}

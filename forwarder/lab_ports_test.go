@@ -1,0 +1,173 @@
+// Lab test of the local port range of engine ip: a pair spliced until it closes keeps no socket, and its port goes to no new connection to the same server while the datapath holds the pair.
+
+package forwarder_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/engine/ip"
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/lab"
+)
+
+// TestLabSplicedPairKeepsItsPort: with engines.ip.local_ports 45000-45001
+// (two ports) and a 4 s datapath TIME_WAIT, the range is reserved in the
+// forwarder namespace from the first splice on and given back after the
+// forwarder's shutdown. A
+// pair spliced by ip is dialled from the range and keeps no descriptor in
+// the process once spliced; bytes cross it intact both ways. A second
+// pair gets the other port; a third, with one port spliced and the other
+// in the datapath's TIME_WAIT, gets a kernel port outside the range (and
+// still works). Once the TIME_WAIT is swept, the range serves again.
+func TestLabSplicedPairKeepsItsPort(t *testing.T) {
+	l := lab.NewT(t, lab.DefaultConfig())
+	t.Cleanup(func() { // runs after the forwarder's shutdown
+		if got := reservedPorts(t, l); got != "" {
+			t.Errorf("after shutdown the forwarder namespace reserves %q, want nothing", got)
+		}
+	})
+	engines := config.Default().Engines
+	engines.IP.LocalPorts = "45000-45001"
+	engines.IP.TimeWait = config.Duration(4 * time.Second)
+	servers := serverConns(t, l, serverAddr(l, 9831))
+	lf := startLabForwarderWith(t, l, engines, tcpListener("ports", fwdAddr(l, 7831), serverAddr(l, 9831)))
+	lf.requireEngine(t, ip.Name)
+	if got := reservedPorts(t, l); got != "" {
+		t.Fatalf("the forwarder namespace reserves %q before any splice, want nothing", got)
+	}
+
+	c1, s1 := splicedPair(t, lf, servers)
+	p1 := upstreamPort(s1)
+	if p1 < 45000 || p1 > 45001 {
+		t.Fatalf("the upstream connection's local port is %d, not in the range", p1)
+	}
+	exchangeBothWays(t, c1, s1, 64<<10)
+	if got := reservedPorts(t, l); got != "45000-45001" {
+		t.Fatalf("the forwarder namespace reserves %q, want 45000-45001", got)
+	}
+	// The first splice opened what the engine keeps for all pairs (links,
+	// raw sockets); from here on the test holds two descriptors per pair,
+	// the client's end and the server's, and the forwarder none once the
+	// pair is spliced: its two sockets are closed, and no duplicate kept.
+	settled := func(what string, want int) {
+		t.Helper()
+		eventually(t, what, func() bool { return openFDs(t) == want },
+			func() string { return "open descriptors: " + strconv.Itoa(openFDs(t)) + ", want " + strconv.Itoa(want) })
+	}
+	time.Sleep(100 * time.Millisecond)
+	fds := openFDs(t)
+
+	c2, s2 := splicedPair(t, lf, servers)
+	if p2 := upstreamPort(s2); p2 == p1 || p2 < 45000 || p2 > 45001 {
+		t.Fatalf("the second pair got port %d beside the first's %d", p2, p1)
+	}
+	settled("no descriptor kept for a pair dialled from the range", fds+2)
+	exchangeBothWays(t, c2, s2, 1000)
+
+	// The first pair ends: the client closes, then the server; the
+	// datapath holds it in TIME_WAIT.
+	c1.CloseWrite()
+	if _, err := io.ReadAll(s1); err != nil {
+		t.Fatal(err)
+	}
+	s1.Close()
+	readAll(t, c1)
+	lf.waitClosed(t, "ports", "eof", 1)
+
+	fds = openFDs(t)
+	c3, s3 := splicedPair(t, lf, servers)
+	if p3 := upstreamPort(s3); p3 >= 45000 && p3 <= 45001 {
+		t.Fatalf("the third pair got port %d from the range while one port is spliced and the other (%d) in TIME_WAIT", p3, p1)
+	}
+	// Its port is the kernel's: the engine keeps a duplicate of the
+	// upstream socket for it.
+	settled("a descriptor kept for a pair dialled from a kernel port", fds+3)
+	exchangeBothWays(t, c3, s3, 1000)
+
+	// Past TIME_WAIT (4 s) and the next sweep, the first port is free.
+	time.Sleep(6 * time.Second)
+	_, s4 := splicedPair(t, lf, servers)
+	if p4 := upstreamPort(s4); p4 != p1 {
+		t.Errorf("after the first pair's TIME_WAIT a new pair got port %d, want %d again", p4, p1)
+	}
+}
+
+// splicedPair connects a client through lf's listener "ports" and waits
+// until every pair of it is spliced by ip; it returns the client's end and
+// the server's.
+func splicedPair(tb testing.TB, lf *labForwarder, servers <-chan *net.TCPConn) (*net.TCPConn, *net.TCPConn) {
+	tb.Helper()
+	c := dialClient(tb, lf.Lab, lf.Addr("ports").String())
+	s := accept(tb, servers)
+	eventually(tb, "every open pair spliced by ip", func() bool {
+		flows, err := lf.flows()
+		if err != nil {
+			return false
+		}
+		for _, f := range flows {
+			if f.State != "spliced" || f.Engine != ip.Name {
+				return false
+			}
+		}
+		return len(flows) > 0
+	}, func() string { flows, _ := lf.flows(); return flowsString(flows) })
+	return c, s
+}
+
+func flowsString(flows []forwarder.Flow) string {
+	var b strings.Builder
+	for _, f := range flows {
+		b.WriteString(f.Engine + " " + f.State + " " + f.Note + "; ")
+	}
+	return b.String()
+}
+
+// upstreamPort is the forwarder's local port of the upstream connection
+// whose server end is s.
+func upstreamPort(s *net.TCPConn) int { return s.RemoteAddr().(*net.TCPAddr).Port }
+
+// exchangeBothWays sends n random bytes each way between the client and server
+// ends of a pair and checks they arrive intact.
+func exchangeBothWays(tb testing.TB, c, s *net.TCPConn, n int) {
+	tb.Helper()
+	for _, d := range []struct{ from, to *net.TCPConn }{{c, s}, {s, c}} {
+		msg := make([]byte, n)
+		rand.Read(msg)
+		writeAsync(tb, d.from, msg, false)
+		if got := readFull(tb, d.to, n); !bytes.Equal(got, msg) {
+			tb.Fatalf("%d bytes arrived changed", n)
+		}
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(tb testing.TB) int {
+	tb.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return len(ents)
+}
+
+// reservedPorts is net.ipv4.ip_local_reserved_ports in l's forwarder namespace.
+func reservedPorts(tb testing.TB, l *lab.Lab) string {
+	tb.Helper()
+	var v []byte
+	if err := l.Fwd.Do(func() (err error) {
+		v, err = os.ReadFile("/proc/sys/net/ipv4/ip_local_reserved_ports")
+		return err
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return strings.TrimSpace(string(v))
+}
