@@ -78,7 +78,7 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, pin),
-		"engines: splicer's http-reverse listener with that engine; haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64",
+		"engines: splicer's http-reverse listener with that engine; haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
 		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
 	return res, nil
 }
