@@ -101,7 +101,7 @@ func startPeer(tb testing.TB, peer, origin, listen string) {
 	var cmd *exec.Cmd
 	switch peer {
 	case "haproxy":
-		cfg := "global\n  log stderr format short local0 err\ndefaults\n  timeout connect 5s\n  timeout client 1m\n  timeout server 1m\n" + haproxySwitch(listen, origin)
+		cfg := "global\n  log stderr format short local0 err\ndefaults\n  timeout connect 5s\n  timeout client 1m\n  timeout server 1m\n" + haproxySwitch(listen, origin, 1)
 		path := filepath.Join(dir, "haproxy.cfg")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			tb.Fatal(err)

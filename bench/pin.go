@@ -73,8 +73,8 @@ func (s cpuSplit) describe() string {
 	case !s.pin:
 		return "wrk pinned to CPU " + cpuList(s.load) + " with taskset; the forwarders, the origin and softirq processing are not pinned"
 	}
-	return fmt.Sprintf("pinned (--pin): wrk and the origin on CPU %s, every forwarder (each thread of splicer, HAProxy, nginx) on CPU %s; softirq processing runs where the sender runs",
-		cpuList(s.load), cpuList(s.fwd))
+	return fmt.Sprintf("pinned (--pin): wrk and the origin on CPU %s, every forwarder (each thread of splicer, HAProxy, nginx) on CPU %s, splicer's GOMAXPROCS and HAProxy's switch threads %d, nginx one worker; softirq processing runs where the sender runs",
+		cpuList(s.load), cpuList(s.fwd), len(s.fwd))
 }
 
 // apply pins this process (the origin) to the load CPUs and every

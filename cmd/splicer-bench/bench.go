@@ -120,7 +120,7 @@ func benchCmd(args []string) error {
 	defer stop()
 	start := time.Now()
 	fmt.Fprintln(os.Stderr, "building the lab and starting origin, splicer and peers...")
-	env, err := bench.New(bench.Options{Loopback: *loopback})
+	env, err := bench.New(bench.Options{Loopback: *loopback, Pin: *pin})
 	if err != nil {
 		return err
 	}
