@@ -16,6 +16,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/proxy"
@@ -102,20 +105,21 @@ type idleReader struct {
 	stopped *atomic.Bool
 	n       int64 // bytes read: whether a response began
 
-	// send, if not nil, is written by the next Read before it waits
-	// (sendThenRead), counted in pair's direction Up if pair is set.
-	send []byte
-	rc   syscall.RawConn
-	pair *engine.Pair
-	raw  rawStep
-	step func(fd uintptr) bool
+	// send and then send2, if not nil, are written by the next Read
+	// before it waits (sendThenRead), counted in pair's direction Up if
+	// pair is set.
+	send, send2 []byte
+	rc          syscall.RawConn
+	pair        *engine.Pair
+	raw         rawStep
+	step        func(fd uintptr) bool
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
 	if r.on {
 		r.dl.refresh(r.idle, r.stopped)
 	}
-	if r.send != nil {
+	if r.send != nil || r.send2 != nil {
 		return r.sendThenRead(b)
 	}
 	n, err := r.dl.conn.Read(b)
@@ -123,7 +127,8 @@ func (r *idleReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// sendThenRead writes r.send, then waits for and reads the answer to it.
+// sendThenRead writes r.send and r.send2, then waits for and reads the
+// answer to them.
 // Read would first try a read that can only find nothing (the peer has not
 // seen the request yet), then wait: a system call per request. Here the
 // write runs inside the raw read, after the poller forgot any earlier
@@ -131,26 +136,31 @@ func (r *idleReader) Read(b []byte) (int, error) {
 // first read is the one after the wake.
 func (r *idleReader) sendThenRead(b []byte) (int, error) {
 	st := &r.raw
-	*st = rawStep{send: r.send, buf: b}
-	r.send = nil
+	st.send, st.send2, st.buf = r.send, r.send2, b
+	r.send, r.send2 = nil, nil
 	if r.step == nil {
 		r.step = r.rawStep // once: a method value allocates
 	}
 	err := r.rc.Read(r.step)
-	send, written, n, werr, rerr := st.send, st.written, st.n, st.werr, st.rerr
+	rest, rest2, written, n, werr, rerr := st.send, st.send2, st.written, st.n, st.werr, st.rerr
 	*st = rawStep{}
 	r.count(written)
 	if werr != nil {
 		return 0, &net.OpError{Op: "write", Net: "tcp", Addr: r.dl.conn.RemoteAddr(), Err: os.NewSyscallError("write", werr)}
 	}
-	if written < len(send) {
+	if len(rest)+len(rest2) > 0 {
 		// The socket's buffer was full, or the wait failed before the
 		// write (a shutdown's deadline ends only the wait for a request):
 		// the rest goes the ordinary way.
-		k, werr := r.dl.conn.Write(send[written:])
-		r.count(k)
-		if werr != nil {
-			return 0, werr
+		for _, part := range [2][]byte{rest, rest2} {
+			if len(part) == 0 {
+				continue
+			}
+			k, werr := r.dl.conn.Write(part)
+			r.count(k)
+			if werr != nil {
+				return 0, werr
+			}
 		}
 		if err == nil {
 			return r.Read(b)
@@ -177,12 +187,44 @@ func (r *idleReader) count(n int) {
 }
 
 // rawStep is sendThenRead's state, kept in the reader so that the raw
-// read's callback allocates nothing.
+// read's callback allocates nothing and the vector sendmsg reads lies in
+// memory the collector does not move.
 type rawStep struct {
-	send, buf  []byte
-	written, n int
-	werr, rerr error
-	waited     bool
+	// send and send2 are what is left to write, in order.
+	send, send2, buf []byte
+	written, n       int
+	werr, rerr       error
+	waited           bool
+	iov              [2]unix.Iovec
+	msg              unix.Msghdr
+}
+
+// sendSome writes what the socket takes at once of send and send2 (one
+// sendmsg when both hold bytes) and consumes it.
+func (st *rawStep) sendSome(fd int) error {
+	var k int
+	var err error
+	if len(st.send2) == 0 {
+		k, err = sendNow(fd, st.send)
+	} else if len(st.send) == 0 {
+		k, err = sendNow(fd, st.send2)
+	} else {
+		st.iov[0] = unix.Iovec{Base: unsafe.SliceData(st.send)}
+		st.iov[0].SetLen(len(st.send))
+		st.iov[1] = unix.Iovec{Base: unsafe.SliceData(st.send2)}
+		st.iov[1].SetLen(len(st.send2))
+		st.msg = unix.Msghdr{Iov: &st.iov[0]}
+		st.msg.SetIovlen(2)
+		k, err = sendmsgNow(fd, &st.msg)
+		st.iov, st.msg = [2]unix.Iovec{}, unix.Msghdr{}
+	}
+	if err != nil {
+		return err
+	}
+	st.written += k
+	d := min(k, len(st.send))
+	st.send, st.send2 = st.send[d:], st.send2[k-d:]
+	return nil
 }
 
 // rawStep is sendThenRead's callback: first the write, then (after the
@@ -191,8 +233,8 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 	st := &r.raw
 	if !st.waited {
 		st.waited = true
-		for st.written < len(st.send) {
-			k, err := sendNow(int(fd), st.send[st.written:])
+		for len(st.send)+len(st.send2) > 0 {
+			err := st.sendSome(int(fd))
 			if err == syscall.EINTR {
 				continue
 			}
@@ -202,7 +244,6 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 				}
 				return true // the rest, if any, goes the ordinary way
 			}
-			st.written += k
 		}
 		return false
 	}
@@ -390,7 +431,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		// body leave in one writev, not two writes and a splice setup.
 		body, _ := c.up.r.Peek(int(resp.ContentLength))
 		var err error
-		if keep && len(body) <= deferBelow && c.clientIn.rc != nil {
+		if keep && c.clientIn.rc != nil {
 			c.deferResponse(head, body)
 		} else {
 			err = c.writeClientv(head, body)
@@ -431,29 +472,31 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	return keep, body, nil
 }
 
-// deferBelow is the largest body deferResponse copies.
-const deferBelow = 8 << 10
-
-// deferResponse has a small response written by the read that waits for
-// the client's next request (sendThenRead): that wait then needs no read
-// that can only find nothing, a system call per request. Its bytes are
-// counted now, for the request's record. flush writes it first if
-// anything else comes before that read.
+// deferResponse has a response that came whole with its head written by
+// the read that waits for the client's next request (sendThenRead), head
+// and body in one sendmsg: that wait then needs no read that can only find
+// nothing, a system call per request. The body is not copied: it stays in
+// the upstream reader's buffer, which nothing refills before that read
+// (the next request must be read before anything goes upstream), nor
+// resets (a new upstream is attached only for a request). Its bytes are
+// counted now, for the request's record. flush writes it first if anything
+// else comes before that read.
 func (c *Conn) deferResponse(head, body []byte) {
-	c.head = append(head, body...)
-	c.clientIn.send = c.head
-	c.S.Pair().AddBytes(engine.Down, int64(len(c.head)))
+	c.clientIn.send, c.clientIn.send2 = head, body
+	c.S.Pair().AddBytes(engine.Down, int64(len(head)+len(body)))
 }
 
 // flush writes a deferred response, if one is pending.
 func (c *Conn) flush() error {
-	b := c.clientIn.send
-	if b == nil {
+	if c.clientIn.send == nil && c.clientIn.send2 == nil {
 		return nil
 	}
-	c.clientIn.send = nil
 	c.clientDL.refresh(c.Idle, &c.stopped)
-	_, err := c.S.Pair().Client.Write(b)
+	c.iovArr = [2][]byte{c.clientIn.send, c.clientIn.send2}
+	c.clientIn.send, c.clientIn.send2 = nil, nil
+	c.iov = c.iovArr[:]
+	_, err := c.iov.WriteTo(c.S.Pair().Client) // consumes c.iov
+	c.iovArr = [2][]byte{}
 	return err
 }
 

@@ -3,6 +3,7 @@
 package httpcore
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -89,5 +90,49 @@ func TestSendThenReadDeadline(t *testing.T) {
 	buf := make([]byte, 5)
 	if _, err := io.ReadFull(b, buf); err != nil || string(buf) != "hello" {
 		t.Fatalf("peer got %q, %v", buf, err)
+	}
+}
+
+// TestSendThenReadTwoParts: send and send2 leave in order, in one
+// sendmsg when the socket takes them, and in ordinary writes for what it
+// does not take at once (a second part larger than the socket's buffer).
+func TestSendThenReadTwoParts(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	for _, tc := range []struct {
+		name          string
+		first, second []byte
+	}{
+		{"both", []byte("hel"), []byte("lo")},
+		{"second only", nil, []byte("hello")},
+		{"second larger than the buffer", []byte("head"), big},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tcpPair(t)
+			pair := engine.NewPair(1, "test", b)
+			r := newSendReader(t, a, pair)
+			want := append(append([]byte{}, tc.first...), tc.second...)
+			got := make(chan []byte, 1)
+			go func() {
+				buf := make([]byte, len(want))
+				io.ReadFull(b, buf)
+				got <- buf
+				b.Write([]byte("!"))
+			}()
+			r.send, r.send2 = tc.first, tc.second
+			buf := make([]byte, 16)
+			n, err := r.Read(buf)
+			if err != nil || string(buf[:n]) != "!" {
+				t.Fatalf("answer %q, %v", buf[:n], err)
+			}
+			if g := <-got; !bytes.Equal(g, want) {
+				t.Fatalf("peer got %d bytes, not the %d sent in order", len(g), len(want))
+			}
+			if r.send != nil || r.send2 != nil {
+				t.Fatal("send left pending")
+			}
+			if up := pair.Bytes(engine.Up); up != int64(len(want)) {
+				t.Fatalf("counted %d bytes, sent %d", up, len(want))
+			}
+		})
 	}
 }
