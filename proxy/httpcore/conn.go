@@ -122,9 +122,33 @@ func (r *idleReader) Read(b []byte) (int, error) {
 	if r.send != nil || r.send2 != nil {
 		return r.sendThenRead(b)
 	}
+	if r.rc != nil && len(b) > 0 {
+		return r.rawRead(b)
+	}
 	n, err := r.dl.conn.Read(b)
 	r.n += int64(n)
 	return n, err
+}
+
+// rawRead is Read with the raw, non-blocking call (rawio.go) in place of
+// the runtime's: it reads what the connection holds, else waits for more.
+// A read through the runtime's system call hands the P over when it
+// seems to block, and sysmon, finding such calls, keeps polling every
+// 20 µs. With the reads raw and a body that fits in the buffer read
+// whole before it is relayed (Relay), a 10 KiB exchange through the
+// bench's lab went from 0.2 read, 0.07 writev, 0.07 write, 0.19 sysmon
+// nanosleep and 0.24 futex calls to 0, 0, 0, 0 and 0.15, and from 0.7
+// to 0.5 context switches (perf stat on the proxy under wrk -c16).
+func (r *idleReader) rawRead(b []byte) (int, error) {
+	st := &r.raw
+	st.buf, st.waited = b, true // nothing to write: the first call reads
+	if r.step == nil {
+		r.step = r.rawStep // once: a method value allocates
+	}
+	err := r.rc.Read(r.step)
+	n, rerr := st.n, st.rerr
+	*st = rawStep{}
+	return r.readDone(n, err, rerr)
 }
 
 // sendThenRead writes r.send and r.send2, then waits for and reads the
@@ -166,6 +190,11 @@ func (r *idleReader) sendThenRead(b []byte) (int, error) {
 			return r.Read(b)
 		}
 	}
+	return r.readDone(n, err, rerr)
+}
+
+// readDone is the result of a raw read: err the wait's, rerr the read's.
+func (r *idleReader) readDone(n int, err, rerr error) (int, error) {
 	switch {
 	case err != nil:
 		return 0, err
@@ -426,6 +455,19 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	upKeep := keep && !resp.Close
 	head := appendResponseHead(c.head[:0], req, resp, kind, keep)
 	c.head = head
+	if kind == bodyLength && capture <= 0 && c.up.in.rc != nil &&
+		int64(c.up.r.Buffered()) < resp.ContentLength && resp.ContentLength <= int64(c.up.r.Size()) {
+		// The rest of a body that fits in the reader's buffer is read
+		// into it first (the origin sent a 10 KiB object in two writes,
+		// say): the response then leaves whole, in one sendmsg (or
+		// writev), instead of a writev, reads and writes.
+		done := c.streaming() // a stalled peer must not hold the pair past idle_timeout
+		_, err := c.up.r.Peek(int(resp.ContentLength))
+		done()
+		if err != nil {
+			return false, nil, fmt.Errorf("%s body ended %d bytes early: %w", engine.Down, resp.ContentLength-int64(c.up.r.Buffered()), err)
+		}
+	}
 	if kind == bodyLength && capture <= 0 && int64(c.up.r.Buffered()) >= resp.ContentLength {
 		// The whole body came with the head (small objects): head and
 		// body leave in one writev, not two writes and a splice setup.

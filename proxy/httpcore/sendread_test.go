@@ -136,3 +136,36 @@ func TestSendThenReadTwoParts(t *testing.T) {
 		})
 	}
 }
+
+// TestRawRead: a read with nothing to send is the raw one: it returns
+// what is there, waits for what is not, and ends at EOF and deadlines as
+// the runtime's read does.
+func TestRawRead(t *testing.T) {
+	a, b := tcpPair(t)
+	r := newSendReader(t, a, nil)
+	buf := make([]byte, 16)
+	b.Write([]byte("there"))
+	a.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.ReadAtLeast(r, buf, 5); err != nil || string(buf[:n]) != "there" {
+		t.Fatalf("got %q, %v", buf[:n], err)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		b.Write([]byte("later"))
+	}()
+	if n, err := io.ReadAtLeast(r, buf, 5); err != nil || string(buf[:n]) != "later" {
+		t.Fatalf("got %q, %v after a wait", buf[:n], err)
+	}
+	if r.n != 10 {
+		t.Fatalf("counted %d bytes read, want 10", r.n)
+	}
+	a.SetReadDeadline(time.Unix(1, 0))
+	if _, err := r.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("got %v, want a deadline error", err)
+	}
+	a.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b.Close()
+	if n, err := r.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("got %d, %v from a closed peer, want EOF", n, err)
+	}
+}
