@@ -1,4 +1,4 @@
-// A small body that comes in two parts is read whole before it is relayed, and one that ends early closes the client's connection.
+// A small body that comes in two parts: relayed as it comes, whole and in order, and one that ends early never looks complete.
 
 package all_test
 
@@ -14,27 +14,33 @@ import (
 )
 
 // TestBodyInTwoParts: the server sends each response's head and part of
-// its body, pauses, then the rest; the client gets every body whole, on
-// one kept connection. The last body ends early: the client must not see
-// it complete.
+// its body, then the rest only once the client has the first part (a body
+// that trickles is relayed as it comes, not held until it is whole); the
+// client gets every body whole, on one kept connection. The last body
+// ends early: the client must not see it complete.
 func TestBodyInTwoParts(t *testing.T) {
-	const size = 10 << 10
+	const size, first = 10 << 10, 4 << 10
 	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n")
 	const full = 3
+	more := make(chan bool)
 	up := rawBackend(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		for i := 0; ; i++ {
 			if _, err := http.ReadRequest(br); err != nil {
 				return
 			}
-			c.Write(append(append([]byte{}, head...), body[:4<<10]...))
-			time.Sleep(20 * time.Millisecond)
+			c.Write(append(append([]byte{}, head...), body[:first]...))
 			if i == full {
-				c.Write(body[4<<10 : 6<<10])
+				c.Write(body[first : first+2<<10])
 				return // closed with 4 KiB owed
 			}
-			c.Write(body[4<<10:])
+			select {
+			case <-more:
+			case <-time.After(5 * time.Second):
+				return
+			}
+			c.Write(body[first:])
 		}
 	})
 	c := dialReverse(t, "pipe", up)
@@ -58,9 +64,13 @@ func TestBodyInTwoParts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("response %d: %v", i, err)
 		}
-		got, err := io.ReadAll(resp.Body)
-		if err != nil || !bytes.Equal(got, body) {
-			t.Fatalf("response %d: %d bytes, %v; want the %d sent", i, len(got), err, size)
+		got := make([]byte, size)
+		if _, err := io.ReadFull(resp.Body, got[:first]); err != nil {
+			t.Fatalf("response %d: the first part: %v", i, err)
+		}
+		more <- true
+		if _, err := io.ReadFull(resp.Body, got[first:]); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("response %d: %v, or not the %d bytes sent", i, err, size)
 		}
 	}
 }

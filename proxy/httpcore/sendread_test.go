@@ -169,3 +169,65 @@ func TestRawRead(t *testing.T) {
 		t.Fatalf("got %d, %v from a closed peer, want EOF", n, err)
 	}
 }
+
+// TestRawReadNoWait: under noWait a raw read takes what is there and
+// does not wait for what is not.
+func TestRawReadNoWait(t *testing.T) {
+	a, b := tcpPair(t)
+	r := newSendReader(t, a, nil)
+	r.noWait = true
+	buf := make([]byte, 16)
+	start := time.Now()
+	if n, err := r.Read(buf); n != 0 || err != errNothingYet {
+		t.Fatalf("got %d, %v from an empty connection, want errNothingYet", n, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("waited %v", d)
+	}
+	b.Write([]byte("there"))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := r.Read(buf)
+		if err == nil {
+			if string(buf[:n]) != "there" {
+				t.Fatalf("got %q", buf[:n])
+			}
+			return
+		}
+		if err != errNothingYet || time.Now().After(deadline) {
+			t.Fatalf("got %v", err)
+		}
+		time.Sleep(time.Millisecond) // until loopback delivers
+	}
+}
+
+// TestRawWriter: a write larger than the socket takes at once waits in
+// the poller and goes whole and in order; a deadline in the past fails it.
+func TestRawWriter(t *testing.T) {
+	a, b := tcpPair(t)
+	rc, err := a.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w rawWriter
+	w.use(a, rc)
+	head := []byte("head")
+	body := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, len(head)+len(body))
+		io.ReadFull(b, buf)
+		got <- buf
+	}()
+	a.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if n, err := w.writev(head, body); err != nil || n != len(head)+len(body) {
+		t.Fatalf("wrote %d, %v", n, err)
+	}
+	if g := <-got; !bytes.Equal(g, append(head, body...)) {
+		t.Fatal("the peer got other bytes")
+	}
+	a.SetWriteDeadline(time.Unix(1, 0))
+	if _, err := w.writev([]byte("late"), nil); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("got %v, want a deadline error", err)
+	}
+}
