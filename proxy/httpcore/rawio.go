@@ -1,4 +1,4 @@
-// Socket reads and writes for sendThenRead that never block and do not tell the runtime they might.
+// Socket reads and writes for control mode (sendThenRead, rawRead, rawWriter) that never block and do not tell the runtime they might.
 
 package httpcore
 
