@@ -97,6 +97,10 @@ type Options struct {
 	Splicer string
 	// Loopback forces the unprivileged loopback mode.
 	Loopback bool
+	// Pin is Settings.Pin, known when the peers start: under it HAProxy
+	// serves the HTTP switch with as many threads as the forwarders get
+	// CPUs (splitCPUs), as splicer's GOMAXPROCS follows them.
+	Pin bool
 	// Log receives the harness's progress; splicer's own log goes to
 	// LogDir/splicer.log.
 	Log *slog.Logger
@@ -219,7 +223,7 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 	if err := e.startSplicer(ctx, opts.Splicer, a); err != nil {
 		return err
 	}
-	e.startPeers(ctx, a)
+	e.startPeers(ctx, a, opts.Pin)
 	return nil
 }
 

@@ -31,6 +31,10 @@ type Settings struct {
 	// WebSizes and SwitchSizes are the object sizes, in bytes, web and
 	// switch fetch.
 	WebSizes, SwitchSizes []int64
+	// Pin has web's wrk rows run wrk and the origin on half the CPUs and
+	// every forwarder on the other half (see splitCPUs); without it only
+	// wrk is pinned.
+	Pin bool
 	// Progress receives a one-line progress counter (stderr); nil for none.
 	Progress io.Writer
 }

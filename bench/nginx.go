@@ -27,7 +27,31 @@ func (e *Env) startNginx(ctx context.Context, a addressing) {
 		t.Unavailable = err.Error()
 		return
 	}
-	conf := fmt.Sprintf(`worker_processes 1;
+	conf := nginxConfig(dir, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))), t.switchAddr)
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Unavailable = err.Error()
+		return
+	}
+	cmd, err := e.start(ctx, e.fwd, "nginx", "nginx", "-c", path, "-p", dir)
+	if err != nil {
+		t.Unavailable = err.Error()
+		return
+	}
+	t.pids = func() []int { return []int{cmd.Process.Pid} }
+	if err := e.waitListening(t.switchAddr); err != nil {
+		t.Unavailable = fmt.Sprintf("nginx did not start: %v: %s", err, strings.Join(strings.Fields(e.LogTail("nginx")), " "))
+	}
+}
+
+// nginxConfig runs one nginx worker, its files in dir, proxying listen to
+// origin with upstream keep-alive. Like HAProxy's (haproxySwitch) it adds
+// what splicer's http-reverse adds by default for a client it does not
+// trust: the client's Host passed on, Forwarded (for, proto, host),
+// X-Forwarded-For and X-Forwarded-Proto naming the client (the client's
+// own replaced), X-Forwarded-Host dropped.
+func nginxConfig(dir, origin, listen string) string {
+	return fmt.Sprintf(`worker_processes 1;
 daemon off;
 pid %[1]s/nginx.pid;
 error_log stderr warn;
@@ -47,24 +71,15 @@ http {
 			proxy_pass http://origin;
 			proxy_http_version 1.1;
 			proxy_set_header Connection "";
+			proxy_set_header Host $http_host;
+			proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\"$http_host\"";
+			proxy_set_header X-Forwarded-For $remote_addr;
+			proxy_set_header X-Forwarded-Proto $scheme;
+			proxy_set_header X-Forwarded-Host "";
 			proxy_buffering on;
 			proxy_max_temp_file_size 0;
 		}
 	}
 }
-`, dir, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))), t.switchAddr)
-	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Unavailable = err.Error()
-		return
-	}
-	cmd, err := e.start(ctx, e.fwd, "nginx", "nginx", "-c", path, "-p", dir)
-	if err != nil {
-		t.Unavailable = err.Error()
-		return
-	}
-	t.pids = func() []int { return []int{cmd.Process.Pid} }
-	if err := e.waitListening(t.switchAddr); err != nil {
-		t.Unavailable = fmt.Sprintf("nginx did not start: %v: %s", err, strings.Join(strings.Fields(e.LogTail("nginx")), " "))
-	}
+`, dir, origin, listen)
 }

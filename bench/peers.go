@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -18,9 +19,13 @@ import (
 // installHint names the Debian package that provides a missing peer.
 var installHint = map[string]string{"haproxy": "haproxy", "socat": "socat", "nginx": "nginx-light", "wrk": "wrk", "sockperf": "sockperf"}
 
-func (e *Env) startPeers(ctx context.Context, a addressing) {
-	e.startHAProxy(ctx, a, "haproxy", false)
-	e.startHAProxy(ctx, a, "haproxy-splice", true)
+func (e *Env) startPeers(ctx context.Context, a addressing, pin bool) {
+	switchThreads := 0 // HAProxy's own choice: a thread per CPU
+	if pin {
+		switchThreads = len(splitCPUs(runtime.NumCPU(), true).fwd)
+	}
+	e.startHAProxy(ctx, a, "haproxy", false, switchThreads)
+	e.startHAProxy(ctx, a, "haproxy-splice", true, switchThreads)
 	e.startSocat(ctx, a)
 	e.startNginx(ctx, a)
 }
@@ -33,8 +38,9 @@ func missing(bin string) string {
 }
 
 // startHAProxy runs HAProxy in TCP mode with a listener per service; with
-// splice it uses "option splice-auto", HAProxy's own splice(2) path.
-func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splice bool) {
+// splice it uses "option splice-auto", HAProxy's own splice(2) path. Its
+// HTTP switch runs on switchThreads threads, 0 for all of them.
+func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splice bool, switchThreads int) {
 	t := &Target{Name: name, Peer: true}
 	e.Targets = append(e.Targets, t)
 	if t.Unavailable = missing("haproxy"); t.Unavailable != "" {
@@ -48,11 +54,8 @@ func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splic
 		t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+int(s)))
 		cfg += fmt.Sprintf("listen %s\n  bind %s\n  server origin %s\n", s, t.addrs[s], net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
 	}
-	// The switch experiment's peer: HAProxy as an HTTP switch, keep-alive
-	// both ways, in front of the origin's http service.
 	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+switchOffset))
-	cfg += fmt.Sprintf("listen switch\n  mode http\n  option http-keep-alive\n  bind %s\n  server origin %s\n",
-		t.switchAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))))
+	cfg += haproxySwitch(t.switchAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))), switchThreads)
 	path := filepath.Join(e.dir, name+".cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Unavailable = err.Error()
@@ -67,6 +70,33 @@ func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splic
 	if err := e.waitListening(t.addrs[Sink]); err != nil {
 		t.Unavailable = fmt.Sprintf("haproxy did not start: %v: %s", err, strings.Join(strings.Fields(e.LogTail(name)), " "))
 	}
+}
+
+// haproxySwitch is the switch experiments' HAProxy section: an HTTP
+// switch on listen, keep-alive both ways, in front of the origin, served
+// by the first threads threads (0: all), adding to every request what
+// splicer's http-reverse adds by default for a client it does not trust.
+// The client's own Forwarded and X-Forwarded-* fields are dropped;
+// Forwarded (for, proto, host), X-Forwarded-For and X-Forwarded-Proto
+// name the client. Without them HAProxy would write less per request
+// than splicer. (HAProxy 2.6 has no "option forwarded".)
+func haproxySwitch(listen, origin string, threads int) string {
+	bind := listen
+	if threads > 0 {
+		bind += " thread 1-" + strconv.Itoa(threads)
+	}
+	return fmt.Sprintf(`listen switch
+  mode http
+  option http-keep-alive
+  bind %s
+  http-request del-header Forwarded
+  http-request del-header X-Forwarded-Host
+  http-request del-header X-Forwarded-For
+  http-request set-header Forwarded "for=%%[src];proto=http;host=\"%%[req.hdr(host)]\""
+  http-request set-header X-Forwarded-Proto http
+  option forwardfor
+  server origin %s
+`, bind, origin)
 }
 
 // startSocat runs one forking socat per service, the classic user-space relay.

@@ -45,6 +45,12 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		}
 	}
 	dur := max(s.Duration*2, time.Second)
+	cpus := splitCPUs(runtime.NumCPU(), s.Pin)
+	unpin, err := cpus.apply(ctx, e, targets)
+	defer unpin()
+	if err != nil {
+		return nil, fmt.Errorf("pinning: %w", err)
+	}
 	smp := newSamples()
 	p := newProgress(s.Progress, "web wrk", s.Runs*len(targets)*len(s.SwitchSizes))
 	for run := 0; run < s.Runs; run++ {
@@ -52,7 +58,7 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			for _, size := range s.SwitchSizes {
 				l := sizeLabel(size)
 				p.step(fmt.Sprintf("run %d %s %s", run+1, t.Name, l))
-				r, err := e.wrk(ctx, "http://"+t.switchAddr+origin.ObjectPath(size), dur)
+				r, err := e.wrk(ctx, "http://"+t.switchAddr+origin.ObjectPath(size), dur, cpus.load)
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -74,13 +80,9 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	for i := range res.Rows {
 		res.Rows[i].Tool = "wrk"
 	}
-	pin := "wrk unpinned"
-	if wrkCPU() != "" {
-		pin = "wrk pinned to CPU " + wrkCPU() + " with taskset; the forwarders, the origin and softirq processing are not pinned"
-	}
 	res.Notes = append(res.Notes,
-		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, pin),
-		"engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip, falling back to pipe); haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64",
+		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, cpus.describe()),
+		"engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip, falling back to pipe); haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
 		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
 	return res, nil
 }
@@ -107,22 +109,14 @@ type wrkResult struct {
 	errors   int
 }
 
-// wrkCPU is the CPU wrk is pinned to, away from CPU 0 where the kernel and
-// forwarder tend to run, or "" on a one-CPU machine.
-func wrkCPU() string {
-	if runtime.NumCPU() < 2 {
-		return ""
-	}
-	return strconv.Itoa(runtime.NumCPU() - 1)
-}
-
-// wrk runs wrk against url for dur and parses its report.
-func (e *Env) wrk(ctx context.Context, url string, dur time.Duration) (wrkResult, error) {
+// wrk runs wrk against url for dur on cpus (taskset; nil: anywhere) and
+// parses its report.
+func (e *Env) wrk(ctx context.Context, url string, dur time.Duration, cpus []int) (wrkResult, error) {
 	args := []string{"-t" + strconv.Itoa(wrkThreads), "-c" + strconv.Itoa(wrkConns), "-d" + dur.String(), "--latency", url}
 	name := "wrk"
-	if cpu := wrkCPU(); cpu != "" {
+	if len(cpus) > 0 {
 		if _, err := exec.LookPath("taskset"); err == nil {
-			args, name = append([]string{"-c", cpu, "wrk"}, args...), "taskset"
+			args, name = append([]string{"-c", cpuList(cpus), "wrk"}, args...), "taskset"
 		}
 	}
 	out, err := e.Client.Command(ctx, name, args...).CombinedOutput()

@@ -60,6 +60,7 @@ func benchCmd(args []string) error {
 	dur := fs.Duration("duration", 0, "measured window of each bulk and request/response run, half of it per object size in web and switch (default 2s; 250ms with --quick)")
 	pairs := fs.Int("pairs", 0, "idle pairs splice-cost splices per engine (default 1000; 200 with --quick)")
 	switchSizes := fs.String("switch-sizes", "", "object sizes switch and web's wrk rows fetch, comma-separated (e.g. 1KiB,64KiB,1MiB; default 1KiB,10KiB,64KiB,100KiB,1MiB)")
+	pin := fs.Bool("pin", false, "web's wrk rows: wrk and the origin on half the CPUs, every forwarder on the other half (default: only wrk pinned, to the last CPU)")
 	quick := fs.Bool("quick", false, "one short run of everything: a smoke test: all in under 90s; numbers are not for reading")
 	jsonOut := fs.String("json", "", "write the results as JSON to `FILE`")
 	plotDir := fs.String("plot", "", "write PNG plots to `DIR`")
@@ -112,13 +113,14 @@ func benchCmd(args []string) error {
 			s.SwitchSizes = append(s.SwitchSizes, n)
 		}
 	}
+	s.Pin = *pin
 	s.Progress = os.Stderr
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
 	fmt.Fprintln(os.Stderr, "building the lab and starting origin, splicer and peers...")
-	env, err := bench.New(bench.Options{Loopback: *loopback})
+	env, err := bench.New(bench.Options{Loopback: *loopback, Pin: *pin})
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,11 @@
-// Small responses written by the wait for the next request: pipelined and closing requests still get every response, in order.
+// Responses written by the wait for the next request: pipelined and closing requests still get every response, whole and in order.
 
 package all_test
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,7 +19,10 @@ func TestSmallResponsesPipelined(t *testing.T) {
 	up := httpOrigin(t)
 	c := dialReverse(t, "pipe", up)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	sizes := []int64{1 << 10, 10, 2 << 10, 100 << 10, 5}
+	// Bodies that come whole with their heads (up to the reader's 16 KiB)
+	// wait in the upstream reader's buffer: the next ones must not
+	// overwrite them.
+	sizes := []int64{1 << 10, 10, 10 << 10, 2 << 10, 15 << 10, 100 << 10, 12 << 10, 5}
 	var reqs bytes.Buffer
 	for i, size := range sizes {
 		closing := ""
@@ -44,8 +48,12 @@ func TestSmallResponsesPipelined(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n, err := io.Copy(io.Discard, resp.Body); n != size || err != nil {
+		h := sha256.New()
+		if n, err := io.Copy(h, resp.Body); n != size || err != nil {
 			t.Fatalf("response %d: %d bytes, want %d: %v", i, n, size, err)
+		}
+		if [32]byte(h.Sum(nil)) != origin.ObjectSHA256(size) {
+			t.Fatalf("response %d: the body of %d bytes is not the object's", i, size)
 		}
 	}
 	if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {

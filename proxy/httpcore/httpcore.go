@@ -27,7 +27,9 @@
 // A small exchange on a kept connection costs four system calls: the
 // request is written by the read that waits for its response, and the
 // response by the read that waits for the next request (sendThenRead), each
-// a raw, non-blocking call that keeps the goroutine's P (rawio.go). A proxy
+// a raw, non-blocking call that keeps the goroutine's P (rawio.go); every
+// other read and write in control mode is raw as well (rawRead,
+// rawWriter), so that sysmon never finds a P in a system call. A proxy
 // that keeps no request or response past its exchange (http-reverse) has
 // them built in the memory of the last ones (Conn.Reuse): three
 // allocations per exchange are left, the heads' text and a Forwarded value.

@@ -1,10 +1,12 @@
-// Socket reads and writes for sendThenRead that never block and do not tell the runtime they might.
+// Socket reads and writes for control mode (sendThenRead, rawRead, rawWriter) that never block and do not tell the runtime they might.
 
 package httpcore
 
 import (
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Why raw system calls: syscall.Read and syscall.Write hand the goroutine's
@@ -28,6 +30,18 @@ import (
 func sendNow(fd int, b []byte) (int, error) {
 	n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)),
 		syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+// sendmsgNow sends what the socket fd's buffer takes at once of the bytes
+// msg's vector points at; msg, its vector and the bytes must be memory the
+// collector does not move (the heap: rawStep's).
+func sendmsgNow(fd int, msg *unix.Msghdr) (int, error) {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(msg)),
+		syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, 0, 0, 0)
 	if e != 0 {
 		return -1, e
 	}

@@ -118,6 +118,7 @@ func (c *Conn) attach(key string, conn *net.TCPConn, release func(), reused bool
 	if rc, err := conn.SyscallConn(); err == nil {
 		c.upIn.rc = rc
 	}
+	c.upW.use(conn, c.upIn.rc)
 	if c.upR == nil {
 		c.upR = bufio.NewReaderSize(&c.upIn, readerSize)
 	} else {

@@ -1,0 +1,77 @@
+// The wrk rows' CPU split and the pinning of a process tree.
+
+package bench
+
+import (
+	"os/exec"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestSplitCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		n         int
+		pin       bool
+		load, fwd []int
+	}{
+		{n: 1, pin: true},
+		{n: 2, load: []int{1}},
+		{n: 2, pin: true, load: []int{1}, fwd: []int{0}},
+		{n: 3, pin: true, load: []int{1, 2}, fwd: []int{0}},
+		{n: 4, load: []int{3}},
+		{n: 4, pin: true, load: []int{2, 3}, fwd: []int{0, 1}},
+	} {
+		s := splitCPUs(tc.n, tc.pin)
+		if !slices.Equal(s.load, tc.load) || !slices.Equal(s.fwd, tc.fwd) {
+			t.Errorf("splitCPUs(%d, %v) = load %v fwd %v, want %v %v", tc.n, tc.pin, s.load, s.fwd, tc.load, tc.fwd)
+		}
+	}
+}
+
+// TestPinThreadsOfATree pins a shell and the sleep it forks, found by
+// processTree, to one CPU, and reads the affinity back.
+func TestPinThreadsOfATree(t *testing.T) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	if all.Count() < 2 {
+		t.Skip("needs two CPUs to tell a pinned process")
+	}
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, p := range processTree(cmd.Process.Pid)[1:] {
+			unix.Kill(p, unix.SIGKILL)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	var tree []int
+	for range 100 { // until the shell has forked
+		if tree = processTree(cmd.Process.Pid); len(tree) == 2 {
+			break
+		}
+		unix.Nanosleep(&unix.Timespec{Nsec: 10e6}, nil)
+	}
+	if len(tree) != 2 {
+		t.Fatalf("processTree(%d) = %v, want the shell and its sleep", cmd.Process.Pid, tree)
+	}
+	one := cpuSet([]int{1})
+	for _, p := range tree {
+		if err := pinThreads(p, one); err != nil {
+			t.Fatal(err)
+		}
+		var got unix.CPUSet
+		if err := unix.SchedGetaffinity(p, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != *one {
+			t.Errorf("process %d: affinity %v after pinning to CPU 1", p, got)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+// A small body that comes in two parts: relayed as it comes, whole and in order, and one that ends early never looks complete.
+
+package all_test
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestBodyInTwoParts: the server sends each response's head and part of
+// its body, then the rest only once the client has the first part (a body
+// that trickles is relayed as it comes, not held until it is whole); the
+// client gets every body whole, on one kept connection. The last body
+// ends early: the client must not see it complete.
+func TestBodyInTwoParts(t *testing.T) {
+	const size, first = 10 << 10, 4 << 10
+	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n")
+	const full = 3
+	more := make(chan bool)
+	up := rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			c.Write(append(append([]byte{}, head...), body[:first]...))
+			if i == full {
+				c.Write(body[first : first+2<<10])
+				return // closed with 4 KiB owed
+			}
+			select {
+			case <-more:
+			case <-time.After(5 * time.Second):
+				return
+			}
+			c.Write(body[first:])
+		}
+	})
+	c := dialReverse(t, "pipe", up)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	for i := 0; i <= full; i++ {
+		if _, err := c.Write([]byte("GET /obj HTTP/1.1\r\nHost: app.example\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if i == full {
+			if err == nil {
+				var got []byte
+				got, err = io.ReadAll(resp.Body)
+				if err == nil {
+					t.Fatalf("response %d: %d bytes read whole from a body that ended early", i, len(got))
+				}
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		got := make([]byte, size)
+		if _, err := io.ReadFull(resp.Body, got[:first]); err != nil {
+			t.Fatalf("response %d: the first part: %v", i, err)
+		}
+		more <- true
+		if _, err := io.ReadFull(resp.Body, got[first:]); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("response %d: %v, or not the %d bytes sent", i, err, size)
+		}
+	}
+}
