@@ -111,7 +111,8 @@ type Env struct {
 	Client host
 	// server is where the origin and the sockperf server run.
 	server host
-	// SwitchPeers are peers measured only as HTTP switches (nginx).
+	// SwitchPeers are targets measured only as HTTP switches: splicer's
+	// http-reverse with engine auto, and nginx.
 	SwitchPeers []*Target
 	// Skipped says what loopback mode left out and why.
 	Skipped []string
@@ -160,7 +161,7 @@ const (
 )
 
 var targetPorts = map[string]int{
-	"copy": 7100, "pipe": 7200, "sockmap": 7300, "ip": 7400,
+	"copy": 7100, "pipe": 7200, "sockmap": 7300, "ip": 7400, "auto": 7500,
 	"haproxy": 8100, "haproxy-splice": 8200, "socat": 8300, "nginx": 8400,
 }
 
@@ -276,6 +277,8 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 			name, t.lateAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(Sink))), name, lateSplice)
 		cfg += httpListeners(t, name, a)
 	}
+	auto, autoCfg := autoSwitch(probe, a)
+	cfg += autoCfg
 	path := filepath.Join(e.dir, "splicer.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return err
@@ -295,7 +298,25 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 	}
 	e.AdminAddr = net.JoinHostPort(a.fwdAdmin(), "9901")
 	e.Targets = append(e.Targets, targets...)
+	if auto != nil {
+		auto.pids = pids
+		e.SwitchPeers = append(e.SwitchPeers, auto)
+	}
 	return nil
+}
+
+// autoSwitch is the http-reverse listener with engine auto, the engine a
+// user gets by default (ip first, then pipe, sockmap, copy: engine/all),
+// for the HTTP rows only: its other rows would be ip's. Nil where ip
+// cannot run (auto is then pipe, which has its own rows).
+func autoSwitch(probe *all.Set, a addressing) (*Target, string) {
+	if probe.Reason("ip") != "" || !slices.Contains(all.Names(), "ip") {
+		return nil, ""
+	}
+	t := &Target{Name: "auto"}
+	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts["auto"]+switchOffset))
+	return t, fmt.Sprintf("  - {name: auto-switch, listen: %q, proxy: http-reverse, engine: auto, idle_timeout: 0s, routes: [{pool: origin}], pools: [{name: origin, servers: [%q]}]}\n",
+		t.switchAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))))
 }
 
 // httpListeners configures an engine's HTTP forward proxy (the cache off,

@@ -4,10 +4,12 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +34,7 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		return nil, fmt.Errorf("wrk not installed (apt-get install wrk)")
 	}
 	var targets []*Target
-	for _, t := range append(append([]*Target{}, e.Targets...), e.SwitchPeers...) {
+	for _, t := range e.switchTargets() {
 		switch {
 		case t.Unavailable != "":
 			res.Unavailable = append(res.Unavailable, Missing{t.Name, t.Unavailable})
@@ -78,9 +80,24 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, pin),
-		"engines: splicer's http-reverse listener with that engine; haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64",
+		"engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip, falling back to pipe); haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64",
 		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
 	return res, nil
+}
+
+// switchTargets are every target with an HTTP switch or the reason it
+// has none: splicer's first (its engines, then auto), then the peers.
+func (e *Env) switchTargets() []*Target {
+	all := append(append([]*Target{}, e.Targets...), e.SwitchPeers...)
+	slices.SortStableFunc(all, func(x, y *Target) int { return cmp.Compare(b2i(x.Peer), b2i(y.Peer)) })
+	return all
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // wrkResult is what one wrk run reports.

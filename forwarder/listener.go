@@ -36,7 +36,10 @@ type listener struct {
 	// session.Dial), when an engine owns a range (ip): every listener
 	// dials from it, so that the ports it takes out of the kernel's range
 	// are not lost to listeners without that engine.
-	ports  engine.UpstreamPorts
+	ports engine.UpstreamPorts
+	// rcvBuf bounds the upstream connections' receive buffers (bytes), 0
+	// for the kernel's autotuning: upstreamRcvBuf.
+	rcvBuf int
 	log    *slog.Logger
 	ln     net.Listener
 	active atomic.Int64
@@ -68,6 +71,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc,
 		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(f.engines.Engines), log: f.log.With("listener", lc.Name)}
+	l.rcvBuf = upstreamRcvBuf(lc, l.matchMSS)
 	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
 		reason := f.engines.Reason(want)
@@ -102,6 +106,26 @@ func upstreamPorts(engines []engine.Engine) engine.UpstreamPorts {
 		}
 	}
 	return nil
+}
+
+// upstreamRcvBuf is the receive buffer of an http-reverse listener's
+// upstream connections (config.UpstreamPool.ReceiveBuffer): as
+// configured, or by default bounded where engine ip may splice the
+// bodies (relays, as for matchMSS), so that a pooled connection's window
+// stays one a client connection takes. Other kinds splice their
+// upstreams until the end, or dial one per request: 0, the kernel's
+// autotuning.
+func upstreamRcvBuf(lc config.Listener, relays bool) int {
+	if lc.Proxy != "http-reverse" {
+		return 0
+	}
+	if b := lc.UpstreamPool.WithDefaults().ReceiveBuffer; b != nil {
+		return int(*b)
+	}
+	if relays {
+		return int(config.DefaultPoolReceiveBuffer)
+	}
+	return 0
 }
 
 // controlEngine is the chain's control-mode engine (engine.ControlMode),

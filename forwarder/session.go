@@ -64,7 +64,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		return nil, err
 	}
 	start := time.Now()
-	ctx = s.withClientMSS(ctx)
+	ctx = sockopt.WithRcvBuf(s.withClientMSS(ctx), s.l.rcvBuf)
 	var c net.Conn
 	if s.l.ports == nil {
 		c, err = s.l.f.dial(ctx, "tcp", addr)

@@ -14,7 +14,9 @@ package ip
 // timestamp clock) and "clocks_read" (peers' clocks read from the
 // forwarder's sockets instead), "graces_watched" and "graces_visited"
 // (grace periods the softirq watch ended, and those it could not end,
-// which visited every CPU). Nothing before the datapath is loaded.
+// which visited every CPU), "window_refused" (limited splices refused
+// because the sender may send past the receiver's window: windowsFit).
+// Nothing before the datapath is loaded.
 func (e *Engine) Counters() map[string]uint64 {
 	e.mu.Lock()
 	dp := e.dp
@@ -31,6 +33,7 @@ func (e *Engine) Counters() map[string]uint64 {
 		"clocks_read":         uint64(e.clocksRead.Load()),
 		"graces_watched":      uint64(e.gracesWatched.Load()),
 		"graces_visited":      uint64(e.gracesVisited.Load()),
+		"window_refused":      uint64(e.windowRefused.Load()),
 	}
 	if dp == nil {
 		return out

@@ -41,10 +41,11 @@ type owed struct {
 	dir      engine.Direction
 	src, dst netip.AddrPort // the forwarder's end of the output connection, the receiver's
 	start    uint32         // sequence number of data[0]
-	data     []byte
-	fin      bool // a FIN follows the data
-	mss      int  // payload bytes per segment, options excluded
-	ts       bool // segments carry timestamps
+	data     []byte         // pooled: freed when the drain ends (free)
+	bytes    int            // len(data), for the log once data is freed
+	fin      bool           // a FIN follows the data
+	mss      int            // payload bytes per segment, options excluded
+	ts       bool           // segments carry timestamps
 	// Before the datapath has seen a packet of the receiver (or of the
 	// sender), the frozen output socket's view stands in: the receiver's
 	// right edge, the ACK and raw window the forwarder last sent it.
@@ -367,7 +368,7 @@ func (d *drainer) start() error {
 		return err
 	}
 	d.started = true
-	d.buf = make([]byte, vnetHdrLen+ethHdrLen+60+tsOptLen+65536)
+	d.buf = scratchBuf()
 	g := d.in.gso.Load()
 	for _, o := range d.dirs {
 		o.acked, o.nxt, o.lastMove, o.rto = o.start, o.start, now, o.rto0
@@ -386,6 +387,7 @@ func (d *drainer) start() error {
 // run sends and retransmits until every owed byte is acknowledged, stop
 // closes, or the pair leaves the table (reset, removed).
 func (d *drainer) run(stop <-chan struct{}) error {
+	defer d.free()
 	if err := d.start(); err != nil {
 		return err
 	}
@@ -422,6 +424,18 @@ func (d *drainer) run(stop <-chan struct{}) error {
 			return errors.New("stopped while draining")
 		case <-t.C:
 		}
+	}
+}
+
+// free gives the drain's buffers back for reuse once it has ended.
+func (d *drainer) free() {
+	if d.buf != nil {
+		freeScratch(d.buf)
+		d.buf = nil
+	}
+	for _, o := range d.dirs {
+		freeOwed(o.data)
+		o.data = nil
 	}
 }
 
@@ -592,7 +606,7 @@ func (d *drainer) send(o *owed, seq uint32, f segFields) int {
 func (d *drainer) logDone(log *slog.Logger, pair uint64, err error) {
 	args := []any{"pair", pair}
 	for _, o := range d.dirs {
-		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments (%d GSO packets), %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs, %d windows relayed to the sender", len(o.data), o.sent, o.gsoPackets, o.resent, o.rto0, o.fastResent, o.relayed))
+		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments (%d GSO packets), %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs, %d windows relayed to the sender", o.bytes, o.sent, o.gsoPackets, o.resent, o.rto0, o.fastResent, o.relayed))
 	}
 	if err != nil {
 		log.Info("drain ended early", append(args, "err", err)...)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/pipe"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
@@ -39,6 +40,11 @@ type engineLab struct {
 	l    *lab.Lab
 	e    *Engine
 	port atomic.Uint32 // next forwarder/server port
+	// upstreamRcvBuf, if set, bounds the forwarder's upstream sockets'
+	// receive buffers, as the forwarder does for http-reverse (forwarder
+	// upstreamRcvBuf): their servers may then send no more than a new
+	// client connection's window takes (windowsFit).
+	upstreamRcvBuf int
 }
 
 func newEngineLab(tb testing.TB, opts Options) *engineLab {
@@ -119,7 +125,7 @@ func (el *engineLab) pairOf(tb testing.TB, proto origin.Proto, v6 bool) labPair 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	fb, err := el.l.Fwd.Dial(ctx, "tcp", srvAddr)
+	fb, err := el.l.Fwd.Dial(sockopt.WithRcvBuf(ctx, el.upstreamRcvBuf), "tcp", srvAddr)
 	if err != nil {
 		tb.Fatal(err)
 	}

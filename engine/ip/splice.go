@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -215,6 +214,10 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	if err != nil {
 		return undo("%v", err)
 	}
+	if err := windowsFit(opts, sa, sb, q.w); err != nil {
+		e.windowRefused.Add(1)
+		return undo("%v", err)
+	}
 	var fz *frozen
 	if unsplicing(opts) {
 		if fz, err = freezeForUnsplice(client, up, sa, sb); err != nil {
@@ -273,11 +276,12 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 
 // owedQueues is what the frozen sockets hold for their peers, read once
 // the reading is final: per direction (by engine.Direction), the output
-// socket's send queue and the input socket's receive queue; and both
-// sockets' windows (by side: 0 client, 1 upstream).
+// socket's send queue followed by the input socket's receive queue (in a
+// pooled buffer: freeOwed); and both sockets' windows (by side: 0
+// client, 1 upstream).
 type owedQueues struct {
-	sent, unread [2][]byte
-	w            [2]tcprepair.Window
+	owed [2][]byte
+	w    [2]tcprepair.Window
 }
 
 // readOwed reads the owed bytes of two frozen sockets, and their windows
@@ -289,11 +293,12 @@ func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State, win *[2]tcprepair
 		out, in   *net.TCPConn
 		sOut, sIn tcprepair.State
 	}{{engine.Up, up, client, sb, sa}, {engine.Down, client, up, sa, sb}} {
-		var err error
-		if q.sent[o.dir], err = tcprepair.PeekQueue(o.out, tcprepair.SendQueue, o.sOut.OutQ); err != nil {
+		buf := owedBuf(o.sOut.OutQ + o.sIn.InQ)
+		buf, err := tcprepair.PeekQueue(o.out, tcprepair.SendQueue, o.sOut.OutQ, buf)
+		if err != nil {
 			return q, fmt.Errorf("read the %v send queue: %w", o.dir, err)
 		}
-		if q.unread[o.dir], err = tcprepair.PeekQueue(o.in, tcprepair.RecvQueue, o.sIn.InQ); err != nil {
+		if q.owed[o.dir], err = tcprepair.PeekQueue(o.in, tcprepair.RecvQueue, o.sIn.InQ, buf); err != nil {
 			return q, fmt.Errorf("read the %v receive queue: %w", o.dir, err)
 		}
 	}
@@ -360,9 +365,10 @@ func (e *Engine) drainFor(pub published, sa, sb tcprepair.State, q owedQueues) (
 		sOut, sIn tcprepair.State
 	}{{engine.Up, 1, sb, sa}, {engine.Down, 0, sa, sb}} {
 		k := pub.kept[o.dir]
-		data := slices.Concat(q.sent[o.dir], q.unread[o.dir], k.data)
+		data := append(q.owed[o.dir], k.data...)
 		fin := o.sIn.FINReceived || k.fin
 		if len(data) == 0 && !fin {
+			freeOwed(data)
 			continue
 		}
 		// The output socket has received what the other direction's
@@ -406,6 +412,7 @@ func owedDir(dir engine.Direction, sOut tcprepair.State, w tcprepair.Window, dat
 		dst:   po.Remote,
 		start: po.SndUna,
 		data:  data,
+		bytes: len(data),
 		mss:   mss,
 		ts:    po.Timestamps,
 		edge0: po.SndUna + w.SndWnd,

@@ -94,6 +94,43 @@ func queuedPastBoundary(p *engine.Pair, opts engine.Options) error {
 	return nil
 }
 
+// windowsFit checks, for each direction a splice forwards up to a byte
+// limit, that the receiver's window takes what the sender may send once
+// spliced: what the forwarder's input socket still allows its sender (its
+// last advertised right edge past rcv_nxt), which follows the bytes the
+// forwarder owes the receiver (the output socket's send queue, the input
+// socket's receive queue). A sender the forwarder gave a larger window
+// than its receiver's (a pooled upstream connection whose window grew
+// on earlier responses, a client connection just opened) would send
+// past the receiver's window into the datapath, which drops such
+// segments (the receiver would too): losses, a retransmission timeout per
+// response. TCP lets no one take a window back, so such a pair is better
+// left to an engine whose sockets buffer it. A splice without a limit
+// runs on (its senders recover once), and is not refused.
+func windowsFit(opts engine.Options, sa, sb tcprepair.State, w [2]tcprepair.Window) error {
+	in := [2]tcprepair.State{sa, sb} // the socket each direction arrives on
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		if o := opts.Dir(d); o.Mode != engine.Forward || o.Limit == 0 {
+			continue
+		}
+		src, dst := in[d], in[1-d]
+		wSrc, wDst := w[d], w[1-d]
+		owed := int64(dst.OutQ) + int64(src.InQ)
+		allowed := int64(max(int32(wSrc.RcvWup+wSrc.RcvWnd-src.Params.RcvNxt), 0))
+		// The sender's bytes come after the owed ones; past the
+		// receiver's window, at most what it is allowed. (Owed bytes
+		// past the window are the drain's: it sends them as the
+		// window opens, and the sender hears of the window from it.)
+		if past := min(allowed, owed+allowed-int64(wDst.SndWnd)); past > 0 {
+			return fmt.Errorf("%w: the %v sender may send %d bytes past what the forwarder holds (%d owed), %d of them past the receiver's window (%d)", errWindowMismatch, d, allowed, owed, past, wDst.SndWnd)
+		}
+	}
+	return nil
+}
+
+// errWindowMismatch marks a splice refused by windowsFit.
+var errWindowMismatch = errors.New("the windows do not match")
+
 // frozen is what unsplicing needs from splice time: the sockets' final
 // readings, their windows, and whether their keepalive was on (it is
 // turned off while frozen: a keepalive timeout would send a reset).

@@ -66,6 +66,24 @@ func TestUpstreamPoolDefaults(t *testing.T) {
 	}
 }
 
+func TestUpstreamPoolReceiveBuffer(t *testing.T) {
+	rev := "proxy: http-reverse, pools: [{name: p, servers: ['h:1']}], routes: [{pool: p}]"
+	cfg := mustParse(t, lines(
+		"listeners:",
+		"  - {name: a, listen: ':1', "+rev+"}",
+		"  - {name: b, listen: ':2', "+rev+", upstream_pool: {receive_buffer: 0}}",
+		"  - {name: c, listen: ':3', "+rev+", upstream_pool: {receive_buffer: 1MiB}}",
+	))
+	if b := cfg.Listeners[0].UpstreamPool.WithDefaults().ReceiveBuffer; b != nil {
+		t.Errorf("left out: %d, want unset (the forwarder picks by engine)", *b)
+	}
+	for i, want := range map[int]Size{1: 0, 2: 1 << 20} {
+		if b := cfg.Listeners[i].UpstreamPool.WithDefaults().ReceiveBuffer; b == nil || *b != want {
+			t.Errorf("listener %d: receive_buffer %v, want %d", i, b, want)
+		}
+	}
+}
+
 func TestHTTPErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -142,8 +160,10 @@ func TestHTTPErrors(t *testing.T) {
 			"    upstream_pool:",
 			"      max_idle_per_server: -1",
 			"      idle_timeout: -1s",
+			"      receive_buffer: 1KiB",
 		), []wantErr{{8, "listeners[0].upstream_pool.max_idle_per_server", "expected 0 (no pool) to 65536, got -1"},
-			{9, "listeners[0].upstream_pool.idle_timeout", "must not be negative"}}},
+			{9, "listeners[0].upstream_pool.idle_timeout", "must not be negative"},
+			{10, "listeners[0].upstream_pool.receive_buffer", "expected 0 (the kernel's autotuning) or 4KiB to 64MiB, got 1024 bytes"}}},
 		{"upstream pool with proxy protocol", lines(
 			"listeners:",
 			"  - name: a",

@@ -57,6 +57,26 @@ func MSS(ctx context.Context) int {
 	return mss
 }
 
+type rcvBufKey struct{}
+
+// WithRcvBuf returns a context under which Control sets the socket's
+// receive buffer so that the kernel reports bytes as its SO_RCVBUF (it
+// doubles what it is given, for bookkeeping): the socket's window stays
+// within it, and the kernel no longer grows the buffer itself. 0 or less
+// leaves ctx unchanged.
+func WithRcvBuf(ctx context.Context, bytes int) context.Context {
+	if bytes <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, rcvBufKey{}, bytes)
+}
+
+// RcvBuf is the receive buffer ctx asks the dialer to set, 0 for none.
+func RcvBuf(ctx context.Context) int {
+	n, _ := ctx.Value(rcvBufKey{}).(int)
+	return n
+}
+
 type portKey struct{}
 
 // PortPicker returns the local port a new connection to server should
@@ -154,20 +174,27 @@ func Control(ctx context.Context, network, address string, c syscall.RawConn) er
 			return err
 		}
 	}
-	mss := MSS(ctx)
-	if mss == 0 || !strings.HasPrefix(network, "tcp") {
+	mss, rcvBuf := MSS(ctx), RcvBuf(ctx)
+	if (mss == 0 && rcvBuf == 0) || !strings.HasPrefix(network, "tcp") {
 		return nil
 	}
 	var serr error
 	if err := c.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss)
+		if mss != 0 {
+			if err := unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss); err != nil {
+				serr = fmt.Errorf("set TCP_MAXSEG %d: %w", mss, err)
+				return
+			}
+		}
+		if rcvBuf != 0 {
+			if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvBuf/2); err != nil {
+				serr = fmt.Errorf("set SO_RCVBUF %d: %w", rcvBuf/2, err)
+			}
+		}
 	}); err != nil {
 		return err
 	}
-	if serr != nil {
-		return fmt.Errorf("set TCP_MAXSEG %d: %w", mss, serr)
-	}
-	return nil
+	return serr
 }
 
 // Dialer returns a net.Dialer that applies the options in its dial

@@ -83,6 +83,55 @@ func TestWithMSSIgnoresWhatTheKernelRefuses(t *testing.T) {
 	}
 }
 
+// TestWithRcvBufBoundsTheSocket: a dial under WithRcvBuf connects a socket
+// whose SO_RCVBUF reads back as asked (the kernel doubles what it is
+// given), with MSS and receive buffer both set when both are asked; 0
+// asks for nothing and leaves the kernel's default.
+func TestWithRcvBufBoundsTheSocket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	rcvBuf := func(ctx context.Context) int {
+		t.Helper()
+		c, err := sockopt.Dialer().DialContext(ctx, "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		rc, _ := c.(*net.TCPConn).SyscallConn()
+		var n int
+		var gerr error
+		rc.Control(func(fd uintptr) { n, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) })
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		return n
+	}
+	def := rcvBuf(context.Background())
+	for _, want := range []int{64 << 10, 256 << 10} {
+		if got := rcvBuf(sockopt.WithRcvBuf(context.Background(), want)); got != want {
+			t.Errorf("WithRcvBuf(%d): SO_RCVBUF %d", want, got)
+		}
+	}
+	if got := rcvBuf(sockopt.WithRcvBuf(sockopt.WithMSS(context.Background(), 1200), 128<<10)); got != 128<<10 {
+		t.Errorf("with an MSS too: SO_RCVBUF %d, want %d", got, 128<<10)
+	}
+	if got := rcvBuf(sockopt.WithRcvBuf(context.Background(), 0)); got != def {
+		t.Errorf("WithRcvBuf(0): SO_RCVBUF %d, want the default %d", got, def)
+	}
+}
+
 // listenSavingSYN listens on addr, in ns if not nil, with TCP_SAVE_SYN so
 // that accepted sockets hand over their client's SYN.
 func listenSavingSYN(tb testing.TB, ns *lab.NS, addr string) net.Listener {

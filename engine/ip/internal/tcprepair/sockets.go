@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -421,14 +422,17 @@ func (g *Graces) Start() <-chan struct{} {
 	return ch
 }
 
-// PeekQueue returns the n bytes of a frozen c's receive queue (bytes
-// received and acknowledged, not read) or send queue (written, not
-// acknowledged, from snd_una), read in repair mode without consuming them.
-func PeekQueue(c *net.TCPConn, queue, n int) ([]byte, error) {
-	buf := make([]byte, n)
+// PeekQueue appends to dst the n bytes of a frozen c's receive queue
+// (bytes received and acknowledged, not read) or send queue (written, not
+// acknowledged, from snd_una), read in repair mode without consuming
+// them, and returns the extended slice. The caller's dst may come from a
+// pool: a splice reads up to a window's worth per direction.
+func PeekQueue(c *net.TCPConn, queue, n int, dst []byte) ([]byte, error) {
 	if n == 0 {
-		return buf, nil
+		return dst, nil
 	}
+	dst = slices.Grow(dst, n)
+	buf := dst[len(dst) : len(dst)+n]
 	err := WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 			return err
@@ -444,7 +448,7 @@ func PeekQueue(c *net.TCPConn, queue, n int) ([]byte, error) {
 		}
 		return nil
 	})
-	return buf, err
+	return dst[:len(dst)+n], err
 }
 
 // Window is struct tcp_repair_window: the windows of a frozen
