@@ -171,3 +171,45 @@ func reservedPorts(tb testing.TB, l *lab.Lab) string {
 	}
 	return strings.TrimSpace(string(v))
 }
+
+// TestLabFullRangeFallsBackToKernelPorts: with engines.ip.local_ports
+// 45100-45101 and pairs held in control mode (their sockets keep their
+// ports), a third connection to the same server finds both ports in use
+// (EADDRNOTAVAIL at connect) and leaves from a kernel port outside the
+// range: the range takes no connections away.
+func TestLabFullRangeFallsBackToKernelPorts(t *testing.T) {
+	l := lab.NewT(t, lab.DefaultConfig())
+	engines := config.Default().Engines
+	engines.IP.LocalPorts = "45100-45101"
+	servers := serverConns(t, l, serverAddr(l, 9832))
+	lc := tcpListener("ports", fwdAddr(l, 7832), serverAddr(l, 9832))
+	lc.SpliceAfter = config.Duration(time.Hour)
+	lf := startLabForwarderWith(t, l, engines, lc)
+	lf.requireEngine(t, ip.Name)
+	var got []int
+	var ends []*net.TCPConn
+	for i := range 3 {
+		c := dialClient(t, lf.Lab, lf.Addr("ports").String())
+		s := accept(t, servers)
+		got = append(got, upstreamPort(s))
+		exchangeBothWays(t, c, s, 100+i)
+		ends = append(ends, c, s)
+	}
+	defer func() { // the pairs end at once, not at the forwarder's shutdown
+		for _, c := range ends {
+			c.Close()
+		}
+		lf.waitClosed(t, "ports", "eof", 3)
+	}()
+	for i, p := range got[:2] {
+		if p < 45100 || p > 45101 {
+			t.Errorf("connection %d left from port %d, not from the range", i, p)
+		}
+	}
+	if got[0] == got[1] {
+		t.Errorf("two connections to one server from port %d", got[0])
+	}
+	if p := got[2]; p >= 45100 && p <= 45101 {
+		t.Errorf("the third connection left from port %d of a range whose ports are in use", p)
+	}
+}

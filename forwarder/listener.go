@@ -32,14 +32,14 @@ type listener struct {
 	// matchMSS: upstream connections announce the client's MSS (see
 	// session.withClientMSS), because the chain holds engine ip.
 	matchMSS bool
-	// rcvBuf bounds the upstream connections' receive buffers (bytes), 0
-	// for the kernel's autotuning: upstreamRcvBuf.
-	rcvBuf int
 	// ports hands out the local ports of upstream connections (see
 	// session.Dial), when an engine owns a range (ip): every listener
 	// dials from it, so that the ports it takes out of the kernel's range
 	// are not lost to listeners without that engine.
-	ports  engine.UpstreamPorts
+	ports engine.UpstreamPorts
+	// rcvBuf bounds the upstream connections' receive buffers (bytes), 0
+	// for the kernel's autotuning: upstreamRcvBuf.
+	rcvBuf int
 	log    *slog.Logger
 	ln     net.Listener
 	active atomic.Int64
@@ -97,6 +97,17 @@ func needsMatchedMSS(chain []engine.Engine) bool {
 	return false
 }
 
+// upstreamPorts is the engine that hands out the local ports of upstream
+// connections (engine.UpstreamPorts), or nil.
+func upstreamPorts(engines []engine.Engine) engine.UpstreamPorts {
+	for _, e := range engines {
+		if p, ok := e.(engine.UpstreamPorts); ok {
+			return p
+		}
+	}
+	return nil
+}
+
 // upstreamRcvBuf is the receive buffer of an http-reverse listener's
 // upstream connections (config.UpstreamPool.ReceiveBuffer): as
 // configured, or by default bounded where engine ip may splice the
@@ -115,17 +126,6 @@ func upstreamRcvBuf(lc config.Listener, relays bool) int {
 		return int(config.DefaultPoolReceiveBuffer)
 	}
 	return 0
-}
-
-// upstreamPorts is the engine that hands out the local ports of upstream
-// connections (engine.UpstreamPorts), or nil.
-func upstreamPorts(engines []engine.Engine) engine.UpstreamPorts {
-	for _, e := range engines {
-		if p, ok := e.(engine.UpstreamPorts); ok {
-			return p
-		}
-	}
-	return nil
 }
 
 // controlEngine is the chain's control-mode engine (engine.ControlMode),

@@ -87,7 +87,10 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 				return res
 			}
 			if u != nil {
-				if end, dir, ok := u.onStats(f.last); ok {
+				// The follower keeps only the phase: the unsplicer's
+				// triggers read the rest again.
+				st, err := f.dp.Lookup(f.a)
+				if end, dir, ok := u.onStats(st); err == nil && ok {
 					e.log.Debug("unsplice on tick", "pair", p.ID)
 					return u.unsplice(&f, ch, end, dir)
 				}
@@ -143,8 +146,10 @@ type follower struct {
 	// drained, if set, says when the drain last delivered owed bytes:
 	// that is movement too, though the datapath's counters stand still.
 	drained func() time.Time
-	// last is the pair's state at the latest refresh (its Phase too).
-	last datapath.PairStats
+	// phase is the pair's phase at the latest refresh (the rest of its
+	// state, 170 bytes, is not kept: a detached pair would keep it for
+	// its life).
+	phase datapath.Phase
 }
 
 // refresh copies the pair's counters to p; false when the pair is gone.
@@ -153,7 +158,7 @@ func (f *follower) refresh() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	f.last = st
+	f.phase = st.Phase
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		ds := st.Dir(d)
 		// A correction of streamBytes may take the count back by a byte.
@@ -253,9 +258,9 @@ func (f *follower) onTick(idle time.Duration) (engine.Result, bool) {
 		return f.gone(""), true
 	case err != nil || !ok:
 		return f.end(engine.EndError, err), true
-	case f.closedClean || f.last.Phase == datapath.PhaseTimeWait:
+	case f.closedClean || f.phase == datapath.PhaseTimeWait:
 		return f.end(engine.EndEOF, nil), true
-	case f.last.Phase == datapath.PhaseClosed:
+	case f.phase == datapath.PhaseClosed:
 		return f.end(engine.EndReset, nil), true
 	case idle > 0 && time.Since(f.lastMove) >= idle:
 		f.remove()
@@ -269,9 +274,9 @@ func (f *follower) gone(reason string) engine.Result {
 	switch {
 	case f.closedClean:
 		return f.end(engine.EndEOF, nil)
-	case reason == "reset" || f.last.Phase == datapath.PhaseClosed:
+	case reason == "reset" || f.phase == datapath.PhaseClosed:
 		return f.end(engine.EndReset, nil)
-	case reason == "time_wait" || f.last.Phase == datapath.PhaseTimeWait:
+	case reason == "time_wait" || f.phase == datapath.PhaseTimeWait:
 		return f.end(engine.EndEOF, nil)
 	}
 	return f.end(engine.EndIdle, nil)

@@ -249,7 +249,7 @@ func (e *Engine) followAdopted(g *adoptedGen, ap *adoptedPair) {
 		case <-tick.C:
 			res, done = f.onTick(e.opts.IdleTimeout)
 		}
-		if !done && f.last.Phase != datapath.PhaseSpliced {
+		if !done && f.phase != datapath.PhaseSpliced {
 			ap.p.SetState(engine.StateClosing)
 		}
 	}
