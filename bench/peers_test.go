@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/splicer/splicer/forwarder/fwdtest"
 )
 
 // TestSwitchPeersForwardTheClient runs HAProxy (haproxySwitch) and nginx
@@ -27,7 +29,7 @@ func TestSwitchPeersForwardTheClient(t *testing.T) {
 			}
 			got := make(chan http.Header, 1)
 			origin := serveRecorded(t, got)
-			listen := freeAddr(t)
+			listen := fwdtest.FreeAddr(t)
 			startPeer(t, peer, origin, listen)
 			req, err := http.NewRequest("GET", "http://"+listen+"/obj/1", nil)
 			if err != nil {
@@ -79,17 +81,6 @@ func serveRecorded(tb testing.TB, got chan<- http.Header) string {
 	})}
 	go srv.Serve(ln)
 	tb.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
-}
-
-// freeAddr is a loopback address nothing listens on now.
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
 	return ln.Addr().String()
 }
 
