@@ -47,6 +47,12 @@ type engineLab struct {
 	upstreamRcvBuf int
 }
 
+// limitedRcvBuf is the upstream receive buffer of the labs whose splices
+// have byte limits: a window within a new client connection's, as the
+// forwarder gives http-reverse's upstreams, so that windowsFit does not
+// refuse a splice the test needs.
+const limitedRcvBuf = 64 << 10
+
 func newEngineLab(tb testing.TB, opts Options) *engineLab {
 	tb.Helper()
 	l := lab.NewT(tb, lab.DefaultConfig())

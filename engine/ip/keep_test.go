@@ -181,6 +181,9 @@ func TestEngineHoldLosesNothing(t *testing.T) {
 // taken an RTT sample at once (their retransmission timeout is Linux's
 // minimum, not the 1 s of a socket without one).
 func TestEngineUnspliceLosesNothing(t *testing.T) {
+	// The kernel's own buffers: with the upstream bounded as http-reverse
+	// bounds it (limitedRcvBuf), this unsplice costs the server a
+	// retransmission timeout, not yet understood (issue #10's note).
 	el := newEngineLab(t, Options{MaxPairs: 16})
 	lp := el.pair(t, "")
 	fc, fu := lp.p.Client, lp.p.Upstream()
@@ -244,6 +247,7 @@ func TestEngineUnspliceLosesNothing(t *testing.T) {
 // proxy copies the body in control mode: intact, with no retransmission.
 func TestEngineFallbackLosesNothing(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
+	el.upstreamRcvBuf = limitedRcvBuf
 	for _, v6 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
 			lp := el.pairOf(t, "", v6)

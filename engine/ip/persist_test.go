@@ -106,6 +106,7 @@ func TestEngineAdoptionResetsGiveBackSplices(t *testing.T) {
 	pinDir := filepath.Join(testenv.MountBPFFS(t), "splicer", "test")
 	opts := Options{MaxPairs: 16, PinDir: pinDir}
 	el := newEngineLab(t, opts)
+	el.upstreamRcvBuf = limitedRcvBuf
 	lp := el.pair(t, "")
 	done := el.splice(t, context.Background(), lp, engine.Options{
 		Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Forward, Limit: 1 << 20}})

@@ -91,6 +91,7 @@ func TestEngineUnspliceCycles(t *testing.T) {
 	// Every splice takes a table slot, which a removed pair frees only
 	// after a second: room for a second's worth of cycles.
 	el := newEngineLab(t, Options{MaxPairs: 256})
+	el.upstreamRcvBuf = limitedRcvBuf
 	t.Run("ipv4", func(t *testing.T) { testUnspliceCycles(t, el, false, 100) })
 	t.Run("ipv6", func(t *testing.T) { testUnspliceCycles(t, el, true, 20) })
 }
@@ -214,6 +215,7 @@ func rngBytes(rng *rand.Rand, n int) []byte {
 // reset, and nothing hangs.
 func TestEngineUnspliceClientReset(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
+	el.upstreamRcvBuf = limitedRcvBuf
 	lp := el.pair(t, "")
 	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: 1 << 20}, Up: engine.DirOptions{Mode: engine.Watch}}
 	ch := el.splice(t, context.Background(), lp, opts)
@@ -237,6 +239,7 @@ func TestEngineUnspliceClientReset(t *testing.T) {
 // works on the same pair. Streams intact.
 func TestEngineUnspliceTimer(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
+	el.upstreamRcvBuf = limitedRcvBuf
 	lp := el.pair(t, "")
 	s := newStreams()
 	rng := rand.New(rand.NewPCG(11, uint64(time.Now().UnixNano())))
@@ -268,6 +271,7 @@ func TestEngineUnspliceTimer(t *testing.T) {
 // server and the splice ends with EndEOF.
 func TestEngineUnspliceServerCloses(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
+	el.upstreamRcvBuf = limitedRcvBuf
 	lp := el.pair(t, "")
 	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: 1 << 20}, Up: engine.DirOptions{Mode: engine.Hold}}
 	ch := el.splice(t, context.Background(), lp, opts)

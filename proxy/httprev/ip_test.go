@@ -147,6 +147,11 @@ func TestLabHTTPReverseIPPooled(t *testing.T) {
 	lc.Engine = "ip"
 	lc.Routes = []config.Route{{Pool: "a"}}
 	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	// Each client connection is new, its window still about 64 KiB when
+	// the body starts: an upstream buffer (and window) within it, or ip
+	// refuses the splice for the server's window (windowsFit).
+	rcvBuf := config.Size(32 << 10)
+	lc.UpstreamPool = &config.UpstreamPool{ReceiveBuffer: &rcvBuf}
 	f := httplab.Start(t, l, lc)
 	const size = 4 << 20 // more than the forwarder's socket buffers: ip splices it
 	for i := range 2 {
