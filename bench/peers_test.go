@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,11 +111,14 @@ func startPeer(tb testing.TB, peer, origin, listen string) {
 		tb.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
+	// A group of its own, killed whole: nginx's worker outlives a killed
+	// master otherwise.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 		out.Close()
 	})
