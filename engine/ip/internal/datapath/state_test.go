@@ -5,6 +5,7 @@ package datapath
 import (
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,18 +60,6 @@ func kinds(evs []Event) []EventKind {
 	return out
 }
 
-func equalKinds(a, b []EventKind) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestTeardownToTimeWait walks SpliceNP 2.2: FIN from the client, its ACK,
 // FIN from the server, the last ACK; the pair keeps translating
 // retransmitted FINs in TIME_WAIT until the sweeper removes it after 2MSL.
@@ -103,7 +92,7 @@ func TestTeardownToTimeWait(t *testing.T) {
 		t.Errorf("flags %+v %+v", st.Up, st.Down)
 	}
 	evs := h.events()
-	if want := []EventKind{EventFIN, EventFIN, EventTimeWait}; !equalKinds(kinds(evs), want) {
+	if want := []EventKind{EventFIN, EventFIN, EventTimeWait}; !slices.Equal(kinds(evs), want) {
 		t.Fatalf("events %v, want %v", kinds(evs), want)
 	}
 	if evs[0].Dir != engine.Up || evs[0].Seq != clientFINEnd-1 || evs[1].Dir != engine.Down || !evs[2].Found || evs[2].Pair != a {

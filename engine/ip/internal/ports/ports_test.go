@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/splicer/splicer/engine/ip/internal/ports"
@@ -28,7 +29,7 @@ func TestPickSkipsClaimed(t *testing.T) {
 		}
 		got = append(got, p)
 	}
-	if want := []uint16{40000, 40001, 40002, 40000}; !equal(got, want) {
+	if want := []uint16{40000, 40001, 40002, 40000}; !slices.Equal(got, want) {
 		t.Fatalf("picks %v, want %v", got, want)
 	}
 	if a.Claim(s1, 39999) {
@@ -58,18 +59,6 @@ func TestPickSkipsClaimed(t *testing.T) {
 	if n := a.Claimed(); n != 2 {
 		t.Errorf("%d claims held, want 2", n)
 	}
-}
-
-func equal(a, b []uint16) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestSetRoundTrip(t *testing.T) {
