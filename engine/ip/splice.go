@@ -210,12 +210,17 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 	sa.Params, sb.Params = pa, pb
 	tClocks := time.Since(tGrace0) - tGrace
-	q, err := readOwed(client, up, sa, sb, read.win)
+	w, err := readWindows(client, up, read.win)
 	if err != nil {
 		return undo("%v", err)
 	}
-	if err := windowsFit(opts, sa, sb, q.w); err != nil {
+	// Before the queues are copied: a refused splice needs none of them.
+	if err := windowsFit(opts, sa, sb, w); err != nil {
 		e.windowRefused.Add(1)
+		return undo("%v", err)
+	}
+	q, err := readOwed(client, up, sa, sb, w)
+	if err != nil {
 		return undo("%v", err)
 	}
 	var fz *frozen
@@ -284,10 +289,25 @@ type owedQueues struct {
 	w    [2]tcprepair.Window
 }
 
-// readOwed reads the owed bytes of two frozen sockets, and their windows
-// unless the final reading had them (win).
-func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State, win *[2]tcprepair.Window) (owedQueues, error) {
-	var q owedQueues
+// readWindows reads the windows of two frozen sockets (by side: 0 client,
+// 1 upstream), unless the final reading had them (win).
+func readWindows(client, up *net.TCPConn, win *[2]tcprepair.Window) ([2]tcprepair.Window, error) {
+	if win != nil {
+		return *win, nil
+	}
+	var w [2]tcprepair.Window
+	for side, c := range []*net.TCPConn{client, up} {
+		var err error
+		if w[side], err = tcprepair.ReadWindow(c); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// readOwed reads the owed bytes of two frozen sockets, whose windows are w.
+func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State, w [2]tcprepair.Window) (owedQueues, error) {
+	q := owedQueues{w: w}
 	for _, o := range []struct {
 		dir       engine.Direction
 		out, in   *net.TCPConn
@@ -300,16 +320,6 @@ func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State, win *[2]tcprepair
 		}
 		if q.owed[o.dir], err = tcprepair.PeekQueue(o.in, tcprepair.RecvQueue, o.sIn.InQ, buf); err != nil {
 			return q, fmt.Errorf("read the %v receive queue: %w", o.dir, err)
-		}
-	}
-	if win != nil {
-		q.w = *win
-		return q, nil
-	}
-	for side, c := range []*net.TCPConn{client, up} {
-		var err error
-		if q.w[side], err = tcprepair.ReadWindow(c); err != nil {
-			return q, err
 		}
 	}
 	return q, nil
