@@ -98,10 +98,7 @@ func (fl *fwdLab) testGet(t *testing.T) {
 			if size >= 64<<10 {
 				// Counted when the splice returns, which may be after
 				// curl has the body (the unsplice outlives its last byte).
-				deadline := time.Now().Add(httplab.WaitFor)
-				for fl.Spliced("limit")-before < 1 && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond)
-				}
+				httplab.Eventually(t, "the body's splice to return", func() bool { return fl.Spliced("limit")-before >= 1 })
 				if got := fl.Spliced("limit") - before; got != 1 {
 					t.Errorf("%v splices ended at their byte limit, want 1 (the body)", got)
 				}

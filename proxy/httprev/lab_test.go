@@ -110,10 +110,7 @@ func (rl *revLab) testAlternates(t *testing.T) {
 	}
 	// The last body's splice is counted when it returns, which may be
 	// after the client has the body (the unsplice outlives its last byte).
-	deadline := time.Now().Add(httplab.WaitFor)
-	for rl.Spliced("limit")-before < float64(len(sizes)) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	httplab.Eventually(t, "every body's splice to return", func() bool { return rl.Spliced("limit")-before >= float64(len(sizes)) })
 	if got := rl.Spliced("limit") - before; got != float64(len(sizes)) {
 		t.Errorf("%v response bodies spliced, want %d", got, len(sizes))
 	}
