@@ -421,8 +421,9 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 		e.ackHi = ack
 	}
 	if flags&packet.RST != 0 {
-		// RFC 5961 3.2: only a reset exactly at the next byte closes.
-		if seq == e.sndNxt {
+		// RFC 5961 3.2: only a reset exactly at the next byte closes,
+		// or, after a FIN, one at the FIN (Linux's tcp_reset_check).
+		if seq == e.sndNxt || (e.flags&flagFINSeen != 0 && seq == e.sndNxt-1) {
 			if e.flags&flagClosed == 0 {
 				m.events = append(m.events, refEvent{EventReset, seq, flow})
 			}

@@ -1,4 +1,4 @@
-// RFC 5961 on the real program and the reference: a reset inside the window but not at the next byte is passed on (its receiver answers with a challenge ACK) and leaves the pair spliced; only a reset exactly at the next byte closes it.
+// RFC 5961 on the real program and the reference: a reset inside the window but not at the next byte is passed on (its receiver answers with a challenge ACK) and leaves the pair spliced; only a reset exactly at the next byte, or after a FIN at the FIN's, closes it.
 
 package datapath
 
@@ -42,6 +42,44 @@ func TestResetClosesOnlyAtTheNextByte(t *testing.T) {
 		step("reset at the next byte", tp.up(packet.Seg{Seq: next, Ack: upAcked, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
 		data.Seq = next
 		step("data after the reset", tp.up(data), verdictDrop, "closed")
+		h.dp.Delete(spec.A)
+	}
+}
+
+// TestResetAtTheFINClosesAfterIt: a client that closed (FIN) and then
+// gets data answers with a reset numbered from that data's ack, which may
+// be the FIN's own number; the server, in CLOSE_WAIT, takes it (Linux's
+// tcp_reset_check), so the datapath must close the pair too, or it would
+// hold it until its idle timeout with both sockets gone.
+func TestResetAtTheFINClosesAfterIt(t *testing.T) {
+	h := newHarness(t, Options{MaxPairs: 16})
+	for _, tp := range []topo{topo4, topo6} {
+		spec := h.baseSpec(tp)
+		h.insert(spec)
+		ref := newRefModel()
+		ref.insert(spec, 0)
+		ref.mtu = 1500
+		step := func(what string, in packet.Seg, want int32, wantDrop string) {
+			t.Helper()
+			frame := in.Bytes()
+			before := h.drops()
+			verdict, _ := h.run(frame)
+			drop := dropDelta(before, h.drops())
+			refVerdict, _ := ref.run(frame, h.deviceOf(frame))
+			if verdict != want || drop != wantDrop {
+				t.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
+			}
+			if refVerdict != want {
+				t.Errorf("%s: reference verdict %d, want %d", what, refVerdict, want)
+			}
+		}
+		step("FIN", tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.FIN | packet.ACK, Win: 9}), verdictRedirect, "")
+		step("the server's data, acking below the FIN", tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9, Payload: []byte("ticket")}), verdictRedirect, "")
+		step("reset at the FIN", tp.up(packet.Seg{Seq: upNxt, Ack: upAcked + 6, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
+		step("data after the reset", tp.down(packet.Seg{Seq: downNxt + 6, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9, Payload: []byte("x")}), verdictDrop, "closed")
+		if got := h.stats(spec.A).Phase; got != PhaseClosed {
+			t.Errorf("phase %v after the reset at the FIN, want closed", got)
+		}
 		h.dp.Delete(spec.A)
 	}
 }

@@ -419,9 +419,16 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 		 * RFC 5961 3.2: the receiver resets only on a seq exactly at its
 		 * next expected byte; any other in-window reset gets a challenge
 		 * ACK (forwarded like any segment) and the pair lives on. A blind
-		 * attacker must now guess the exact number, not a window.
+		 * attacker must now guess the exact number, not a window. After
+		 * its FIN, a reset at the FIN's own number closes too: Linux
+		 * answers data that reaches a socket closed after its FIN with a
+		 * reset numbered from that data's ack, often the FIN's, and the
+		 * receiver, in CLOSE_WAIT or LAST_ACK, accepts it
+		 * (tcp_reset_check); the pair would otherwise outlive both
+		 * sockets.
 		 */
-		if (s->seq == READ_ONCE(e->snd_nxt))
+		__u32 nxt = READ_ONCE(e->snd_nxt);
+		if (s->seq == nxt || ((READ_ONCE(e->flags) & SPLICE_F_FIN_SEEN) && s->seq == nxt - 1))
 			close_pair(e, peer, &p->key, s->seq);
 		return; /* a reset's window offers nothing */
 	}
