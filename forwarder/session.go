@@ -251,7 +251,10 @@ func (s *session) fallback(e engine.Engine, chain []engine.Engine, i int, err er
 	if errors.As(err, &fe) {
 		reason = fe.Reason
 	}
-	s.log.Info("engine declined pair, falling back", "engine", e.Name(), "to", to, "reason", reason)
+	// Debug: declines are routine (a body too short for ip, or already
+	// whole in the forwarder's queue: one per request on some sites);
+	// splicer_fallbacks_total counts them and /flows shows the last one.
+	s.log.Debug("engine declined pair, falling back", "engine", e.Name(), "to", to, "reason", reason)
 	s.l.f.metrics.Fallbacks.WithLabelValues(e.Name(), to, "declined").Inc()
 	s.l.f.metrics.Splices.WithLabelValues(e.Name(), "fallback").Inc()
 	return "fallback from " + e.Name() + ": " + reason

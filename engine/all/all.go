@@ -31,7 +31,8 @@ var Ladder = []Factory{
 		if pin == config.PinDirOff {
 			pin = ""
 		}
-		opts := ip.Options{MaxPairs: cfg.IP.MaxPairs, TimeWait: cfg.IP.TimeWait.Std(), IdleTimeout: cfg.IP.IdleTimeout.Std(), PinDir: pin}
+		opts := ip.Options{MaxPairs: cfg.IP.MaxPairs, TimeWait: cfg.IP.TimeWait.Std(), IdleTimeout: cfg.IP.IdleTimeout.Std(), PinDir: pin,
+			MinLimit: int64(cfg.IP.MinBody)}
 		if lo, hi, on, err := cfg.IP.PortRange(); err != nil {
 			return nil, err
 		} else if on {

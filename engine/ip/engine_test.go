@@ -728,6 +728,34 @@ func TestEngineSupports(t *testing.T) {
 	}
 }
 
+// TestEngineSupportsMinLimit: with Options.MinLimit, a limit below it is
+// declined (for the next engine), one at it and splices without a limit
+// are not.
+func TestEngineSupportsMinLimit(t *testing.T) {
+	e := New(Options{MinLimit: 512 << 10}, nil)
+	p := engine.NewPair(1, "t", nil)
+	p.SetUpstream(&net.TCPConn{})
+	held := engine.DirOptions{Mode: engine.Hold}
+	for _, tc := range []struct {
+		name string
+		opts engine.Options
+		ok   bool
+	}{
+		{"body below the minimum", engine.Options{Up: held, Down: engine.DirOptions{Limit: 512<<10 - 1}}, false},
+		{"request body below the minimum", engine.Options{Up: engine.DirOptions{Limit: 100}, Down: held}, false},
+		{"body at the minimum", engine.Options{Up: held, Down: engine.DirOptions{Limit: 512 << 10}}, true},
+		{"both ways to the FIN", engine.Both(0), true},
+	} {
+		err := e.Supports(p, tc.opts)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: Supports = %v, want ok %v", tc.name, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "engines.ip.min_body") {
+			t.Errorf("%s: %v does not name the key that sets the minimum", tc.name, err)
+		}
+	}
+}
+
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	rand.NewChaCha8([32]byte{byte(n)}).Read(b)

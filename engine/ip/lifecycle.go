@@ -4,6 +4,7 @@ package ip
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,11 @@ type Options struct {
 	// or where it cannot be reserved: such a pair keeps a duplicate of its
 	// upstream socket (fdkeep.go).
 	LocalPorts PortRange
+	// MinLimit is the smallest byte limit (engine.DirOptions.Limit) of a
+	// direction the engine splices: Supports declines a shorter one, for
+	// the next engine, since the splice and the unsplice cost more than
+	// the datapath saves on it. 0: every limit.
+	MinLimit int64
 }
 
 // PortRange is an inclusive range of local ports; the zero value is none.
@@ -260,7 +266,21 @@ func (e *Engine) Supports(p *engine.Pair, opts engine.Options) error {
 	if p.Upstream() == nil {
 		return errors.New("the pair has no upstream connection")
 	}
+	if err := e.supportsLimits(opts); err != nil {
+		return err
+	}
 	return supportsUnsplice(opts)
+}
+
+// supportsLimits declines a direction whose byte limit is below
+// Options.MinLimit.
+func (e *Engine) supportsLimits(opts engine.Options) error {
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		if o := opts.Dir(d); o.Mode == engine.Forward && o.Limit > 0 && o.Limit < e.opts.MinLimit {
+			return fmt.Errorf("the %v limit of %d bytes is below engine ip's minimum (%d, engines.ip.min_body): splicing and unsplicing would cost more than they save", d, o.Limit, e.opts.MinLimit)
+		}
+	}
+	return nil
 }
 
 // Close implements engine.Engine: it detaches the program from every device

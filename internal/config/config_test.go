@@ -85,7 +85,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 		"  copy: {buffer_size: 4096}",
 		"  pipe: {pipe_size: 256KiB}",
 		"  sockmap: {enabled: false}",
-		"  ip: {enabled: false, time_wait: 0s, idle_timeout: 5m, max_pairs: 1024, pin_dir: /sys/fs/bpf/edge, local_ports: 30000-30999}",
+		"  ip: {enabled: false, time_wait: 0s, idle_timeout: 5m, max_pairs: 1024, pin_dir: /sys/fs/bpf/edge, local_ports: 30000-30999, min_body: 1MiB}",
 		"listeners:",
 		"  - name: a",
 		"    listen: ':7000'",
@@ -106,7 +106,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 			Copy:    CopyEngine{BufferSize: 4096},
 			Pipe:    PipeEngine{PipeSize: 256 << 10},
 			Sockmap: SockmapEngine{Enabled: false},
-			IP:      IPEngine{Enabled: false, TimeWait: 0, IdleTimeout: Duration(5 * time.Minute), MaxPairs: 1024, PinDir: "/sys/fs/bpf/edge", LocalPorts: "30000-30999"},
+			IP:      IPEngine{Enabled: false, TimeWait: 0, IdleTimeout: Duration(5 * time.Minute), MaxPairs: 1024, PinDir: "/sys/fs/bpf/edge", LocalPorts: "30000-30999", MinBody: 1 << 20},
 		},
 		Listeners: []Listener{{
 			Name: "a", Listen: ":7000", Proxy: "tcp",
@@ -406,6 +406,10 @@ func TestParseErrors(t *testing.T) {
 			"engines: {ip: {pin_dir: bpf/splicer}}",
 			"listeners:", okListener,
 		), []wantErr{{1, "engines.ip.pin_dir", `must be an absolute path (a directory in a BPF file system) or "off", got "bpf/splicer"`}}},
+		{"negative minimum body", lines(
+			"engines: {ip: {min_body: -1}}",
+			"listeners:", okListener,
+		), []wantErr{{1, "engines.ip.min_body", `invalid size "-1"`}}},
 		{"local ports not a range", lines(
 			"engines: {ip: {local_ports: 40000}}",
 			"listeners:", okListener,

@@ -23,25 +23,30 @@ import (
 
 // TestLabHTTPReverseIP: a keep-alive client sends 200 requests on one
 // connection through http-reverse with engine ip, bodies from 1 KiB to
-// 4 MiB, routed to two back-ends in turn. Every body arrives intact; ip
-// splices every body of 1 MiB or more and declines only bodies that had
-// already arrived whole at the forwarder (a shallower engine copies
-// those); every splice ends at its limit, no unsplice fails, and /flows
-// shows the connection moving between spliced (engine ip) and control.
-func TestLabHTTPReverseIP(t *testing.T) { testReverseIP(t, 0, "ip") }
+// 4 MiB, routed to two back-ends in turn, with engines.ip.min_body 0 so
+// that ip takes every body it can. Every body arrives intact; ip splices
+// every body of 1 MiB or more and declines only bodies that had already
+// arrived whole at the forwarder (a shallower engine copies those);
+// every splice ends at its limit, no unsplice fails, and /flows shows the
+// connection moving between spliced (engine ip) and control.
+func TestLabHTTPReverseIP(t *testing.T) { testReverseIP(t, 0, "ip", 0) }
 
-// TestLabHTTPReverseAutoIsIP is TestLabHTTPReverseIP with engine auto,
-// the default: auto tries ip first, so the same bodies are spliced by ip.
-func TestLabHTTPReverseAutoIsIP(t *testing.T) { testReverseIP(t, 0, "auto") }
+// TestLabHTTPReverseAutoIsIP is TestLabHTTPReverseIP with engine auto and
+// the default engines.ip.min_body: auto tries ip first, so the bodies of
+// at least min_body are spliced by ip, and ip declines the shorter ones
+// for that reason (pipe takes them).
+func TestLabHTTPReverseAutoIsIP(t *testing.T) {
+	testReverseIP(t, 0, "auto", config.DefaultMinBody)
+}
 
 // TestLabHTTPReverseIPLossy is TestLabHTTPReverseIP with 1% loss both
 // ways on both links: every body intact, no unsplice fails. The run
 // takes 5-15 s here: a lost segment costs its sender a retransmission
 // timeout (about 200 ms, the rebuilt sockets' too: they take an RTT
 // sample at once), a lost SYN of a new upstream connection 1 s.
-func TestLabHTTPReverseIPLossy(t *testing.T) { testReverseIP(t, 1, "ip") }
+func TestLabHTTPReverseIPLossy(t *testing.T) { testReverseIP(t, 1, "ip", 0) }
 
-func testReverseIP(t *testing.T, lossPercent float64, engine string) {
+func testReverseIP(t *testing.T, lossPercent float64, engine string, minBody config.Size) {
 	l := httplab.New(t)
 	if lossPercent > 0 {
 		for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
@@ -56,7 +61,9 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string) {
 	lc.Engine = engine
 	lc.Routes = []config.Route{{Pool: "ab"}}
 	lc.Pools = []config.Pool{{Name: "ab", Balance: "round_robin", Servers: []string{httplab.ServerAddr(l, portA), httplab.ServerAddr(l, portB)}}}
-	f := httplab.Start(t, l, lc)
+	engines := config.Default().Engines
+	engines.IP.MinBody = minBody
+	f := httplab.StartWith(t, l, engines, lc)
 
 	c := httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort))
 	c.SetDeadline(time.Now().Add(90 * time.Second))
@@ -102,6 +109,9 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string) {
 	if ip+refused < float64(large) {
 		t.Errorf("%v bodies spliced by ip and %v refused for their windows, want at least the %d of 1 MiB or more", ip, refused, large)
 	}
+	if minBody > 0 && ip > float64(large) {
+		t.Errorf("ip spliced %v bodies, more than the %d of 1 MiB or more: it took some shorter than engines.ip.min_body (%v)", ip, large, minBody)
+	}
 	if refused > float64(large)/4 {
 		t.Errorf("ip refused %v bodies for their windows, more than a quarter of the %d large ones", refused, large)
 	}
@@ -119,7 +129,8 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string) {
 		// Under loss the peer's answer to the timestamp probe may be lost.
 		lostProbe := lossPercent > 0 && strings.Contains(line, "no answer to the timestamp probe")
 		refusedWindow := strings.Contains(line, "the windows do not match")
-		if strings.Contains(line, "engine declined pair") && !strings.Contains(line, "already in the forwarder's receive queue") && !lostProbe && !refusedWindow {
+		short := minBody > 0 && strings.Contains(line, "below engine ip's minimum")
+		if strings.Contains(line, "engine declined pair") && !strings.Contains(line, "already in the forwarder's receive queue") && !lostProbe && !refusedWindow && !short {
 			t.Errorf("ip declined a body for another reason than having it whole already: %s", line)
 		}
 	}

@@ -66,6 +66,12 @@ func Start(tb testing.TB, l *lab.Lab, listeners ...config.Listener) *Forwarder {
 	return &Forwarder{fwdtest.StartInLab(tb, l, listeners...)}
 }
 
+// StartWith is Start with the engines configured as given.
+func StartWith(tb testing.TB, l *lab.Lab, engines config.Engines, listeners ...config.Listener) *Forwarder {
+	tb.Helper()
+	return &Forwarder{fwdtest.StartInLabWith(tb, l, engines, listeners...)}
+}
+
 // Splices is how many splices engine ended with outcome (limit, eof, ...).
 func (f *Forwarder) Splices(engine, outcome string) float64 {
 	return f.Metric("splicer_splice_transitions_total", "engine", engine, "outcome", outcome)
