@@ -222,6 +222,9 @@ func NewT(tb testing.TB, cfg Config) *Lab {
 // build creates the namespaces, then wires and addresses them. Close undoes
 // whatever part of it succeeded.
 func (l *Lab) build() error {
+	if err := prepareNetnsDir(); err != nil {
+		return err
+	}
 	var err error
 	if l.Client, err = createNS(l, l.Name+"-client"); err != nil {
 		return err

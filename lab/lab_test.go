@@ -299,6 +299,34 @@ func TestCloseRemovesEverything(t *testing.T) {
 	}
 }
 
+// TestCloseAfterIPNetnsAdd: a namespace added with `ip netns add` while a
+// lab runs (a test's own, an operator's) leaves the lab's namespaces
+// removable. On a host where /run/netns was not yet a mount point, that
+// command binds it over itself and, unless the lab did so first, hides
+// the lab's mounts: Close failed with "device or resource busy".
+func TestCloseAfterIPNetnsAdd(t *testing.T) {
+	testenv.RequireRoot(t)
+	l, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	extra := l.Name + "-extra"
+	if out, err := exec.Command("ip", "netns", "add", extra).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", extra).Run() })
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close after ip netns add: %v", err)
+	}
+	if out, err := exec.Command("ip", "netns", "del", extra).CombinedOutput(); err != nil {
+		t.Errorf("ip netns del: %v: %s", err, out)
+	}
+	if left := namespacesWithPrefix(t, l.Name); len(left) != 0 {
+		t.Errorf("left namespaces %v", left)
+	}
+}
+
 func TestTwoLabsDoNotCollide(t *testing.T) {
 	t.Parallel()
 	a := NewT(t, DefaultConfig())
