@@ -11,25 +11,7 @@ import (
 func TestResetClosesOnlyAtTheNextByte(t *testing.T) {
 	h := newHarness(t, Options{MaxPairs: 16})
 	for _, tp := range []topo{topo4, topo6} {
-		spec := h.baseSpec(tp)
-		h.insert(spec)
-		ref := newRefModel()
-		ref.insert(spec, 0)
-		ref.mtu = 1500
-		step := func(what string, in packet.Seg, want int32, wantDrop string) {
-			t.Helper()
-			frame := in.Bytes()
-			before := h.drops()
-			verdict, _ := h.run(frame)
-			drop := dropDelta(before, h.drops())
-			refVerdict, _ := ref.run(frame, h.deviceOf(frame))
-			if verdict != want || drop != wantDrop {
-				t.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
-			}
-			if refVerdict != want {
-				t.Errorf("%s: reference verdict %d, want %d", what, refVerdict, want)
-			}
-		}
+		spec, step := insertBoth(t, h, tp)
 		data := packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: []byte("x")}
 		for _, off := range []uint32{1, 100, 5000} {
 			step("reset behind the next byte by "+itoa(off), tp.up(packet.Seg{Seq: upNxt - off, Ack: upAcked, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
@@ -54,25 +36,7 @@ func TestResetClosesOnlyAtTheNextByte(t *testing.T) {
 func TestResetAtTheFINClosesAfterIt(t *testing.T) {
 	h := newHarness(t, Options{MaxPairs: 16})
 	for _, tp := range []topo{topo4, topo6} {
-		spec := h.baseSpec(tp)
-		h.insert(spec)
-		ref := newRefModel()
-		ref.insert(spec, 0)
-		ref.mtu = 1500
-		step := func(what string, in packet.Seg, want int32, wantDrop string) {
-			t.Helper()
-			frame := in.Bytes()
-			before := h.drops()
-			verdict, _ := h.run(frame)
-			drop := dropDelta(before, h.drops())
-			refVerdict, _ := ref.run(frame, h.deviceOf(frame))
-			if verdict != want || drop != wantDrop {
-				t.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
-			}
-			if refVerdict != want {
-				t.Errorf("%s: reference verdict %d, want %d", what, refVerdict, want)
-			}
-		}
+		spec, step := insertBoth(t, h, tp)
 		step("FIN", tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.FIN | packet.ACK, Win: 9}), verdictRedirect, "")
 		step("the server's data, acking below the FIN", tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9, Payload: []byte("ticket")}), verdictRedirect, "")
 		step("reset at the FIN", tp.up(packet.Seg{Seq: upNxt, Ack: upAcked + 6, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
@@ -81,6 +45,32 @@ func TestResetAtTheFINClosesAfterIt(t *testing.T) {
 			t.Errorf("phase %v after the reset at the FIN, want closed", got)
 		}
 		h.dp.Delete(spec.A)
+	}
+}
+
+// insertBoth inserts the base pair on tp in the program and in a fresh
+// reference model, and returns a step that runs a segment through both and
+// checks their verdicts and the program's drop reason.
+func insertBoth(t *testing.T, h *harness, tp topo) (PairSpec, func(what string, in packet.Seg, want int32, wantDrop string)) {
+	t.Helper()
+	spec := h.baseSpec(tp)
+	h.insert(spec)
+	ref := newRefModel()
+	ref.insert(spec, 0)
+	ref.mtu = 1500
+	return spec, func(what string, in packet.Seg, want int32, wantDrop string) {
+		t.Helper()
+		frame := in.Bytes()
+		before := h.drops()
+		verdict, _ := h.run(frame)
+		drop := dropDelta(before, h.drops())
+		refVerdict, _ := ref.run(frame, h.deviceOf(frame))
+		if verdict != want || drop != wantDrop {
+			t.Errorf("%s: program verdict %d drop %q, want %d %q", what, verdict, drop, want, wantDrop)
+		}
+		if refVerdict != want {
+			t.Errorf("%s: reference verdict %d, want %d", what, refVerdict, want)
+		}
 	}
 }
 
