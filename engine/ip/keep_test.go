@@ -5,6 +5,7 @@ package ip
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -52,27 +53,41 @@ func (el *engineLab) peerCounters(tb testing.TB) peerCounters {
 	return peerCounters{tcpCounters(tb, el.l.Client), tcpCounters(tb, el.l.Server)}
 }
 
-// checkNoRetransmission fails if either peer retransmitted anything
-// since before, other than tail loss probes: a sender probes once when
-// its data goes unacknowledged for about 2 RTTs (10 ms at least), which a
-// hold on a loaded machine can outlast (the splice's grace period waits
-// for the CPUs). A probe is a timer, not a loss: its retransmission is
-// logged, not failed; a retransmission timeout or any other resend fails.
+// checkNoRetransmission fails if either peer retransmitted a segment its
+// receiver did not already have, or timed out, since before. Two things
+// make a sender resend what arrived: a hold longer than its probe timer
+// (about 2 RTTs, 10 ms at least; the splice's grace period waits for the
+// CPUs) sends a tail loss probe, and the owed bytes the drain delivers
+// may reach the receiver behind newer segments, whose SACKs can start a
+// fast retransmit (seen in about 6 % of runs, the server resending up to
+// its whole window). The receiver answers each such duplicate with a
+// D-SACK, and those resends are logged. A resend that no probe or D-SACK
+// accounts for fails, as a retransmission timeout does: the segment may
+// have been lost (1 run in 40 on a loaded machine still ends so: the
+// server resent 45 segments and saw no D-SACK; not explained yet). D-SACKs
+// still on their way are waited for.
 func (el *engineLab) checkNoRetransmission(tb testing.TB, before peerCounters) {
 	tb.Helper()
-	after := el.peerCounters(tb)
+	var after peerCounters
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		after = el.peerCounters(tb)
+		if !unexplainedResends(before, after) || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, peer := range []struct {
 		name          string
 		before, after map[string]uint64
 	}{{"client", before.client, after.client}, {"server", before.server, after.server}} {
 		moved := func(c string) uint64 { return peer.after[c] - peer.before[c] }
-		probes := moved("TcpExtTCPLossProbes")
-		if probes > 0 {
-			tb.Logf("the %s sent %d tail loss probe(s) (a hold longer than its probe timer)", peer.name, probes)
-		}
-		if d := moved("TcpRetransSegs"); d > probes {
-			tb.Errorf("the %s retransmitted %d segments, %d of them loss probes (fast retransmits %d, SACK recoveries %d, reno recoveries %d, SACK reneging %d)", peer.name, d, probes,
-				moved("TcpExtTCPFastRetrans"), moved("TcpExtTCPSackRecovery"), moved("TcpExtTCPRenoRecovery"), moved("TcpExtTCPSACKReneging"))
+		resent, probes, dsacked := moved("TcpRetransSegs"), moved("TcpExtTCPLossProbes"), moved("TcpExtTCPDSACKRecvSegs")
+		detail := fmt.Sprintf("the %s retransmitted %d segments, %d of them loss probes (fast retransmits %d, SACK recoveries %d, reno recoveries %d, SACK reneging %d); its receiver D-SACKed %d", peer.name, resent, probes,
+			moved("TcpExtTCPFastRetrans"), moved("TcpExtTCPSackRecovery"), moved("TcpExtTCPRenoRecovery"), moved("TcpExtTCPSACKReneging"), dsacked)
+		switch {
+		case resent > probes+dsacked:
+			tb.Errorf("%s: more resends than probes and D-SACKs explain", detail)
+		case resent > 0:
+			tb.Logf("%s: all spurious", detail)
 		}
 		for _, c := range []string{"TcpExtTCPTimeouts", "TcpExtTCPSpuriousRTOs"} {
 			if d := moved(c); d != 0 {
@@ -80,6 +95,18 @@ func (el *engineLab) checkNoRetransmission(tb testing.TB, before peerCounters) {
 			}
 		}
 	}
+}
+
+// unexplainedResends reports whether a peer resent more segments than
+// its loss probes and its receiver's D-SACKs account for.
+func unexplainedResends(before, after peerCounters) bool {
+	for _, p := range [][2]map[string]uint64{{before.client, after.client}, {before.server, after.server}} {
+		moved := func(c string) uint64 { return p[1][c] - p[0][c] }
+		if moved("TcpRetransSegs") > moved("TcpExtTCPLossProbes")+moved("TcpExtTCPDSACKRecvSegs") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkKept fails unless the datapath kept segments and dropped none for
