@@ -63,7 +63,7 @@ func (el *engineLab) peerCounters(tb testing.TB) peerCounters {
 // its whole window). The receiver answers each such duplicate with a
 // D-SACK, and those resends are logged. A resend that no probe or D-SACK
 // accounts for fails, as a retransmission timeout does: the segment may
-// have been lost (1 run in 40 on a loaded machine still ends so: the
+// have been lost (1 run in 100 on a loaded machine still ends so: the
 // server resent 45 segments and saw no D-SACK; not explained yet). D-SACKs
 // still on their way are waited for.
 func (el *engineLab) checkNoRetransmission(tb testing.TB, before peerCounters) {
