@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -68,23 +69,20 @@ func (el *engineLab) peerCounters(tb testing.TB) peerCounters {
 // still on their way are waited for.
 func (el *engineLab) checkNoRetransmission(tb testing.TB, before peerCounters) {
 	tb.Helper()
-	var after peerCounters
+	var peers []peerDelta
 	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
-		after = el.peerCounters(tb)
-		if !unexplainedResends(before, after) || time.Now().After(deadline) {
+		peers = deltas(before, el.peerCounters(tb))
+		if !slices.ContainsFunc(peers, peerDelta.unexplained) || time.Now().After(deadline) {
 			break
 		}
 	}
-	for _, peer := range []struct {
-		name          string
-		before, after map[string]uint64
-	}{{"client", before.client, after.client}, {"server", before.server, after.server}} {
-		moved := func(c string) uint64 { return peer.after[c] - peer.before[c] }
+	for _, peer := range peers {
+		moved := peer.moved
 		resent, probes, dsacked := moved("TcpRetransSegs"), moved("TcpExtTCPLossProbes"), moved("TcpExtTCPDSACKRecvSegs")
 		detail := fmt.Sprintf("the %s retransmitted %d segments, %d of them loss probes (fast retransmits %d, SACK recoveries %d, reno recoveries %d, SACK reneging %d); its receiver D-SACKed %d", peer.name, resent, probes,
 			moved("TcpExtTCPFastRetrans"), moved("TcpExtTCPSackRecovery"), moved("TcpExtTCPRenoRecovery"), moved("TcpExtTCPSACKReneging"), dsacked)
 		switch {
-		case resent > probes+dsacked:
+		case peer.unexplained():
 			tb.Errorf("%s: more resends than probes and D-SACKs explain", detail)
 		case resent > 0:
 			tb.Logf("%s: all spurious", detail)
@@ -97,16 +95,24 @@ func (el *engineLab) checkNoRetransmission(tb testing.TB, before peerCounters) {
 	}
 }
 
-// unexplainedResends reports whether a peer resent more segments than
-// its loss probes and its receiver's D-SACKs account for.
-func unexplainedResends(before, after peerCounters) bool {
-	for _, p := range [][2]map[string]uint64{{before.client, after.client}, {before.server, after.server}} {
-		moved := func(c string) uint64 { return p[1][c] - p[0][c] }
-		if moved("TcpRetransSegs") > moved("TcpExtTCPLossProbes")+moved("TcpExtTCPDSACKRecvSegs") {
-			return true
-		}
+// peerDelta is how one peer's TCP counters moved between two readings.
+type peerDelta struct {
+	name  string
+	moved func(counter string) uint64
+}
+
+// deltas is each peer's movement from before to after.
+func deltas(before, after peerCounters) []peerDelta {
+	delta := func(name string, b, a map[string]uint64) peerDelta {
+		return peerDelta{name, func(c string) uint64 { return a[c] - b[c] }}
 	}
-	return false
+	return []peerDelta{delta("client", before.client, after.client), delta("server", before.server, after.server)}
+}
+
+// unexplained reports whether the peer resent more segments than its
+// loss probes and its receiver's D-SACKs account for.
+func (p peerDelta) unexplained() bool {
+	return p.moved("TcpRetransSegs") > p.moved("TcpExtTCPLossProbes")+p.moved("TcpExtTCPDSACKRecvSegs")
 }
 
 // checkKept fails unless the datapath kept segments and dropped none for
