@@ -87,12 +87,24 @@ func (s cpuSplit) apply(ctx context.Context, e *Env, targets []*Target) (undo fu
 	if !s.pin {
 		return func() {}, nil
 	}
-	pids := []int{os.Getpid()}
+	undo, err = s.place(targets)
+	if err != nil {
+		return undo, err
+	}
+	return undo, e.waitGOMAXPROCS(ctx, len(s.fwd))
+}
+
+// place pins this process (the origin) to the load CPUs and every
+// target's process tree to the forwarder CPUs, and returns what restores
+// each one's affinity.
+func (s cpuSplit) place(targets []*Target) (undo func(), err error) {
+	var fwd []int // every target's processes
 	for _, t := range targets {
 		for _, p := range t.Pids() {
-			pids = append(pids, processTree(p)...)
+			fwd = append(fwd, processTree(p)...)
 		}
 	}
+	pids := append([]int{os.Getpid()}, fwd...)
 	was := make([]unix.CPUSet, len(pids)) // each process's affinity before
 	for i, p := range pids {
 		if err := unix.SchedGetaffinity(p, &was[i]); err != nil {
@@ -107,12 +119,12 @@ func (s cpuSplit) apply(ctx context.Context, e *Env, targets []*Target) (undo fu
 	if err := pinThreads(os.Getpid(), cpuSet(s.load)); err != nil {
 		return undo, err
 	}
-	for _, p := range pids {
+	for _, p := range fwd {
 		if err := pinThreads(p, cpuSet(s.fwd)); err != nil {
 			return undo, err
 		}
 	}
-	return undo, e.waitGOMAXPROCS(ctx, len(s.fwd))
+	return undo, nil
 }
 
 // pinThreads sets the CPU affinity of every thread of process pid; threads

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"testing"
@@ -73,5 +74,49 @@ func TestPinThreadsOfATree(t *testing.T) {
 		if got != *one {
 			t.Errorf("process %d: affinity %v after pinning to CPU 1", p, got)
 		}
+	}
+}
+
+// TestPlaceKeepsTheOriginOnTheLoadSide pins as --pin does on two CPUs: this
+// process (the origin) on the load CPU, a target's process on the
+// forwarder's, and undo gives each its affinity back. The origin once
+// ended on the forwarder's CPU, pinned there with the targets.
+func TestPlaceKeepsTheOriginOnTheLoadSide(t *testing.T) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	if all.Count() < 2 {
+		t.Skip("needs two CPUs to tell the sides apart")
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	target := &Target{Name: "fwd", pids: func() []int { return []int{cmd.Process.Pid} }}
+	s := cpuSplit{load: []int{1}, fwd: []int{0}, pin: true}
+	undo, err := s.place([]*Target{target})
+	t.Cleanup(undo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		who  string
+		pid  int
+		want *unix.CPUSet
+	}{{"this process (the origin)", os.Getpid(), cpuSet(s.load)}, {"the target", cmd.Process.Pid, cpuSet(s.fwd)}} {
+		var got unix.CPUSet
+		if err := unix.SchedGetaffinity(c.pid, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != *c.want {
+			t.Errorf("%s: affinity %v, want %v", c.who, got, *c.want)
+		}
+	}
+	undo()
+	var got unix.CPUSet
+	if err := unix.SchedGetaffinity(os.Getpid(), &got); err != nil || got != all {
+		t.Errorf("after undo this process's affinity is %v (%v), want %v", got, err, all)
 	}
 }
