@@ -58,7 +58,9 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			for _, size := range s.SwitchSizes {
 				l := sizeLabel(size)
 				p.step(fmt.Sprintf("run %d %s %s", run+1, t.Name, l))
+				before := sampleCPU(t.Pids())
 				r, err := e.wrk(ctx, "http://"+t.switchAddr+origin.ObjectPath(size), dur, cpus.load)
+				use := before.Since(t.Pids())
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -69,6 +71,10 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 				smp.add(t.Name, "wrk_rps_"+l, "req/s", r.rps)
 				smp.add(t.Name, "wrk_p50_ms_"+l, "ms", r.p50.Seconds()*1e3)
 				smp.add(t.Name, "wrk_p99_ms_"+l, "ms", r.p99.Seconds()*1e3)
+				if r.requests > 0 {
+					smp.add(t.Name, "wrk_cpu_us_"+l, "µs", perRequestMicros(use.Machine, r.requests))
+					smp.add(t.Name, "wrk_proc_cpu_us_"+l, "µs", perRequestMicros(use.Proc, r.requests))
+				}
 				if r.errors > 0 {
 					res.Notes = append(res.Notes, fmt.Sprintf("run %d %s %s: wrk counted %d socket errors or non-2xx responses", run+1, t.Name, l, r.errors))
 				}
@@ -83,6 +89,7 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, cpus.describe()),
 		"engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip, falling back to pipe); haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
+		"wrk_cpu_us: every CPU's busy time per request (wrk and the origin included, as is the time around wrk's run: its start and exit); wrk_proc_cpu_us: the forwarder process's own (splicer's one process, HAProxy's, nginx's master and workers)",
 		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
 	return res, nil
 }
@@ -107,6 +114,13 @@ type wrkResult struct {
 	rps      float64
 	p50, p99 time.Duration
 	errors   int
+	// requests is the count of requests wrk completed.
+	requests int64
+}
+
+// perRequestMicros divides CPU time among n requests, in µs.
+func perRequestMicros(d time.Duration, n int64) float64 {
+	return float64(d.Microseconds()) / float64(n)
 }
 
 // wrk runs wrk against url for dur on cpus (taskset; nil: anywhere) and
@@ -152,6 +166,12 @@ func parseWrk(out string) (wrkResult, error) {
 				r.p99 = d
 			}
 			found++
+		case len(f) >= 3 && f[1] == "requests" && f[2] == "in":
+			n, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return r, fmt.Errorf("wrk: %q: %v", sc.Text(), err)
+			}
+			r.requests = n
 		case len(f) > 0 && (f[0] == "Non-2xx" || f[0] == "Socket"):
 			for _, x := range f {
 				if n, err := strconv.Atoi(strings.TrimSuffix(x, ",")); err == nil {

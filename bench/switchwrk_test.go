@@ -1,4 +1,4 @@
-// parseWrk reads a real wrk --latency report.
+// parseWrk reads a real wrk --latency report: rate, latency, errors and the request count CPU per request divides by.
 
 package bench
 
@@ -29,7 +29,7 @@ func TestParseWrk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.rps != 19950.21 || r.p50 != 735*time.Microsecond || r.p99 != 2850*time.Microsecond || r.errors != 7 {
+	if r.rps != 19950.21 || r.p50 != 735*time.Microsecond || r.p99 != 2850*time.Microsecond || r.errors != 7 || r.requests != 79801 {
 		t.Errorf("parsed %+v", r)
 	}
 	if _, err := parseWrk("nothing useful"); err == nil {

@@ -27,7 +27,7 @@ var requiredMetrics = map[string][]string{
 	"web": {"web_get_rps_1k", "web_get_cpu_us_1k", "web_get_p50_ms_1k", "web_get_rps_128k",
 		"web_connect_rps_1k", "web_connect_cpu_us_1k", "web_connect_p50_ms_1k", "web_connect_rps_128k",
 		// wrk, the field's load generator, beside ours.
-		"wrk_rps_1k", "wrk_p50_ms_1k", "wrk_p99_ms_1k", "wrk_rps_1m", "wrk_p99_ms_1m"},
+		"wrk_rps_1k", "wrk_p50_ms_1k", "wrk_p99_ms_1k", "wrk_rps_1m", "wrk_p99_ms_1m", "wrk_cpu_us_1k", "wrk_proc_cpu_us_1k"},
 	"switch": {"switch_p50_ms_1k", "switch_p99_ms_1k", "switch_gbps_1k", "switch_p50_ms_1m", "switch_gbps_1m"},
 }
 
