@@ -86,6 +86,9 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	for i := range res.Rows {
 		res.Rows[i].Tool = "wrk"
 	}
+	if v := versusNote(res, s.SwitchSizes, "auto", "haproxy"); v != "" {
+		res.Notes = append(res.Notes, v)
+	}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, cpus.describe()),
 		"engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip, falling back to pipe); haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",

@@ -1,0 +1,40 @@
+// The wrk rows' summary of splicer's default (auto) against HAProxy per object size: rate ratio and p99s, marking where the runs' ranges overlap.
+
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// versusNote says, per object size, how a's wrk rows compare with b's:
+// the ratio of the median rates and both median p99s, each marked "(tie)"
+// where the two targets' min–max ranges over the runs overlap, so that a
+// reader does not take noise for a lead. "" when either has no rows.
+func versusNote(res *Result, sizes []int64, a, b string) string {
+	var parts []string
+	for _, size := range sizes {
+		l := sizeLabel(size)
+		ra, okA := res.Row(a, "wrk_rps_"+l)
+		rb, okB := res.Row(b, "wrk_rps_"+l)
+		pa, okPA := res.Row(a, "wrk_p99_ms_"+l)
+		pb, okPB := res.Row(b, "wrk_p99_ms_"+l)
+		if !okA || !okB || !okPA || !okPB || rb.Value == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: %.2fx%s, p99 %.1f / %.1f ms%s",
+			l, ra.Value/rb.Value, tieMark(ra, rb), pa.Value, pb.Value, tieMark(pa, pb)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s against %s (wrk, medians; \"(tie)\": the runs' min–max ranges overlap): %s", a, b, strings.Join(parts, "; "))
+}
+
+// tieMark is " (tie)" when x's and y's ranges over the runs overlap.
+func tieMark(x, y Row) string {
+	if x.Min <= y.Max && y.Min <= x.Max {
+		return " (tie)"
+	}
+	return ""
+}
