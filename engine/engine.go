@@ -304,6 +304,15 @@ type ControlMode interface {
 	ControlMode() bool
 }
 
+// MinLimited is an engine that declines splices with a byte limit below a
+// floor (ip: engines.ip.min_body), because shorter ones cost it more to
+// splice and give back than its datapath saves. An HTTP proxy copies the
+// bodies it would decline itself rather than splice them with a shallower
+// engine (see httpcore.Conn.CopyBelow).
+type MinLimited interface {
+	MinLimit() int64
+}
+
 // UnspliceObserver is an engine that gives pairs back in control mode by
 // rebuilding their sockets (ip): fn gets how long each unsplice took.
 type UnspliceObserver interface {

@@ -22,6 +22,7 @@ import (
 	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/proxy"
 	proxyall "github.com/splicer/splicer/proxy/all"
+	"github.com/splicer/splicer/proxy/httpcore"
 )
 
 type listener struct {
@@ -54,16 +55,16 @@ type listener struct {
 var pairIDs atomic.Uint64
 
 func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
-	p, err := proxyall.New(lc, proxyall.Deps{Dial: f.dial, Log: f.log.With("listener", lc.Name)})
-	if err != nil {
-		return nil, err
-	}
 	chain, err := f.engines.Chain(lc.Engine)
 	if err != nil {
 		return nil, err
 	}
 	if len(chain) == 0 {
 		return nil, errors.New("no engine can run on this host")
+	}
+	p, err := proxyall.New(lc, proxyall.Deps{Dial: f.dial, Log: f.log.With("listener", lc.Name), CopyBelow: copyBelow(chain)})
+	if err != nil {
+		return nil, err
 	}
 	acc, err := newAccess(f, lc)
 	if err != nil {
@@ -95,6 +96,25 @@ func needsMatchedMSS(chain []engine.Engine) bool {
 		}
 	}
 	return false
+}
+
+// copyBelow is the largest response body http-reverse copies itself
+// (proxyall.Deps.CopyBelow): 0, its default, unless an engine of chain
+// splices shorter bodies with gain (engine.MinLimited: ip with a lower
+// min_body), which then gets every body from its floor, but never below
+// what every HTTP proxy copies (httpcore.DefaultCopyBelow).
+func copyBelow(chain []engine.Engine) int64 {
+	var c int64
+	for _, e := range chain {
+		m, ok := e.(engine.MinLimited)
+		if !ok || m.MinLimit()-1 >= httpcore.ReverseCopyBelow {
+			continue
+		}
+		if largest := max(m.MinLimit()-1, httpcore.DefaultCopyBelow); c == 0 || largest < c {
+			c = largest
+		}
+	}
+	return c
 }
 
 // upstreamPorts is the engine that hands out the local ports of upstream

@@ -22,6 +22,11 @@ import (
 type Deps struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	Log  *slog.Logger
+	// CopyBelow, if positive, replaces http-reverse's
+	// httpcore.ReverseCopyBelow: the forwarder lowers it to the floor of
+	// an engine of the listener's ladder that splices shorter bodies with
+	// gain (engine.MinLimited, ip's min_body).
+	CopyBelow int64
 }
 
 // New builds the proxy for lc. A proxy that holds background resources
@@ -38,7 +43,11 @@ func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 	case "http-forward":
 		return httpfwd.New(lc), nil
 	case "http-reverse":
-		return httprev.New(lc, deps.Dial, deps.Log), nil
+		p := httprev.New(lc, deps.Dial, deps.Log)
+		if deps.CopyBelow > 0 {
+			p.CopyBelow = deps.CopyBelow
+		}
+		return p, nil
 	}
 	return nil, fmt.Errorf("proxy kind %q is not implemented", lc.Proxy)
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -45,6 +46,11 @@ type Conn struct {
 	// ProxyProtocol ("v1", "v2" or "") is sent on each new upstream
 	// connection, with the client's address.
 	ProxyProtocol string
+	// CopyBelow is the largest rest of a response body with a length
+	// (what did not come with the head: a splice's byte limit) the proxy
+	// copies itself, in control mode, instead of splicing it; 0:
+	// DefaultCopyBelow.
+	CopyBelow int64
 	// upgrade is the protocol the current request asks to switch to
 	// (WebSocket, say), "" for none or one the proxy refuses (h2c).
 	upgrade string
@@ -496,7 +502,8 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		c.responseRead(upKeep) // the client's failure leaves the upstream as good as ever
 		return keep && err == nil, nil, err
 	}
-	if kind == bodyLength && capture <= 0 && resp.ContentLength <= copyBelow {
+	if kind == bodyLength && capture <= 0 && resp.ContentLength-int64(c.up.r.Buffered()) <= c.copyBelow() {
+		// What a splice would carry (its byte limit) is short enough to copy.
 		if err := c.copyResponse(head, resp.ContentLength); err != nil {
 			return false, nil, err
 		}
@@ -583,22 +590,75 @@ func (c *Conn) record(status int) {
 // answers the proxy writes itself (a cache hit, a CONNECT tunnel).
 func (c *Conn) Record(status int) { c.record(status) }
 
-// copyBelow is the largest response body the proxy copies itself, in
-// control mode, when it did not all come with the head; larger ones are
-// spliced. Below it a splice (an engine, its goroutines, a pipe, the
-// ladder's bookkeeping: 24 allocations) costs more than it saves.
-// Measured on loopback with BenchmarkHTTPReverse's process CPU per
-// request, engine pipe, medians of 3 (2 vCPUs, Linux 6.18), splice vs
-// copy: 16 KiB 122 vs 119 µs, 24 KiB 144 vs 118, 32 KiB 151 vs 137,
-// 48 KiB 171 vs 172, 64 KiB 176 vs 212, 100 KiB 208 vs 261.
-const copyBelow = 32 << 10
+// DefaultCopyBelow is the largest rest of a response body (what did not
+// come with the head) the proxy copies itself, in control mode, unless
+// Conn.CopyBelow says otherwise (http-forward keeps it: seed 002's
+// experiment splices its GET bodies); larger ones are spliced. Below it
+// a splice (an engine, its goroutines, a pipe, the ladder's bookkeeping:
+// 24 allocations) costs more than it saves. Measured on loopback with
+// BenchmarkHTTPReverse's process CPU per request, engine pipe, medians of
+// 3 (2 vCPUs, Linux 6.18), splice vs copy through the 16 KiB head reader:
+// 16 KiB 122 vs 119 µs, 24 KiB 144 vs 118, 32 KiB 151 vs 137, 48 KiB 171
+// vs 172, 64 KiB 176 vs 212, 100 KiB 208 vs 261.
+const DefaultCopyBelow = 32 << 10
+
+// ReverseCopyBelow is http-reverse's Conn.CopyBelow where no engine of the
+// listener's ladder splices shorter bodies with gain (engine.MinLimited:
+// ip's min_body lowers it). Copying reads straight into a 64 KiB buffer
+// (bodyBufs), and then beats splicing with pipe well past the old 32 KiB:
+// through the bench's lab under wrk (-t2 -c16, keep-alive, 2026-11-27),
+// the proxy's own CPU per request and the rate, pipe against copy:
+// 64 KiB 47-49 µs (10.3-11.6k/s) against 32-34 (12.5-12.7k), 100 KiB
+// 53-54 (9.3-9.6k) against 40-41 (10.8-11.0k; 256 KiB buffer), 256 KiB
+// 92-111 (5.6-6.3k) against 66-67 (7.5-7.6k), 512 KiB 219-220
+// (2.6k) against 201-215 (2.8k); level at 384 KiB and 1 MiB. One byte
+// short of 512 KiB: a body of engines.ip.min_body's default is ip's.
+const ReverseCopyBelow = 512<<10 - 1
+
+// copyBelow is c.CopyBelow or its default.
+func (c *Conn) copyBelow() int64 {
+	if c.CopyBelow > 0 {
+		return c.CopyBelow
+	}
+	return DefaultCopyBelow
+}
+
+// bodyBufs are the buffers copyResponse reads a body into once the head
+// reader is empty: a body read 64 KiB at a time costs a quarter of the
+// system calls of one read through the 16 KiB head reader. Taken for one
+// body only, so an idle connection holds none.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // copyResponse sends head and a body of n bytes, copied in control mode
 // through the upstream reader's buffer: head and what came with it in one
 // writev, then a write per read.
 func (c *Conn) copyResponse(head []byte, n int64) error {
 	defer c.streaming()() // a stalled peer must not hold the pair past idle_timeout
+	var buf *[]byte
+	defer func() {
+		if buf != nil {
+			bodyBufs.Put(buf)
+		}
+	}()
 	for first := true; n > 0; first = false {
+		if !first && c.up.r.Buffered() == 0 && n > int64(c.up.r.Size()) {
+			// The head reader is empty and more than it holds remains: a
+			// read into p bypasses its buffer (bufio.Reader.Read).
+			if buf == nil {
+				buf = bodyBufs.Get().(*[]byte)
+			}
+			k, err := c.up.r.Read((*buf)[:min(int64(len(*buf)), n)])
+			if k > 0 {
+				if werr := c.writeClient((*buf)[:k]); werr != nil {
+					return werr
+				}
+				n -= int64(k)
+			}
+			if err != nil && n > 0 {
+				return fmt.Errorf("%s body ended %d bytes early: %w", engine.Down, n, err)
+			}
+			continue
+		}
 		if c.up.r.Buffered() == 0 {
 			if _, err := c.up.r.Peek(1); err != nil {
 				return fmt.Errorf("%s body ended %d bytes early: %w", engine.Down, n, err)

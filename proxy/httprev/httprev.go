@@ -50,6 +50,11 @@ type Proxy struct {
 	// X-Forwarded-* fields are kept and appended to; anyone else's are
 	// replaced.
 	Trusted acl.Prefixes
+	// CopyBelow is the largest response body the proxy copies itself
+	// instead of splicing it (httpcore.Conn.CopyBelow); New sets
+	// httpcore.ReverseCopyBelow, the forwarder lowers it to the floor of
+	// an engine that splices shorter bodies with gain (ip's min_body).
+	CopyBelow int64
 	// Idle holds idle upstream connections for every client connection
 	// to reuse, keyed by server address; nil keeps each upstream
 	// connection private to its client connection (no pool, or a PROXY
@@ -97,7 +102,8 @@ func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := lc.HTTP.WithDefaults()
-	p := &Proxy{Limits: httpcore.LimitsFrom(h), IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
+	p := &Proxy{Limits: httpcore.LimitsFrom(h), IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol,
+		CopyBelow: httpcore.ReverseCopyBelow}
 	p.Trusted, _ = acl.ParsePrefixes(h.TrustedProxies) // validated with the configuration
 	if up := lc.UpstreamPool.WithDefaults(); *up.MaxIdlePerServer > 0 && p.ProxyProtocol == "" {
 		p.Idle = httpcore.NewUpstreamPool(*up.MaxIdlePerServer, up.IdleTimeout.Std())
@@ -183,7 +189,7 @@ func (p *Proxy) Close() error {
 // Serve implements proxy.Proxy.
 func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	c := httpcore.NewConn(s, p.Limits, p.IdleTimeout)
-	c.ProxyProtocol = p.ProxyProtocol
+	c.ProxyProtocol, c.CopyBelow = p.ProxyProtocol, p.CopyBelow
 	c.Pool, c.Class = p.Idle, proxy.DialClass(s)
 	c.Reuse()         // handle keeps no request or response past its exchange
 	var fwd [3]string // the forwarding fields' values, each request's in turn

@@ -82,14 +82,15 @@ func TestLabHTTPReverse(t *testing.T) {
 }
 
 // testAlternates sends requests on one client connection; round robin
-// sends them to a and b in turn, each response body is spliced, and the
-// proxy regains control for the next request.
+// sends them to a and b in turn, each response body is spliced (each is
+// longer than http-reverse copies itself, httpcore.ReverseCopyBelow), and
+// the proxy regains control for the next request.
 func (rl *revLab) testAlternates(t *testing.T) {
 	c := httplab.Dial(t, rl.Lab, rl.addr)
 	c.SetDeadline(time.Now().Add(httplab.WaitFor))
 	br := bufio.NewReader(c)
 	before := rl.Spliced("limit")
-	sizes := []int64{256 << 10, 1 << 20, 300 << 10, 2 << 20}
+	sizes := []int64{600 << 10, 1 << 20, 700 << 10, 2 << 20}
 	var names []string
 	for _, size := range sizes {
 		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: shop.test\r\n\r\n", origin.ObjectPath(size))
