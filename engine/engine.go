@@ -306,7 +306,7 @@ type ControlMode interface {
 
 // MinLimited is an engine that declines splices with a byte limit below a
 // floor (ip: engines.ip.min_body), because shorter ones cost it more to
-// splice and give back than its datapath saves. An HTTP proxy copies the
+// splice and give back than its datapath saves. http-reverse copies the
 // bodies it would decline itself rather than splice them with a shallower
 // engine (see httpcore.Conn.CopyBelow).
 type MinLimited interface {

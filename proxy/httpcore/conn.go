@@ -629,9 +629,10 @@ func (c *Conn) copyBelow() int64 {
 // body only, so an idle connection holds none.
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
-// copyResponse sends head and a body of n bytes, copied in control mode
-// through the upstream reader's buffer: head and what came with it in one
-// writev, then a write per read.
+// copyResponse sends head and a body of n bytes, copied in control mode:
+// head and what came with it in one writev, then a write per read, each
+// read through the upstream reader's buffer, or into a body buffer
+// (bodyBufs) while more than that buffer holds remains.
 func (c *Conn) copyResponse(head []byte, n int64) error {
 	defer c.streaming()() // a stalled peer must not hold the pair past idle_timeout
 	var buf *[]byte
