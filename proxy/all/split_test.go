@@ -1,4 +1,4 @@
-// A small body that comes in two parts: relayed as it comes, whole and in order, and one that ends early never looks complete.
+// Bodies that come in parts: a response body relayed as it comes, whole and in order, one that ends early never looking complete; a request body sent after its head.
 
 package all_test
 
@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -82,5 +84,54 @@ func testBodyInTwoParts(t *testing.T, size int) {
 		if _, err := io.ReadFull(resp.Body, got[first:]); err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("response %d: %v, or not the %d bytes sent", i, err, size)
 		}
+	}
+}
+
+// TestRequestBodyInParts: a request body with a length that the client
+// sends after its head, in three parts: the back-end reads it whole (its
+// length and digest come back), twice on one kept connection. 10 KiB and
+// 400 KiB: http-reverse copies both itself (httpcore.ReverseCopyBelow),
+// the larger through the body buffer.
+func TestRequestBodyInParts(t *testing.T) {
+	up := rawBackend(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			got, err := io.ReadAll(req.Body)
+			if err != nil {
+				return
+			}
+			answer := fmt.Sprintf("%d %x", len(got), sha256.Sum256(got))
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
+		}
+	})
+	for _, size := range []int{10 << 10, 400 << 10} {
+		t.Run(strconv.Itoa(size>>10)+"KiB", func(t *testing.T) {
+			c := dialReverse(t, "pipe", up)
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			for i := range 2 {
+				body := make([]byte, size)
+				rand.Read(body)
+				fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: app.example\r\nContent-Length: %d\r\n\r\n", size)
+				for _, part := range [][]byte{body[:size/3], body[size/3 : 2*size/3], body[2*size/3:]} {
+					time.Sleep(10 * time.Millisecond) // each part after the proxy read the last
+					if _, err := c.Write(part); err != nil {
+						t.Fatal(err)
+					}
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				got, _ := io.ReadAll(resp.Body)
+				if want := fmt.Sprintf("%d %x", size, sha256.Sum256(body)); string(got) != want {
+					t.Fatalf("request %d: the back-end read %q, want %q", i, got, want)
+				}
+			}
+		})
 	}
 }

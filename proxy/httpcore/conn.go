@@ -437,8 +437,9 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 	return resp, err
 }
 
-// relayRequestBody sends the request body upstream: spliced when its length
-// is known, streamed chunk by chunk otherwise.
+// relayRequestBody sends the request body upstream: copied or spliced
+// when its length is known (as a response body is), streamed chunk by
+// chunk otherwise.
 func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 	kind := requestBody(req)
 	if kind != bodyNone && strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
@@ -450,6 +451,11 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 	}
 	switch kind {
 	case bodyLength:
+		if req.ContentLength-int64(c.client.Buffered()) <= c.copyBelow() {
+			// What a splice would carry is short enough to copy, as for
+			// responses (Relay).
+			return c.copyBody(engine.Up, c.client, req.ContentLength, nil)
+		}
 		return c.spliceBody(ctx, engine.Up, c.client, req.ContentLength)
 	case bodyChunked:
 		c.S.NoSplice("chunked request body streamed in control mode")
@@ -630,10 +636,17 @@ func (c *Conn) copyBelow() int64 {
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // copyResponse sends head and a body of n bytes, copied in control mode:
-// head and what came with it in one writev, then a write per read, each
-// read through the upstream reader's buffer, or into a body buffer
-// (bodyBufs) while more than that buffer holds remains.
+// head and what came with it in one writev, then the rest (copyBody).
 func (c *Conn) copyResponse(head []byte, n int64) error {
+	return c.copyBody(engine.Down, c.up.r, n, func(b []byte) error { return c.writeClientv(head, b) })
+}
+
+// copyBody copies n bytes of body from src (the head reader of d's
+// source) to d's destination in control mode: a write per read, each
+// read through src's buffer, or into a body buffer (bodyBufs) while more
+// than that buffer holds remains. first, if not nil, writes the first
+// part instead (with the head, in one writev).
+func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first func([]byte) error) error {
 	defer c.streaming()() // a stalled peer must not hold the pair past idle_timeout
 	var buf *[]byte
 	defer func() {
@@ -641,38 +654,38 @@ func (c *Conn) copyResponse(head []byte, n int64) error {
 			bodyBufs.Put(buf)
 		}
 	}()
-	for first := true; n > 0; first = false {
-		if !first && c.up.r.Buffered() == 0 && n > int64(c.up.r.Size()) {
-			// The head reader is empty and more than it holds remains: a
-			// read into p bypasses its buffer (bufio.Reader.Read).
+	for start := true; n > 0; start = false {
+		var b []byte
+		peeked := false // b is in src's buffer, to discard once written
+		if !start && src.Buffered() == 0 && n > int64(src.Size()) {
+			// src is empty and more than it holds remains: a read into
+			// p bypasses its buffer (bufio.Reader.Read).
 			if buf == nil {
 				buf = bodyBufs.Get().(*[]byte)
 			}
-			k, err := c.up.r.Read((*buf)[:min(int64(len(*buf)), n)])
-			if k > 0 {
-				if werr := c.writeClient((*buf)[:k]); werr != nil {
-					return werr
-				}
-				n -= int64(k)
+			k, err := src.Read((*buf)[:min(int64(len(*buf)), n)])
+			if k == 0 && err != nil {
+				return fmt.Errorf("%s body ended %d bytes early: %w", d, n, err)
 			}
-			if err != nil && n > 0 {
-				return fmt.Errorf("%s body ended %d bytes early: %w", engine.Down, n, err)
-			}
-			continue
-		}
-		if c.up.r.Buffered() == 0 {
-			if _, err := c.up.r.Peek(1); err != nil {
-				return fmt.Errorf("%s body ended %d bytes early: %w", engine.Down, n, err)
-			}
-		}
-		b, _ := c.up.r.Peek(int(min(int64(c.up.r.Buffered()), n)))
-		var err error
-		if first {
-			err = c.writeClientv(head, b)
+			b = (*buf)[:k]
 		} else {
-			err = c.writeClient(b)
+			if src.Buffered() == 0 {
+				if _, err := src.Peek(1); err != nil {
+					return fmt.Errorf("%s body ended %d bytes early: %w", d, n, err)
+				}
+			}
+			b, _ = src.Peek(int(min(int64(src.Buffered()), n)))
+			peeked = true
 		}
-		c.up.r.Discard(len(b))
+		var err error
+		if start && first != nil {
+			err = first(b)
+		} else {
+			err = c.write(d, b)
+		}
+		if peeked {
+			src.Discard(len(b))
+		}
 		if err != nil {
 			return err
 		}
