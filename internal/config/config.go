@@ -130,7 +130,8 @@ type IPEngine struct {
 	LocalPorts string `yaml:"local_ports"`
 	// MinBody is the shortest splice with a byte limit (an HTTP body
 	// past what came with its head) the engine takes; a shorter one goes
-	// to the next engine of the listener. Splicing and unsplicing cost
+	// to the next engine of the listener, and http-reverse copies the
+	// shorter ones itself (down to 32 KiB). Splicing and unsplicing cost
 	// the pair a few hundred microseconds, which a short body does not
 	// win back (DefaultMinBody). 0: every length.
 	MinBody Size `yaml:"min_body"`
