@@ -1,4 +1,4 @@
-// Bodies that come in parts: a response body relayed as it comes, whole and in order, one that ends early never looking complete; a request body sent after its head.
+// Bodies that come in parts: a response body relayed as it comes, whole and in order, one that ends early never looking complete; a request body sent after its head; a slow reader of a copied body.
 
 package all_test
 
@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/splicer/splicer/origin"
 )
 
 // TestBodyInTwoParts: the server sends each response's head and part of
@@ -133,5 +135,39 @@ func TestRequestBodyInParts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSlowReaderOfACopiedBody: a client with a receive buffer smaller
+// than the body reads 400 KiB responses (which http-reverse copies
+// itself) 4 KiB at a time, pausing between reads: the proxy's writes wait
+// for room instead of failing or dropping, and every body arrives whole,
+// twice on one connection.
+func TestSlowReaderOfACopiedBody(t *testing.T) {
+	const size = 400 << 10
+	c := dialReverse(t, "pipe", httpOrigin(t))
+	c.(*net.TCPConn).SetReadBuffer(128 << 10) // a window above loopback's 64 KiB MSS, below the body
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReaderSize(c, 4<<10)
+	for i := range 2 {
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: app.example\r\n\r\n", origin.ObjectPath(size))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		h := sha256.New()
+		buf := make([]byte, 4<<10)
+		for n := int64(0); n < size; {
+			k, err := resp.Body.Read(buf)
+			h.Write(buf[:k])
+			n += int64(k)
+			if err != nil && n < size {
+				t.Fatalf("response %d: %v after %d bytes", i, err, n)
+			}
+			time.Sleep(200 * time.Microsecond) // a slow reader
+		}
+		if got := [32]byte(h.Sum(nil)); got != origin.ObjectSHA256(size) {
+			t.Fatalf("response %d: the body differs from the origin's", i)
+		}
 	}
 }
