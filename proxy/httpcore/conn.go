@@ -451,9 +451,7 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 	}
 	switch kind {
 	case bodyLength:
-		if req.ContentLength-int64(c.client.Buffered()) <= c.copyBelow() {
-			// What a splice would carry is short enough to copy, as for
-			// responses (Relay).
+		if c.copiesRest(req.ContentLength, c.client) {
 			return c.copyBody(engine.Up, c.client, req.ContentLength, nil)
 		}
 		return c.spliceBody(ctx, engine.Up, c.client, req.ContentLength)
@@ -508,8 +506,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		c.responseRead(upKeep) // the client's failure leaves the upstream as good as ever
 		return keep && err == nil, nil, err
 	}
-	if kind == bodyLength && capture <= 0 && resp.ContentLength-int64(c.up.r.Buffered()) <= c.copyBelow() {
-		// What a splice would carry (its byte limit) is short enough to copy.
+	if kind == bodyLength && capture <= 0 && c.copiesRest(resp.ContentLength, c.up.r) {
 		if err := c.copyResponse(head, resp.ContentLength); err != nil {
 			return false, nil, err
 		}
@@ -621,12 +618,17 @@ const DefaultCopyBelow = 32 << 10
 // short of 512 KiB: a body of engines.ip.min_body's default is ip's.
 const ReverseCopyBelow = 512<<10 - 1
 
-// copyBelow is c.CopyBelow or its default.
-func (c *Conn) copyBelow() int64 {
-	if c.CopyBelow > 0 {
-		return c.CopyBelow
+// copiesRest reports whether a body of n bytes, of which src (its
+// source's head reader) holds the first, is copied rather than spliced:
+// whether what a splice would carry (its byte limit) is at most
+// c.CopyBelow, or DefaultCopyBelow when that is 0. Request and response
+// bodies go by the same rule.
+func (c *Conn) copiesRest(n int64, src *bufio.Reader) bool {
+	bound := c.CopyBelow
+	if bound <= 0 {
+		bound = DefaultCopyBelow
 	}
-	return DefaultCopyBelow
+	return n-int64(src.Buffered()) <= bound
 }
 
 // bodyBufs are the buffers copyResponse reads a body into once the head

@@ -33,8 +33,8 @@ func TestLabHTTPReverseIP(t *testing.T) { testReverseIP(t, 0, "ip", 0) }
 
 // TestLabHTTPReverseAutoIsIP is TestLabHTTPReverseIP with engine auto and
 // the default engines.ip.min_body: auto tries ip first, so the bodies of
-// at least min_body are spliced by ip, and ip declines the shorter ones
-// for that reason (pipe takes them).
+// at least min_body are spliced by ip; http-reverse copies the shorter
+// ones itself (ip would decline them).
 func TestLabHTTPReverseAutoIsIP(t *testing.T) {
 	testReverseIP(t, 0, "auto", config.DefaultMinBody)
 }
