@@ -125,6 +125,9 @@ type Env struct {
 	fwd       host
 	// splicer is the binary the forwarder runs, for extra processes.
 	splicer string
+	// ccFwd and ccServer are the forwarder's and the server's default TCP
+	// congestion control (congestion.go), "" if unknown.
+	ccFwd, ccServer string
 	// addrs is where the lab's hosts listen.
 	addrs  addressing
 	origin *origin.Server
@@ -224,6 +227,7 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 		return err
 	}
 	e.startPeers(ctx, a, opts.Pin)
+	e.ccFwd, e.ccServer = e.readCC(ctx)
 	return nil
 }
 

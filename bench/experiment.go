@@ -78,6 +78,9 @@ type Experiment struct {
 func RunExperiment(ctx context.Context, e *Env, x Experiment, s Settings) (*Result, error) {
 	r, err := x.Run(ctx, e, s)
 	if r != nil {
+		if n := ccNote(e.ccFwd, e.ccServer); n != "" {
+			r.Notes = append(r.Notes, n)
+		}
 		for i := range r.Rows {
 			if r.Rows[i].Tool == "" {
 				r.Rows[i].Tool = x.Tool

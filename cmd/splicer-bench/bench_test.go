@@ -125,6 +125,9 @@ func TestBenchAllQuick(t *testing.T) {
 // required metrics for every measured target, sane rows.
 func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 	t.Helper()
+	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "TCP congestion control: ") }) {
+		t.Errorf("no note names the TCP congestion control the run used: %q", r.Notes)
+	}
 	rows := targetsWithRows(r)
 	unavailable := map[string]bool{}
 	for _, m := range r.Unavailable {
