@@ -4,14 +4,46 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
+
+	"github.com/splicer/splicer/lab"
 )
 
 // ccPath is the default congestion control of the reading process's
 // network namespace: what new sockets there get. A namespace takes the
 // host's when it is made.
 const ccPath = "/proc/sys/net/ipv4/tcp_congestion_control"
+
+// setCC makes cc the default congestion control of every namespace of l,
+// before anything in them opens a socket. A namespace other than the
+// host's may only choose what the host's
+// net.ipv4.tcp_allowed_congestion_control lists, so the error says how to
+// allow it.
+func setCC(l *lab.Lab, cc string) error {
+	for _, n := range []*lab.NS{l.Client, l.Fwd, l.Server} {
+		err := n.Do(func() error { return os.WriteFile(ccPath, []byte(cc), 0) })
+		switch {
+		case errors.Is(err, os.ErrPermission):
+			return fmt.Errorf("--cc %s: a network namespace may only use what the host allows (net.ipv4.tcp_allowed_congestion_control: %s); allow it with sysctl -w net.ipv4.tcp_allowed_congestion_control=\"%s %s\", or make it the host's default", cc, hostSysctl("tcp_allowed_congestion_control"), hostSysctl("tcp_allowed_congestion_control"), cc)
+		case err != nil:
+			return fmt.Errorf("--cc %s in namespace %s: %w (available: %s)", cc, n.Name, err, hostSysctl("tcp_available_congestion_control"))
+		}
+	}
+	return nil
+}
+
+// hostSysctl reads net.ipv4.NAME in this process's namespace, or says it
+// could not.
+func hostSysctl(name string) string {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+	if err != nil {
+		return "unreadable"
+	}
+	return strings.TrimSpace(string(b))
+}
 
 // readCC reads the default congestion control of the forwarder's and the
 // server's hosts; "" where it could not be read.
@@ -27,12 +59,16 @@ func (e *Env) readCC(ctx context.Context) (fwd, server string) {
 }
 
 // ccNote says which congestion control the run's TCP connections used,
-// or "" if neither is known. The forwarder's decides how a forwarder that
+// and whether --cc chose it, or "" if neither is known. The forwarder's decides how a forwarder that
 // terminates TCP (copy, pipe, sockmap, HAProxy, nginx) sends to the
 // client; the server's how the origin sends, also to the client once ip
 // has spliced.
-func ccNote(fwd, server string) string {
-	const why = "the lab's namespaces take the host's net.ipv4.tcp_congestion_control when they are made; it changes the forwarders' order, docs/benchmarks.md \"Congestion control\""
+func ccNote(fwd, server string, chosen bool) string {
+	why := "the lab's namespaces take the host's net.ipv4.tcp_congestion_control when they are made, --cc chooses another"
+	if chosen {
+		why = "chosen with --cc"
+	}
+	why += "; it changes the forwarders' order, docs/benchmarks.md \"Congestion control\""
 	switch {
 	case fwd == "" && server == "":
 		return ""

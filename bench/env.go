@@ -101,6 +101,9 @@ type Options struct {
 	// serves the HTTP switch with as many threads as the forwarders get
 	// CPUs (splitCPUs), as splicer's GOMAXPROCS follows them.
 	Pin bool
+	// CC is the TCP congestion control every lab namespace uses (setCC);
+	// "": the host's default, which a namespace takes when it is made.
+	CC string
 	// Log receives the harness's progress; splicer's own log goes to
 	// LogDir/splicer.log.
 	Log *slog.Logger
@@ -128,6 +131,8 @@ type Env struct {
 	// ccFwd and ccServer are the forwarder's and the server's default TCP
 	// congestion control (congestion.go), "" if unknown.
 	ccFwd, ccServer string
+	// ccChosen: Options.CC set them.
+	ccChosen bool
 	// addrs is where the lab's hosts listen.
 	addrs  addressing
 	origin *origin.Server
@@ -213,9 +218,18 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 			return fmt.Errorf("lab: %w", err)
 		}
 		e.Lab = l
+		if opts.CC != "" {
+			if err := setCC(l, opts.CC); err != nil {
+				return err
+			}
+			e.ccChosen = true
+		}
 		e.Client, e.fwd, server = l.Client, l.Fwd, l.Server
 		a = addressing{fwd: l.Cfg.FwdClient.Addr().String(), server: l.Cfg.Server.Addr().String()}
 	} else {
+		if opts.CC != "" {
+			return errors.New("--cc sets the lab's namespaces: it needs root and no --loopback")
+		}
 		e.Skipped = append(e.Skipped, "lab, route, sockmap, ip: need root (network namespaces, BPF); ran on loopback")
 	}
 	e.splicer, e.addrs, e.server = opts.Splicer, a, server

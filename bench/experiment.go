@@ -78,7 +78,7 @@ type Experiment struct {
 func RunExperiment(ctx context.Context, e *Env, x Experiment, s Settings) (*Result, error) {
 	r, err := x.Run(ctx, e, s)
 	if r != nil {
-		if n := ccNote(e.ccFwd, e.ccServer); n != "" {
+		if n := ccNote(e.ccFwd, e.ccServer, e.ccChosen); n != "" {
 			r.Notes = append(r.Notes, n)
 		}
 		for i := range r.Rows {

@@ -55,6 +55,34 @@ func TestBenchUnknownExperiment(t *testing.T) {
 	}
 }
 
+// TestBenchCC: --cc sets the lab's congestion control, and the notes say
+// which one the run used; an unknown one fails before anything runs, with
+// what the host offers. reno is built into every kernel and allowed in
+// every namespace.
+func TestBenchCC(t *testing.T) {
+	testenv.RequireRoot(t)
+	out := filepath.Join(t.TempDir(), "memory.json")
+	_, stderr, code := splicer(t, "bench", "memory", "--quick", "--cc", "reno", "--json", out)
+	if code != 0 {
+		t.Fatalf("splicer bench memory --quick --cc reno: exit %d\nstderr:\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "TCP congestion control: reno (chosen with --cc") }) {
+		t.Errorf("notes do not say the run used reno, chosen with --cc: %q", r.Notes)
+	}
+	_, stderr, code = splicer(t, "bench", "memory", "--quick", "--cc", "nosuchcc")
+	if code == 0 || !strings.Contains(stderr, "--cc nosuchcc") || !strings.Contains(stderr, "available: ") {
+		t.Errorf("--cc nosuchcc: exit %d, stderr %q; want a failure naming it and what is available", code, stderr)
+	}
+}
+
 // TestBenchAllQuick runs every experiment once, briefly, in the lab and
 // checks what a reader of the JSON relies on: every experiment present,
 // rows for every target that can run here, sane values. It asserts no speed.
