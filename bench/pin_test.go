@@ -34,13 +34,7 @@ func TestSplitCPUs(t *testing.T) {
 // TestPinThreadsOfATree pins a shell and the sleep it forks, found by
 // processTree, to one CPU, and reads the affinity back.
 func TestPinThreadsOfATree(t *testing.T) {
-	var all unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
-	if all.Count() < 2 {
-		t.Skip("needs two CPUs to tell a pinned process")
-	}
+	requireTwoCPUs(t, "to tell a pinned process")
 	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -82,13 +76,7 @@ func TestPinThreadsOfATree(t *testing.T) {
 // forwarder's, and undo gives each its affinity back. The origin once
 // ended on the forwarder's CPU, pinned there with the targets.
 func TestPlaceKeepsTheOriginOnTheLoadSide(t *testing.T) {
-	var all unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
-	if all.Count() < 2 {
-		t.Skip("needs two CPUs to tell the sides apart")
-	}
+	all := requireTwoCPUs(t, "to tell the sides apart")
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -119,4 +107,19 @@ func TestPlaceKeepsTheOriginOnTheLoadSide(t *testing.T) {
 	if err := unix.SchedGetaffinity(os.Getpid(), &got); err != nil || got != all {
 		t.Errorf("after undo this process's affinity is %v (%v), want %v", got, err, all)
 	}
+}
+
+// requireTwoCPUs skips the test unless this process may run on two CPUs
+// or more (why says what the second one is for), and returns the CPUs it
+// may run on.
+func requireTwoCPUs(tb testing.TB, why string) unix.CPUSet {
+	tb.Helper()
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		tb.Fatal(err)
+	}
+	if all.Count() < 2 {
+		tb.Skip("needs two CPUs " + why)
+	}
+	return all
 }
