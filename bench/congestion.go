@@ -27,7 +27,8 @@ func setCC(l *lab.Lab, cc string) error {
 		err := n.Do(func() error { return os.WriteFile(ccPath, []byte(cc), 0) })
 		switch {
 		case errors.Is(err, os.ErrPermission):
-			return fmt.Errorf("--cc %s: a network namespace may only use what the host allows (net.ipv4.tcp_allowed_congestion_control: %s); allow it with sysctl -w net.ipv4.tcp_allowed_congestion_control=\"%s %s\", or make it the host's default", cc, hostSysctl("tcp_allowed_congestion_control"), hostSysctl("tcp_allowed_congestion_control"), cc)
+			allowed := hostSysctl("tcp_allowed_congestion_control")
+			return fmt.Errorf("--cc %s: a network namespace may only use what the host allows (net.ipv4.tcp_allowed_congestion_control: %s); allow it with sysctl -w net.ipv4.tcp_allowed_congestion_control=\"%s %s\", or make it the host's default", cc, allowed, allowed, cc)
 		case err != nil:
 			return fmt.Errorf("--cc %s in namespace %s: %w (available: %s)", cc, n.Name, err, hostSysctl("tcp_available_congestion_control"))
 		}
