@@ -107,11 +107,15 @@ func copyBelow(chain []engine.Engine) int64 {
 	var c int64
 	for _, e := range chain {
 		m, ok := e.(engine.MinLimited)
-		if !ok || m.MinLimit()-1 >= httpcore.ReverseCopyBelow {
+		if !ok {
 			continue
 		}
-		if largest := max(m.MinLimit()-1, httpcore.DefaultCopyBelow); c == 0 || largest < c {
-			c = largest
+		declined := m.MinLimit() - 1 // the longest body the engine declines
+		if declined >= httpcore.ReverseCopyBelow {
+			continue
+		}
+		if declined = max(declined, httpcore.DefaultCopyBelow); c == 0 || declined < c {
+			c = declined
 		}
 	}
 	return c
