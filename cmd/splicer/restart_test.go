@@ -56,15 +56,29 @@ func labSite(l *lab.Lab) *site {
 		dial:     l.Client.Dial, command: l.Fwd.Command, admin: c}
 }
 
-// freeLoopback is a loopback address with a port nothing listens on.
+// handedOut are the addresses freeLoopback has returned in this test
+// binary: the kernel may give the same free port to two calls in a row
+// (seen in CI: a test's "added" listener got its "keep" listener's port,
+// so the reload that was to add it was refused as a duplicate).
+var handedOut sync.Map
+
+// freeLoopback is a loopback address with a port nothing listens on, and
+// one it has not returned before.
 func freeLoopback(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	tb.Fatal("no loopback port not handed out before in 100 tries")
+	return ""
 }
 
 // echoUpstream serves the origin's echo protocol at the site's upstream IP
