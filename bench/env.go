@@ -74,7 +74,8 @@ type Target struct {
 	lateAddr string
 	// webAddr is an engine's HTTP forward proxy (web); switchAddr is an
 	// engine's http-reverse listener or HAProxy's HTTP-mode frontend
-	// (switch), both in front of the origin's http service.
+	// (switch), both in front of the origin's http service, or for route
+	// that service itself.
 	webAddr, switchAddr string
 	pids                func() []int
 }
@@ -259,7 +260,9 @@ func (e *Env) startOrigin(server host, a addressing) error {
 	return nil
 }
 
-// addRoute adds the kernel-routing baseline: the client dials the server.
+// addRoute adds the kernel-routing baseline: the client dials the server,
+// its HTTP rows included (the origin reached with no proxy between, the
+// most any HTTP switch here can deliver).
 func (e *Env) addRoute(a addressing) {
 	t := &Target{Name: "route", Peer: true}
 	if e.Lab == nil {
@@ -268,6 +271,7 @@ func (e *Env) addRoute(a addressing) {
 	for s := Service(0); s < numServices; s++ {
 		t.addrs[s] = net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s)))
 	}
+	t.switchAddr = t.addrs[HTTP]
 	e.Targets = append(e.Targets, t)
 }
 

@@ -14,8 +14,9 @@ import (
 const switchConcurrency = 1
 
 // Switch fetches origin objects of s.SwitchSizes over one keep-alive
-// connection through every engine's http-reverse listener and through
-// HAProxy (with and without splice) in HTTP mode, and reports the latency
+// connection through every engine's http-reverse listener, through HAProxy
+// (with and without splice) in HTTP mode and straight from the origin by
+// kernel routing (route), and reports the latency
 // (median, p99) and throughput of body bytes.
 func Switch(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "switch"}

@@ -26,7 +26,8 @@ const (
 
 // SwitchWrk runs wrk from the client namespace through every target with an
 // HTTP switch (splicer's http-reverse per engine, HAProxy in HTTP mode,
-// nginx) for each of s.SwitchSizes. Its rows name wrk as their tool; web
+// nginx), and straight to the origin by kernel routing (route), for each
+// of s.SwitchSizes. Its rows name wrk as their tool; web
 // reports them beside its own.
 func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "web"}
@@ -89,9 +90,12 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	if v := versusNote(res, s.SwitchSizes, "auto", "haproxy"); v != "" {
 		res.Notes = append(res.Notes, v)
 	}
+	if c := ceilingNote(res, s.SwitchSizes, "route", "auto", "haproxy", "nginx"); c != "" {
+		res.Notes = append(res.Notes, c)
+	}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, cpus.describe()),
-		"engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip, falling back to pipe), which copies a body below 512 KiB itself whatever the engine, so the engine rows differ from there; haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
+		"route: no proxy, wrk asks the origin itself through the forwarder namespace's kernel routing; engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip, falling back to pipe), which copies a body below 512 KiB itself whatever the engine, so the engine rows differ from there; haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
 		"wrk_cpu_us: every CPU's busy time per request (wrk and the origin included, as is the time around wrk's run: its start and exit); wrk_proc_cpu_us: the forwarder process's own (splicer's one process, HAProxy's, nginx's master and workers)",
 		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
 	return res, nil

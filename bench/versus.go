@@ -38,3 +38,29 @@ func tieMark(x, y Row) string {
 	}
 	return ""
 }
+
+// ceilingNote says, per object size, what share of the ceiling's wrk rate
+// (route: the origin with no proxy between) each of targets delivered, so
+// that a reader sees how much room a lead over a peer could have. "" when
+// the ceiling has no rows.
+func ceilingNote(res *Result, sizes []int64, ceiling string, targets ...string) string {
+	var parts []string
+	for _, size := range sizes {
+		l := sizeLabel(size)
+		c, ok := res.Row(ceiling, "wrk_rps_"+l)
+		if !ok || c.Value == 0 {
+			continue
+		}
+		var shares []string
+		for _, t := range targets {
+			if r, ok := res.Row(t, "wrk_rps_"+l); ok {
+				shares = append(shares, fmt.Sprintf("%s %.2f", t, r.Value/c.Value))
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s: %.0f req/s; %s", l, c.Value, strings.Join(shares, ", ")))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("share of %s's rate (wrk, medians; %s: the client reaches the origin through the forwarder namespace's kernel routing, no proxy between, the most a proxy here could deliver): %s", ceiling, ceiling, strings.Join(parts, "; "))
+}

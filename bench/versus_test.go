@@ -1,4 +1,4 @@
-// versusNote: the ratio, the p99s and the tie marks from rows whose ranges do and do not overlap.
+// versusNote: the ratio, the p99s and the tie marks from rows whose ranges do and do not overlap; ceilingNote: each target's share of route's rate.
 
 package bench
 
@@ -22,5 +22,22 @@ func TestVersusNote(t *testing.T) {
 	}
 	if got := versusNote(res, []int64{10 << 10}, "auto", "haproxy"); got != "" {
 		t.Errorf("versusNote with no rows for the size = %q, want empty", got)
+	}
+}
+
+func TestCeilingNote(t *testing.T) {
+	res := &Result{Rows: []Row{
+		{Engine: "route", Metric: "wrk_rps_64k", Value: 12500},
+		{Engine: "auto", Metric: "wrk_rps_64k", Value: 10000},
+		{Engine: "haproxy", Metric: "wrk_rps_64k", Value: 8750},
+		{Engine: "auto", Metric: "wrk_rps_1m", Value: 1600},
+	}}
+	got := ceilingNote(res, []int64{64 << 10, 1 << 20}, "route", "auto", "haproxy", "nginx")
+	want := "share of route's rate (wrk, medians; route: the client reaches the origin through the forwarder namespace's kernel routing, no proxy between, the most a proxy here could deliver): 64k: 12500 req/s; auto 0.80, haproxy 0.70"
+	if got != want {
+		t.Errorf("ceilingNote:\n got %s\nwant %s", got, want)
+	}
+	if got := ceilingNote(res, []int64{1 << 20}, "route", "auto"); got != "" {
+		t.Errorf("ceilingNote with no route row = %q, want empty", got)
 	}
 }

@@ -175,9 +175,10 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 		}
 	}
 	for _, name := range bench.Peers {
-		// switch's peers, and web's in its wrk rows, are the HAProxy pair in HTTP mode.
+		// switch's peers, and web's in its wrk rows, are the HAProxy pair in
+		// HTTP mode and route, the origin reached with no proxy.
 		applies := r.Experiment == "segment" || r.Experiment == "throughput" ||
-			(r.Experiment == "switch" || r.Experiment == "web") && strings.HasPrefix(name, "haproxy")
+			(r.Experiment == "switch" || r.Experiment == "web") && (strings.HasPrefix(name, "haproxy") || name == "route")
 		if applies && measured[name] && !rows[name] {
 			t.Errorf("peer %s ran in segment but has no rows here", name)
 		}
