@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -95,7 +96,7 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, cpus.describe()),
-		"route: no proxy, wrk asks the origin itself through the forwarder namespace's kernel routing; engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip, falling back to pipe), which copies a body below 512 KiB itself whatever the engine, so the engine rows differ from there; haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
+		"route: no proxy, wrk asks the origin itself through the forwarder namespace's kernel routing; engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip for a body from engines.ip.min_body, "+config.DefaultMinBody.String()+" by default, pipe below it or where ip cannot), which copies a body below 512 KiB itself whatever the engine, so the engine rows differ from there; haproxy, haproxy-splice: mode http with keep-alive; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
 		"wrk_cpu_us: every CPU's busy time per request (wrk and the origin included, as is the time around wrk's run: its start and exit); wrk_proc_cpu_us: the forwarder process's own (splicer's one process, HAProxy's, nginx's master and workers)",
 		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
 	return res, nil

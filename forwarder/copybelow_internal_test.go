@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/httpcore"
 )
 
@@ -26,7 +27,8 @@ func TestCopyBelow(t *testing.T) {
 		want  int64
 	}{
 		{"no engine with a floor: http-reverse's default", []engine.Engine{plain}, 0},
-		{"ip at the default min_body: the default", []engine.Engine{floored{min: 512 << 10}, plain}, 0},
+		{"ip at the default min_body: the default", []engine.Engine{floored{min: int64(config.DefaultMinBody)}, plain}, 0},
+		{"ip from 512 KiB: the default", []engine.Engine{floored{min: 512 << 10}, plain}, 0},
 		{"ip from 128 KiB: copied below it", []engine.Engine{floored{min: 128 << 10}, plain}, 128<<10 - 1},
 		{"ip for every body: only what every proxy copies", []engine.Engine{floored{min: 0}}, httpcore.DefaultCopyBelow},
 		{"the lowest floor wins", []engine.Engine{floored{min: 256 << 10}, floored{min: 64 << 10}}, 64<<10 - 1},

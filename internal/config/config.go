@@ -130,8 +130,9 @@ type IPEngine struct {
 	LocalPorts string `yaml:"local_ports"`
 	// MinBody is the shortest splice with a byte limit (an HTTP body
 	// past what came with its head) the engine takes; a shorter one goes
-	// to the next engine of the listener, and http-reverse copies the
-	// shorter ones itself (down to 32 KiB). Splicing and unsplicing cost
+	// to the next engine of the listener (pipe, under auto), except that
+	// http-reverse copies itself every body below min_body or 512 KiB,
+	// whichever is less (32 KiB at least). Splicing and unsplicing cost
 	// the pair a few hundred microseconds, which a short body does not
 	// win back (DefaultMinBody). 0: every length.
 	MinBody Size `yaml:"min_body"`
@@ -149,13 +150,24 @@ const (
 // the kernel 8,232 for every other connection of the namespace.
 const DefaultLocalPorts = "40000-59999"
 
-// DefaultMinBody is the default of engines.ip.min_body. bench web (wrk,
-// 16 keep-alive connections through http-reverse, 2 vCPUs, Linux 6.18)
-// served these requests per second with ip and with pipe: 64 KiB 8,603
-// vs 10,885, 128 KiB 6,575 vs 8,655, 256 KiB 3,096 vs 5,782, 512 KiB
-// 2,390 vs 2,548, and 1 MiB 1,684 vs 1,362 in a run of the standard
-// sizes the same evening: ip wins from about 512 KiB.
-const DefaultMinBody Size = 512 << 10
+// DefaultMinBody is the default of engines.ip.min_body: where ip starts
+// to serve an http-reverse body at least as fast as pipe under cubic,
+// Linux's default congestion control. Through the bench's lab (wrk -t2
+// -c16 against an http-reverse listener per engine, 2 vCPUs, Linux 6.18,
+// 2026-11-27), requests per second and the proxy's own CPU per request,
+// pipe against ip: 1 MiB 2,463 (145 µs) against 2,085-2,115 (322 µs),
+// 2 MiB 1,380-1,409 against 1,265-1,287, 4 MiB 717-737 (397 µs) against
+// 744-747 (507 µs), 8 MiB 384-397 against 414-427. Below it the cost of
+// a splice and an unsplice (and the drain of what the server sent before
+// the splice) is not won back. On a host whose default is bbr without an
+// fq qdisc, where every user-space sender pays for BBR's pacing timer, ip
+// leads from 1 MiB or less (1 MiB 1,570-1,599 against 1,307-1,329): such
+// hosts do better with min_body 512KiB, the default until 2026-11-27. In
+// the bench run that followed the change (cubic, 04:27), auto served
+// 1 MiB at 1,885 req/s and 218 µs of its own CPU, ip 1,660 and 388 µs.
+// The floor is on what is left past the head, so a body of exactly
+// 4 MiB stays with pipe.
+const DefaultMinBody Size = 4 << 20
 
 // PortRange parses LocalPorts: ok is false when it is off.
 func (e IPEngine) PortRange() (low, high uint16, ok bool, err error) {

@@ -615,7 +615,8 @@ const DefaultCopyBelow = 32 << 10
 // 53-54 (9.3-9.6k) against 40-41 (10.8-11.0k; 256 KiB buffer), 256 KiB
 // 92-111 (5.6-6.3k) against 66-67 (7.5-7.6k), 512 KiB 219-220
 // (2.6k) against 201-215 (2.8k); level at 384 KiB and 1 MiB. One byte
-// short of 512 KiB: a body of engines.ip.min_body's default is ip's.
+// short of 512 KiB: a body of 512 KiB is the engines' (engines.ip.min_body
+// set to 512KiB makes it ip's).
 const ReverseCopyBelow = 512<<10 - 1
 
 // copiesRest reports whether a body of n bytes, of which src (its

@@ -32,9 +32,10 @@ import (
 func TestLabHTTPReverseIP(t *testing.T) { testReverseIP(t, 0, "ip", 0) }
 
 // TestLabHTTPReverseAutoIsIP is TestLabHTTPReverseIP with engine auto and
-// the default engines.ip.min_body: auto tries ip first, so the bodies of
-// at least min_body are spliced by ip; http-reverse copies the shorter
-// ones itself (ip would decline them).
+// the default engines.ip.min_body, and a body of twice that among the
+// others: auto tries ip first, so the bodies past min_body are spliced by
+// ip; pipe takes the shorter ones from 512 KiB, and http-reverse copies
+// the rest itself (ip would decline them all).
 func TestLabHTTPReverseAutoIsIP(t *testing.T) {
 	testReverseIP(t, 0, "auto", config.DefaultMinBody)
 }
@@ -70,6 +71,9 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string, minBody con
 	br := bufio.NewReader(c)
 	states := sampleStates(t, f)
 	sizes := []int64{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 100 << 10, 2 << 10, 512 << 10}
+	if top := 2 * int64(minBody); top > 4<<20 {
+		sizes = append(sizes, top) // a body ip takes under a floor above the others
+	}
 	const requests = 200
 	start := time.Now()
 	last := ""
@@ -77,8 +81,10 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string, minBody con
 	var slowest []string
 	for i := range requests {
 		size := sizes[i%len(sizes)]
-		if size >= 1<<20 {
-			large++ // more than the forwarder's socket buffers hold
+		if size >= 1<<20 && size > int64(minBody) {
+			// More than the forwarder's socket buffers hold, and past
+			// the floor even without what came with its head.
+			large++
 		}
 		if size >= int64(minBody) {
 			eligible++ // long enough for ip under min_body
@@ -110,7 +116,7 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string, minBody con
 	// client connection, whose window is still small, now and then.
 	refused := f.Metric("splicer_engine_events_total", "engine", "ip", "event", "window_refused")
 	if ip+refused < float64(large) {
-		t.Errorf("%v bodies spliced by ip and %v refused for their windows, want at least the %d of 1 MiB or more", ip, refused, large)
+		t.Errorf("%v bodies spliced by ip and %v refused for their windows, want at least the %d of 1 MiB or more (and min_body, %v)", ip, refused, large, minBody)
 	}
 	if ip > float64(eligible) {
 		t.Errorf("ip spliced %v bodies, more than the %d of at least engines.ip.min_body (%v): it took shorter ones", ip, eligible, minBody)
@@ -167,7 +173,9 @@ func TestLabHTTPReverseIPPooled(t *testing.T) {
 	rcvBuf := config.Size(32 << 10)
 	lc.UpstreamPool = &config.UpstreamPool{ReceiveBuffer: &rcvBuf}
 	f := httplab.Start(t, l, lc)
-	const size = 4 << 20 // more than the forwarder's socket buffers: ip splices it
+	// More than the forwarder's socket buffers, and than
+	// engines.ip.min_body's default: ip splices it.
+	const size = 2 * int64(config.DefaultMinBody)
 	for i := range 2 {
 		c := httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort))
 		c.SetDeadline(time.Now().Add(30 * time.Second))
