@@ -163,10 +163,10 @@ const DefaultLocalPorts = "40000-59999"
 // fq qdisc, where every user-space sender pays for BBR's pacing timer, ip
 // leads from 1 MiB or less (1 MiB 1,570-1,599 against 1,307-1,329): such
 // hosts do better with min_body 512KiB, the default until 2026-11-27. In
-// the bench run that followed the change (cubic, 04:27), auto served
-// 1 MiB at 1,885 req/s and 218 µs of its own CPU, ip 1,660 and 388 µs.
-// The floor is on what is left past the head, so a body of exactly
-// 4 MiB stays with pipe.
+// bench web under cubic, auto served 1 MiB at 1,529 req/s and 447 µs of
+// its own CPU with ip taking the body (04:06), and at 1,885 req/s and
+// 218 µs after the change (04:27). The floor is on what is left past the
+// head, so a body of exactly 4 MiB stays with pipe.
 const DefaultMinBody Size = 4 << 20
 
 // PortRange parses LocalPorts: ok is false when it is off.
