@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -247,4 +248,54 @@ func histogramCount(tb testing.TB, g prometheus.Gatherer, name, engine string) u
 		}
 	}
 	return 0
+}
+
+// TestLabHTTPReverseIPRestartBinds: a body spliced and unspliced by ip
+// leaves the client connection on a rebuilt socket. The forwarder shuts
+// down and closes that idle keep-alive connection first, so its side
+// waits in TIME_WAIT on the listener's port, and a forwarder started at
+// once on the same address (a restart) must still bind it. The kernel
+// clears SO_REUSEADDR when a socket leaves repair mode; the engine sets
+// it again (tcprepair.repairOff).
+func TestLabHTTPReverseIPRestartBinds(t *testing.T) {
+	l := httplab.New(t)
+	httplab.ServeOrigin(t, l, httplab.ServerAddr(l, portA), origin.WithName("a"))
+	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
+	lc.Engine = "ip"
+	lc.Routes = []config.Route{{Pool: "a"}}
+	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	// A window within the new client connection's (as in
+	// TestLabHTTPReverseIPPooled), or ip may refuse the splice.
+	rcvBuf := config.Size(32 << 10)
+	lc.UpstreamPool = &config.UpstreamPool{ReceiveBuffer: &rcvBuf}
+	engines := config.Default().Engines
+	engines.IP.MinBody = 0
+	f := httplab.StartWith(t, l, engines, lc)
+
+	c := httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort))
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	const size = 4 << 20
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: shop.test\r\n\r\n", origin.ObjectPath(size))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := io.ReadAll(resp.Body); err != nil || sha256.Sum256(body) != origin.ObjectSHA256(size) {
+		t.Fatalf("%d bytes, %v, or wrong content", len(body), err)
+	}
+	httplab.Eventually(t, "the body's splice to end", func() bool { return f.Splices("ip", "limit") == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	f.Engines.Close()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("the client read %v after the shutdown, want EOF: the forwarder closes its idle connections", err)
+	}
+	c.Close()
+	time.Sleep(50 * time.Millisecond) // the client's FIN reaches the forwarder's side, which enters TIME_WAIT
+	httplab.StartWith(t, l, engines, lc) // fails the test if the listener cannot bind
 }

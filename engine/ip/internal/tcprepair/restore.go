@@ -247,6 +247,4 @@ func setRepairWindow(fd int, w Window) error {
 // LeaveRepair takes a rebuilt socket out of repair mode with a window
 // probe: a bare ACK that tells the peer the new rcv_nxt (bytes the
 // datapath kept are acknowledged at once) and window.
-func LeaveRepair(fd int) error {
-	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF)
-}
+func LeaveRepair(fd int) error { return repairOff(fd, unix.TCP_REPAIR_OFF) }

@@ -291,9 +291,26 @@ func rawTCPInfoOf(fd int) ([]byte, error) {
 // Thaw takes c out of repair mode without a window probe: the socket
 // carries on as if it had never been frozen.
 func Thaw(c *net.TCPConn) error {
-	return WithFD(c, func(fd int) error {
-		return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF_NO_WP)
-	})
+	return WithFD(c, func(fd int) error { return repairOff(fd, unix.TCP_REPAIR_OFF_NO_WP) })
+}
+
+// repairOff takes fd out of repair mode, with a window probe
+// (TCP_REPAIR_OFF) or without (TCP_REPAIR_OFF_NO_WP), and sets
+// SO_REUSEADDR again: the kernel clears it there (sk_reuse =
+// SK_NO_REUSE). The engine's sockets want it: a client connection's port
+// is its listener's, an upstream's is from the engine's own range, bound
+// with it, or an ephemeral one nobody binds by hand. Without it, the
+// socket's TIME_WAIT after this side closes keeps a restarted
+// forwarder's listener (or the range's next upstream) off the port for a
+// minute.
+func repairOff(fd, mode int) error {
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, mode); err != nil {
+		return err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fmt.Errorf("SO_REUSEADDR after repair: %w", err)
+	}
+	return nil
 }
 
 // Poke makes a frozen c send one window probe (a bare ACK one below
