@@ -296,6 +296,9 @@ func TestLabHTTPReverseIPRestartBinds(t *testing.T) {
 		t.Fatalf("the client read %v after the shutdown, want EOF: the forwarder closes its idle connections", err)
 	}
 	c.Close()
-	time.Sleep(50 * time.Millisecond) // the client's FIN reaches the forwarder's side, which enters TIME_WAIT
-	httplab.StartWith(t, l, engines, lc) // fails the test if the listener cannot bind
+	// The client's FIN reaches the forwarder's side, which enters
+	// TIME_WAIT; then a new forwarder binds the listener's address, or
+	// StartWith fails the test.
+	time.Sleep(50 * time.Millisecond)
+	httplab.StartWith(t, l, engines, lc)
 }
