@@ -163,17 +163,7 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string, minBody con
 // connection is theirs to share), and ip splices a body on it again.
 func TestLabHTTPReverseIPPooled(t *testing.T) {
 	l := httplab.New(t)
-	httplab.ServeOrigin(t, l, httplab.ServerAddr(l, portA), origin.WithName("a"))
-	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
-	lc.Engine = "ip"
-	lc.Routes = []config.Route{{Pool: "a"}}
-	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
-	// Each client connection is new, its window still about 64 KiB when
-	// the body starts: an upstream buffer (and window) within it, or ip
-	// refuses the splice for the server's window (windowsFit).
-	rcvBuf := config.Size(32 << 10)
-	lc.UpstreamPool = &config.UpstreamPool{ReceiveBuffer: &rcvBuf}
-	f := httplab.Start(t, l, lc)
+	f := httplab.Start(t, l, newClientIPListener(t, l))
 	// More than the forwarder's socket buffers, and than
 	// engines.ip.min_body's default: ip splices it.
 	const size = 2 * int64(config.DefaultMinBody)
@@ -259,15 +249,7 @@ func histogramCount(tb testing.TB, g prometheus.Gatherer, name, engine string) u
 // it again (tcprepair.repairOff).
 func TestLabHTTPReverseIPRestartBinds(t *testing.T) {
 	l := httplab.New(t)
-	httplab.ServeOrigin(t, l, httplab.ServerAddr(l, portA), origin.WithName("a"))
-	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
-	lc.Engine = "ip"
-	lc.Routes = []config.Route{{Pool: "a"}}
-	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
-	// A window within the new client connection's (as in
-	// TestLabHTTPReverseIPPooled), or ip may refuse the splice.
-	rcvBuf := config.Size(32 << 10)
-	lc.UpstreamPool = &config.UpstreamPool{ReceiveBuffer: &rcvBuf}
+	lc := newClientIPListener(t, l)
 	engines := config.Default().Engines
 	engines.IP.MinBody = 0
 	f := httplab.StartWith(t, l, engines, lc)
@@ -301,4 +283,22 @@ func TestLabHTTPReverseIPRestartBinds(t *testing.T) {
 	// StartWith fails the test.
 	time.Sleep(50 * time.Millisecond)
 	httplab.StartWith(t, l, engines, lc)
+}
+
+// newClientIPListener serves origin "a" on l and returns an http-reverse
+// listener with engine ip in front of it, for tests whose bodies go to
+// new client connections. Such a connection's window is still about
+// 64 KiB when the body starts: the upstream buffer (and window) is kept
+// within it, or ip refuses the splice for the server's window
+// (windowsFit).
+func newClientIPListener(tb testing.TB, l *lab.Lab) config.Listener {
+	tb.Helper()
+	httplab.ServeOrigin(tb, l, httplab.ServerAddr(l, portA), origin.WithName("a"))
+	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
+	lc.Engine = "ip"
+	lc.Routes = []config.Route{{Pool: "a"}}
+	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	rcvBuf := config.Size(32 << 10)
+	lc.UpstreamPool = &config.UpstreamPool{ReceiveBuffer: &rcvBuf}
+	return lc
 }
