@@ -119,8 +119,9 @@ type Env struct {
 	Client host
 	// server is where the origin and the sockperf server run.
 	server host
-	// SwitchPeers are targets measured only as HTTP switches: splicer's
-	// http-reverse with engine auto, and nginx.
+	// SwitchPeers are targets measured only as HTTP switches (wrk):
+	// splicer's http-reverse with engine auto, nginx, and HAProxy with a
+	// 256 KiB buffer.
 	SwitchPeers []*Target
 	// Skipped says what loopback mode left out and why.
 	Skipped []string
@@ -176,6 +177,7 @@ const (
 var targetPorts = map[string]int{
 	"copy": 7100, "pipe": 7200, "sockmap": 7300, "ip": 7400, "auto": 7500,
 	"haproxy": 8100, "haproxy-splice": 8200, "socat": 8300, "nginx": 8400,
+	"haproxy-buf256k": 8500,
 }
 
 // New builds the environment. Close it, also on interrupt.

@@ -169,6 +169,15 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 			t.Errorf("%s neither has rows nor is listed unavailable", name)
 		}
 	}
+	if r.Experiment == "web" {
+		// wrk's switch-only targets: splicer's default engine and the
+		// peers that serve HTTP alone.
+		for _, name := range []string{"auto", "nginx", "haproxy-buf256k"} {
+			if !rows[name] && !unavailable[name] {
+				t.Errorf("%s neither has wrk rows nor is listed unavailable", name)
+			}
+		}
+	}
 	for _, name := range bench.Engines {
 		if measured[name] && !rows[name] {
 			t.Errorf("engine %s ran in segment but has no rows here", name)
