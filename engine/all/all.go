@@ -4,6 +4,7 @@ package all
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/splicer/splicer/engine"
 	copyengine "github.com/splicer/splicer/engine/copy"
@@ -114,36 +115,39 @@ func Build(cfg config.Engines, log *slog.Logger) *Set {
 }
 
 // Chain returns the engines a listener configured with name may use, the
-// preferred first: for auto all of them; otherwise the named engine and every
-// shallower one as fallbacks. It errors when name is unknown.
+// preferred first: for auto all of them in AutoOrder; otherwise the named
+// engine, then every shallower one as a fallback, in AutoOrder too (ip
+// falls back to pipe before sockmap, as auto does). It errors when name
+// is unknown.
 func (s *Set) Chain(name string) ([]engine.Engine, error) {
 	if name == "" || name == "auto" {
-		var chain []engine.Engine
-		for _, n := range AutoOrder {
-			for _, e := range s.Engines {
-				if e.Name() == n {
-					chain = append(chain, e)
-				}
-			}
-		}
-		return chain, nil
+		return s.inAutoOrder(func(string) bool { return true }), nil
 	}
-	depth := -1
-	for i, f := range Ladder {
-		if f.Name == name {
-			depth = i
-		}
-	}
-	if depth < 0 {
+	depth := rank(name)
+	if depth == len(Ladder) {
 		return nil, fmt.Errorf("unknown engine %q", name)
 	}
+	named := s.inAutoOrder(func(n string) bool { return n == name })
+	return append(named, s.inAutoOrder(func(n string) bool { return n != name && rank(n) > depth })...), nil
+}
+
+// inAutoOrder is the built engines whose names keep says, in AutoOrder,
+// then any AutoOrder does not name, deepest first.
+func (s *Set) inAutoOrder(keep func(name string) bool) []engine.Engine {
 	var chain []engine.Engine
+	for _, n := range AutoOrder {
+		for _, e := range s.Engines {
+			if e.Name() == n && keep(n) {
+				chain = append(chain, e)
+			}
+		}
+	}
 	for _, e := range s.Engines {
-		if rank(e.Name()) >= depth {
+		if !slices.Contains(AutoOrder, e.Name()) && keep(e.Name()) {
 			chain = append(chain, e)
 		}
 	}
-	return chain, nil
+	return chain
 }
 
 // Reason returns why engine name is unavailable, or "".

@@ -1,4 +1,4 @@
-// Tests that the configuration accepts exactly the engines this package builds.
+// Tests that the configuration accepts exactly the engines this package builds, and the order a listener's engines are tried in.
 
 package all
 
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/config"
 )
 
@@ -19,4 +20,53 @@ func TestConfigKnowsEveryEngine(t *testing.T) {
 			t.Errorf("AutoOrder names %q, which is no engine", n)
 		}
 	}
+}
+
+// named is an engine with only a name, for ordering tests.
+type named struct {
+	engine.Engine
+	name string
+}
+
+func (n named) Name() string { return n.name }
+
+// TestChainOrder: auto takes every built engine in AutoOrder; a named
+// engine comes first, then the shallower ones in AutoOrder too (so ip
+// falls back to pipe before sockmap, as auto does), and an engine that
+// was not built is left out.
+func TestChainOrder(t *testing.T) {
+	s := &Set{Engines: []engine.Engine{named{name: "ip"}, named{name: "sockmap"}, named{name: "pipe"}, named{name: "copy"}}}
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"auto", []string{"ip", "pipe", "sockmap", "copy"}},
+		{"ip", []string{"ip", "pipe", "sockmap", "copy"}},
+		{"sockmap", []string{"sockmap", "pipe", "copy"}},
+		{"pipe", []string{"pipe", "copy"}},
+		{"copy", []string{"copy"}},
+	} {
+		chain, err := s.Chain(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := chainNames(chain); !slices.Equal(got, tc.want) {
+			t.Errorf("Chain(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	without := &Set{Engines: []engine.Engine{named{name: "sockmap"}, named{name: "pipe"}, named{name: "copy"}}}
+	if chain, _ := without.Chain("ip"); !slices.Equal(chainNames(chain), []string{"pipe", "sockmap", "copy"}) {
+		t.Errorf("Chain(ip) without ip built = %v, want pipe, sockmap, copy", chainNames(chain))
+	}
+	if _, err := s.Chain("nosuch"); err == nil {
+		t.Error("Chain of an unknown engine did not fail")
+	}
+}
+
+func chainNames(chain []engine.Engine) []string {
+	var n []string
+	for _, e := range chain {
+		n = append(n, e.Name())
+	}
+	return n
 }

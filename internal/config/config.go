@@ -130,7 +130,7 @@ type IPEngine struct {
 	LocalPorts string `yaml:"local_ports"`
 	// MinBody is the shortest splice with a byte limit (an HTTP body
 	// past what came with its head) the engine takes; a shorter one goes
-	// to the next engine of the listener (pipe, under auto), except that
+	// to the next engine of the listener (pipe), except that
 	// http-reverse copies itself every body below min_body or 512 KiB,
 	// whichever is less (32 KiB at least). Splicing and unsplicing cost
 	// the pair a few hundred microseconds, which a short body does not
