@@ -43,7 +43,7 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{Runs: 5, Duration: 2 * time.Second, Pairs: 1000, TraceFor: 3 * time.Second,
 		MemoryPairs: []int{1000, MaxMemoryPairs},
-		WebSizes:    kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 64, 100, 1024)}
+		WebSizes:    kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 64, 100, 1024, 8192)}
 }
 
 // QuickSettings make `all` a smoke test of well under 90 seconds.
