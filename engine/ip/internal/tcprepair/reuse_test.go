@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/internal/testenv"
 )
 
@@ -21,28 +22,16 @@ import (
 // listener (a restarted forwarder) off the port for a minute.
 func TestRepairOffKeepsReuse(t *testing.T) {
 	testenv.RequireRoot(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	c := enginetest.NewPair(t)
+	server := c.Pair.Client // accepted: on its (closed) listener's port
+	addr := server.LocalAddr().String()
+	if _, err := Freeze(server); err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	client, err := net.Dial("tcp", addr)
-	if err != nil {
+	if err := Thaw(server); err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Freeze(server.(*net.TCPConn)); err != nil {
-		t.Fatal(err)
-	}
-	if err := Thaw(server.(*net.TCPConn)); err != nil {
-		t.Fatal(err)
-	}
-	closeFirst(t, server, client)
-	ln.Close()
+	closeFirst(t, server, c.Client)
 	again, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listen on %s again after a thawed connection's TIME_WAIT: %v", addr, err)
