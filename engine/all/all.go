@@ -4,7 +4,6 @@ package all
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/splicer/splicer/engine"
 	copyengine "github.com/splicer/splicer/engine/copy"
@@ -128,11 +127,11 @@ func (s *Set) Chain(name string) ([]engine.Engine, error) {
 		return nil, fmt.Errorf("unknown engine %q", name)
 	}
 	named := s.inAutoOrder(func(n string) bool { return n == name })
-	return append(named, s.inAutoOrder(func(n string) bool { return n != name && rank(n) > depth })...), nil
+	return append(named, s.inAutoOrder(func(n string) bool { return rank(n) > depth })...), nil
 }
 
-// inAutoOrder is the built engines whose names keep says, in AutoOrder,
-// then any AutoOrder does not name, deepest first.
+// inAutoOrder is the built engines whose names keep says, in AutoOrder
+// (which names every engine: TestConfigKnowsEveryEngine).
 func (s *Set) inAutoOrder(keep func(name string) bool) []engine.Engine {
 	var chain []engine.Engine
 	for _, n := range AutoOrder {
@@ -140,11 +139,6 @@ func (s *Set) inAutoOrder(keep func(name string) bool) []engine.Engine {
 			if e.Name() == n && keep(n) {
 				chain = append(chain, e)
 			}
-		}
-	}
-	for _, e := range s.Engines {
-		if !slices.Contains(AutoOrder, e.Name()) && keep(e.Name()) {
-			chain = append(chain, e)
 		}
 	}
 	return chain

@@ -20,6 +20,11 @@ func TestConfigKnowsEveryEngine(t *testing.T) {
 			t.Errorf("AutoOrder names %q, which is no engine", n)
 		}
 	}
+	for _, n := range Names() {
+		if !slices.Contains(AutoOrder, n) {
+			t.Errorf("engine %q is not in AutoOrder: no listener's chain would try it", n)
+		}
+	}
 }
 
 // named is an engine with only a name, for ordering tests.
