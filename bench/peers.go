@@ -47,7 +47,7 @@ func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splic
 	if t.Unavailable = missing("haproxy"); t.Unavailable != "" {
 		return
 	}
-	cfg := "global\n  maxconn 6000\n  log stderr format short local0 err\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n"
+	cfg := haproxyPreamble("")
 	if splice {
 		cfg += "  option splice-auto\n"
 	}
@@ -77,9 +77,17 @@ func (e *Env) startHAProxyBigBuffer(ctx context.Context, a addressing, switchThr
 		return
 	}
 	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[t.Name]+switchOffset))
-	cfg := fmt.Sprintf("global\n  maxconn 6000\n  tune.bufsize %d\n  log stderr format short local0 err\ndefaults\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n", haproxyBigBuffer) +
+	cfg := haproxyPreamble(fmt.Sprintf("  tune.bufsize %d\n", haproxyBigBuffer)) +
 		haproxySwitch(t.switchAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))), switchThreads)
 	e.runHAProxy(ctx, t, cfg, t.switchAddr)
+}
+
+// haproxyPreamble is the global and defaults sections of every HAProxy
+// peer, with tune (whole lines) added to global. The defaults' mode tcp
+// is the TCP listeners'; the switch sets mode http itself.
+func haproxyPreamble(tune string) string {
+	return "global\n  maxconn 6000\n" + tune + "  log stderr format short local0 err\n" +
+		"defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n"
 }
 
 // runHAProxy starts HAProxy for t with configuration cfg in the forwarder
