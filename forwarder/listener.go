@@ -114,8 +114,8 @@ func copyBelow(chain []engine.Engine) int64 {
 		if declined >= httpcore.ReverseCopyBelow {
 			continue
 		}
-		if declined = max(declined, httpcore.DefaultCopyBelow); c == 0 || declined < c {
-			c = declined
+		if bound := max(declined, httpcore.DefaultCopyBelow); c == 0 || bound < c {
+			c = bound
 		}
 	}
 	return c
