@@ -12,10 +12,13 @@ import (
 	"github.com/splicer/splicer/lab"
 )
 
-// ccPath is the default congestion control of the reading process's
-// network namespace: what new sockets there get. A namespace takes the
-// host's when it is made.
-const ccPath = "/proc/sys/net/ipv4/tcp_congestion_control"
+// ipv4Sysctls is where net.ipv4.* of the reading process's network
+// namespace are; ccPath is the default congestion control there: what
+// new sockets get. A namespace takes the host's when it is made.
+const (
+	ipv4Sysctls = "/proc/sys/net/ipv4/"
+	ccPath      = ipv4Sysctls + "tcp_congestion_control"
+)
 
 // setCC makes cc the default congestion control of every namespace of l,
 // before anything in them opens a socket. A namespace other than the
@@ -39,7 +42,7 @@ func setCC(l *lab.Lab, cc string) error {
 // hostSysctl reads net.ipv4.NAME in this process's namespace, or says it
 // could not.
 func hostSysctl(name string) string {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+	b, err := os.ReadFile(ipv4Sysctls + name)
 	if err != nil {
 		return "unreadable"
 	}
