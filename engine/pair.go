@@ -61,6 +61,8 @@ type Pair struct {
 
 	state atomic.Uint32
 	bytes [2]atomic.Int64
+	// finSent has bit d set once direction d's FIN was forwarded.
+	finSent atomic.Uint32
 }
 
 // NewPair returns a pair in control mode for an accepted client connection.
@@ -93,11 +95,30 @@ func (p *Pair) CloseConns() error {
 // up, to a pool that keeps it open for another pair.
 func (p *Pair) SetUpstream(c *net.TCPConn) {
 	p.mu.Lock()
+	if c != p.upstream {
+		p.finSent.And(^uint32(1 << Up)) // a new upstream has heard no FIN
+	}
 	p.upstream = c
 	if c != nil {
 		p.lastAddr = c.RemoteAddr()
 	}
 	p.mu.Unlock()
+}
+
+// ForwardFIN passes direction d's FIN on: it shuts the write side of Dst(d),
+// once per connection. A later call, from a splice after the one that
+// forwarded the FIN, does nothing: shutting the socket again would fail with
+// ENOTCONN once the peer's own FIN has closed it, which is no reset.
+func (p *Pair) ForwardFIN(d Direction) error {
+	bit := uint32(1) << d
+	if p.finSent.Load()&bit != 0 {
+		return nil
+	}
+	if err := p.Dst(d).CloseWrite(); err != nil {
+		return err
+	}
+	p.finSent.Or(bit)
+	return nil
 }
 
 // UpstreamAddr returns the upstream's address, or the last upstream's once

@@ -165,7 +165,7 @@ func (r *runner) forward(d Direction, pump Pump) {
 		r.send(event{kind: evLimit, dir: d})
 	case err == nil:
 		// EOF: every byte before it was written, so the FIN may follow.
-		if cerr := dst.CloseWrite(); cerr != nil && !isStop(cerr) {
+		if cerr := r.p.ForwardFIN(d); cerr != nil && !isStop(cerr) {
 			r.send(classify(d, cerr))
 			return
 		}

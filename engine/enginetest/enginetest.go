@@ -127,6 +127,7 @@ func Run(t *testing.T, e engine.Engine, opts ...Option) {
 	t.Run("Idle", s.testIdle)
 	t.Run("Cancel", s.testCancel)
 	t.Run("TimerKeepsBytes", s.testTimer)
+	t.Run("ResplicedAfterFIN", s.testResplicedAfterFIN)
 }
 
 // testBothWays sends n random bytes each way at once and compares digests.
@@ -344,5 +345,51 @@ func (s *suite) testTimer(t *testing.T) {
 	}
 	if <-got != sha256.Sum256(data) {
 		t.Fatal("stream changed across a timer end and a second splice")
+	}
+}
+
+// testResplicedAfterFIN ends a splice by Options.For after it forwarded the
+// client's FIN, lets the server answer with its own FIN (which closes the
+// upstream socket for good), and splices again: the second splice must end
+// at both FINs, not report a reset for the FIN it already forwarded. An
+// engine may decline the second splice (the forwarder then falls back), or
+// keep a pair past a FIN spliced until both FINs (ip, which cannot give such
+// a pair back); then the server's FIN must end the first splice at EOF.
+func (s *suite) testResplicedAfterFIN(t *testing.T) {
+	c := s.newPair(t)
+	data := Random(64<<10, 6)
+	spliced := make(chan struct{})
+	opts := engine.Options{For: 300 * time.Millisecond, OnSpliced: func() { close(spliced) }}
+	first := SpliceAsync(t, s.e, c.Pair, opts)
+	<-spliced // the FIN must reach a spliced pair: ip declines one already past it
+	got := make(chan [32]byte, 1)
+	go func() { got <- DigestAll(t, c.Server) }()
+	SendThenClose(t, c.Client, data)
+	if <-got != sha256.Sum256(data) {
+		t.Fatal("upstream received a different byte stream than the client sent")
+	}
+	select {
+	case r := <-first:
+		if r.End != engine.EndTimer || !r.EOF[engine.Up] {
+			t.Fatalf("first splice = %+v, want a timer end after the client's FIN", r)
+		}
+		c.Server.CloseWrite()
+		time.Sleep(100 * time.Millisecond) // the server's FIN reaches the forwarder
+		r, err := s.e.Splice(context.Background(), c.Pair, engine.Options{})
+		if engine.IsFallback(err) {
+			t.Skipf("second splice declined: %v", err)
+		}
+		if err != nil || r.End != engine.EndEOF {
+			t.Fatalf("second splice ended %v (%v, %v), want EOF", r.End, r.Err, err)
+		}
+	case <-time.After(opts.For + 2*time.Second):
+		c.Server.CloseWrite()
+		if r := Wait(t, first); r.End != engine.EndEOF {
+			t.Fatalf("splice kept past the client's FIN ended %v (%v), want EOF", r.End, r.Err)
+		}
+	}
+	c.Client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Client.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("client read after the server's FIN = %d, %v; want EOF", n, err)
 	}
 }

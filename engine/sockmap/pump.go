@@ -43,6 +43,7 @@ type pumpResult struct {
 // pump copies one direction in user space.
 type pump struct {
 	d        engine.Direction
+	pair     *engine.Pair
 	src, dst *net.TCPConn
 	limit    int64 // 0: until EOF
 	moved    atomic.Int64
@@ -56,7 +57,7 @@ type pump struct {
 
 func newPump(s *splice, d engine.Direction, limit int64) *pump {
 	return &pump{
-		d: d, src: s.p.Src(d), dst: s.p.Dst(d), limit: limit,
+		d: d, pair: s.p, src: s.p.Src(d), dst: s.p.Dst(d), limit: limit,
 		ch: make(chan pumpResult, 1), user: &s.e.userBytes,
 		onStop: func() { s.event(eventStopped) }, poke: s.poke,
 	}
@@ -98,7 +99,7 @@ func (p *pump) readEnd(rerr error) pumpResult {
 	switch {
 	case errors.Is(rerr, io.EOF):
 		// Every byte before the FIN was written: the FIN may follow.
-		if err := p.dst.CloseWrite(); err != nil {
+		if err := p.pair.ForwardFIN(p.d); err != nil {
 			return pumpResult{end: pumpFailed, err: err, dst: true}
 		}
 		return pumpResult{end: pumpEOF}

@@ -537,7 +537,7 @@ func (s *splice) checkKernel(flags uint32) (pending bool) {
 	}
 
 	if k.eof && drained && !k.finSent {
-		if err := k.dst.CloseWrite(); err != nil {
+		if err := s.p.ForwardFIN(k.d); err != nil {
 			s.end(engine.EndReset, k.d, err)
 			return false
 		}
