@@ -378,8 +378,11 @@ func (c *Conn) Splice(ctx context.Context, opts engine.Options) (engine.Result, 
 
 // Reuse has the requests ReadRequest returns and the responses RoundTrip
 // returns built in the memory of the connection's last ones: for a proxy
-// that keeps neither (nor their header maps) once Relay returned. Their
-// strings stay the proxy's to keep.
+// that keeps neither, nor their header maps, nor any string of theirs
+// once Relay returned. Their strings share the memory of the head they
+// were read from, which the next head overwrites: a proxy that keeps one
+// clones it (strings.Clone). Formatting one into a log line or an error
+// while the exchange lives is no keeping.
 func (c *Conn) Reuse() {
 	if c.mem == nil {
 		c.mem = new(exchangeMem)

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/splicer/splicer/internal/acl"
 	"github.com/splicer/splicer/internal/config"
@@ -191,8 +192,8 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	c := httpcore.NewConn(s, p.Limits, p.IdleTimeout)
 	c.ProxyProtocol, c.CopyBelow = p.ProxyProtocol, p.CopyBelow
 	c.Pool, c.Class = p.Idle, proxy.DialClass(s)
-	c.Reuse()         // handle keeps no request or response past its exchange
-	var fwd [3]string // the forwarding fields' values, each request's in turn
+	c.Reuse()          // handle keeps no request or response past its exchange
+	var fwd forwarding // the forwarding fields' values, each request's in turn
 	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
 		return p.handle(ctx, c, req, &fwd)
 	})
@@ -200,7 +201,7 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 
 // handle routes one request, relays it and its response. fwd holds the
 // forwarding fields' values while the request lives.
-func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request, fwd *[3]string) (bool, error) {
+func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request, fwd *forwarding) (bool, error) {
 	rt := p.route(req)
 	if rt == nil {
 		return false, httpcore.Errorf(http.StatusNotFound, "no route for host %q path %q", req.Host, req.URL.Path)
@@ -274,28 +275,45 @@ func (p *Proxy) trusts(ip string) bool {
 // said; an untrusted client's own forwarding fields are dropped, so it
 // cannot pass itself off as someone else. The Host pasted in was checked
 // by ValidateHead (no quotes or separators can escape the quoted string).
-// The three fields' values are kept in v, which must outlive the request.
-func addForwarded(req *http.Request, clientIP string, trusted bool, v *[3]string) {
+// The three fields' values are kept in fw, which must outlive the request.
+func addForwarded(req *http.Request, clientIP string, trusted bool, fw *forwarding) {
 	h := req.Header
 	if !trusted {
 		for _, name := range forwardingFields {
 			delete(h, name) // canonical names: what h.Del does
 		}
 	}
-	node := clientIP
-	if strings.Contains(node, ":") {
-		node = `"[` + node + `]"` // an IPv6 node must be quoted
-	}
-	var fwd string
-	if req.Host != "" {
-		fwd = "for=" + node + `;proto=http;host="` + req.Host + `"`
-	} else {
-		fwd = "for=" + node + ";proto=http"
-	}
-	// One array for the three fields' values, the connection's: a
-	// request's allocations were a measurable share of its cost.
+	fwd := fw.forwarded(clientIP, req.Host)
+	v := &fw.values
 	v[0], v[1], v[2] = appended(h, "Forwarded", fwd), appended(h, "X-Forwarded-For", clientIP), "http"
 	h["Forwarded"], h["X-Forwarded-For"], h["X-Forwarded-Proto"] = v[0:1:1], v[1:2:2], v[2:3:3]
+}
+
+// forwarding is a client connection's memory for the forwarding fields it
+// adds to each request in turn: one array for the three values, and the
+// text of the Forwarded value, rewritten for each request (as the heads'
+// are, see httpcore.Conn.Reuse). With them a request costs no allocation
+// of its own, and so no share of a garbage collection.
+type forwarding struct {
+	values [3]string
+	text   []byte
+}
+
+// forwarded returns the Forwarded element for a client at clientIP that
+// asked for host ("" when it named none), in fw's text.
+func (fw *forwarding) forwarded(clientIP, host string) string {
+	b := append(fw.text[:0], "for="...)
+	if strings.Contains(clientIP, ":") {
+		b = append(append(append(b, `"[`...), clientIP...), `]"`...) // an IPv6 node must be quoted
+	} else {
+		b = append(b, clientIP...)
+	}
+	b = append(b, ";proto=http"...)
+	if host != "" {
+		b = append(append(append(b, `;host="`...), host...), '"')
+	}
+	fw.text = b
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // forwardingFields are the fields an untrusted client's request loses.
