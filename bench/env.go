@@ -72,10 +72,11 @@ type Target struct {
 	// lateAddr is an engine's sink listener that keeps pairs in control
 	// mode for lateSplice before splicing them, for throughput traces.
 	lateAddr string
-	// webAddr is an engine's HTTP forward proxy (web); switchAddr is an
-	// engine's http-reverse listener or HAProxy's HTTP-mode frontend
-	// (switch), both in front of the origin's http service, or for route
-	// that service itself.
+	// webAddr is an engine's HTTP forward proxy (web), in front of the
+	// origin's http service; switchAddr is an engine's http-reverse
+	// listener or a peer's HTTP-mode frontend (switch), in front of the
+	// switch experiments' origin (addressing.switchOrigin), or for route
+	// that origin itself.
 	webAddr, switchAddr string
 	pids                func() []int
 }
@@ -136,8 +137,15 @@ type Env struct {
 	// ccChosen: Options.CC set them.
 	ccChosen bool
 	// addrs is where the lab's hosts listen.
-	addrs  addressing
-	origin *origin.Server
+	addrs addressing
+	// SwitchOrigin says what serves the HTTP switch experiments: nginx, or
+	// the built-in origin and why.
+	SwitchOrigin string
+	// objectDir is where the nginx origin's objects are, "" without it;
+	// originPids are its processes, pinned with the built-in origin.
+	objectDir  string
+	originPids []int
+	origin     *origin.Server
 	// sockperfOnce starts the sockperf server at most once; sockperfErr
 	// says why it could not.
 	sockperfOnce sync.Once
@@ -154,6 +162,10 @@ type Env struct {
 // addressing of one Env: where things listen.
 type addressing struct {
 	fwd, server string
+	// switchOrigin is the origin the HTTP switches (http-reverse, HAProxy
+	// and nginx in HTTP mode) and route's HTTP rows send requests to: the
+	// nginx origin, or the built-in origin's http service without it.
+	switchOrigin string
 }
 
 // Port blocks: origin services at 5001+s, the sockperf server at
@@ -235,10 +247,12 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 		}
 		e.Skipped = append(e.Skipped, "lab, route, sockmap, ip: need root (network namespaces, BPF); ran on loopback")
 	}
-	e.splicer, e.addrs, e.server = opts.Splicer, a, server
+	e.splicer, e.server = opts.Splicer, server
 	if err := e.startOrigin(server, a); err != nil {
 		return err
 	}
+	a.switchOrigin, e.SwitchOrigin = e.startNginxOrigin(ctx, a)
+	e.addrs = a
 	e.addRoute(a)
 	if err := e.startSplicer(ctx, opts.Splicer, a); err != nil {
 		return err
@@ -273,7 +287,7 @@ func (e *Env) addRoute(a addressing) {
 	for s := Service(0); s < numServices; s++ {
 		t.addrs[s] = net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s)))
 	}
-	t.switchAddr = t.addrs[HTTP]
+	t.switchAddr = a.switchOrigin
 	e.Targets = append(e.Targets, t)
 }
 
@@ -344,20 +358,19 @@ func autoSwitch(probe *all.Set, a addressing) (*Target, string) {
 	t := &Target{Name: "auto"}
 	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts["auto"]+switchOffset))
 	return t, fmt.Sprintf("  - {name: auto-switch, listen: %q, proxy: http-reverse, engine: auto, idle_timeout: 0s, routes: [{pool: origin}], pools: [{name: origin, servers: [%q]}]}\n",
-		t.switchAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))))
+		t.switchAddr, a.switchOrigin)
 }
 
 // httpListeners configures an engine's HTTP forward proxy (the cache off,
 // CONNECT allowed to the origin's http port) and its http-reverse switch
-// with one pool, the origin's http service.
+// with one pool, the switch experiments' origin.
 func httpListeners(t *Target, name string, a addressing) string {
-	originHTTP := net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP)))
 	t.webAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+webOffset))
 	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+switchOffset))
 	return fmt.Sprintf("  - {name: %s-web, listen: %q, proxy: http-forward, engine: %s, idle_timeout: 0s, http: {connect_ports: [%d], cache_bytes: 0}}\n",
 		name, t.webAddr, name, originPort+int(HTTP)) +
 		fmt.Sprintf("  - {name: %s-switch, listen: %q, proxy: http-reverse, engine: %s, idle_timeout: 0s, routes: [{pool: origin}], pools: [{name: origin, servers: [%q]}]}\n",
-			name, t.switchAddr, name, originHTTP)
+			name, t.switchAddr, name, a.switchOrigin)
 }
 
 // fwdAdmin is where splicer's admin endpoint listens: loopback of the

@@ -1,4 +1,4 @@
-// nginx as a reverse proxy peer for the switch experiments: proxy_pass to the origin's http service with upstream keep-alive, as an nginx user would set it up.
+// nginx as a reverse proxy peer for the switch experiments: proxy_pass to the switch experiments' origin with upstream keep-alive, as an nginx user would set it up.
 
 package bench
 
@@ -13,7 +13,7 @@ import (
 )
 
 // startNginx runs nginx in the forwarder namespace as an HTTP reverse
-// proxy in front of the origin's http service. It is a switch peer only
+// proxy in front of the switch experiments' origin. It is a switch peer only
 // (e.SwitchPeers): nginx is not a TCP forwarder for the other experiments.
 func (e *Env) startNginx(ctx context.Context, a addressing) {
 	t := &Target{Name: "nginx", Peer: true}
@@ -27,7 +27,7 @@ func (e *Env) startNginx(ctx context.Context, a addressing) {
 		t.Unavailable = err.Error()
 		return
 	}
-	conf := nginxConfig(dir, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))), t.switchAddr)
+	conf := nginxConfig(dir, a.switchOrigin, t.switchAddr)
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Unavailable = err.Error()

@@ -56,7 +56,7 @@ func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splic
 		cfg += fmt.Sprintf("listen %s\n  bind %s\n  server origin %s\n", s, t.addrs[s], net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
 	}
 	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+switchOffset))
-	cfg += haproxySwitch(t.switchAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))), switchThreads)
+	cfg += haproxySwitch(t.switchAddr, a.switchOrigin, switchThreads)
 	e.runHAProxy(ctx, t, cfg, t.addrs[Sink])
 }
 
@@ -78,7 +78,7 @@ func (e *Env) startHAProxyBigBuffer(ctx context.Context, a addressing, switchThr
 	}
 	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[t.Name]+switchOffset))
 	cfg := haproxyPreamble(fmt.Sprintf("  tune.bufsize %d\n", haproxyBigBuffer)) +
-		haproxySwitch(t.switchAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP))), switchThreads)
+		haproxySwitch(t.switchAddr, a.switchOrigin, switchThreads)
 	e.runHAProxy(ctx, t, cfg, t.switchAddr)
 }
 

@@ -87,24 +87,28 @@ func (s cpuSplit) apply(ctx context.Context, e *Env, targets []*Target) (undo fu
 	if !s.pin {
 		return func() {}, nil
 	}
-	undo, err = s.place(targets)
+	undo, err = s.place(targets, e.originPids...)
 	if err != nil {
 		return undo, err
 	}
 	return undo, e.waitGOMAXPROCS(ctx, len(s.fwd))
 }
 
-// place pins this process (the origin) to the load CPUs and every
-// target's process tree to the forwarder CPUs, and returns what restores
-// each one's affinity.
-func (s cpuSplit) place(targets []*Target) (undo func(), err error) {
+// place pins this process (the built-in origin) and the other origin
+// processes to the load CPUs and every target's process tree to the
+// forwarder CPUs, and returns what restores each one's affinity.
+func (s cpuSplit) place(targets []*Target, origins ...int) (undo func(), err error) {
 	var fwd []int // every target's processes
 	for _, t := range targets {
 		for _, p := range t.Pids() {
 			fwd = append(fwd, processTree(p)...)
 		}
 	}
-	pids := append([]int{os.Getpid()}, fwd...)
+	load := []int{os.Getpid()}
+	for _, p := range origins {
+		load = append(load, processTree(p)...)
+	}
+	pids := append(load, fwd...)
 	was := make([]unix.CPUSet, len(pids)) // each process's affinity before
 	for i, p := range pids {
 		if err := unix.SchedGetaffinity(p, &was[i]); err != nil {
@@ -116,8 +120,10 @@ func (s cpuSplit) place(targets []*Target) (undo func(), err error) {
 			pinThreads(p, &was[i])
 		}
 	}
-	if err := pinThreads(os.Getpid(), cpuSet(s.load)); err != nil {
-		return undo, err
+	for _, p := range load {
+		if err := pinThreads(p, cpuSet(s.load)); err != nil {
+			return undo, err
+		}
 	}
 	for _, p := range fwd {
 		if err := pinThreads(p, cpuSet(s.fwd)); err != nil {

@@ -46,6 +46,10 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			targets = append(targets, t)
 		}
 	}
+	if err := e.ServeObjects(s.SwitchSizes); err != nil {
+		return nil, err
+	}
+	res.Notes = append(res.Notes, "origin: "+e.SwitchOrigin)
 	dur := max(s.Duration*2, time.Second)
 	cpus := splitCPUs(runtime.NumCPU(), s.Pin)
 	unpin, err := cpus.apply(ctx, e, targets)

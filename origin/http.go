@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -53,14 +54,7 @@ func ObjectPath(size int64) string { return "/obj/" + strconv.FormatInt(size, 10
 // from loopback.
 func ObjectSHA256(size int64) [32]byte {
 	h := sha256.New()
-	p := patternFor(seedObject, size)
-	buf := make([]byte, min(size, objectChunk))
-	for off := int64(0); off < size; {
-		chunk := buf[:min(int64(len(buf)), size-off)]
-		p.fill(chunk, off)
-		h.Write(chunk)
-		off += int64(len(chunk))
-	}
+	WriteObject(h, size) // a hash takes every write
 	return [32]byte(h.Sum(nil))
 }
 
@@ -107,16 +101,23 @@ func serveObject(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		return
 	}
+	WriteObject(w, size) // an error: the client went away
+}
+
+// WriteObject writes the object of size bytes, the body GET /obj/<size>
+// returns, to w: for a server that serves the same objects from files.
+func WriteObject(w io.Writer, size int64) error {
 	p := patternFor(seedObject, size)
 	buf := make([]byte, min(size, objectChunk))
 	for off := int64(0); off < size; {
 		chunk := buf[:min(int64(len(buf)), size-off)]
 		p.fill(chunk, off)
 		if _, err := w.Write(chunk); err != nil {
-			return // the client went away
+			return err
 		}
 		off += int64(len(chunk))
 	}
+	return nil
 }
 
 // countingListener counts the connections and bytes of an http listener,

@@ -1,0 +1,135 @@
+// nginx as the origin of the HTTP switch experiments: the objects served from files with sendfile, as a web server behind a reverse proxy usually is.
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/splicer/splicer/origin"
+)
+
+// staticPort is where nginx serves the switch experiments' objects.
+const staticPort = originPort + int(numServices)
+
+// startNginxOrigin runs nginx in the server namespace in front of the
+// built-in origin's http service: GET /obj/<size> comes from a file when
+// ServeObjects wrote one, anything else from the built-in origin. It
+// returns where the switch experiments' proxies (and route) send their
+// requests, and what serves them.
+//
+// Why: the built-in origin is a Go net/http server that writes each body
+// through user space. Under wrk at 1 KiB it takes ~80% of one of the two
+// CPUs and caps even route at ~80k requests/s, where nginx serves 120k at
+// half the CPU; a proxy's own cost then hardly shows in its rate. An
+// nginx origin is also how the field measures a reverse proxy.
+func (e *Env) startNginxOrigin(ctx context.Context, a addressing) (addr, note string) {
+	builtin := net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP)))
+	if why := missing("nginx"); why != "" {
+		return builtin, "the built-in Go origin (" + why + ")"
+	}
+	dir := filepath.Join(e.dir, "nginx-origin")
+	// nginx's workers run as nobody under root: they must reach the files.
+	for _, d := range []string{e.dir, dir, filepath.Join(dir, "obj")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return builtin, "the built-in Go origin (" + err.Error() + ")"
+		}
+		os.Chmod(d, 0o755)
+	}
+	addr = net.JoinHostPort(a.server, strconv.Itoa(staticPort))
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(nginxOriginConfig(dir, builtin, addr)), 0o644); err != nil {
+		return builtin, "the built-in Go origin (" + err.Error() + ")"
+	}
+	cmd, err := e.start(ctx, e.server, "nginx-origin", "nginx", "-c", path, "-p", dir)
+	if err != nil {
+		return builtin, "the built-in Go origin (" + err.Error() + ")"
+	}
+	if err := e.waitListening(addr); err != nil {
+		return builtin, fmt.Sprintf("the built-in Go origin (nginx did not start: %v: %s)", err, strings.Join(strings.Fields(e.LogTail("nginx-origin")), " "))
+	}
+	e.objectDir, e.originPids = filepath.Join(dir, "obj"), []int{cmd.Process.Pid}
+	return addr, "nginx (static files, sendfile)"
+}
+
+// nginxOriginConfig runs one nginx worker, its files in dir, serving the
+// files under dir/obj on listen and passing any other request to builtin.
+func nginxOriginConfig(dir, builtin, listen string) string {
+	return fmt.Sprintf(`worker_processes 1;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	sendfile on;
+	tcp_nopush on;
+	keepalive_requests 1000000;
+	keepalive_timeout 1h;
+	types { }
+	default_type application/octet-stream;
+	upstream builtin { server %[2]s; keepalive 64; }
+	server {
+		listen %[3]s;
+		root %[1]s;
+		location /obj/ { try_files $uri @builtin; }
+		location / { try_files /nonexistent @builtin; }
+		location @builtin {
+			proxy_pass http://builtin;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+		}
+	}
+}
+`, dir, builtin, listen)
+}
+
+// ServeObjects has the switch experiments' origin serve the objects of
+// sizes from files, the same bytes as the built-in origin's. Without the
+// nginx origin it does nothing: the built-in origin makes every size.
+func (e *Env) ServeObjects(sizes []int64) error {
+	if e.objectDir == "" {
+		return nil
+	}
+	for _, size := range sizes {
+		path := filepath.Join(e.objectDir, strconv.FormatInt(size, 10))
+		if st, err := os.Stat(path); err == nil && st.Size() == size {
+			continue
+		}
+		if err := writeObjectFile(path, size); err != nil {
+			return fmt.Errorf("object of %d bytes for the nginx origin: %w", size, err)
+		}
+	}
+	return nil
+}
+
+// writeObjectFile writes the object of size bytes to path, whole or not at
+// all: nginx must never serve a file being written.
+func writeObjectFile(path string, size int64) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	err = origin.WriteObject(f, size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
