@@ -51,22 +51,10 @@ func (e *Env) startNginx(ctx context.Context, a addressing) {
 // X-Forwarded-For and X-Forwarded-Proto naming the client (the client's
 // own replaced), X-Forwarded-Host dropped.
 func nginxConfig(dir, origin, listen string) string {
-	return fmt.Sprintf(`worker_processes 1;
-daemon off;
-pid %[1]s/nginx.pid;
-error_log stderr warn;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
-	keepalive_requests 1000000;
-	upstream origin { server %[2]s; keepalive 64; }
+	return nginxPreamble(dir) + fmt.Sprintf(`
+	upstream origin { server %[1]s; keepalive 64; }
 	server {
-		listen %[3]s;
+		listen %[2]s;
 		location / {
 			proxy_pass http://origin;
 			proxy_http_version 1.1;
@@ -81,5 +69,24 @@ http {
 		}
 	}
 }
-`, dir, origin, listen)
+`, origin, listen)
+}
+
+// nginxPreamble starts the configuration of one nginx worker in the
+// foreground with its files in dir, up to the http block's contents:
+// keep-alive connections that serve requests without end.
+func nginxPreamble(dir string) string {
+	return fmt.Sprintf(`worker_processes 1;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	keepalive_requests 1000000;`, dir)
 }

@@ -60,21 +60,9 @@ func (e *Env) startNginxOrigin(ctx context.Context, a addressing) (addr, note st
 // nginxOriginConfig runs one nginx worker, its files in dir, serving the
 // files under dir/obj on listen and passing any other request to builtin.
 func nginxOriginConfig(dir, builtin, listen string) string {
-	return fmt.Sprintf(`worker_processes 1;
-daemon off;
-pid %[1]s/nginx.pid;
-error_log stderr warn;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
+	return nginxPreamble(dir) + fmt.Sprintf(`
 	sendfile on;
 	tcp_nopush on;
-	keepalive_requests 1000000;
 	keepalive_timeout 1h;
 	types { }
 	default_type application/octet-stream;
