@@ -277,8 +277,8 @@ func (e *Env) startOrigin(server host, a addressing) error {
 }
 
 // addRoute adds the kernel-routing baseline: the client dials the server,
-// its HTTP rows included (the origin reached with no proxy between, the
-// most any HTTP switch here can deliver).
+// its HTTP rows included (the origin reached with no proxy between: for
+// small objects the most any HTTP switch here can deliver).
 func (e *Env) addRoute(a addressing) {
 	t := &Target{Name: "route", Peer: true}
 	if e.Lab == nil {

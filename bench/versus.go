@@ -41,7 +41,8 @@ func tieMark(x, y Row) string {
 
 // ceilingNote says, per object size, what share of the ceiling's wrk rate
 // (route: the origin with no proxy between) each of targets delivered, so
-// that a reader sees how much room a lead over a peer could have. "" when
+// that a reader sees how much room a lead over a peer could have: little
+// for small objects, where no proxy can beat one connection fewer. "" when
 // the ceiling has no rows.
 func ceilingNote(res *Result, sizes []int64, ceiling string, targets ...string) string {
 	var parts []string
@@ -62,5 +63,5 @@ func ceilingNote(res *Result, sizes []int64, ceiling string, targets ...string) 
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("share of %s's rate (wrk, medians; %s: the client reaches the origin through the forwarder namespace's kernel routing, no proxy between, the most a proxy here could deliver): %s", ceiling, ceiling, strings.Join(parts, "; "))
+	return fmt.Sprintf("share of %s's rate (wrk, medians; %s: the client reaches the origin through the forwarder namespace's kernel routing, no proxy between; a proxy beats it only where two shorter TCP connections open their windows faster than one): %s", ceiling, ceiling, strings.Join(parts, "; "))
 }

@@ -33,7 +33,7 @@ func TestCeilingNote(t *testing.T) {
 		{Engine: "auto", Metric: "wrk_rps_1m", Value: 1600},
 	}}
 	got := ceilingNote(res, []int64{64 << 10, 1 << 20}, "route", "auto", "haproxy", "nginx")
-	want := "share of route's rate (wrk, medians; route: the client reaches the origin through the forwarder namespace's kernel routing, no proxy between, the most a proxy here could deliver): 64k: 12500 req/s; auto 0.80, haproxy 0.70"
+	want := "share of route's rate (wrk, medians; route: the client reaches the origin through the forwarder namespace's kernel routing, no proxy between; a proxy beats it only where two shorter TCP connections open their windows faster than one): 64k: 12500 req/s; auto 0.80, haproxy 0.70"
 	if got != want {
 		t.Errorf("ceilingNote:\n got %s\nwant %s", got, want)
 	}
