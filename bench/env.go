@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -394,6 +395,20 @@ func (e *Env) start(ctx context.Context, h host, logName, name string, args ...s
 	}
 	go func() { cmd.Wait(); out.Close() }()
 	e.procs = append(e.procs, cmd)
+	return cmd, nil
+}
+
+// startListening runs name as start does and waits until addr answers.
+// cmd is the started process, also when it did not come to listen; the
+// error then says so with the end of its log, on one line.
+func (e *Env) startListening(ctx context.Context, h host, logName, addr, name string, args ...string) (*exec.Cmd, error) {
+	cmd, err := e.start(ctx, h, logName, name, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.waitListening(addr); err != nil {
+		return cmd, fmt.Errorf("%s did not start: %v: %s", name, err, strings.Join(strings.Fields(e.LogTail(logName)), " "))
+	}
 	return cmd, nil
 }
 

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 )
 
 // startNginx runs nginx in the forwarder namespace as an HTTP reverse
@@ -27,21 +27,24 @@ func (e *Env) startNginx(ctx context.Context, a addressing) {
 		t.Unavailable = err.Error()
 		return
 	}
-	conf := nginxConfig(dir, a.switchOrigin, t.switchAddr)
-	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Unavailable = err.Error()
-		return
+	cmd, err := e.runNginx(ctx, e.fwd, "nginx", dir, nginxConfig(dir, a.switchOrigin, t.switchAddr), t.switchAddr)
+	if cmd != nil {
+		t.pids = func() []int { return []int{cmd.Process.Pid} }
 	}
-	cmd, err := e.start(ctx, e.fwd, "nginx", "nginx", "-c", path, "-p", dir)
 	if err != nil {
 		t.Unavailable = err.Error()
-		return
 	}
-	t.pids = func() []int { return []int{cmd.Process.Pid} }
-	if err := e.waitListening(t.switchAddr); err != nil {
-		t.Unavailable = fmt.Sprintf("nginx did not start: %v: %s", err, strings.Join(strings.Fields(e.LogTail("nginx")), " "))
+}
+
+// runNginx writes conf to dir/nginx.conf and runs nginx with it and its
+// files in dir on h, its log named logName, until it listens on addr (see
+// startListening).
+func (e *Env) runNginx(ctx context.Context, h host, logName, dir, conf, addr string) (*exec.Cmd, error) {
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return nil, err
 	}
+	return e.startListening(ctx, h, logName, addr, "nginx", "-c", path, "-p", dir)
 }
 
 // nginxConfig runs one nginx worker, its files in dir, proxying listen to

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/splicer/splicer/origin"
 )
@@ -30,31 +29,35 @@ const staticPort = originPort + int(numServices)
 // nginx origin is also how the field measures a reverse proxy.
 func (e *Env) startNginxOrigin(ctx context.Context, a addressing) (addr, note string) {
 	builtin := net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP)))
+	instead := func(why string) (string, string) { return builtin, "the built-in Go origin (" + why + ")" }
 	if why := missing("nginx"); why != "" {
-		return builtin, "the built-in Go origin (" + why + ")"
+		return instead(why)
 	}
 	dir := filepath.Join(e.dir, "nginx-origin")
 	// nginx's workers run as nobody under root: they must reach the files.
 	for _, d := range []string{e.dir, dir, filepath.Join(dir, "obj")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return builtin, "the built-in Go origin (" + err.Error() + ")"
+			return instead(err.Error())
 		}
 		os.Chmod(d, 0o755)
 	}
 	addr = net.JoinHostPort(a.server, strconv.Itoa(staticPort))
-	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(nginxOriginConfig(dir, builtin, addr)), 0o644); err != nil {
-		return builtin, "the built-in Go origin (" + err.Error() + ")"
-	}
-	cmd, err := e.start(ctx, e.server, "nginx-origin", "nginx", "-c", path, "-p", dir)
+	cmd, err := e.runNginx(ctx, e.server, "nginx-origin", dir, nginxOriginConfig(dir, builtin, addr), addr)
 	if err != nil {
-		return builtin, "the built-in Go origin (" + err.Error() + ")"
-	}
-	if err := e.waitListening(addr); err != nil {
-		return builtin, fmt.Sprintf("the built-in Go origin (nginx did not start: %v: %s)", err, strings.Join(strings.Fields(e.LogTail("nginx-origin")), " "))
+		return instead(err.Error())
 	}
 	e.objectDir, e.originPids = filepath.Join(dir, "obj"), []int{cmd.Process.Pid}
 	return addr, "nginx (static files, sendfile)"
+}
+
+// switchOriginNote has the switch experiments' origin serve the objects
+// of sizes (ServeObjects) and returns the results' note saying what
+// serves them.
+func (e *Env) switchOriginNote(sizes []int64) (string, error) {
+	if err := e.ServeObjects(sizes); err != nil {
+		return "", err
+	}
+	return "origin: " + e.SwitchOrigin, nil
 }
 
 // nginxOriginConfig runs one nginx worker, its files in dir, serving the

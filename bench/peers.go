@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 
 	"github.com/splicer/splicer/internal/config"
 )
@@ -99,14 +98,12 @@ func (e *Env) runHAProxy(ctx context.Context, t *Target, cfg, addr string) {
 		t.Unavailable = err.Error()
 		return
 	}
-	cmd, err := e.start(ctx, e.fwd, t.Name, "haproxy", "-db", "-f", path)
+	cmd, err := e.startListening(ctx, e.fwd, t.Name, addr, "haproxy", "-db", "-f", path)
+	if cmd != nil {
+		t.pids = func() []int { return []int{cmd.Process.Pid} }
+	}
 	if err != nil {
 		t.Unavailable = err.Error()
-		return
-	}
-	t.pids = func() []int { return []int{cmd.Process.Pid} }
-	if err := e.waitListening(addr); err != nil {
-		t.Unavailable = fmt.Sprintf("haproxy did not start: %v: %s", err, strings.Join(strings.Fields(e.LogTail(t.Name)), " "))
 	}
 }
 

@@ -31,10 +31,11 @@ func Switch(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			targets = append(targets, t)
 		}
 	}
-	if err := e.ServeObjects(s.SwitchSizes); err != nil {
+	note, err := e.switchOriginNote(s.SwitchSizes)
+	if err != nil {
 		return nil, err
 	}
-	res.Notes = append(res.Notes, "origin: "+e.SwitchOrigin)
+	res.Notes = append(res.Notes, note)
 	dur := pointDuration(s)
 	smp := newSamples()
 	seen := map[string]map[string]bool{}

@@ -46,10 +46,11 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			targets = append(targets, t)
 		}
 	}
-	if err := e.ServeObjects(s.SwitchSizes); err != nil {
+	note, err := e.switchOriginNote(s.SwitchSizes)
+	if err != nil {
 		return nil, err
 	}
-	res.Notes = append(res.Notes, "origin: "+e.SwitchOrigin)
+	res.Notes = append(res.Notes, note)
 	dur := max(s.Duration*2, time.Second)
 	cpus := splitCPUs(runtime.NumCPU(), s.Pin)
 	unpin, err := cpus.apply(ctx, e, targets)
