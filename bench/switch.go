@@ -70,7 +70,7 @@ func Switch(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res.Unavailable = append(res.Unavailable, unmeasured(targets, res.Rows)...)
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("%d run(s) of about %v per target and object size (the request count is sized from an unmeasured warm-up batch), %d keep-alive connection(s) from the client; targets interleaved; cells are median (min–max)", s.Runs, dur, switchConcurrency),
-		"engines: the engine's http-reverse listener, one pool (the switch experiments' origin: nginx serving files, see the origin note), every response body from 512 KiB spliced with a byte limit, shorter ones copied by the proxy whatever the engine (httpcore.ReverseCopyBelow), so the engine rows differ from there; haproxy, haproxy-splice: a `mode http` frontend with keep-alive (haproxy-splice: option splice-auto) to the same origin",
+		"engines: the engine's http-reverse listener, one pool (the switch experiments' origin, named in the origin note), every response body from 512 KiB spliced with a byte limit, shorter ones copied by the proxy whatever the engine (httpcore.ReverseCopyBelow), so the engine rows differ from there; haproxy, haproxy-splice: a `mode http` frontend with keep-alive (haproxy-splice: option splice-auto) to the same origin",
 		"p50_ms, p99_ms: time from sending a request to its last body byte; gbps: body bytes per second over the batch",
 		"sizes are KiB and MiB (1k = 1024 bytes, 1m = 1 MiB)")
 	res.Notes = append(res.Notes, seenNotes(seen)...)
