@@ -1,11 +1,13 @@
-// A peer that stalls in the middle of a body the proxy streams in control mode (chunked) is cut after idle_timeout, by every HTTP kind, instead of holding the pair.
+// A peer that stalls in the middle of a body the proxy streams in control mode (chunked, or with a length http-reverse moves in the kernel) is cut after idle_timeout instead of holding the pair.
 
 package all_test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -46,4 +48,49 @@ listeners:
 			}
 		})
 	}
+}
+
+// TestStalledLengthBodyTimesOut: an upstream that sends 100 KiB of a
+// 400 KiB response body and then nothing, its connection open: the rest
+// http-reverse moves without reading it (splice(2) through a pipe, below
+// the engines' floor) ends at idle_timeout, and the client never sees the
+// body whole.
+func TestStalledLengthBodyTimesOut(t *testing.T) {
+	const size, sent = 400 << 10, 100 << 10
+	up := rawBackend(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
+		c.Write(make([]byte, sent))
+		time.Sleep(8 * time.Second) // silence, the connection open
+	})
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, idle_timeout: 300ms, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
+`, up)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fwdtest.Start(t, cfg.Listeners...)
+	c, err := net.Dial("tcp", f.Addr("rev").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /obj HTTP/1.1\r\nHost: app.example\r\n\r\n")
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a stalled body held the pair %v with idle_timeout 300ms", d)
+	}
+	if err == nil || n >= size {
+		t.Errorf("the client read %d bytes of %d and %v: a cut body looked whole", n, size, err)
+	}
+	t.Logf("cut after %v with %d bytes read: %v", time.Since(start).Round(time.Millisecond), n, err)
 }

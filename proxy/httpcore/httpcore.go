@@ -10,6 +10,14 @@
 // streamed by the proxy itself, parsed chunk by chunk so that it knows where
 // the body ends.
 //
+// A body http-reverse relays in control mode (below the engines' floor,
+// ReverseCopyBelow) still does not pass through the process once the head
+// reader is empty and 64 KiB or more remain: net.TCPConn.ReadFrom moves it
+// with splice(2) through a pooled pipe (kernelCopy). The standard library
+// does what splicing needs here (an exact byte count through an
+// io.LimitedReader, Go's poller, the connections' deadlines), and costs
+// none of an engine's per-splice setup.
+//
 // Bytes are never lost between the two modes: the proxy reads heads through a
 // bufio.Reader, and before a splice it writes out whatever that reader
 // already holds of the body and splices only the rest.
