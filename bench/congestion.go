@@ -4,56 +4,17 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/splicer/splicer/lab"
 )
 
-// ipv4Sysctls is where net.ipv4.* of the reading process's network
-// namespace are; ccPath is the default congestion control there: what
-// new sockets get. A namespace takes the host's when it is made.
-const (
-	ipv4Sysctls = "/proc/sys/net/ipv4/"
-	ccPath      = ipv4Sysctls + "tcp_congestion_control"
-)
-
-// setCC makes cc the default congestion control of every namespace of l,
-// before anything in them opens a socket. A namespace other than the
-// host's may only choose what the host's
-// net.ipv4.tcp_allowed_congestion_control lists, so the error says how to
-// allow it.
-func setCC(l *lab.Lab, cc string) error {
-	for _, n := range []*lab.NS{l.Client, l.Fwd, l.Server} {
-		err := n.Do(func() error { return os.WriteFile(ccPath, []byte(cc), 0) })
-		switch {
-		case errors.Is(err, os.ErrPermission):
-			allowed := hostSysctl("tcp_allowed_congestion_control")
-			return fmt.Errorf("--cc %s: a network namespace may only use what the host allows (net.ipv4.tcp_allowed_congestion_control: %s); allow it with sysctl -w net.ipv4.tcp_allowed_congestion_control=\"%s %s\", or make it the host's default", cc, allowed, allowed, cc)
-		case err != nil:
-			return fmt.Errorf("--cc %s in namespace %s: %w (available: %s)", cc, n.Name, err, hostSysctl("tcp_available_congestion_control"))
-		}
-	}
-	return nil
-}
-
-// hostSysctl reads net.ipv4.NAME in this process's namespace, or says it
-// could not.
-func hostSysctl(name string) string {
-	b, err := os.ReadFile(ipv4Sysctls + name)
-	if err != nil {
-		return "unreadable"
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // readCC reads the default congestion control of the forwarder's and the
 // server's hosts; "" where it could not be read.
 func (e *Env) readCC(ctx context.Context) (fwd, server string) {
 	read := func(h host) string {
-		out, err := h.Command(ctx, "cat", ccPath).Output()
+		out, err := h.Command(ctx, "cat", lab.CCPath).Output()
 		if err != nil {
 			return ""
 		}

@@ -104,7 +104,7 @@ type Options struct {
 	// serves the HTTP switch with as many threads as the forwarders get
 	// CPUs (splitCPUs), as splicer's GOMAXPROCS follows them.
 	Pin bool
-	// CC is the TCP congestion control every lab namespace uses (setCC);
+	// CC is the TCP congestion control every lab namespace uses (lab.SetCC);
 	// "": the host's default, which a namespace takes when it is made.
 	CC string
 	// Log receives the harness's progress; splicer's own log goes to
@@ -235,8 +235,8 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 		}
 		e.Lab = l
 		if opts.CC != "" {
-			if err := setCC(l, opts.CC); err != nil {
-				return err
+			if err := l.SetCC(opts.CC); err != nil {
+				return fmt.Errorf("--cc: %w", err)
 			}
 			e.ccChosen = true
 		}
