@@ -1,4 +1,4 @@
-// A peer that stalls in the middle of a body the proxy streams in control mode (chunked, or with a length http-reverse moves in the kernel) is cut after idle_timeout instead of holding the pair.
+// A peer that stalls in the middle of a body the proxy streams in control mode (chunked, or with a length http-reverse copies) is cut after idle_timeout instead of holding the pair.
 
 package all_test
 
@@ -51,10 +51,10 @@ listeners:
 }
 
 // TestStalledLengthBodyTimesOut: an upstream that sends 100 KiB of a
-// 400 KiB response body and then nothing, its connection open: the rest
-// http-reverse moves without reading it (splice(2) through a pipe, below
-// the engines' floor) ends at idle_timeout, and the client never sees the
-// body whole.
+// 400 KiB response body and then nothing, its connection open: the rest,
+// which http-reverse relays in control mode (below the engines' floor;
+// through the kernel or its buffer, kernelcopy_test.go), ends at
+// idle_timeout, and the client never sees the body whole.
 func TestStalledLengthBodyTimesOut(t *testing.T) {
 	const size, sent = 400 << 10, 100 << 10
 	up := rawBackend(t, func(c net.Conn) {

@@ -86,6 +86,10 @@ type Conn struct {
 	head []byte
 	// clientIP is ClientIP's answer, once asked.
 	clientIP string
+	// limited is kernelCopy's reader, kept so that it allocates nothing.
+	limited io.LimitedReader
+	// clientPacing caches paced's answer for the client connection.
+	clientPacing pacing
 	// clientW and upW write to the client and the current upstream.
 	clientW, upW rawWriter
 
@@ -620,7 +624,7 @@ const DefaultCopyBelow = 32 << 10
 // (2.6k) against 201-215 (2.8k); level at 384 KiB and 1 MiB. One byte
 // short of 512 KiB: a body of 512 KiB is the engines' (engines.ip.min_body
 // set to 512KiB makes it ip's). Those figures are the buffer's: a copied
-// rest from kernelCopyMin now moves in the kernel, which under cubic also
+// rest past kernelCopyAbove now moves in the kernel, which under cubic also
 // beats ip at 1 and 4 MiB (6.3-6.4k/s against 6.0k, 1.54-1.62k against
 // 1.45-1.50k) but not under bbr, where ip leads from 1 MiB: the bound
 // stays.
@@ -655,7 +659,8 @@ func (c *Conn) copyResponse(head []byte, n int64) error {
 // source) to d's destination in control mode: a write per read, each
 // read through src's buffer, or into a body buffer (bodyBufs) while more
 // than that buffer holds remains, or, once src is empty and at least
-// kernelCopyMin remains, in the kernel (kernelCopy). first, if not nil,
+// more than kernelCopyAbove remains, in the kernel (kernelCopy), unless
+// the destination paces (paced). first, if not nil,
 // writes the first part instead (with the head, in one writev).
 func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first func([]byte) error) error {
 	defer c.streaming()() // a stalled peer must not hold the pair past idle_timeout
@@ -665,8 +670,9 @@ func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first fu
 			bodyBufs.Put(buf)
 		}
 	}()
+	kernel := n > kernelCopyAbove && !c.paced(d)
 	for start := true; n > 0; start = false {
-		if !start && src.Buffered() == 0 && n >= kernelCopyMin {
+		if kernel && !start && src.Buffered() == 0 && n > kernelCopyAbove {
 			k, err := c.kernelCopy(d, n)
 			n -= k
 			if err != nil {
@@ -713,19 +719,64 @@ func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first fu
 	return nil
 }
 
-// kernelCopyMin is the shortest rest of a body copyBody moves with
-// kernelCopy rather than through a buffer of its own. Through the bench's
-// lab under wrk (-t2 -c16, keep-alive, cubic, nginx origin, 2026-11-27),
-// the proxy's own CPU per request and the rate, kernelCopy against the
-// buffer: 64 KiB bodies (48 KiB past the head reader) 29-30 µs
-// (29.0-31.9k/s) against 28.6-28.9 (31.0-31.7k); 100 KiB 32.5-33.3 µs
-// (25.7-26.2k) against 38.3-39.3 (23.4-23.7k); 256 KiB 44-47 µs
-// (15.3-16.4k) against 67-69 (12.4-13.8k).
-const kernelCopyMin = 64 << 10
+// kernelCopyAbove is the longest rest of a body copyBody moves through a
+// buffer of its own rather than with kernelCopy. Through the bench's lab
+// under wrk (-t2 -c16, keep-alive, cubic, nginx origin, 2026-11-27), the
+// rate and the proxy's own CPU per request, kernelCopy against the
+// buffer: 256 KiB 18.4-18.5k req/s at 38 µs against 14.6k at 59 µs;
+// 100 KiB 28.8-30.3k at 28-29 µs against 27.3-28.6k at 32 µs; 64 KiB
+// (spliced whole where the head came alone) 32.3-33.7k against 35.5-35.6k:
+// a body of 64 KiB or less is copied.
+const kernelCopyAbove = 64 << 10
 
 // kernelCopyChunk bounds one kernelCopy, so that the idle deadlines are
 // refreshed while bytes move.
 const kernelCopyChunk = 256 << 10
+
+// kernelCopies counts kernelCopy's calls, for tests to tell which way a
+// body went.
+var kernelCopies atomic.Int64
+
+// paced reports whether d's destination paces what it sends: whether its
+// congestion control is bbr, under which a body kernelCopy moves costs
+// more than one copied through a buffer. 256 KiB bodies under bbr (the
+// bench's lab, wrk -t2 -c16) took 150-158 µs of the proxy's CPU each and
+// 5.0-5.3k req/s, against 63-69 µs and 7.4-7.6k copied. The client's
+// answer is asked once per connection (the option's read allocates);
+// unknown counts as not paced.
+func (c *Conn) paced(d engine.Direction) bool {
+	if d == engine.Down {
+		if c.clientPacing == pacingUnknown {
+			c.clientPacing = pacingOf(c.S.Pair().Client)
+		}
+		return c.clientPacing == pacingOn
+	}
+	return pacingOf(c.S.Pair().Dst(d)) == pacingOn
+}
+
+// pacing is what paced learnt of a connection.
+type pacing uint8
+
+const (
+	pacingUnknown pacing = iota
+	pacingOff
+	pacingOn
+)
+
+func pacingOf(conn *net.TCPConn) pacing {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return pacingOff
+	}
+	var name string
+	rc.Control(func(fd uintptr) {
+		name, _ = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	})
+	if strings.HasPrefix(name, "bbr") {
+		return pacingOn
+	}
+	return pacingOff
+}
 
 // kernelCopy moves up to n bytes (at most kernelCopyChunk) from d's
 // source to its destination with splice(2) through a pipe, in the
@@ -739,8 +790,10 @@ func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	c.clientDL.refresh(c.Idle, &c.stopped)
 	c.up.dl.refresh(c.Idle, &c.stopped)
 	want := min(n, kernelCopyChunk)
-	lr := io.LimitedReader{R: p.Src(d), N: want}
-	k, err := p.Dst(d).ReadFrom(&lr)
+	kernelCopies.Add(1)
+	c.limited = io.LimitedReader{R: p.Src(d), N: want}
+	k, err := p.Dst(d).ReadFrom(&c.limited)
+	c.limited.R = nil
 	p.AddBytes(d, k)
 	if err == nil && k < want {
 		err = fmt.Errorf("%s body ended %d bytes early: %w", d, n-k, io.ErrUnexpectedEOF)

@@ -12,11 +12,13 @@
 //
 // A body http-reverse relays in control mode (below the engines' floor,
 // ReverseCopyBelow) still does not pass through the process once the head
-// reader is empty and 64 KiB or more remain: net.TCPConn.ReadFrom moves it
-// with splice(2) through a pooled pipe (kernelCopy). The standard library
-// does what splicing needs here (an exact byte count through an
+// reader is empty and more than 64 KiB remain: net.TCPConn.ReadFrom moves
+// it with splice(2) through a pooled pipe (kernelCopy). The standard
+// library does what splicing needs here (an exact byte count through an
 // io.LimitedReader, Go's poller, the connections' deadlines), and costs
-// none of an engine's per-splice setup.
+// none of an engine's per-splice setup. Not where the client's congestion
+// control is bbr: its pacing makes such a body cost the proxy twice the
+// CPU of one copied through the buffer (paced).
 //
 // Bytes are never lost between the two modes: the proxy reads heads through a
 // bufio.Reader, and before a splice it writes out whatever that reader

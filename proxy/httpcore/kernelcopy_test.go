@@ -1,0 +1,114 @@
+// A body http-reverse relays in control mode goes through the kernel where the client's congestion control does not pace (cubic), through the proxy's buffer where it does (bbr); either way every byte arrives, and a body cut short or stalled never looks whole.
+
+package httpcore_test
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/proxy/httpcore"
+	"github.com/splicer/splicer/proxy/httpcore/httplab"
+)
+
+func TestLabCopiedBodyWayFollowsCongestionControl(t *testing.T) {
+	for _, tc := range []struct {
+		cc     string
+		kernel bool
+	}{{"cubic", true}, {"bbr", false}} {
+		t.Run(tc.cc, func(t *testing.T) {
+			l := httplab.New(t)
+			if err := l.SetCC(tc.cc); err != nil {
+				t.Skip(err)
+			}
+			httplab.ServeOrigin(t, l, httplab.ServerAddr(l, 8001))
+			httplab.ServeHTTP(t, l, httplab.ServerAddr(l, 8002), http.HandlerFunc(serveShortBody))
+			lc := httplab.Listener("rev", httplab.FwdAddr(l, 8090), "http-reverse")
+			lc.Engine = "pipe"
+			lc.IdleTimeout = config.Duration(300 * time.Millisecond)
+			lc.Routes = []config.Route{{PathPrefix: "/short/", Pool: "short"}, {Pool: "p"}}
+			lc.Pools = []config.Pool{
+				{Name: "p", Servers: []string{httplab.ServerAddr(l, 8001)}},
+				{Name: "short", Servers: []string{httplab.ServerAddr(l, 8002)}},
+			}
+			httplab.Start(t, l, lc)
+			c := httplab.Dial(t, l, httplab.FwdAddr(l, 8090))
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			br := bufio.NewReader(c)
+			before := httpcore.KernelCopies()
+			// 64 KiB is copied whatever the congestion control; 100 and
+			// 400 KiB go by it (400 KiB in two parts of at most 256 KiB).
+			for _, size := range []int64{64 << 10, 100 << 10, 400 << 10, 100 << 10} {
+				fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: app.example\r\n\r\n", origin.ObjectPath(size))
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%d bytes: %v", size, err)
+				}
+				h := sha256.New()
+				if n, err := io.Copy(h, resp.Body); err != nil || n != size {
+					t.Fatalf("%d bytes: read %d, %v", size, n, err)
+				}
+				if [32]byte(h.Sum(nil)) != origin.ObjectSHA256(size) {
+					t.Fatalf("%d bytes: the body differs from the origin's", size)
+				}
+			}
+			moved := httpcore.KernelCopies() - before
+			t.Logf("under %s: %d kernel copies", tc.cc, moved)
+			if tc.kernel && moved < 3 {
+				t.Errorf("under %s, %d kernel copies for bodies of 100 and 400 KiB; want 3 or more", tc.cc, moved)
+			}
+			if !tc.kernel && moved != 0 {
+				t.Errorf("under %s, %d kernel copies; want every body through the buffer", tc.cc, moved)
+			}
+			for _, path := range []string{"/short/cut", "/short/stall"} {
+				checkShortBody(t, httplab.Dial(t, l, httplab.FwdAddr(l, 8090)), path)
+			}
+		})
+	}
+}
+
+// shortBody is what serveShortBody declares, and sent what it sends.
+const shortBody, shortSent = 400 << 10, 100 << 10
+
+// serveShortBody declares a body of shortBody bytes and sends shortSent,
+// then closes the connection (/short/cut) or keeps it silent for 3 s
+// (/short/stall).
+func serveShortBody(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Length", fmt.Sprint(shortBody))
+	w.Write(make([]byte, shortSent))
+	w.(http.Flusher).Flush()
+	if r.URL.Path == "/short/stall" {
+		time.Sleep(3 * time.Second)
+	}
+	if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+		c.Close()
+	}
+}
+
+// checkShortBody asks for path on c: the client must see the body end
+// early (a stalled one at the listener's idle_timeout, 300 ms), never
+// whole.
+func checkShortBody(t *testing.T, c *net.TCPConn, path string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: app.example\r\n\r\n", path)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil || n >= shortBody {
+		t.Errorf("%s: read %d of %d bytes, %v: a short body looked whole", path, n, shortBody, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("%s: the body ended after %v; idle_timeout is 300 ms", path, d)
+	}
+}
