@@ -624,7 +624,8 @@ const DefaultCopyBelow = 32 << 10
 // (2.6k) against 201-215 (2.8k); level at 384 KiB and 1 MiB. One byte
 // short of 512 KiB: a body of 512 KiB is the engines' (engines.ip.min_body
 // set to 512KiB makes it ip's). Those figures are the buffer's: a copied
-// rest past kernelCopyAbove now moves in the kernel, which under cubic also
+// rest past kernelCopyAbove now moves in the kernel where the client does
+// not pace (paced), which under cubic also
 // beats ip at 1 and 4 MiB (6.3-6.4k/s against 6.0k, 1.54-1.62k against
 // 1.45-1.50k) but not under bbr, where ip leads from 1 MiB: the bound
 // stays.
@@ -658,10 +659,10 @@ func (c *Conn) copyResponse(head []byte, n int64) error {
 // copyBody copies n bytes of body from src (the head reader of d's
 // source) to d's destination in control mode: a write per read, each
 // read through src's buffer, or into a body buffer (bodyBufs) while more
-// than that buffer holds remains, or, once src is empty and at least
-// more than kernelCopyAbove remains, in the kernel (kernelCopy), unless
-// the destination paces (paced). first, if not nil,
-// writes the first part instead (with the head, in one writev).
+// than that buffer holds remains, or, once src is empty and more than
+// kernelCopyAbove remains, in the kernel (kernelCopy), unless the
+// destination paces (paced). first, if not nil, writes the first part
+// instead (with the head, in one writev).
 func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first func([]byte) error) error {
 	defer c.streaming()() // a stalled peer must not hold the pair past idle_timeout
 	var buf *[]byte
@@ -763,6 +764,7 @@ const (
 	pacingOn
 )
 
+// pacingOf reads conn's congestion control (TCP_CONGESTION).
 func pacingOf(conn *net.TCPConn) pacing {
 	rc, err := conn.SyscallConn()
 	if err != nil {
@@ -783,8 +785,8 @@ func pacingOf(conn *net.TCPConn) pacing {
 // kernel: net.TCPConn.ReadFrom does it for a LimitedReader over a
 // TCPConn (internal/poll.Splice, with its pooled 1 MiB pipes, waiting
 // on Go's poller). The bytes' pages are passed on, never copied into
-// the process. It returns how many moved; fewer than asked with no
-// error means the source ended.
+// the process. It returns how many moved, with an error if the source
+// ended first.
 func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	p := c.S.Pair()
 	c.clientDL.refresh(c.Idle, &c.stopped)
