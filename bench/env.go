@@ -236,7 +236,7 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 		e.Lab = l
 		if opts.CC != "" {
 			if err := l.SetCC(opts.CC); err != nil {
-				return fmt.Errorf("--cc: %w", err)
+				return fmt.Errorf("--cc %s: %w", opts.CC, err)
 			}
 			e.ccChosen = true
 		}

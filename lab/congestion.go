@@ -21,16 +21,16 @@ const (
 // for the sockets made from then on (an accepted socket takes its
 // listener's). A namespace other than the host's may only choose what the
 // host's net.ipv4.tcp_allowed_congestion_control lists, so the error says
-// how to allow it.
+// how to allow it; it does not name cc, which the caller does.
 func (l *Lab) SetCC(cc string) error {
 	for _, n := range []*NS{l.Client, l.Fwd, l.Server} {
 		err := n.Do(func() error { return os.WriteFile(CCPath, []byte(cc), 0) })
 		switch {
 		case errors.Is(err, os.ErrPermission):
 			allowed := HostSysctl("tcp_allowed_congestion_control")
-			return fmt.Errorf("congestion control %s: a network namespace may only use what the host allows (net.ipv4.tcp_allowed_congestion_control: %s); allow it with sysctl -w net.ipv4.tcp_allowed_congestion_control=\"%s %s\", or make it the host's default", cc, allowed, allowed, cc)
+			return fmt.Errorf("a network namespace may only use what the host allows (net.ipv4.tcp_allowed_congestion_control: %s); allow it with sysctl -w net.ipv4.tcp_allowed_congestion_control=\"%s %s\", or make it the host's default", allowed, allowed, cc)
 		case err != nil:
-			return fmt.Errorf("congestion control %s in namespace %s: %w (available: %s)", cc, n.Name, err, HostSysctl("tcp_available_congestion_control"))
+			return fmt.Errorf("namespace %s: %w (available: %s)", n.Name, err, HostSysctl("tcp_available_congestion_control"))
 		}
 	}
 	return nil

@@ -26,7 +26,7 @@ func TestLabCopiedBodyWayFollowsCongestionControl(t *testing.T) {
 		t.Run(tc.cc, func(t *testing.T) {
 			l := httplab.New(t)
 			if err := l.SetCC(tc.cc); err != nil {
-				t.Skip(err)
+				t.Skipf("congestion control %s: %v", tc.cc, err)
 			}
 			httplab.ServeOrigin(t, l, httplab.ServerAddr(l, 8001))
 			httplab.ServeHTTP(t, l, httplab.ServerAddr(l, 8002), http.HandlerFunc(serveShortBody))
