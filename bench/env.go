@@ -169,6 +169,11 @@ type addressing struct {
 	switchOrigin string
 }
 
+// originAddr is where the built-in origin's service s listens.
+func (a addressing) originAddr(s Service) string {
+	return net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s)))
+}
+
 // Port blocks: origin services at 5001+s, the sockperf server at
 // 5001+Sockperf; each target at base+s.
 const originPort = 5001
@@ -266,7 +271,7 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 func (e *Env) startOrigin(server host, a addressing) error {
 	e.origin = origin.New(nil)
 	for s := Service(0); s < numOriginServices; s++ {
-		ln, err := server.Listen("tcp", net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
+		ln, err := server.Listen("tcp", a.originAddr(s))
 		if err != nil {
 			return fmt.Errorf("origin %s: %w", s, err)
 		}
@@ -286,7 +291,7 @@ func (e *Env) addRoute(a addressing) {
 		t.Unavailable = "needs the lab (root)"
 	}
 	for s := Service(0); s < numServices; s++ {
-		t.addrs[s] = net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s)))
+		t.addrs[s] = a.originAddr(s)
 	}
 	t.switchAddr = a.switchOrigin
 	e.Targets = append(e.Targets, t)
@@ -313,11 +318,11 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 		for s := Service(0); s < numServices; s++ {
 			t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+int(s)))
 			cfg += fmt.Sprintf("  - {name: %s-%s, listen: %q, upstream: [%q], engine: %s, max_connections: 0, idle_timeout: 0s}\n",
-				name, s, t.addrs[s], net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))), name)
+				name, s, t.addrs[s], a.originAddr(s), name)
 		}
 		t.lateAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+lateOffset))
 		cfg += fmt.Sprintf("  - {name: %s-late, listen: %q, upstream: [%q], engine: %s, max_connections: 0, idle_timeout: 0s, splice_after: %v}\n",
-			name, t.lateAddr, net.JoinHostPort(a.server, strconv.Itoa(originPort+int(Sink))), name, lateSplice)
+			name, t.lateAddr, a.originAddr(Sink), name, lateSplice)
 		cfg += httpListeners(t, name, a)
 	}
 	auto, autoCfg := autoSwitch(probe, a)

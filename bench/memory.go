@@ -181,7 +181,7 @@ func (e *Env) memoryOf(ctx context.Context, engine, mode string, count int) (mem
 	// toward the same origin port are claims this process cannot see.
 	cfg := fmt.Sprintf("admin: %q\nlog: {level: warn, format: text}\nshutdown_timeout: 1s\nengines: {ip: {local_ports: %s}}\nlisteners:\n"+
 		"  - {name: mem, listen: %q, upstream: [%q], engine: %s, max_connections: 0, idle_timeout: 0s, splice_after: %s}\n",
-		memAdmin, memPorts, listen, net.JoinHostPort(e.addrs.server, strconv.Itoa(originPort+int(Sink))), engine, after)
+		memAdmin, memPorts, listen, e.addrs.originAddr(Sink), engine, after)
 	path := filepath.Join(e.dir, "memory.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return memUse{}, err

@@ -28,7 +28,7 @@ const staticPort = originPort + int(numServices)
 // half the CPU; a proxy's own cost then hardly shows in its rate. An
 // nginx origin is also how the field measures a reverse proxy.
 func (e *Env) startNginxOrigin(ctx context.Context, a addressing) (addr, note string) {
-	builtin := net.JoinHostPort(a.server, strconv.Itoa(originPort+int(HTTP)))
+	builtin := a.originAddr(HTTP)
 	instead := func(why string) (string, string) { return builtin, "the built-in Go origin (" + why + ")" }
 	if why := missing("nginx"); why != "" {
 		return instead(why)

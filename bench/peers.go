@@ -52,7 +52,7 @@ func (e *Env) startHAProxy(ctx context.Context, a addressing, name string, splic
 	}
 	for s := Service(0); s < numServices; s++ {
 		t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+int(s)))
-		cfg += fmt.Sprintf("listen %s\n  bind %s\n  server origin %s\n", s, t.addrs[s], net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
+		cfg += fmt.Sprintf("listen %s\n  bind %s\n  server origin %s\n", s, t.addrs[s], a.originAddr(s))
 	}
 	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts[name]+switchOffset))
 	cfg += haproxySwitch(t.switchAddr, a.switchOrigin, switchThreads)
@@ -145,7 +145,7 @@ func (e *Env) startSocat(ctx context.Context, a addressing) {
 	for s := Service(0); s < numServices; s++ {
 		t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts["socat"]+int(s)))
 		listen := fmt.Sprintf("TCP-LISTEN:%d,bind=%s,fork,reuseaddr,backlog=4096", targetPorts["socat"]+int(s), a.fwd)
-		cmd, err := e.start(ctx, e.fwd, "socat-"+s.String(), "socat", "-b", "65536", listen, "TCP:"+net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s))))
+		cmd, err := e.start(ctx, e.fwd, "socat-"+s.String(), "socat", "-b", "65536", listen, "TCP:"+a.originAddr(s))
 		if err != nil {
 			t.Unavailable = err.Error()
 			return

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -206,7 +205,7 @@ func (e *Env) idlePairsWithClients(ctx context.Context, n int) ([]*engine.Pair, 
 		return nil, nil, closeAll, err
 	}
 	defer ln.Close()
-	sink := net.JoinHostPort(e.Lab.Cfg.Server.Addr().String(), strconv.Itoa(originPort+int(Sink)))
+	sink := e.addrs.originAddr(Sink)
 	pairs := make([]*engine.Pair, 0, n)
 	for i := range n {
 		c, err := e.Dial(ctx, "tcp", ln.Addr().String())

@@ -103,7 +103,7 @@ func pointDuration(s Settings) time.Duration { return s.Duration / 2 }
 // webPoint measures one mode and size through t's forward proxy and
 // returns the engines splicer's metrics counted splices for meanwhile.
 func (e *Env) webPoint(ctx context.Context, t *Target, mode string, size int64, dur time.Duration) (HTTPRun, []string, error) {
-	obj := "http://" + net.JoinHostPort(e.addrs.server, strconv.Itoa(originPort+int(HTTP))) + origin.ObjectPath(size)
+	obj := "http://" + e.addrs.originAddr(HTTP) + origin.ObjectPath(size)
 	dial := loadgen.DialFunc(e.Dial)
 	opts := []loadgen.Option{loadgen.WithKeepAlive(false)}
 	if mode == "connect" {
