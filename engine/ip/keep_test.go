@@ -192,16 +192,16 @@ func TestEngineHoldLosesNothing(t *testing.T) {
 // holdAndSplice runs TestEngineHoldLosesNothing's exchange on a new pair
 // and checks the streams and the kept ring; what a starved machine can
 // cause (a direction that kept nothing, retransmissions) is returned.
-func (el *engineLab) holdAndSplice(t *testing.T, v6 bool) (problems []string) {
-	t.Helper()
-	lp := el.pairOf(t, "", v6)
+func (el *engineLab) holdAndSplice(tb testing.TB, v6 bool) (problems []string) {
+	tb.Helper()
+	lp := el.pairOf(tb, "", v6)
 	local, remote, err := tcprepair.Addrs(lp.p.Client)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	a := datapath.Tuple{Src: remote, Dst: local}
 	body, req := randomBytes(1<<20), randomBytes(3000)
-	before := el.peerCounters(t)
+	before := el.peerCounters(tb)
 	var kept [2]atomic.Uint32
 	wrote := make(chan error, 2)
 	el.e.hook = func(stage string) {
@@ -214,27 +214,27 @@ func (el *engineLab) holdAndSplice(t *testing.T, v6 bool) (problems []string) {
 		kept[engine.Up].Store(el.waitKept(a, engine.Up, false))
 	}
 	defer func() { el.e.hook = nil }()
-	done := el.splice(t, context.Background(), lp, engine.Both(0))
-	t.Logf("kept while held: %d segments down, %d up", kept[engine.Down].Load(), kept[engine.Up].Load())
+	done := el.splice(tb, context.Background(), lp, engine.Both(0))
+	tb.Logf("kept while held: %d segments down, %d up", kept[engine.Down].Load(), kept[engine.Up].Load())
 	if kept[engine.Down].Load() == 0 || kept[engine.Up].Load() == 0 {
 		problems = append(problems, "a direction kept nothing while held")
 	}
-	if got := readN(t, lp.server, len(req)); !bytes.Equal(got, req) {
-		t.Fatal("the server read another request than the client sent")
+	if got := readN(tb, lp.server, len(req)); !bytes.Equal(got, req) {
+		tb.Fatal("the server read another request than the client sent")
 	}
-	if got := readN(t, lp.client, len(body)); !bytes.Equal(got, body) {
-		t.Fatal("the client read another body than the server sent")
+	if got := readN(tb, lp.client, len(body)); !bytes.Equal(got, body) {
+		tb.Fatal("the client read another body than the server sent")
 	}
 	for range 2 {
 		if err := <-wrote; err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	problems = append(problems, el.retransmissions(t, before)...)
-	el.checkKept(t)
+	problems = append(problems, el.retransmissions(tb, before)...)
+	el.checkKept(tb)
 	lp.client.Close()
 	lp.server.Close()
-	result(t, done, engine.EndEOF)
+	result(tb, done, engine.EndEOF)
 	return problems
 }
 

@@ -95,20 +95,20 @@ func serveShortBody(w http.ResponseWriter, r *http.Request) {
 // checkShortBody asks for path on c: the client must see the body end
 // early (a stalled one at the listener's idle_timeout, 300 ms), never
 // whole.
-func checkShortBody(t *testing.T, c *net.TCPConn, path string) {
-	t.Helper()
+func checkShortBody(tb testing.TB, c *net.TCPConn, path string) {
+	tb.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	start := time.Now()
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: app.example\r\n\r\n", path)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("%s: %v", path, err)
+		tb.Fatalf("%s: %v", path, err)
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
 	if err == nil || n >= shortBody {
-		t.Errorf("%s: read %d of %d bytes, %v: a short body looked whole", path, n, shortBody, err)
+		tb.Errorf("%s: read %d of %d bytes, %v: a short body looked whole", path, n, shortBody, err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("%s: the body ended after %v; idle_timeout is 300 ms", path, d)
+		tb.Errorf("%s: the body ended after %v; idle_timeout is 300 ms", path, d)
 	}
 }
