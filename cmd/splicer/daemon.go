@@ -67,6 +67,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 		return nil, errHandedOver
 	}
 	lockPrivileges(cfg, log)
+	logThreads(log, cfg.Threads)
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -200,6 +201,7 @@ func (d *daemon) reloadLogged(by string) ([]string, error) {
 	for _, n := range notes {
 		d.log.Warn("reload: not applied", "note", n)
 	}
+	logThreads(d.log, cfg.Threads)
 	d.log.Info("reloaded", "listeners", len(cfg.Listeners))
 	return notes, nil
 }

@@ -60,9 +60,16 @@ type Config struct {
 	AccessLog AccessLog `yaml:"access_log"`
 	// ShutdownTimeout is how long a graceful shutdown waits, after it stops
 	// accepting, for pairs to finish before closing them.
-	ShutdownTimeout Duration   `yaml:"shutdown_timeout"`
-	Engines         Engines    `yaml:"engines"`
-	Listeners       []Listener `yaml:"listeners"`
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// Threads is how many threads run splicer's own work at once (Go's
+	// GOMAXPROCS; HAProxy's nbthread, Envoy's --concurrency): 0, the
+	// default, one per CPU the process may use. Spliced bytes move in the
+	// kernel and do not count against it; what it bounds is control mode
+	// (reading and rewriting HTTP heads, copied bodies). A reload applies
+	// a change at once.
+	Threads   int        `yaml:"threads"`
+	Engines   Engines    `yaml:"engines"`
+	Listeners []Listener `yaml:"listeners"`
 }
 
 // Log configures the process log.

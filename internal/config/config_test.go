@@ -81,6 +81,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 		"admin: '[::1]:9901'",
 		"log: {level: debug, format: json}",
 		"shutdown_timeout: 1m30s",
+		"threads: 3",
 		"engines:",
 		"  copy: {buffer_size: 4096}",
 		"  pipe: {pipe_size: 256KiB}",
@@ -102,6 +103,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 		Log:             Log{Level: "debug", Format: "json"},
 		AccessLog:       AccessLog{Format: "text"},
 		ShutdownTimeout: Duration(90 * time.Second),
+		Threads:         3,
 		Engines: Engines{
 			Copy:    CopyEngine{BufferSize: 4096},
 			Pipe:    PipeEngine{PipeSize: 256 << 10},
@@ -116,7 +118,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 			IdleTimeout:    0,
 			MaxConnections: 0,
 			SpliceAfter:    Duration(2 * time.Second),
-			Line:           10,
+			Line:           11,
 		}},
 	}
 	if !reflect.DeepEqual(*cfg, want) {
@@ -225,6 +227,15 @@ func TestParseErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], socks5: {}}",
 		), []wantErr{{2, "listeners[0].socks5", `not used by proxy tcp`}}},
+
+		{"negative threads", lines(
+			"threads: -1",
+			"listeners:", okListener,
+		), []wantErr{{1, "threads", "must be 0 (one per CPU) or a count up to 4096, got -1"}}},
+		{"threads past any host", lines(
+			"threads: 100000",
+			"listeners:", okListener,
+		), []wantErr{{1, "threads", "got 100000"}}},
 
 		// Type errors.
 		{"string where a duration is expected", lines(

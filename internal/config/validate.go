@@ -20,6 +20,10 @@ import (
 // unit mistake, and F_SETPIPE_SZ takes an int anyway.
 const maxBuffer = 1 << 30
 
+// MaxThreads bounds threads: more is almost surely a typo, and Go's
+// scheduler gains nothing past the CPUs a host has.
+const MaxThreads = 4096
+
 // validator checks a decoded Config and reports problems at the position of
 // the offending key, or of the nearest enclosing one that exists in the file.
 type validator struct {
@@ -76,6 +80,9 @@ func (v *validator) top() {
 	v.oneOf("log.format", v.cfg.Log.Format, LogFormats)
 	v.oneOf("access_log.format", v.cfg.AccessLog.Format, LogFormats)
 	v.notNegative("shutdown_timeout", v.cfg.ShutdownTimeout)
+	if t := v.cfg.Threads; t < 0 || t > MaxThreads {
+		v.errorf("threads", "must be 0 (one per CPU) or a count up to %d, got %d", MaxThreads, t)
+	}
 }
 
 func (v *validator) engines() {
