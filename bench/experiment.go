@@ -35,6 +35,11 @@ type Settings struct {
 	// every forwarder on the other half (see splitCPUs); without it only
 	// wrk is pinned.
 	Pin bool
+	// Warmup is an unmeasured wrk run at the same target and object size
+	// before each measured point of web's wrk rows, so that no point
+	// inherits what the run before it (another target's largest object)
+	// left behind: full socket buffers, sockets closing, cold caches.
+	Warmup time.Duration
 	// Progress receives a one-line progress counter (stderr); nil for none.
 	Progress io.Writer
 }
@@ -42,8 +47,8 @@ type Settings struct {
 // DefaultSettings are the full run's settings.
 func DefaultSettings() Settings {
 	return Settings{Runs: 5, Duration: 2 * time.Second, Pairs: 1000, TraceFor: 3 * time.Second,
-		MemoryPairs: []int{1000, MaxMemoryPairs},
-		WebSizes:    kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 64, 100, 1024, 8192)}
+		MemoryPairs: []int{1000, MaxMemoryPairs}, Warmup: 500 * time.Millisecond,
+		WebSizes: kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 64, 100, 1024, 8192)}
 }
 
 // QuickSettings make `all` a smoke test of well under 90 seconds.

@@ -65,8 +65,12 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			for _, size := range s.SwitchSizes {
 				l := sizeLabel(size)
 				p.step(fmt.Sprintf("run %d %s %s", run+1, t.Name, l))
+				url := "http://" + t.switchAddr + origin.ObjectPath(size)
+				if err := e.warmUp(ctx, url, s.Warmup, cpus.load); err != nil {
+					return nil, err
+				}
 				before := sampleCPU(t.Pids())
-				r, err := e.wrk(ctx, "http://"+t.switchAddr+origin.ObjectPath(size), dur, cpus.load)
+				r, err := e.wrk(ctx, url, dur, cpus.load)
 				use := before.Since(t.Pids())
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
@@ -102,7 +106,7 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		res.Notes = append(res.Notes, c)
 	}
 	res.Notes = append(res.Notes,
-		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, cpus.describe()),
+		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved, %s; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, describeWarmup(s.Warmup), cpus.describe()),
 		"route: no proxy, wrk asks the origin itself through the forwarder namespace's kernel routing; engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip for a body from engines.ip.min_body, "+config.DefaultMinBody.String()+" by default, pipe below it or where ip cannot), which copies a body below 512 KiB itself whatever the engine, so the engine rows differ from there; ip: engine ip, whose listener hands a body below engines.ip.min_body to the next engine of its chain (pipe, as auto does), so its rows are ip's only for bodies past that; haproxy, haproxy-splice: mode http with keep-alive, HAProxy's default 16 KiB buffer; haproxy-buf256k: haproxy's switch with tune.bufsize 262144; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
 		"wrk_cpu_us: every CPU's busy time per request (wrk and the origin included, as is the time around wrk's run: its start and exit); wrk_proc_cpu_us: the forwarder process's own (splicer's one process, HAProxy's, nginx's master and workers)",
 		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
@@ -122,6 +126,24 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// warmUp runs wrk against url for d, unmeasured (nothing with d 0). Only
+// a cancelled run is an error: a failing target shows in the measured run.
+func (e *Env) warmUp(ctx context.Context, url string, d time.Duration, cpus []int) error {
+	if d <= 0 {
+		return nil
+	}
+	e.wrk(ctx, url, d, cpus)
+	return ctx.Err()
+}
+
+// describeWarmup says in a note what came before each measured run.
+func describeWarmup(d time.Duration) string {
+	if d <= 0 {
+		return "no warm-up"
+	}
+	return fmt.Sprintf("each after an unmeasured %v wrk run at the same target and size", d)
 }
 
 // wrkResult is what one wrk run reports.

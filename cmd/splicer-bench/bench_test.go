@@ -85,14 +85,15 @@ func TestBenchCC(t *testing.T) {
 
 // TestBenchAllQuick runs every experiment once, briefly, in the lab and
 // checks what a reader of the JSON relies on: every experiment present,
-// rows for every target that can run here, sane values. It asserts no speed.
+// rows for every target that can run here, sane values, and web's wrk
+// rows warmed up as --warmup asks. It asserts no speed.
 func TestBenchAllQuick(t *testing.T) {
 	testenv.RequireRoot(t)
 	out := filepath.Join(t.TempDir(), "bench.json")
 	plots := filepath.Join(t.TempDir(), "plots")
-	stdout, stderr, code := splicer(t, "bench", "all", "--quick", "--json", out, "--plot", plots)
+	stdout, stderr, code := splicer(t, "bench", "all", "--quick", "--warmup", "100ms", "--json", out, "--plot", plots)
 	if code != 0 {
-		t.Fatalf("splicer bench all --quick: exit %d\nstderr:\n%s", code, stderr)
+		t.Fatalf("splicer bench all --quick --warmup 100ms: exit %d\nstderr:\n%s", code, stderr)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -134,6 +135,9 @@ func TestBenchAllQuick(t *testing.T) {
 			}
 			checkResult(t, r, measured)
 		})
+	}
+	if !strings.Contains(stdout, "each after an unmeasured 100ms wrk run at the same target and size") {
+		t.Errorf("web's notes do not say its wrk runs were warmed up for 100ms")
 	}
 	if !strings.Contains(stdout, "### headline") {
 		t.Errorf("stdout of all has no headline table")
