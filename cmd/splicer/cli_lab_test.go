@@ -22,6 +22,7 @@ import (
 
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
+	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 const (
@@ -180,10 +181,7 @@ func testCurl(t *testing.T, ctx context.Context, l *lab.Lab) {
 		file[i] = byte(i*7 + i>>13)
 	}
 	writeFile(t, filepath.Join(dir, "www", "file"), file)
-	writeFile(t, filepath.Join(dir, "nginx.conf"), []byte(nginxConf(dir, "10.99.2.2:80")))
-	nginx := l.Server.Command(ctx, "nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"),
-		"-c", filepath.Join(dir, "nginx.conf"), "-g", "daemon off;")
-	waitListening(t, l.Server, 80, startCmd(t, nginx))
+	httplab.StartNginx(t, l, dir, "\t\tlisten 10.99.2.2:80;\n\t\troot %[1]s/www;", "10.99.2.2:80")
 
 	got := filepath.Join(dir, "got")
 	out, err := l.Client.Command(ctx, "curl", "-sS", "-f", "-o", got, "http://10.99.1.1:8080/file").CombinedOutput()
@@ -254,29 +252,6 @@ func checkAllSplicedBy(t *testing.T, admin *http.Client, engine string) {
 	if fb := regexp.MustCompile(`(?m)^splicer_fallbacks_total\{from="` + engine + `".*$`).Find(metrics); fb != nil {
 		t.Errorf("/metrics: %s fell back: %s", engine, fb)
 	}
-}
-
-// nginxConf serves dir/www on listen in one foreground process that keeps
-// every path inside dir. master_process off keeps it a single process
-// running as root, so it reads the test's private temporary directory.
-func nginxConf(dir, listen string) string {
-	return fmt.Sprintf(`master_process off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log;
-events { worker_connections 64; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/tmp;
-	proxy_temp_path %[1]s/tmp;
-	fastcgi_temp_path %[1]s/tmp;
-	uwsgi_temp_path %[1]s/tmp;
-	scgi_temp_path %[1]s/tmp;
-	server {
-		listen %[2]s;
-		root %[1]s/www;
-	}
-}
-`, dir, listen)
 }
 
 // labConfig copies the example configuration at path with the admin address

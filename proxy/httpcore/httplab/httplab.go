@@ -1,7 +1,8 @@
-// Package httplab runs the HTTP proxies' lab tests: an in-process forwarder in a lab's forwarder namespace, HTTP servers in the server namespace, curl in the client namespace.
+// Package httplab runs the HTTP proxies' lab tests: an in-process forwarder in a lab's forwarder namespace, HTTP servers (Go's, or nginx) in the server namespace, curl in the client namespace.
 //
-// It is test support for proxy/httpfwd and proxy/httprev, kept out of their
-// _test files so that both use the same helpers.
+// It is test support for the packages whose tests speak HTTP through the
+// lab (the proxies, the splicer command), kept out of their _test files so
+// that they share the same helpers.
 package httplab
 
 import (

@@ -1,0 +1,96 @@
+// StartNginx: a real nginx in the lab's server namespace, for tests that need the field's own server as the far end.
+
+package httplab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+)
+
+// StartNginx runs nginx in l's server namespace until the test ends, with
+// server as the inside of its one server block (in which %[1]s is dir),
+// and returns once addr, in the server namespace, accepts connections.
+// nginx keeps its pid, logs and temporary files in dir. It is one
+// foreground process (master_process off) running as root, so that it
+// reads the test's private temporary directory. Without nginx installed
+// the test is skipped, or fails where tools are required.
+func StartNginx(tb testing.TB, l *lab.Lab, dir, server, addr string) {
+	tb.Helper()
+	if _, err := exec.LookPath("nginx"); err != nil {
+		testenv.SkipOrFail(tb, "nginx is not installed")
+	}
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(nginxConf(dir, server)), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := l.Server.Command(ctx, "nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", conf, "-g", "daemon off;")
+	if err := cmd.Start(); err != nil {
+		cancel()
+		tb.Fatalf("nginx: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tb.Cleanup(func() {
+		cancel()
+		<-exited
+		if tb.Failed() {
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			tb.Logf("nginx error log:\n%s", log)
+		}
+	})
+	waitAccepting(tb, l.Server, addr, exited)
+}
+
+// nginxConf is a configuration whose paths all lie in dir, around server.
+func nginxConf(dir, server string) string {
+	return fmt.Sprintf(`master_process off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 64; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/tmp;
+	proxy_temp_path %[1]s/tmp;
+	fastcgi_temp_path %[1]s/tmp;
+	uwsgi_temp_path %[1]s/tmp;
+	scgi_temp_path %[1]s/tmp;
+	server {
+`+server+`
+	}
+}
+`, dir)
+}
+
+// waitAccepting returns once addr accepts a connection from ns, failing
+// the test if the server exits first or WaitFor passes.
+func waitAccepting(tb testing.TB, ns *lab.NS, addr string, exited <-chan error) {
+	tb.Helper()
+	deadline := time.Now().Add(WaitFor)
+	for {
+		select {
+		case err := <-exited:
+			tb.Fatalf("nginx exited: %v", err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := ns.Dial(ctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("nginx not listening on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
