@@ -1,4 +1,4 @@
-// HTTP kinds report each answered request: an access log line of its own (method, host, path, status, bytes) and splicer_http_responses_total by status class.
+// HTTP kinds report each answered request: an access log line of its own (method, host, path, status, bytes), splicer_http_responses_total by status class and splicer_http_response_bytes_total by the way the bytes moved.
 
 package forwarder_test
 
@@ -46,7 +46,8 @@ listeners:
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	r := bufio.NewReader(c)
-	for _, path := range []string{"/obj/1000", "/obj/10", "/nothing-here"} {
+	const big = 1 << 20 // spliced by the listener's engine (auto: pipe here)
+	for _, path := range []string{"/obj/1000", "/obj/10", "/nothing-here", fmt.Sprintf("/obj/%d", big)} {
 		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: app.example\r\n\r\n", path)
 		resp, err := http.ReadResponse(r, nil)
 		if err != nil {
@@ -58,7 +59,7 @@ listeners:
 	io.ReadAll(r)
 
 	var lines []map[string]any
-	testenv.Eventually(t, "four request lines", func() bool {
+	testenv.Eventually(t, "five request lines", func() bool {
 		lines = nil
 		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 			var m map[string]any
@@ -66,7 +67,7 @@ listeners:
 				lines = append(lines, m)
 			}
 		}
-		return len(lines) == 4
+		return len(lines) == 5
 	})
 	first := lines[0]
 	for k, v := range map[string]any{"method": "GET", "host": "app.example", "path": "/obj/1000", "status": float64(200), "listener": "rev"} {
@@ -77,13 +78,41 @@ listeners:
 	if b, _ := first["bytes"].(float64); b < 1000 || b > 1500 {
 		t.Errorf("first request bytes %v, want the 1000-byte body and its head", first["bytes"])
 	}
-	if lines[2]["status"] != float64(404) || lines[3]["status"] != float64(400) {
-		t.Errorf("statuses %v %v, want 404 and 400", lines[2]["status"], lines[3]["status"])
+	if lines[2]["status"] != float64(404) || lines[4]["status"] != float64(400) {
+		t.Errorf("statuses %v %v, want 404 and 400", lines[2]["status"], lines[4]["status"])
 	}
-	for code, want := range map[string]float64{"2xx": 2, "4xx": 2} {
+	for code, want := range map[string]float64{"2xx": 3, "4xx": 2} {
 		if n := counterValue(t, f, "splicer_http_responses_total", map[string]string{"listener": "rev", "code": code}); n != want {
 			t.Errorf("splicer_http_responses_total{code=%q} = %v, want %v", code, n, want)
 		}
+	}
+	if b, _ := lines[4]["bytes"].(float64); b > 1000 {
+		t.Errorf("the refused request's line counts %v bytes, want its 400 alone (the answer before it not again)", b)
+	}
+	checkResponseWays(t, f, lines, big)
+}
+
+// checkResponseWays checks splicer_http_response_bytes_total against the
+// access log: every byte the lines count, in one way or another, and the
+// body of big bytes spliced, but for what came with its head.
+func checkResponseWays(tb testing.TB, f *forwarder.Forwarder, lines []map[string]any, big float64) {
+	tb.Helper()
+	var logged float64
+	for _, l := range lines {
+		b, _ := l["bytes"].(float64)
+		logged += b
+	}
+	ways := map[string]float64{}
+	var counted float64
+	for _, w := range []string{"copied", "kernel", "spliced"} {
+		ways[w] = counterValue(tb, f, "splicer_http_response_bytes_total", map[string]string{"listener": "rev", "way": w})
+		counted += ways[w]
+	}
+	if counted != logged {
+		tb.Errorf("splicer_http_response_bytes_total %v in all (%v), want the %v bytes the access log counts", counted, ways, logged)
+	}
+	if ways["spliced"] < big-16<<10 || ways["spliced"] > big {
+		tb.Errorf("spliced %v bytes, want the %v-byte body but for its first read (16 KiB at most)", ways["spliced"], big)
 	}
 }
 

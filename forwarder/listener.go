@@ -49,7 +49,9 @@ type listener struct {
 	// codes caches the listener's HTTP status counters (1xx..5xx), so a
 	// request does not pay a label lookup.
 	codes [6]atomic.Pointer[prometheus.Counter]
-	life  lifecycle
+	// ways caches its response byte counters, by way (responseWays).
+	ways [len(responseWays)]atomic.Pointer[prometheus.Counter]
+	life lifecycle
 }
 
 var pairIDs atomic.Uint64
@@ -285,6 +287,28 @@ func (l *listener) httpResponses(status int) prometheus.Counter {
 	c := l.f.metrics.HTTPResponses.WithLabelValues(l.cfg.Name, strconv.Itoa(class)+"xx")
 	l.codes[class].Store(&c)
 	return c
+}
+
+// responseWays are the ways an HTTP answer's bytes move, as
+// splicer_http_response_bytes_total names them.
+var responseWays = [...]string{"copied", "kernel", "spliced"}
+
+// addResponseBytes counts an answer's bytes by the way they moved: r's
+// Kernel and Spliced, and the rest of its Bytes copied.
+func (l *listener) addResponseBytes(r proxy.Request) {
+	copied := max(r.Bytes-r.Kernel-r.Spliced, 0)
+	for i, n := range [len(responseWays)]int64{copied, r.Kernel, r.Spliced} {
+		if n <= 0 {
+			continue
+		}
+		c := l.ways[i].Load()
+		if c == nil {
+			v := l.f.metrics.HTTPResponseBytes.WithLabelValues(l.cfg.Name, responseWays[i])
+			l.ways[i].Store(&v)
+			c = &v
+		}
+		(*c).Add(float64(n))
+	}
 }
 
 // refuse closes a connection the listener will not serve, counting why. It

@@ -160,8 +160,13 @@ type Request struct {
 	Method, Host, Path string
 	Status             int
 	// Bytes is what the client was sent for the request, head included.
-	Bytes    int64
-	Duration time.Duration
+	Bytes int64
+	// Kernel and Spliced are the parts of Bytes that did not pass
+	// through the proxy's memory: moved by splice(2) in control mode
+	// (Kernel), or by the listener's engine (Spliced). The rest was
+	// copied.
+	Kernel, Spliced int64
+	Duration        time.Duration
 }
 
 // RequestRecorder is a Session that records HTTP requests (the forwarder's

@@ -30,6 +30,10 @@ type Metrics struct {
 	Draining        prometheus.Gauge         // 1 while shutting down
 	// HTTPResponses counts HTTP answers by listener and status class.
 	HTTPResponses *prometheus.CounterVec // listener, code (2xx...)
+	// HTTPResponseBytes counts what HTTP answers sent clients by how the
+	// bytes moved: copied, kernel (splice(2) in control mode), spliced
+	// (an engine).
+	HTTPResponseBytes *prometheus.CounterVec // listener, way
 	// DestinationsDenied counts dials the destination rules refused.
 	DestinationsDenied *prometheus.CounterVec // listener
 
@@ -123,6 +127,10 @@ func New() *Metrics {
 			Name: "splicer_http_responses_total",
 			Help: "Requests answered by the HTTP kinds (http-forward, http-reverse), by listener and status class (1xx..5xx), the proxy's own refusals included.",
 		}, []string{"listener", "code"}),
+		HTTPResponseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "splicer_http_response_bytes_total",
+			Help: "Bytes of the answers the HTTP kinds sent clients, heads included, by listener and way: copied (through the proxy's memory), kernel (splice(2) in control mode, no engine) or spliced (by the listener's engine).",
+		}, []string{"listener", "way"}),
 		DestinationsDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_destinations_denied_total",
 			Help: "Connections a client asked for (http-forward, socks5) that the destination rules refused: loopback, metadata, the forwarder itself, deny rules.",
@@ -140,7 +148,7 @@ func New() *Metrics {
 	})
 	build.Set(1)
 	m.Register(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Spliced,
-		m.ConnectSeconds, m.SpliceSeconds, m.UnspliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, m.HTTPResponses, build,
+		m.ConnectSeconds, m.SpliceSeconds, m.UnspliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, m.HTTPResponses, m.HTTPResponseBytes, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -59,6 +59,9 @@ type Conn struct {
 	cur      *http.Request
 	curStart time.Time
 	curDown  int64
+	// curKernel and curSpliced are what of the response kernelCopy and
+	// an engine moved to the client (proxy.Request's Kernel and Spliced).
+	curKernel, curSpliced int64
 
 	// Pool, if not nil, shares upstream connections with the listener's
 	// other client connections: the current one goes back to it when the
@@ -591,9 +594,12 @@ func (c *Conn) record(status int) {
 	if host == "" && req.URL != nil {
 		host = req.URL.Host
 	}
-	down := c.S.Pair().Bytes(engine.Down) - c.curDown
+	now := c.S.Pair().Bytes(engine.Down)
 	rr.RecordRequest(proxy.Request{Method: req.Method, Host: host, Path: req.URL.Path, Status: status,
-		Bytes: max(down, 0), Duration: time.Since(c.curStart)})
+		Bytes: max(now-c.curDown, 0), Kernel: c.curKernel, Spliced: c.curSpliced, Duration: time.Since(c.curStart)})
+	// A head refused before it parsed starts no request: what it is
+	// answered must not count this one's bytes (or time) again.
+	c.curStart, c.curDown, c.curKernel, c.curSpliced = time.Now(), now, 0, 0
 }
 
 // Record reports the current request as answered with status, for
@@ -734,10 +740,6 @@ const kernelCopyAbove = 64 << 10
 // refreshed while bytes move.
 const kernelCopyChunk = 256 << 10
 
-// kernelCopies counts kernelCopy's calls, for tests to tell which way a
-// body went.
-var kernelCopies atomic.Int64
-
 // paced reports whether d's destination paces what it sends: whether its
 // congestion control is bbr, under which a body kernelCopy moves costs
 // more than one copied through a buffer. 256 KiB bodies under bbr (the
@@ -792,11 +794,13 @@ func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	c.clientDL.refresh(c.Idle, &c.stopped)
 	c.up.dl.refresh(c.Idle, &c.stopped)
 	want := min(n, kernelCopyChunk)
-	kernelCopies.Add(1)
 	c.limited = io.LimitedReader{R: p.Src(d), N: want}
 	k, err := p.Dst(d).ReadFrom(&c.limited)
 	c.limited.R = nil
 	p.AddBytes(d, k)
+	if d == engine.Down {
+		c.curKernel += k
+	}
 	if err == nil && k < want {
 		err = fmt.Errorf("%s body ended %d bytes early: %w", d, n-k, io.ErrUnexpectedEOF)
 	}
@@ -839,6 +843,9 @@ func (c *Conn) spliceBody(ctx context.Context, d engine.Direction, src *bufio.Re
 		opts.Up, opts.Down = held, limited
 	}
 	r, err := c.Splice(ctx, opts)
+	if d == engine.Down {
+		c.curSpliced += r.Moved[d]
+	}
 	if err != nil {
 		return err
 	}
@@ -862,6 +869,7 @@ func (c *Conn) spliceToEOF(ctx context.Context) error {
 		c.up.r.Discard(k)
 	}
 	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.Idle, Up: engine.DirOptions{Mode: engine.Hold}})
+	c.curSpliced += r.Moved[engine.Down]
 	if err != nil {
 		return err
 	}

@@ -274,6 +274,7 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	c.upgrade = upgradeRequested(req)
 	StripHopByHop(req.Header)
 	c.cur, c.curStart, c.curDown = req, time.Now(), c.S.Pair().Bytes(engine.Down)
+	c.curKernel, c.curSpliced = 0, 0
 	return req, nil
 }
 
