@@ -62,7 +62,7 @@ func benchCmd(args []string) error {
 	switchSizes := fs.String("switch-sizes", "", "object sizes switch and web's wrk rows fetch, comma-separated (e.g. 1KiB,64KiB,1MiB; default 1KiB,10KiB,64KiB,100KiB,1MiB,8MiB)")
 	cc := fs.String("cc", "", "TCP congestion control of the lab's namespaces, e.g. cubic (default: the host's net.ipv4.tcp_congestion_control); every experiment's notes name it")
 	pin := fs.Bool("pin", false, "web's wrk rows: wrk and the origin on half the CPUs, every forwarder on the other half (default: only wrk pinned, to the last CPU)")
-	warmup := fs.Duration("warmup", -1, "unmeasured wrk run before each measured point of web's wrk rows, at the same target and size; 0s: none (default 500ms; none with --quick)")
+	warmup := fs.Duration("warmup", 0, "unmeasured wrk run before each measured point of web's wrk rows, at the same target and size; 0s: none (default 500ms; none with --quick)")
 	quick := fs.Bool("quick", false, "one short run of everything: a smoke test: all in under 90s; numbers are not for reading")
 	jsonOut := fs.String("json", "", "write the results as JSON to `FILE`")
 	plotDir := fs.String("plot", "", "write PNG plots to `DIR`")
@@ -115,7 +115,10 @@ func benchCmd(args []string) error {
 			s.SwitchSizes = append(s.SwitchSizes, n)
 		}
 	}
-	if *warmup >= 0 {
+	if flagSet(fs, "warmup") {
+		if *warmup < 0 {
+			return fmt.Errorf("--warmup %v: must be 0s (none) or more", *warmup)
+		}
 		s.Warmup = *warmup
 	}
 	s.Pin = *pin
@@ -189,6 +192,13 @@ func renderSaved(path, plotDir string) error {
 	}
 	bench.WriteHeadline(os.Stdout, results)
 	return writePlots(plotDir, results)
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // parseInterleaved accepts flags before and after the experiment names.

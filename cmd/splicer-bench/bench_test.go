@@ -55,6 +55,13 @@ func TestBenchUnknownExperiment(t *testing.T) {
 	}
 }
 
+func TestBenchNegativeWarmup(t *testing.T) {
+	_, stderr, code := splicer(t, "bench", "web", "--warmup", "-1s")
+	if code == 0 || !strings.Contains(stderr, "--warmup -1s: must be 0s (none) or more") {
+		t.Errorf("splicer bench web --warmup -1s: exit %d, stderr %q; want a failure naming the flag", code, stderr)
+	}
+}
+
 // TestBenchCC: --cc sets the lab's congestion control, and the notes say
 // which one the run used; an unknown one fails before anything runs, with
 // what the host offers. reno is built into every kernel and allowed in
