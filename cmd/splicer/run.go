@@ -29,9 +29,10 @@ features) are reported at start and their listeners fall back to the deepest
 engine available.
 
 Signals:
-  SIGHUP    reload FILE: listeners added, removed or changed take effect; open
-            connections finish on the settings they started with; a removed
-            listener's connections get shutdown_timeout. A file with errors
+  SIGHUP    reload FILE: listeners added, removed or changed take effect, and
+            threads at once; open connections finish on the settings they
+            started with; a removed listener's connections get
+            shutdown_timeout. A file with errors
             is refused (the errors are logged) and the running setup stays.
             Also: 'splicer reload', or POST /reload on the admin endpoint.
   SIGUSR2   upgrade: start the binary now at this path with the same
