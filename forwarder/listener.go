@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/netip"
 	"runtime/debug"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +47,7 @@ type listener struct {
 	nextID *atomic.Uint64
 	// codes caches the listener's HTTP status counters (1xx..5xx), so a
 	// request does not pay a label lookup.
-	codes [6]atomic.Pointer[prometheus.Counter]
+	codes [len(statusClasses)]atomic.Pointer[prometheus.Counter]
 	// ways caches its response byte counters, by way (responseWays).
 	ways [len(responseWays)]atomic.Pointer[prometheus.Counter]
 	life lifecycle
@@ -281,11 +280,20 @@ var errPanic = errors.New("panic")
 // httpResponses is the counter of the listener's answers with status.
 func (l *listener) httpResponses(status int) prometheus.Counter {
 	class := min(max(status/100, 0), 5)
-	if c := l.codes[class].Load(); c != nil {
+	return cachedCounter(&l.codes[class], l.f.metrics.HTTPResponses, l.cfg.Name, statusClasses[class])
+}
+
+// statusClasses label splicer_http_responses_total's code by status/100.
+var statusClasses = [...]string{"0xx", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// cachedCounter is vec's counter with labels, looked up once and kept in
+// slot, so that a request does not pay a label lookup.
+func cachedCounter(slot *atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, labels ...string) prometheus.Counter {
+	if c := slot.Load(); c != nil {
 		return *c
 	}
-	c := l.f.metrics.HTTPResponses.WithLabelValues(l.cfg.Name, strconv.Itoa(class)+"xx")
-	l.codes[class].Store(&c)
+	c := vec.WithLabelValues(labels...)
+	slot.Store(&c)
 	return c
 }
 
@@ -298,16 +306,9 @@ var responseWays = [...]string{"copied", "kernel", "spliced"}
 func (l *listener) addResponseBytes(r proxy.Request) {
 	copied := max(r.Bytes-r.Kernel-r.Spliced, 0)
 	for i, n := range [len(responseWays)]int64{copied, r.Kernel, r.Spliced} {
-		if n <= 0 {
-			continue
+		if n > 0 {
+			cachedCounter(&l.ways[i], l.f.metrics.HTTPResponseBytes, l.cfg.Name, responseWays[i]).Add(float64(n))
 		}
-		c := l.ways[i].Load()
-		if c == nil {
-			v := l.f.metrics.HTTPResponseBytes.WithLabelValues(l.cfg.Name, responseWays[i])
-			l.ways[i].Store(&v)
-			c = &v
-		}
-		(*c).Add(float64(n))
 	}
 }
 
