@@ -12,29 +12,27 @@ import (
 // applyThreads sets GOMAXPROCS to n, or with n 0 to what the process
 // started with: the GOMAXPROCS environment variable if set, else Go's
 // default (the CPUs the process may use, following its affinity and
-// cgroup quota). It returns the setting now in force.
-func applyThreads(n int) int {
+// cgroup quota). It returns the setting now in force and where it came
+// from.
+func applyThreads(n int) (now int, from string) {
 	switch env := os.Getenv("GOMAXPROCS"); {
 	case n > 0:
 		runtime.GOMAXPROCS(n)
+		from = "threads"
 	case env != "":
 		if v, err := strconv.Atoi(env); err == nil && v > 0 {
 			runtime.GOMAXPROCS(v)
 		}
+		from = "GOMAXPROCS"
 	default:
 		runtime.SetDefaultGOMAXPROCS()
+		from = "one per CPU"
 	}
-	return runtime.GOMAXPROCS(0)
+	return runtime.GOMAXPROCS(0), from
 }
 
 // logThreads applies n and logs the result, saying where it came from.
 func logThreads(log *slog.Logger, n int) {
-	from := "threads"
-	if n == 0 {
-		from = "one per CPU"
-		if os.Getenv("GOMAXPROCS") != "" {
-			from = "GOMAXPROCS"
-		}
-	}
-	log.Info("threads", "threads", applyThreads(n), "from", from)
+	now, from := applyThreads(n)
+	log.Info("threads", "threads", now, "from", from)
 }
