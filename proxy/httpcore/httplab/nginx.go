@@ -71,26 +71,22 @@ http {
 }
 
 // waitAccepting returns once addr accepts a connection from ns, failing
-// the test if the server exits first or WaitFor passes.
+// the test if the server exits first or WaitFor passes (Eventually).
 func waitAccepting(tb testing.TB, ns *lab.NS, addr string, exited <-chan error) {
 	tb.Helper()
-	deadline := time.Now().Add(WaitFor)
-	for {
+	Eventually(tb, "nginx to accept on "+addr, func() bool {
 		select {
 		case err := <-exited:
 			tb.Fatalf("nginx exited: %v", err)
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		c, err := ns.Dial(ctx, "tcp", addr)
-		cancel()
-		if err == nil {
-			c.Close()
-			return
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("nginx not listening on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c.Close()
+		return true
+	})
 }
