@@ -54,13 +54,15 @@ type Conn struct {
 	// upgrade is the protocol the current request asks to switch to
 	// (WebSocket, say), "" for none or one the proxy refuses (h2c).
 	upgrade string
-	// cur is the request being served, since start, with the client's
-	// byte count then: what RecordRequest reports.
-	cur      *http.Request
-	curStart time.Time
-	curDown  int64
-	// curKernel and curSpliced are what of the response kernelCopy and
-	// an engine moved to the client (proxy.Request's Kernel and Spliced).
+	// cur is the request being served, since curStart: what
+	// RecordRequest reports. curDown is the client's byte count when the
+	// last answer was recorded (record), so that an answer is what the
+	// count grew by until it is, a refused head's too; curKernel and
+	// curSpliced are what of it kernelCopy and an engine moved
+	// (proxy.Request's Kernel and Spliced).
+	cur                   *http.Request
+	curStart              time.Time
+	curDown               int64
 	curKernel, curSpliced int64
 
 	// Pool, if not nil, shares upstream connections with the listener's
@@ -594,12 +596,12 @@ func (c *Conn) record(status int) {
 	if host == "" && req.URL != nil {
 		host = req.URL.Host
 	}
-	now := c.S.Pair().Bytes(engine.Down)
+	now, end := c.S.Pair().Bytes(engine.Down), time.Now()
 	rr.RecordRequest(proxy.Request{Method: req.Method, Host: host, Path: req.URL.Path, Status: status,
-		Bytes: max(now-c.curDown, 0), Kernel: c.curKernel, Spliced: c.curSpliced, Duration: time.Since(c.curStart)})
-	// A head refused before it parsed starts no request: what it is
-	// answered must not count this one's bytes (or time) again.
-	c.curStart, c.curDown, c.curKernel, c.curSpliced = time.Now(), now, 0, 0
+		Bytes: max(now-c.curDown, 0), Kernel: c.curKernel, Spliced: c.curSpliced, Duration: end.Sub(c.curStart)})
+	// The next answer counts from here. A head refused before it parsed
+	// starts no request, so its time counts from here too.
+	c.curStart, c.curDown, c.curKernel, c.curSpliced = end, now, 0, 0
 }
 
 // Record reports the current request as answered with status, for

@@ -3,8 +3,6 @@
 package httpcore
 
 import (
-	"github.com/splicer/splicer/engine"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -273,8 +271,7 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	// proxy says). An upgrade the proxy can relay is remembered.
 	c.upgrade = upgradeRequested(req)
 	StripHopByHop(req.Header)
-	c.cur, c.curStart, c.curDown = req, time.Now(), c.S.Pair().Bytes(engine.Down)
-	c.curKernel, c.curSpliced = 0, 0
+	c.cur, c.curStart = req, time.Now()
 	return req, nil
 }
 
