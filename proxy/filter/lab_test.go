@@ -17,6 +17,7 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/filter"
 	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
@@ -112,7 +113,7 @@ func TestLabCurl(t *testing.T) {
 		// The filter counts bytes once each write returned, which may be
 		// just after the client read them: wait for the count.
 		var flows []forwarder.Flow
-		httplab.Eventually(t, fmt.Sprintf("/flows counting the %d-byte body", n), func() bool {
+		testenv.Eventually(t, fmt.Sprintf("/flows counting the %d-byte body", n), func() bool {
 			flows = flows[:0]
 			for _, fl := range f.Flows().Snapshot() {
 				if fl.Listener == "filter" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
@@ -63,7 +64,7 @@ func TestLabCopiedBodyWayFollowsCongestionControl(t *testing.T) {
 			}
 			// The answer is counted once it is sent, which the client
 			// may see first.
-			httplab.Eventually(t, "every byte the client read counted by its way", func() bool {
+			testenv.Eventually(t, "every byte the client read counted by its way", func() bool {
 				return way("copied")+way("kernel")+way("spliced") == float64(got.n)
 			})
 			kernel := way("kernel")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 	"github.com/splicer/splicer/proxy/httpcore/httplab"
@@ -98,7 +99,7 @@ func (fl *fwdLab) testGet(t *testing.T) {
 			if size >= 64<<10 {
 				// Counted when the splice returns, which may be after
 				// curl has the body (the unsplice outlives its last byte).
-				httplab.Eventually(t, "the body's splice to return", func() bool { return fl.Spliced("limit")-before >= 1 })
+				testenv.Eventually(t, "the body's splice to return", func() bool { return fl.Spliced("limit")-before >= 1 })
 				if got := fl.Spliced("limit") - before; got != 1 {
 					t.Errorf("%v splices ended at their byte limit, want 1 (the body)", got)
 				}
@@ -164,7 +165,7 @@ func (fl *fwdLab) testConnectTLS(t *testing.T) {
 	// The keep-alive subtest's last splice may still be returning (its
 	// unsplice outlives curl): counted after before, it would make the
 	// count below 2 and never 1.
-	httplab.Eventually(t, "the earlier splices to end", func() bool { return fl.splicing() == 0 })
+	testenv.Eventually(t, "the earlier splices to end", func() bool { return fl.splicing() == 0 })
 	before := ended()
 	body, err := httplab.Curl(t, fl.Lab, "-k", "-x", fl.proxyURL, "https://"+httplab.ServerAddr(fl.Lab, tlsPort)+"/hello")
 	if err != nil {
@@ -173,7 +174,7 @@ func (fl *fwdLab) testConnectTLS(t *testing.T) {
 	if string(body) != "hello over tls\n" {
 		t.Fatalf("body %q", body)
 	}
-	httplab.Eventually(t, "the tunnel's splice to end", func() bool { return ended()-before == 1 })
+	testenv.Eventually(t, "the tunnel's splice to end", func() bool { return ended()-before == 1 })
 }
 
 // splicing is how many pairs some engine has spliced now.
@@ -225,7 +226,7 @@ func (fl *fwdLab) testConnectHandshakes(t *testing.T) {
 func (fl *fwdLab) waitTunnelSpliced(t *testing.T) {
 	t.Helper()
 	var last []forwarder.Flow
-	httplab.Eventually(t, "the tunnel's pair to be spliced", func() bool {
+	testenv.Eventually(t, "the tunnel's pair to be spliced", func() bool {
 		last = last[:0]
 		for _, f := range fl.Flows().Snapshot() {
 			if f.Listener == "proxy" {

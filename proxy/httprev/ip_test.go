@@ -126,7 +126,7 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string, minBody con
 		t.Errorf("ip refused %v bodies for their windows, more than a quarter of the %d large ones", refused, large)
 	}
 	// The last body's splice may still be returning.
-	httplab.Eventually(t, "every splice ended at its limit", func() bool { return f.SplicesEnded() == f.Spliced("limit") })
+	testenv.Eventually(t, "every splice ended at its limit", func() bool { return f.SplicesEnded() == f.Spliced("limit") })
 	if n := f.Metric("splicer_engine_events_total", "engine", "ip", "event", "unsplice_failed"); n != 0 {
 		t.Errorf("%v unsplices failed", n)
 	}
@@ -181,7 +181,7 @@ func TestLabHTTPReverseIPPooled(t *testing.T) {
 		}
 		c.Close()
 		server := httplab.ServerAddr(l, portA)
-		httplab.Eventually(t, "the upstream connection to wait in the pool", func() bool {
+		testenv.Eventually(t, "the upstream connection to wait in the pool", func() bool {
 			return f.Metric("splicer_upstream_pool_idle", "listener", "rev-ip", "server", server) == 1
 		})
 	}
@@ -266,7 +266,7 @@ func TestLabHTTPReverseIPRestartBinds(t *testing.T) {
 	if body, err := io.ReadAll(resp.Body); err != nil || sha256.Sum256(body) != origin.ObjectSHA256(size) {
 		t.Fatalf("%d bytes, %v, or wrong content", len(body), err)
 	}
-	httplab.Eventually(t, "the body's splice to end", func() bool { return f.Splices("ip", "limit") == 1 })
+	testenv.Eventually(t, "the body's splice to end", func() bool { return f.Splices("ip", "limit") == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
@@ -111,7 +112,7 @@ func (rl *revLab) testAlternates(t *testing.T) {
 	}
 	// The last body's splice is counted when it returns, which may be
 	// after the client has the body (the unsplice outlives its last byte).
-	httplab.Eventually(t, "every body's splice to return", func() bool { return rl.Spliced("limit")-before >= float64(len(sizes)) })
+	testenv.Eventually(t, "every body's splice to return", func() bool { return rl.Spliced("limit")-before >= float64(len(sizes)) })
 	if got := rl.Spliced("limit") - before; got != float64(len(sizes)) {
 		t.Errorf("%v response bodies spliced, want %d", got, len(sizes))
 	}
@@ -244,7 +245,7 @@ func (rl *revLab) testHTTP10(t *testing.T) {
 // answering 503, one not listening) are skipped, and that a pool with no
 // healthy server answers 503.
 func (rl *revLab) testHealthCheck(t *testing.T) {
-	httplab.Eventually(t, "the health checks to mark the sick and dead servers down", func() bool {
+	testenv.Eventually(t, "the health checks to mark the sick and dead servers down", func() bool {
 		return rl.Logs.Contains("server="+httplab.ServerAddr(rl.Lab, portSick)) &&
 			strings.Count(rl.Logs.String(), "server failed its health check") >= 3
 	})

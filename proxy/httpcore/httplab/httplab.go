@@ -98,18 +98,6 @@ func (f *Forwarder) SplicesEnded() float64 {
 	return n
 }
 
-// Eventually polls cond until it holds or WaitFor passes, then fails with what.
-func Eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(WaitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // Curl runs curl in the client namespace with args (silent, failing on
 // HTTP errors unless args say otherwise) and returns its standard output.
 func Curl(tb testing.TB, l *lab.Lab, args ...string) ([]byte, error) {

@@ -74,7 +74,7 @@ http {
 // the test if the server exits first or WaitFor passes (Eventually).
 func waitAccepting(tb testing.TB, ns *lab.NS, addr string, exited <-chan error) {
 	tb.Helper()
-	Eventually(tb, "nginx to accept on "+addr, func() bool {
+	testenv.Eventually(tb, "nginx to accept on "+addr, func() bool {
 		select {
 		case err := <-exited:
 			tb.Fatalf("nginx exited: %v", err)
