@@ -93,8 +93,10 @@ type Conn struct {
 	clientIP string
 	// limited is kernelCopy's reader, kept so that it allocates nothing.
 	limited io.LimitedReader
-	// clientPacing caches paced's answer for the client connection.
-	clientPacing pacing
+	// clientPacing caches paced's answer for the client connection, and
+	// upPacing for upPaced, the upstream it was last asked of.
+	clientPacing, upPacing pacing
+	upPaced                *net.TCPConn
 	// clientW and upW write to the client and the current upstream.
 	clientW, upW rawWriter
 
@@ -746,17 +748,23 @@ const kernelCopyChunk = 256 << 10
 // congestion control is bbr, under which a body kernelCopy moves costs
 // more than one copied through a buffer. 256 KiB bodies under bbr (the
 // bench's lab, wrk -t2 -c16) took 150-158 µs of the proxy's CPU each and
-// 5.0-5.3k req/s, against 63-69 µs and 7.4-7.6k copied. The client's
-// answer is asked once per connection (the option's read allocates);
-// unknown counts as not paced.
+// 5.0-5.3k req/s, against 63-69 µs and 7.4-7.6k copied. An unknown
+// congestion control counts as not paced. A connection is asked once
+// (the option's read allocates): the client's answer is kept for the
+// Conn's life, an upstream's until a body goes to another upstream.
 func (c *Conn) paced(d engine.Direction) bool {
-	if d == engine.Down {
-		if c.clientPacing == pacingUnknown {
-			c.clientPacing = pacingOf(c.S.Pair().Client)
+	dst := c.S.Pair().Dst(d)
+	cache := &c.clientPacing
+	if d == engine.Up {
+		if dst != c.upPaced {
+			c.upPaced, c.upPacing = dst, pacingUnknown
 		}
-		return c.clientPacing == pacingOn
+		cache = &c.upPacing
 	}
-	return pacingOf(c.S.Pair().Dst(d)) == pacingOn
+	if *cache == pacingUnknown {
+		*cache = pacingOf(dst)
+	}
+	return *cache == pacingOn
 }
 
 // pacing is what paced learnt of a connection.
