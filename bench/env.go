@@ -239,6 +239,16 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 			return fmt.Errorf("lab: %w", err)
 		}
 		e.Lab = l
+		// The forwarder namespace dials the origin tens of thousands of
+		// times a minute (splice-cost and memory open thousands of pairs
+		// per run) and is the side that closes first, so its upstream
+		// sockets sit in TIME_WAIT; the ip engine also reserves its
+		// engines.ip.local_ports (20,000) out of the ephemeral ports.
+		// Without reuse the third run of splice-cost failed with "cannot
+		// assign requested address". A busy forwarder is tuned so too.
+		if err := l.Fwd.Sysctl("net.ipv4.tcp_tw_reuse", "1"); err != nil {
+			return err
+		}
 		if opts.CC != "" {
 			if err := l.SetCC(opts.CC); err != nil {
 				return fmt.Errorf("--cc %s: %w", opts.CC, err)

@@ -71,12 +71,6 @@ func Memory(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		res.Notes = append(res.Notes, "memory needs the lab (root): not measured")
 		return res, nil
 	}
-	// Each measurement's forwarder leaves its upstream sockets in TIME_WAIT
-	// when it stops; tens of thousands of them would exhaust the ephemeral
-	// ports toward the origin within the minute they last.
-	if err := e.Lab.Fwd.Sysctl("net.ipv4.tcp_tw_reuse", "1"); err != nil {
-		return nil, err
-	}
 	var engines []*Target
 	for _, t := range e.Available() {
 		if !t.Peer {

@@ -75,7 +75,7 @@ func SpliceCost(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			}
 			if err != nil {
 				failed[en.Name()] = true
-				res.Unavailable = append(res.Unavailable, Missing{en.Name(), "failed: " + err.Error()})
+				res.Unavailable = append(res.Unavailable, Missing{en.Name(), failedInRun(run, err)})
 				continue
 			}
 			slices.Sort(costs)
@@ -263,4 +263,13 @@ func meanGbps(tr Trace, from, to float64) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+// failedInRun says why an engine has no more runs: the cells it has, if
+// any, are the runs before this one.
+func failedInRun(run int, err error) string {
+	if run == 0 {
+		return "failed: " + err.Error()
+	}
+	return fmt.Sprintf("failed in run %d, its cells are the %d before: %v", run+1, run, err)
 }
