@@ -221,6 +221,9 @@ func WriteMarkdown(w io.Writer, r *Result) {
 			fmt.Fprintln(w, line)
 		}
 		for _, m := range r.Unavailable {
+			if slices.Contains(targets, m.Engine) {
+				continue // measured before it failed: its row is above, its reason below
+			}
 			fmt.Fprintf(w, "| %s |%s\n", m.Engine, strings.Repeat(" n/a |", len(cols)))
 		}
 	}

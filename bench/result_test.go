@@ -106,3 +106,21 @@ func TestWriteMarkdownCells(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteMarkdownFailedPartWay: a target that failed after some runs
+// has one row, its cells, and its reason listed under the table.
+func TestWriteMarkdownFailedPartWay(t *testing.T) {
+	r := &Result{Experiment: "splice-cost",
+		Rows:        []Row{{Engine: "copy", Metric: "splice_us_p50", Value: 5, Min: 4, Max: 6, Unit: "µs", Runs: 2}},
+		Unavailable: []Missing{{"copy", "failed in run 3, its cells are the 2 before: dial"}},
+	}
+	var buf bytes.Buffer
+	WriteMarkdown(&buf, r)
+	out := buf.String()
+	if n := strings.Count(out, "| copy |"); n != 1 {
+		t.Errorf("%d rows for copy, want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, "- copy: n/a, failed in run 3, its cells are the 2 before: dial") {
+		t.Errorf("the failure is not listed:\n%s", out)
+	}
+}
