@@ -574,7 +574,7 @@ func TestEngineFallsBackWithoutClockAnswer(t *testing.T) {
 
 // queued is SIOCINQ of c.
 func queued(c *net.TCPConn) (n int, err error) {
-	err = tcprepair.WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		var err error
 		n, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
 		return err

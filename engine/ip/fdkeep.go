@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
-	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // keep duplicates up's descriptor for pair a. The duplicate stays frozen
@@ -17,7 +17,7 @@ import (
 // another port for new connections to the same server.
 func (e *Engine) keep(a datapath.Tuple, up *net.TCPConn) error {
 	var fd int
-	err := tcprepair.WithFD(up, func(ofd int) error {
+	err := sockopt.WithFD(up, func(ofd int) error {
 		var err error
 		if fd, err = unix.FcntlInt(uintptr(ofd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 			return err

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
-	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 )
 
@@ -125,7 +125,7 @@ func testDrainInGSOPackets(t *testing.T, el *engineLab, v6 bool, from engine.Dir
 func maxSeg(tb testing.TB, c *net.TCPConn) int {
 	tb.Helper()
 	var mss int
-	err := tcprepair.WithFD(c, func(fd int) error {
+	err := sockopt.WithFD(c, func(fd int) error {
 		var err error
 		mss, err = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 		return err

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 
@@ -383,7 +384,7 @@ func relayBoth(tb testing.TB, lp labPair) {
 // (tcpi_rto, tcpi_rtt).
 func rtoOf(tb testing.TB, c *net.TCPConn) (rto, rtt time.Duration) {
 	tb.Helper()
-	err := tcprepair.WithFD(c, func(fd int) error {
+	err := sockopt.WithFD(c, func(fd int) error {
 		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
@@ -42,7 +43,7 @@ func TestRebuildSockInPlace(t *testing.T) {
 				SACK: s.Params.SACK, Timestamps: s.Params.Timestamps, TSClock: ts + 1,
 				SndWnd: w.SndWnd, MaxWindow: w.MaxWindow, RcvWnd: w.RcvWnd,
 			}
-			err = tcprepair.WithFD(c.fwd, func(fd int) error {
+			err = sockopt.WithFD(c.fwd, func(fd int) error {
 				if err := tcprepair.RebuildSock(fd, r); err != nil {
 					return err
 				}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
@@ -77,7 +78,7 @@ func queuedPastBoundary(p *engine.Pair, opts engine.Options) error {
 			continue
 		}
 		var inq int
-		err := tcprepair.WithFD(p.Src(d), func(fd int) error {
+		err := sockopt.WithFD(p.Src(d), func(fd int) error {
 			var err error
 			inq, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
 			return err
@@ -191,7 +192,7 @@ func freezeForUnsplice(client, up *net.TCPConn, sa, sb tcprepair.State) (*frozen
 			return nil, err
 		}
 		fz.w[i] = w
-		err = tcprepair.WithFD(c, func(fd int) error {
+		err = sockopt.WithFD(c, func(fd int) error {
 			on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE)
 			if err != nil {
 				return err
@@ -437,7 +438,7 @@ func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 		if err != nil {
 			return failf("%v", err)
 		}
-		if err := tcprepair.WithFD(c, func(fd int) error { return tcprepair.RebuildSock(fd, r) }); err != nil {
+		if err := sockopt.WithFD(c, func(fd int) error { return tcprepair.RebuildSock(fd, r) }); err != nil {
 			return failf("rebuild the %s socket: %v", sideName(side), err)
 		}
 		rs[side] = r
@@ -446,7 +447,7 @@ func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 		return err
 	}
 	for side, c := range conns {
-		err := tcprepair.WithFD(c, func(fd int) error {
+		err := sockopt.WithFD(c, func(fd int) error {
 			if err := tcprepair.LeaveRepair(fd); err != nil {
 				return err
 			}
@@ -487,7 +488,7 @@ func (u *unsplicer) leaveTable(st datapath.PairStats, conns [2]*net.TCPConn) err
 				return err
 			}
 			if run := runOf(k.Segs, u.rcv[side], 0, 0); len(run.data) > 0 {
-				if err := tcprepair.WithFD(conns[side], func(fd int) error { return tcprepair.FillRecvQueue(fd, run.data) }); err != nil {
+				if err := sockopt.WithFD(conns[side], func(fd int) error { return tcprepair.FillRecvQueue(fd, run.data) }); err != nil {
 					return failf("append kept bytes to the %s socket: %v", sideName(side), err)
 				}
 				u.rcv[side] += uint32(len(run.data))
@@ -658,7 +659,7 @@ func (u *unsplicer) fail(f *follower, cause error) engine.Result {
 	u.e.resetPeers(u.spec, u.last)
 	// In repair mode the forwarder's close, when the pair ends, sends nothing.
 	for _, c := range []*net.TCPConn{u.p.Client, u.p.Upstream()} {
-		tcprepair.WithFD(c, func(fd int) error {
+		sockopt.WithFD(c, func(fd int) error {
 			return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON)
 		})
 	}

@@ -8,25 +8,14 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-)
 
-// withFD runs fn on c's descriptor, kept alive for the call.
-func withFD(c *net.TCPConn, fn func(fd int) error) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return ferr
-}
+	"github.com/splicer/splicer/internal/sockopt"
+)
 
 // cookie returns the socket cookie, the key of c in the engine's maps.
 func cookie(c *net.TCPConn) (uint64, error) {
 	var v uint64
-	err := withFD(c, func(fd int) (err error) {
+	err := sockopt.WithFD(c, func(fd int) (err error) {
 		v, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
 		return err
 	})
@@ -36,7 +25,7 @@ func cookie(c *net.TCPConn) (uint64, error) {
 // tcpInfo returns c's TCP_INFO.
 func tcpInfo(c *net.TCPConn) (*unix.TCPInfo, error) {
 	var ti *unix.TCPInfo
-	err := withFD(c, func(fd int) (err error) {
+	err := sockopt.WithFD(c, func(fd int) (err error) {
 		ti, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 		return err
 	})
@@ -52,7 +41,7 @@ func canSend(c *net.TCPConn) bool {
 
 func ioctl(c *net.TCPConn, req uint) (int, error) {
 	var n int
-	err := withFD(c, func(fd int) (err error) {
+	err := sockopt.WithFD(c, func(fd int) (err error) {
 		n, err = unix.IoctlGetInt(fd, req)
 		return err
 	})
@@ -122,7 +111,7 @@ func writtenExact(c *net.TCPConn) (uint64, error) {
 // soError takes c's pending socket error (SO_ERROR clears it).
 func soError(c *net.TCPConn) syscall.Errno {
 	var e int
-	if err := withFD(c, func(fd int) (err error) {
+	if err := sockopt.WithFD(c, func(fd int) (err error) {
 		e, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		return err
 	}); err != nil {
@@ -135,7 +124,7 @@ func soError(c *net.TCPConn) syscall.Errno {
 // would divert incoming segments to the socket backlog).
 func readHup(c *net.TCPConn) bool {
 	var hup bool
-	withFD(c, func(fd int) error {
+	sockopt.WithFD(c, func(fd int) error {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
 		n, err := unix.Poll(pfd, 0)
 		hup = err == nil && n > 0 && pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
@@ -148,7 +137,7 @@ func readHup(c *net.TCPConn) bool {
 // (n == 0, err == nil) or an error other than EAGAIN.
 func peek(c *net.TCPConn) (ready bool, err error) {
 	var b [1]byte
-	werr := withFD(c, func(fd int) error {
+	werr := sockopt.WithFD(c, func(fd int) error {
 		_, _, err = unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 		return nil
 	})

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // flagCredit: the parser used half its credit since the last check.
@@ -199,7 +200,7 @@ func (s *splice) predrain() error {
 		}
 		var n int
 		var rerr error
-		withFD(k.src, func(fd int) error {
+		sockopt.WithFD(k.src, func(fd int) error {
 			n, _, rerr = unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
 			return nil
 		})
@@ -252,7 +253,7 @@ func (s *splice) inMap(m *ebpf.Map, key uint64) bool {
 
 // putSock adds c to a sockhash under key.
 func putSock(m *ebpf.Map, key uint64, c *net.TCPConn) error {
-	err := withFD(c, func(fd int) error { return m.Put(key, uint64(fd)) })
+	err := sockopt.WithFD(c, func(fd int) error { return m.Put(key, uint64(fd)) })
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		return fmt.Errorf("%w (a socket must be ESTABLISHED: no FIN received or sent)", err)
 	}

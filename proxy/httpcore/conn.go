@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/proxy"
 )
 
@@ -776,15 +777,13 @@ const (
 	pacingOn
 )
 
-// pacingOf reads conn's congestion control (TCP_CONGESTION).
+// pacingOf reads conn's congestion control (TCP_CONGESTION); one it
+// cannot read is not bbr.
 func pacingOf(conn *net.TCPConn) pacing {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return pacingOff
-	}
 	var name string
-	rc.Control(func(fd uintptr) {
-		name, _ = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	sockopt.WithFD(conn, func(fd int) (err error) {
+		name, err = unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+		return err
 	})
 	if strings.HasPrefix(name, "bbr") {
 		return pacingOn

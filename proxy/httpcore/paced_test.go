@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy"
 )
@@ -25,18 +26,15 @@ func (s pairSession) Pair() *engine.Pair { return s.pair }
 // setCC sets conn's congestion control.
 func setCC(tb testing.TB, conn *net.TCPConn, cc string) {
 	tb.Helper()
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
+	var refused error // the kernel's answer, not a closed socket's
+	if err := sockopt.WithFD(conn, func(fd int) error {
+		refused = unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
+		return nil
 	}); err != nil {
 		tb.Fatal(err)
 	}
-	if serr != nil {
-		testenv.SkipOrFail(tb, "congestion control "+cc+": "+serr.Error())
+	if refused != nil {
+		testenv.SkipOrFail(tb, "congestion control "+cc+": "+refused.Error())
 	}
 }
 

@@ -7,24 +7,19 @@ import (
 	"net"
 	"syscall"
 	"testing"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // blockingFD puts c's socket into blocking mode for the test and returns
 // its descriptor: the raw calls must not rely on O_NONBLOCK.
 func blockingFD(tb testing.TB, c *net.TCPConn) int {
 	tb.Helper()
-	rc, err := c.SyscallConn()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var sock int
-	if err := rc.Control(func(fd uintptr) {
-		sock = int(fd)
-		err = syscall.SetNonblock(sock, false)
+	if err := sockopt.WithFD(c, func(fd int) error {
+		sock = fd
+		return syscall.SetNonblock(fd, false)
 	}); err != nil {
-		tb.Fatal(err)
-	}
-	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { syscall.SetNonblock(sock, true) })

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
 
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
@@ -220,7 +221,7 @@ func waitIdle(t *testing.T, cs ...*net.TCPConn) {
 }
 
 func sockIoctl(c *net.TCPConn, req uint) (n int, err error) {
-	err = tcprepair.WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		n, err = unix.IoctlGetInt(fd, req)
 		return err
 	})
@@ -228,7 +229,7 @@ func sockIoctl(c *net.TCPConn, req uint) (n int, err error) {
 }
 
 func tsClock(c *net.TCPConn) (v uint32, err error) {
-	err = tcprepair.WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		x, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
 		v = uint32(x)
 		return err
@@ -244,7 +245,7 @@ func freeze(c *net.TCPConn, ifindex int, peer *net.TCPConn) (tcprepair.ConnParam
 		Remote:  c.RemoteAddr().(*net.TCPAddr).AddrPort(),
 		Ifindex: ifindex,
 	}
-	err := tcprepair.WithFD(c, func(fd int) error {
+	err := sockopt.WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
 			return fmt.Errorf("TCP_REPAIR: %w", err)
 		}

@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // State is what splicing needs from one of the forwarder's sockets,
@@ -62,19 +64,6 @@ const (
 	tcpCloseWait   = 8
 )
 
-// WithFD runs f on c's descriptor without taking it from the netpoller.
-func WithFD(c *net.TCPConn, f func(fd int) error) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
-		return err
-	}
-	return ferr
-}
-
 // Addrs returns c's local and remote addresses, IPv4-mapped ones unmapped.
 func Addrs(c *net.TCPConn) (local, remote netip.AddrPort, err error) {
 	l, lok := c.LocalAddr().(*net.TCPAddr)
@@ -90,7 +79,7 @@ func Addrs(c *net.TCPConn) (local, remote netip.AddrPort, err error) {
 // for an MPTCP socket, whose TCP_REPAIR and sequence numbers are not those
 // of the wire).
 func Protocol(c *net.TCPConn) (proto int, err error) {
-	err = WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		proto, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
 		return err
 	})
@@ -99,7 +88,7 @@ func Protocol(c *net.TCPConn) (proto int, err error) {
 
 // NetnsInode returns the inode of the network namespace c belongs to.
 func NetnsInode(c *net.TCPConn) (ino uint64, err error) {
-	err = WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		nsfd, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
 		if err != nil {
 			return fmt.Errorf("SIOCGSKNS: %w", err)
@@ -118,7 +107,7 @@ func NetnsInode(c *net.TCPConn) (ino uint64, err error) {
 // NetnsCookie returns the cookie of the network namespace c belongs to
 // (SO_NETNS_COOKIE, Linux 5.14): one call where NetnsInode takes three.
 func NetnsCookie(c *net.TCPConn) (cookie uint64, err error) {
-	err = WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
 		return err
 	})
@@ -146,7 +135,7 @@ func freeze(c *net.TCPConn, read func(fd int, s *State) error) (State, error) {
 		return s, err
 	}
 	s.Params.Local, s.Params.Remote = local, remote
-	err = WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
 			return fmt.Errorf("TCP_REPAIR (needs CAP_NET_ADMIN): %w", err)
 		}
@@ -157,7 +146,7 @@ func freeze(c *net.TCPConn, read func(fd int, s *State) error) (State, error) {
 
 // Reread reads a frozen c's state again.
 func Reread(c *net.TCPConn, s State) (State, error) {
-	err := WithFD(c, func(fd int) error { return readFrozen(fd, &s) })
+	err := sockopt.WithFD(c, func(fd int) error { return readFrozen(fd, &s) })
 	return s, err
 }
 
@@ -291,7 +280,7 @@ func rawTCPInfoOf(fd int) ([]byte, error) {
 // Thaw takes c out of repair mode without a window probe: the socket
 // carries on as if it had never been frozen.
 func Thaw(c *net.TCPConn) error {
-	return WithFD(c, func(fd int) error { return repairOff(fd, unix.TCP_REPAIR_OFF_NO_WP) })
+	return sockopt.WithFD(c, func(fd int) error { return repairOff(fd, unix.TCP_REPAIR_OFF_NO_WP) })
 }
 
 // repairOff takes fd out of repair mode, with a window probe
@@ -320,7 +309,7 @@ func repairOff(fd, mode int) error {
 // Nothing else leaves the socket: its queues are empty and the pair is
 // held, so no segment reaches it meanwhile.
 func Poke(c *net.TCPConn) error {
-	return WithFD(c, func(fd int) error {
+	return sockopt.WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_OFF); err != nil {
 			return fmt.Errorf("TCP_REPAIR off: %w", err)
 		}
@@ -334,7 +323,7 @@ func Poke(c *net.TCPConn) error {
 // TSClock reads c's timestamp clock now (TCP_TIMESTAMP, the socket's
 // offset included): the TSval its next segment would carry.
 func TSClock(c *net.TCPConn) (v uint32, err error) {
-	err = WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		x, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
 		v = uint32(x)
 		return err
@@ -450,7 +439,7 @@ func PeekQueue(c *net.TCPConn, queue, n int, dst []byte) ([]byte, error) {
 	}
 	dst = slices.Grow(dst, n)
 	buf := dst[len(dst) : len(dst)+n]
-	err := WithFD(c, func(fd int) error {
+	err := sockopt.WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 			return err
 		}
@@ -476,7 +465,7 @@ type Window struct {
 
 // ReadWindow reads TCP_REPAIR_WINDOW of a frozen c.
 func ReadWindow(c *net.TCPConn) (w Window, err error) {
-	err = WithFD(c, func(fd int) error {
+	err = sockopt.WithFD(c, func(fd int) error {
 		var buf [20]byte
 		l := uint32(len(buf))
 		_, _, errno := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW,
