@@ -71,7 +71,7 @@ http {
 }
 
 // waitAccepting returns once addr accepts a connection from ns, failing
-// the test if the server exits first or WaitFor passes (Eventually).
+// the test if the server exits first or testenv.Eventually gives up.
 func waitAccepting(tb testing.TB, ns *lab.NS, addr string, exited <-chan error) {
 	tb.Helper()
 	testenv.Eventually(tb, "nginx to accept on "+addr, func() bool {
