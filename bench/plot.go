@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -91,12 +92,42 @@ type sizePlot struct {
 	// log spreads sizes (and values) spanning orders of magnitude on
 	// logarithmic axes.
 	log bool
+	// targets, if set, are the targets drawn, in this order (the rest
+	// would crowd the plot); unset: every target with the family.
+	targets []string
 }
 
+// wrkPlotTargets are the README's rows of the wrk table: splicer's default
+// engine beside the peers and no proxy at all.
+var wrkPlotTargets = []string{"route", "auto", "haproxy", "haproxy-buf256k", "nginx"}
+
 var sizePlots = []sizePlot{
-	{"web", "web_get_rps", "web_get_rps.png", "GET through the forward proxy, a connection per request", "requests/s", false},
-	{"web", "web_connect_rps", "web_connect_rps.png", "CONNECT tunnel and GET, a connection per request", "requests/s", false},
-	{"switch", "switch_p50_ms", "switch_p50.png", "Switch latency over one keep-alive connection (median)", "ms", true},
+	{"web", "web_get_rps", "web_get_rps.png", "GET through the forward proxy, a connection per request", "requests/s", false, nil},
+	{"web", "web_connect_rps", "web_connect_rps.png", "CONNECT tunnel and GET, a connection per request", "requests/s", false, nil},
+	{"web", "wrk_rps", "web_wrk_rps.png", "HTTP reverse proxy, wrk -t2 -c16 keep-alive (median)", "requests/s", true, wrkPlotTargets},
+	{"web", "wrk_p99_ms", "web_wrk_p99.png", "HTTP reverse proxy, wrk -t2 -c16 keep-alive: p99 latency (median)", "ms", true, wrkPlotTargets},
+	{"switch", "switch_p50_ms", "switch_p50.png", "Switch latency over one keep-alive connection (median)", "ms", true, nil},
+}
+
+// plotTargets is the targets lp draws from r: those with a metric of its
+// family, in r's order or, when lp names its targets, in that order.
+func plotTargets(r *Result, lp sizePlot) []string {
+	var have []string
+	for _, row := range r.Rows {
+		if _, ok := sizeOf(row.Metric, lp.family); ok && !slices.Contains(have, row.Engine) {
+			have = append(have, row.Engine)
+		}
+	}
+	if lp.targets == nil {
+		return have
+	}
+	var out []string
+	for _, t := range lp.targets {
+		if slices.Contains(have, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // writeSizeLines draws lp from r; it writes nothing when r has no such metric.
@@ -111,16 +142,12 @@ func writeSizeLines(dir string, r *Result, lp sizePlot) (string, error) {
 		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 		p.Legend.Left = true
 	}
-	var targets []string
-	for _, row := range r.Rows {
-		if _, ok := sizeOf(row.Metric, lp.family); ok && !slices.Contains(targets, row.Engine) {
-			targets = append(targets, row.Engine)
-		}
-	}
+	targets := plotTargets(r, lp)
 	if len(targets) == 0 {
 		return "", nil
 	}
 	lo, top := math.Inf(1), 0.0
+	falling := 0 // lines that end lower than they start, less rising ones
 	for i, t := range targets {
 		var pts plotter.XYs
 		for _, row := range r.Rows {
@@ -133,7 +160,12 @@ func writeSizeLines(dir string, r *Result, lp sizePlot) (string, error) {
 		if len(pts) == 0 {
 			continue
 		}
-		slices.SortFunc(pts, func(a, b plotter.XY) int { return int(a.X - b.X) })
+		slices.SortFunc(pts, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
+		if pts[len(pts)-1].Y < pts[0].Y {
+			falling++
+		} else {
+			falling--
+		}
 		line, points, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return "", err
@@ -149,6 +181,9 @@ func writeSizeLines(dir string, r *Result, lp sizePlot) (string, error) {
 	p.Y.Min, p.Y.Max = 0, top*1.3
 	if lp.log {
 		p.Y.Min, p.Y.Max = lo/2, top*2
+		// On log axes the lines fill the upper left corner when they
+		// fall with size (requests/s): the legend goes below them.
+		p.Legend.Top = falling <= 0
 	}
 	path := filepath.Join(dir, lp.file)
 	return path, p.Save(8*vg.Inch, 4*vg.Inch, path)
