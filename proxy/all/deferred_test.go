@@ -1,4 +1,4 @@
-// Responses written by the wait for the next request: pipelined and closing requests still get every response, whole and in order.
+// Responses written by the wait for the next request: pipelined and closing requests still get every response, whole and in order, whenever the next request arrives.
 
 package all_test
 
@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -58,5 +59,50 @@ func TestSmallResponsesPipelined(t *testing.T) {
 	}
 	if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 		t.Fatalf("after the closing request: %d bytes, %v, want EOF", n, err)
+	}
+}
+
+// TestPipelinedRequestBeforeTheResponse: the client's next request
+// reaches the proxy while the proxy waits for the back-end's answer to
+// the one before; the answer, small and whole, leaves with the wait for
+// that next request (deferResponse), which must find it in the socket
+// rather than wait for the client to send again. It waited until the
+// idle timeout: the request had woken the poller before that wait began.
+func TestPipelinedRequestBeforeTheResponse(t *testing.T) {
+	for _, engine := range []string{"copy", "pipe"} {
+		t.Run(engine, func(t *testing.T) {
+			next := make(chan struct{})
+			up := rawBackend(t, func(c net.Conn) {
+				br := bufio.NewReader(c)
+				for i := 0; ; i++ {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					if i == 0 {
+						<-next // the second request is in the proxy's socket
+					}
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n%02d", i)
+				}
+			})
+			c := dialReverse(t, engine, up)
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			for i := range 2 {
+				if _, err := fmt.Fprintf(c, "GET /%d HTTP/1.1\r\nHost: app.example\r\n\r\n", i); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(50 * time.Millisecond) // read by the proxy, or waiting in its socket
+			}
+			close(next)
+			br := bufio.NewReader(c)
+			for i := range 2 {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("response %d: %v", i, err)
+				}
+				if body, err := io.ReadAll(resp.Body); err != nil || string(body) != fmt.Sprintf("%02d", i) {
+					t.Fatalf("response %d: body %q, %v", i, body, err)
+				}
+			}
+		})
 	}
 }

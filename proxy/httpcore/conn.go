@@ -125,6 +125,10 @@ type idleReader struct {
 	// noWait: a raw read that finds nothing fails with errNothingYet
 	// instead of waiting.
 	noWait bool
+	// early: the peer may send before it has read what sendThenRead
+	// writes (a client pipelining its requests), so that read looks
+	// before it waits (rawStep).
+	early bool
 	// send and then send2, if not nil, are written by the next Read
 	// before it waits (sendThenRead), counted in pair's direction Up if
 	// pair is set.
@@ -179,7 +183,9 @@ func (r *idleReader) rawRead(b []byte) (int, error) {
 // seen the request yet), then wait: a system call per request. Here the
 // write runs inside the raw read, after the poller forgot any earlier
 // readiness, so whatever arrives after the write wakes the wait, and the
-// first read is the one after the wake.
+// first read is the one after the wake. What arrived before the write
+// woke nothing the wait sees: a peer that may send first (r.early, the
+// client) is read once before the wait.
 func (r *idleReader) sendThenRead(b []byte) (int, error) {
 	st := &r.raw
 	st.send, st.send2, st.buf = r.send, r.send2, b
@@ -301,7 +307,12 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 				return true // the rest, if any, goes the ordinary way
 			}
 		}
-		return false
+		if !r.early {
+			return false
+		}
+		// A pipelined request that came before the write is in the
+		// socket, its wake spent before the poller forgot it: waiting
+		// would hold it until the client sends again, or forever.
 	}
 	for {
 		n, err := recvNow(int(fd), st.buf)
@@ -405,7 +416,7 @@ func (c *Conn) Reuse() {
 func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
 	c := &Conn{S: s, Limits: lim, Idle: idle}
 	c.clientDL.conn = s.Pair().Client
-	c.clientIn = idleReader{dl: &c.clientDL, idle: idle, stopped: &c.stopped}
+	c.clientIn = idleReader{dl: &c.clientDL, idle: idle, stopped: &c.stopped, early: true}
 	if rc, err := s.Pair().Client.SyscallConn(); err == nil {
 		c.clientIn.rc = rc
 	}
@@ -555,8 +566,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 
 // deferResponse has a response that came whole with its head written by
 // the read that waits for the client's next request (sendThenRead), head
-// and body in one sendmsg: that wait then needs no read that can only find
-// nothing, a system call per request. The body is not copied: it stays in
+// and body in one sendmsg. The body is not copied: it stays in
 // the upstream reader's buffer, which nothing refills before that read
 // (the next request must be read before anything goes upstream), nor
 // resets (a new upstream is attached only for a request). Its bytes are
