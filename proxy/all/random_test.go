@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/testenv"
 )
@@ -42,6 +41,9 @@ type randomExchange struct {
 	seed         uint64 // of the response body's bytes
 	writePieces  int    // the request written in this many parts
 	pipelineNext bool   // the next request sent before this answer is read
+	// origin is the back-end as http-forward's clients name it in the
+	// request line (absolute form); empty for the origin form.
+	origin string
 }
 
 func newRandomExchange(r *rand.Rand) randomExchange {
@@ -92,7 +94,14 @@ func (x randomExchange) request() (raw []byte, sum string) {
 	q := url.Values{"seed": {strconv.FormatUint(x.seed, 10)}, "size": {strconv.Itoa(x.size)},
 		"framing": {x.framing}, "status": {strconv.Itoa(x.status)}}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s /x?%s HTTP/1.1\r\nHost: app.example\r\n", x.method, q.Encode())
+	host := "app.example"
+	if x.origin != "" {
+		host = x.origin
+		fmt.Fprintf(&b, "%s http://%s/x?%s HTTP/1.1\r\n", x.method, x.origin, q.Encode())
+	} else {
+		fmt.Fprintf(&b, "%s /x?%s HTTP/1.1\r\n", x.method, q.Encode())
+	}
+	fmt.Fprintf(&b, "Host: %s\r\n", host)
 	body := patternBytes(x.seed^0x5eed, x.reqBody)
 	if x.method == http.MethodPost {
 		if x.reqChunked {
@@ -195,10 +204,7 @@ func serveRandom(c net.Conn, req *http.Request, reqBody []byte) bool {
 // the back-end's header and every body byte, and some bodies moved
 // through the engine. SPLICER_RANDOM_SEEDS=N runs N seeds instead of 4.
 func TestRandomExchangesArriveIntact(t *testing.T) {
-	seeds := 4
-	if s, err := strconv.Atoi(os.Getenv("SPLICER_RANDOM_SEEDS")); err == nil && s > 0 {
-		seeds = s
-	}
+	seeds := randomSeeds()
 	up := randomBackend(t)
 	for _, engine := range []string{"copy", "pipe", "sockmap", "auto"} {
 		t.Run(engine, func(t *testing.T) {
@@ -207,7 +213,7 @@ func TestRandomExchangesArriveIntact(t *testing.T) {
 			}
 			f := reverseProxy(t, engine, "", up)
 			for seed := range uint64(seeds) {
-				runRandomExchanges(t, f, seed, 24)
+				runRandomExchanges(t, f.Addr("rev").String(), "", seed, 24)
 			}
 			if n := fwdtest.Metric(f, "splicer_http_response_bytes_total", "listener", "rev", "way", "spliced"); n == 0 {
 				t.Errorf("no body moved through engine %s: the test did not reach it", engine)
@@ -216,14 +222,43 @@ func TestRandomExchangesArriveIntact(t *testing.T) {
 	}
 }
 
-// runRandomExchanges sends n random exchanges from seed to f's listener,
-// on one connection until an answer closes it, and checks every answer.
-func runRandomExchanges(t *testing.T, f *forwarder.Forwarder, seed uint64, n int) {
+// TestRandomExchangesEveryHTTPKind: the same through http-forward (the
+// back-end named in absolute form) and filter, with their default engine.
+func TestRandomExchangesEveryHTTPKind(t *testing.T) {
+	up := randomBackend(t)
+	f := fwdtest.Start(t, httpListeners(t, up)...)
+	for _, kind := range []string{"http-forward", "filter"} {
+		t.Run(kind, func(t *testing.T) {
+			origin := ""
+			if kind == "http-forward" {
+				origin = up
+			}
+			for seed := range uint64(randomSeeds()) {
+				runRandomExchanges(t, f.Addr(kind).String(), origin, seed, 24)
+			}
+		})
+	}
+}
+
+// randomSeeds is how many seeds a random exchange test runs: 4, or
+// SPLICER_RANDOM_SEEDS.
+func randomSeeds() int {
+	if s, err := strconv.Atoi(os.Getenv("SPLICER_RANDOM_SEEDS")); err == nil && s > 0 {
+		return s
+	}
+	return 4
+}
+
+// runRandomExchanges sends n random exchanges from seed to the listener
+// at addr, on one connection until an answer closes it, and checks every
+// answer; origin, if set, is the back-end named in absolute form.
+func runRandomExchanges(t *testing.T, addr, origin string, seed uint64, n int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 0))
 	xs := make([]randomExchange, n)
 	for i := range xs {
 		xs[i] = newRandomExchange(r)
+		xs[i].origin = origin
 	}
 	var c net.Conn
 	var br *bufio.Reader
@@ -236,7 +271,7 @@ func runRandomExchanges(t *testing.T, f *forwarder.Forwarder, seed uint64, n int
 	for i, x := range xs {
 		if c == nil {
 			var err error
-			if c, err = net.Dial("tcp", f.Addr("rev").String()); err != nil {
+			if c, err = net.Dial("tcp", addr); err != nil {
 				t.Fatal(err)
 			}
 			c.SetDeadline(time.Now().Add(30 * time.Second))
