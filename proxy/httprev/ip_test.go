@@ -3,6 +3,8 @@
 package httprev_test
 
 import (
+	"net"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bufio"
@@ -20,6 +22,7 @@ import (
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 	"github.com/splicer/splicer/proxy/httpcore/httplab"
+	"github.com/splicer/splicer/proxy/httpcore/httprand"
 )
 
 // TestLabHTTPReverseIP: a keep-alive client sends 200 requests on one
@@ -301,4 +304,37 @@ func newClientIPListener(tb testing.TB, l *lab.Lab) config.Listener {
 	rcvBuf := config.Size(32 << 10)
 	lc.UpstreamPool = &config.UpstreamPool{ReceiveBuffer: &rcvBuf}
 	return lc
+}
+
+// TestLabHTTPReverseIPRandom: httprand's random keep-alive exchanges
+// (GET, HEAD, POST with a length or chunked; answers with a length,
+// chunked or ending at close; bodies to 3 MiB; some pipelined) through
+// http-reverse with engine auto and engines.ip.min_body 0, across links
+// that lose 1% of segments both ways: every answer arrives as the
+// back-end sent it, and ip spliced some of the bodies.
+func TestLabHTTPReverseIPRandom(t *testing.T) {
+	l := httplab.New(t)
+	for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
+		if err := l.SetLoss(link, lab.BothWays, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httplab.ServeRandom(t, l, httplab.ServerAddr(l, portA))
+	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
+	lc.Routes = []config.Route{{Pool: "a"}}
+	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	engines := config.Default().Engines
+	engines.IP.MinBody = 0
+	f := httplab.StartWith(t, l, engines, lc)
+	dial := func() net.Conn { return httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort)) }
+	for seed := range uint64(httprand.Seeds()) {
+		httprand.Run(t, dial, "", seed, 24)
+	}
+	if n := f.Splices("ip", "limit") + f.Splices("ip", "eof"); n == 0 {
+		t.Error("ip spliced no body: the test did not reach it")
+	}
+	if n := f.Metric("splicer_engine_events_total", "engine", "ip", "event", "unsplice_failed"); n != 0 {
+		t.Errorf("%v unsplices failed", n)
+	}
+	t.Logf("ip spliced %v bodies to their limit and %v to the end of the connection; others %v", f.Splices("ip", "limit"), f.Splices("ip", "eof"), f.SplicesEnded()-f.Splices("ip", "limit")-f.Splices("ip", "eof"))
 }

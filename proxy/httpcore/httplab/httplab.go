@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/proxy/httpcore/httprand"
 )
 
 // WaitFor bounds every wait for something asynchronous; generous, since it
@@ -130,6 +132,33 @@ func ServeOrigin(tb testing.TB, l *lab.Lab, addr string, opts ...origin.Option) 
 		tb.Fatalf("origin %s: %v", addr, err)
 	}
 	return srv
+}
+
+// ServeRandom serves httprand's back-end on addr in the server namespace
+// until the test ends.
+func ServeRandom(tb testing.TB, l *lab.Lab, addr string) {
+	tb.Helper()
+	ln, err := l.Server.Listen("tcp", addr)
+	if err != nil {
+		tb.Fatalf("listen %s: %v", addr, err)
+	}
+	var wg sync.WaitGroup
+	tb.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				httprand.Serve(c)
+			})
+		}
+	})
 }
 
 // ServeHTTP serves h on addr in the server namespace until the test ends.

@@ -1,0 +1,308 @@
+// Package httprand is test support: seeded random HTTP/1.1 keep-alive exchanges through a proxy, with a back-end that answers as each request asks and a client that checks every answer byte for byte.
+//
+// A request names its answer in its query (status, body length, framing,
+// the seed of the body's bytes); the back-end echoes the SHA-256 of the
+// request body it read in X-Req-Sha. Sizes cross every bound where
+// http-reverse moves a body another way, so one sequence takes the copy,
+// splice(2) and engine paths in turn.
+package httprand
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Sizes cross every bound where http-reverse moves a body another way:
+// within the head reader (16 KiB), copied through the body buffer, with
+// splice(2) past 64 KiB, through the engine from 512 KiB
+// (httpcore.ReverseCopyBelow).
+var Sizes = []int{0, 1, 100, 4 << 10, 16<<10 - 1, 16<<10 + 1, 64 << 10, 64<<10 + 1, 200 << 10,
+	512<<10 - 1, 512<<10 + 3, 1<<20 + 17, 3 << 20}
+
+// Seeds is how many seeds a random exchange test runs: 4, or
+// SPLICER_RANDOM_SEEDS for a longer campaign.
+func Seeds() int {
+	if s, err := strconv.Atoi(os.Getenv("SPLICER_RANDOM_SEEDS")); err == nil && s > 0 {
+		return s
+	}
+	return 4
+}
+
+// exchange is one request and what the back-end is asked to answer.
+type exchange struct {
+	method       string
+	reqBody      int    // request body length (POST)
+	reqChunked   bool   // the request body chunked, else with a length
+	size         int    // response body length
+	framing      string // cl, chunked or close (no length, ends at close)
+	status       int
+	seed         uint64 // of the response body's bytes
+	writePieces  int    // the request written in this many parts
+	pipelineNext bool   // the next request sent before this answer is read
+	// origin is the back-end as an http-forward client names it in the
+	// request line (absolute form); empty for the origin form.
+	origin string
+}
+
+func newExchange(r *rand.Rand) exchange {
+	x := exchange{method: http.MethodGet, status: http.StatusOK, seed: r.Uint64(),
+		size: Sizes[r.IntN(len(Sizes))], writePieces: 1 + r.IntN(3)}
+	switch n := r.IntN(10); {
+	case n == 0:
+		x.method = http.MethodHead
+	case n < 3:
+		x.method = http.MethodPost
+		x.reqBody = Sizes[r.IntN(len(Sizes))]
+		x.reqChunked = r.IntN(2) == 0
+	}
+	switch n := r.IntN(10); {
+	case n < 5:
+		x.framing = "cl"
+	case n < 9:
+		x.framing = "chunked"
+	default:
+		x.framing = "close"
+	}
+	if x.method == http.MethodGet && r.IntN(12) == 0 {
+		x.status = []int{http.StatusNoContent, http.StatusNotModified}[r.IntN(2)]
+	}
+	x.pipelineNext = x.framing != "close" && r.IntN(4) == 0
+	return x
+}
+
+// bodyless is true when the answer has no body whatever its framing says.
+func (x exchange) bodyless() bool {
+	return x.method == http.MethodHead || x.status == http.StatusNoContent || x.status == http.StatusNotModified
+}
+
+// pattern is n bytes drawn from seed: a byte lost, repeated or moved
+// anywhere shows.
+func pattern(seed uint64, n int) []byte {
+	b := make([]byte, n)
+	var s [32]byte
+	for i := range 8 {
+		s[i] = byte(seed >> (8 * i))
+	}
+	rand.NewChaCha8(s).Read(b)
+	return b
+}
+
+// request is x's request as raw bytes and its body's SHA-256.
+func (x exchange) request() (raw []byte, sum string) {
+	q := url.Values{"seed": {strconv.FormatUint(x.seed, 10)}, "size": {strconv.Itoa(x.size)},
+		"framing": {x.framing}, "status": {strconv.Itoa(x.status)}}
+	var b bytes.Buffer
+	host := "app.example"
+	if x.origin != "" {
+		host = x.origin
+		fmt.Fprintf(&b, "%s http://%s/x?%s HTTP/1.1\r\n", x.method, x.origin, q.Encode())
+	} else {
+		fmt.Fprintf(&b, "%s /x?%s HTTP/1.1\r\n", x.method, q.Encode())
+	}
+	fmt.Fprintf(&b, "Host: %s\r\n", host)
+	body := pattern(x.seed^0x5eed, x.reqBody)
+	if x.method == http.MethodPost {
+		if x.reqChunked {
+			b.WriteString("Transfer-Encoding: chunked\r\n\r\n")
+			writeChunked(&b, body, rand.New(rand.NewPCG(x.seed, 1)))
+		} else {
+			fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n", len(body))
+			b.Write(body)
+		}
+	} else {
+		b.WriteString("\r\n")
+	}
+	h := sha256.Sum256(body)
+	return b.Bytes(), hex.EncodeToString(h[:])
+}
+
+// writeChunked writes body in chunks of random sizes and the last chunk.
+func writeChunked(w io.Writer, body []byte, r *rand.Rand) {
+	for len(body) > 0 {
+		n := min(len(body), 1+r.IntN(70000))
+		fmt.Fprintf(w, "%x\r\n", n)
+		w.Write(body[:n])
+		io.WriteString(w, "\r\n")
+		body = body[n:]
+	}
+	io.WriteString(w, "0\r\n\r\n")
+}
+
+// Serve answers the requests on c as their queries ask, each answer
+// written in parts of random sizes, until c fails or an answer ends at
+// close; the caller closes c.
+func Serve(c net.Conn) {
+	c.SetDeadline(time.Now().Add(time.Minute))
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		got, err := io.ReadAll(req.Body)
+		if err != nil {
+			return
+		}
+		if !answer(c, req, got) {
+			return
+		}
+	}
+}
+
+// answer writes the answer req asks for; false when the connection ends
+// with it.
+func answer(c net.Conn, req *http.Request, reqBody []byte) bool {
+	q := req.URL.Query()
+	seed, _ := strconv.ParseUint(q.Get("seed"), 10, 64)
+	size, _ := strconv.Atoi(q.Get("size"))
+	status, _ := strconv.Atoi(q.Get("status"))
+	framing := q.Get("framing")
+	sum := sha256.Sum256(reqBody)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nX-Req-Sha: %s\r\n", status, http.StatusText(status), hex.EncodeToString(sum[:]))
+	noBody := status == http.StatusNoContent || status == http.StatusNotModified
+	bodyless := req.Method == http.MethodHead || noBody
+	body := pattern(seed, size)
+	r := rand.New(rand.NewPCG(seed, 2))
+	switch {
+	case noBody:
+		b.WriteString("\r\n")
+	case framing == "cl":
+		fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n", size)
+		if !bodyless {
+			b.Write(body)
+		}
+	case framing == "chunked":
+		b.WriteString("Transfer-Encoding: chunked\r\n\r\n")
+		if !bodyless {
+			writeChunked(&b, body, r)
+		}
+	default: // close
+		b.WriteString("Connection: close\r\n\r\n")
+		if !bodyless {
+			b.Write(body)
+		}
+	}
+	for out := b.Bytes(); len(out) > 0; {
+		n := min(len(out), 1+r.IntN(300<<10))
+		if _, err := c.Write(out[:n]); err != nil {
+			return false
+		}
+		out = out[n:]
+	}
+	return framing != "close" || noBody
+}
+
+// Run sends n random exchanges drawn from seed through the proxy that
+// dial connects to, on one connection until an answer ends it, and fails
+// tb at the first answer that differs from what the back-end (Serve)
+// sent; origin, if set, is the back-end's address, named in absolute
+// form as clients of a forward proxy do.
+func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int) {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(seed, 0))
+	xs := make([]exchange, n)
+	for i := range xs {
+		xs[i] = newExchange(r)
+		xs[i].origin = origin
+	}
+	var c net.Conn
+	var br *bufio.Reader
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
+	sent := 0 // exchanges whose requests went out
+	for i, x := range xs {
+		if c == nil {
+			c = dial()
+			c.SetDeadline(time.Now().Add(time.Minute))
+			br = bufio.NewReader(c)
+		}
+		for ; sent <= i; sent++ {
+			writeInPieces(tb, c, xs[sent], r)
+		}
+		if x.pipelineNext && sent < len(xs) {
+			writeInPieces(tb, c, xs[sent], r)
+			sent++
+		}
+		where := fmt.Sprintf("seed %d, exchange %d (%+v)", seed, i, x)
+		if !readAnswer(tb, br, x, where) {
+			if sent > i+1 {
+				tb.Fatalf("%s: the proxy closed the connection with the next request sent", where)
+			}
+			c.Close()
+			c = nil
+		}
+	}
+}
+
+// writeInPieces writes x's request in x.writePieces parts.
+func writeInPieces(tb testing.TB, c net.Conn, x exchange, r *rand.Rand) {
+	tb.Helper()
+	raw, _ := x.request()
+	for k := x.writePieces; k > 0 && len(raw) > 0; k-- {
+		n := len(raw)
+		if k > 1 {
+			n = r.IntN(len(raw) + 1)
+		}
+		if _, err := c.Write(raw[:n]); err != nil {
+			tb.Fatalf("writing a request: %v", err)
+		}
+		raw = raw[n:]
+	}
+}
+
+// readAnswer reads x's answer and checks it; false when the proxy ends
+// the connection after it.
+func readAnswer(tb testing.TB, br *bufio.Reader, x exchange, where string) bool {
+	tb.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: x.method})
+	if err != nil {
+		tb.Fatalf("%s: reading the answer: %v", where, err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("%s: reading the body: %v", where, err)
+	}
+	if resp.StatusCode != x.status {
+		tb.Fatalf("%s: status %d, want %d", where, resp.StatusCode, x.status)
+	}
+	if _, sum := x.request(); resp.Header.Get("X-Req-Sha") != sum {
+		tb.Fatalf("%s: the back-end read another request body (X-Req-Sha %q, want %q)", where, resp.Header.Get("X-Req-Sha"), sum)
+	}
+	want := pattern(x.seed, x.size)
+	if x.bodyless() {
+		want = nil
+	}
+	if !bytes.Equal(got, want) {
+		tb.Fatalf("%s: body of %d bytes, want %d; first difference at %d", where, len(got), len(want), firstDiff(got, want))
+	}
+	if x.method == http.MethodHead && x.framing == "cl" && resp.ContentLength != int64(x.size) {
+		tb.Fatalf("%s: HEAD's Content-Length %d, want %d", where, resp.ContentLength, x.size)
+	}
+	return !resp.Close && !strings.EqualFold(resp.Header.Get("Connection"), "close")
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
