@@ -25,8 +25,12 @@ const (
 	// quietTimeout bounds the wait for both receivers to acknowledge
 	// everything the datapath forwarded them. A delayed ACK takes up to
 	// 200 ms; a lost one is recovered by the sender's retransmission,
-	// which a watch forwards, and the receiver's new ACK.
-	quietTimeout = 2 * time.Second
+	// which a watch forwards, and the receiver's new ACK. Each loss of
+	// the same retransmission doubles the sender's timeout (200 ms,
+	// 400, 800, 1.6 s, 3.2 s): 15 s outlasts four in a row, where 2 s
+	// reset pairs on links losing 5% both ways (TestLabHTTPReverseIPRandom
+	// at 5%); TCP itself keeps trying for minutes.
+	quietTimeout = 15 * time.Second
 	// remainderTimeout bounds the copy, in control mode, of a limited
 	// direction's last bytes when the segment holding them crossed the
 	// limit and was not forwarded.

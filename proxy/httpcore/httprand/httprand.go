@@ -141,13 +141,17 @@ func writeChunked(w io.Writer, body []byte, r *rand.Rand) {
 	io.WriteString(w, "0\r\n\r\n")
 }
 
+// exchangeTimeout bounds each exchange, generous for links that lose
+// segments: one may take several retransmission timeouts.
+const exchangeTimeout = time.Minute
+
 // Serve answers the requests on c as their queries ask, each answer
 // written in parts of random sizes, until c fails or an answer ends at
 // close; the caller closes c.
 func Serve(c net.Conn) {
-	c.SetDeadline(time.Now().Add(time.Minute))
 	br := bufio.NewReader(c)
 	for {
+		c.SetDeadline(time.Now().Add(exchangeTimeout))
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return
@@ -230,9 +234,9 @@ func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int)
 	for i, x := range xs {
 		if c == nil {
 			c = dial()
-			c.SetDeadline(time.Now().Add(time.Minute))
 			br = bufio.NewReader(c)
 		}
+		c.SetDeadline(time.Now().Add(exchangeTimeout))
 		for ; sent <= i; sent++ {
 			writeInPieces(tb, c, xs[sent], r)
 		}
