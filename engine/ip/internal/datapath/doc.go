@@ -18,8 +18,10 @@
 // CHECKSUM_PARTIAL, CHECKSUM_COMPLETE and GSO/GRO super-packets stay right.
 //
 // The program drops, with a per-CPU counter named after the reason (Drops):
-// SYNs on a spliced tuple, segments whose seq or ack lies outside the
-// tracked window (blind resets and injections), malformed headers. What
+// SYNs on a spliced tuple (but the server's retransmitted SYN-ACK, which
+// it answers with the ACK the frozen socket would have sent), segments
+// whose seq or ack lies outside the tracked window (blind resets and
+// injections), malformed headers. What
 // reaches a pair while it changes hands it keeps instead, for the control
 // plane (Kept): every segment while a pair inserted with PairSpec.Keep is
 // held and published (until StopKeeping), and data past a watched or

@@ -285,6 +285,9 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 	if e.flags&flagClosed != 0 {
 		return m.drop("closed")
 	}
+	if flags&(packet.SYN|packet.ACK|packet.RST|packet.FIN) == packet.SYN|packet.ACK && plen == 0 && seq+1 == e.sndNxt {
+		return answerSynAck(f, l4, h, seq, e, peer)
+	}
 	if flags&packet.SYN != 0 {
 		return m.drop("syn_on_spliced")
 	}
@@ -467,4 +470,40 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 		e.flags |= flagLimitEv
 		m.events = append(m.events, refEvent{EventLimit, e.limitSeq, flow})
 	}
+}
+
+// answerSynAck mirrors answer_synack: the server's retransmitted SYN-ACK
+// turned around into the ACK the forwarder's socket would have sent.
+func answerSynAck(f []byte, l4 int, h []byte, seq uint32, e, peer *refDir) (int32, []byte) {
+	ack := seq + 1
+	var wnd uint32
+	if edge := peer.wndEdge - e.seqOff; after(edge, ack) {
+		wnd = min((edge-ack)>>min(peer.outShift, 14), 0xffff)
+	}
+	sport, dport := binary.BigEndian.Uint16(h[0:]), binary.BigEndian.Uint16(h[2:])
+	binary.BigEndian.PutUint16(h[0:], dport)
+	binary.BigEndian.PutUint16(h[2:], sport)
+	binary.BigEndian.PutUint32(h[4:], peer.sndNxt+peer.seqOff)
+	binary.BigEndian.PutUint32(h[8:], ack)
+	h[13] = packet.ACK
+	binary.BigEndian.PutUint16(h[14:], uint16(wnd))
+	for i := 20; i < len(h); i++ {
+		h[i] = 1 // NOP
+	}
+	swap := func(a, b []byte) {
+		t := append([]byte(nil), a...)
+		copy(a, b)
+		copy(b, t)
+	}
+	swap(f[0:6], f[6:12])
+	v6 := f[packet.EthLen]>>4 == 6
+	if v6 {
+		swap(f[packet.EthLen+8:packet.EthLen+24], f[packet.EthLen+24:packet.EthLen+40])
+	} else {
+		swap(f[packet.EthLen+12:packet.EthLen+16], f[packet.EthLen+16:packet.EthLen+20])
+	}
+	end := l4 + len(h)
+	p := packet.Info{V6: v6, L4: l4, End: end}
+	binary.BigEndian.PutUint16(f[l4+16:], packet.TCPChecksum(f, p))
+	return verdictRedirect, f
 }

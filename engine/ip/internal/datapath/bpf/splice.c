@@ -625,6 +625,61 @@ static __always_inline int reopen(const struct pkt *p)
 }
 
 /*
+ * answer_synack answers the server's retransmitted SYN-ACK on a spliced
+ * flow as the forwarder's socket would have: with the ACK that completes
+ * the server's handshake. The socket's own ACK was lost and the socket
+ * was frozen for the splice before the retransmission came; dropped, the
+ * SYN-ACK would leave the server in SYN-RECEIVED, the connection never
+ * accepted, until the client sends (a server that speaks first: never).
+ * The segment is turned around in place: MACs, addresses and ports
+ * swapped (no checksum changes with a swap), seq the client side's next in
+ * the server's space, ack the SYN's + 1, ACK alone, the window the client
+ * offers, options overwritten with NOPs; it goes back out the device it
+ * came in on and is counted as forwarded.
+ */
+static __always_inline int answer_synack(struct __sk_buff *skb, const struct pkt *p, struct seg *s,
+					 const struct splice_dir *e, const struct splice_dir *peer)
+{
+	__u32 hlen = s->hlen & 0x3c;
+	__u32 ack = s->seq + 1;
+	__u32 edge = READ_ONCE(peer->wnd_edge) - READ_ONCE(e->seq_off);
+	__u32 shift = SPLICE_CTL_OUT_SHIFT(READ_ONCE(peer->ctl));
+	__u32 wnd = seq_after(edge, ack) ? (edge - ack) >> (shift > 14 ? 14 : shift) : 0;
+	__u8 mac[2 * ETH_ALEN];
+
+	asm volatile("" : "+r"(hlen)); /* keep the check below: the verifier cannot see parse_tcp's bound */
+	if (hlen < 20)
+		return drop(SPLICE_DROP_MALFORMED); /* parse_tcp let it through: never, kept as the verifier's bound */
+	__builtin_memcpy(s->out, s->hdr, HDR_BUF);
+	__builtin_memcpy(s->out, s->hdr + 2, 2);
+	__builtin_memcpy(s->out + 2, s->hdr, 2);
+	put32(s->out, 4, READ_ONCE(peer->snd_nxt) + READ_ONCE(peer->seq_off));
+	put32(s->out, 8, ack);
+	s->out[13] = TCP_ACK;
+	put16(s->out, 14, wnd > 0xffff ? 0xffff : wnd);
+	for (__u32 i = 20; i < HDR_BUF; i++)
+		s->out[i] = TCPOPT_NOP; /* past hlen too: only hlen bytes are stored */
+
+	__s64 hdiff = bpf_csum_diff((__be32 *)s->hdr, hlen, (__be32 *)s->out, hlen, 0);
+	if (hdiff < 0 || bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0 ||
+	    bpf_l4_csum_replace(skb, p->l4 + 16, 0, hdiff, 0) < 0)
+		return drop(SPLICE_DROP_REWRITE); /* half-rewritten: it must not reach the server */
+	if (p->key.family == SPLICE_AF_INET) {
+		if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, saddr), p->key.daddr, 4, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, daddr), p->key.saddr, 4, 0) < 0)
+			return drop(SPLICE_DROP_REWRITE); /* half-rewritten: it must not reach the server */
+	} else if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, saddr), p->key.daddr, 16, 0) < 0 ||
+		   bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, daddr), p->key.saddr, 16, 0) < 0) {
+		return drop(SPLICE_DROP_REWRITE); /* half-rewritten: it must not reach the server */
+	}
+	if (bpf_skb_load_bytes(skb, 0, mac, sizeof(mac)) < 0 || bpf_skb_store_bytes(skb, 0, mac + ETH_ALEN, ETH_ALEN, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, ETH_ALEN, mac, ETH_ALEN, 0) < 0)
+		return drop(SPLICE_DROP_REWRITE); /* half-rewritten: it must not reach the server */
+	count(SPLICE_CNT_FORWARDED);
+	return bpf_redirect(skb->ingress_ifindex, 0); /* back to the server, through the device it came from */
+}
+
+/*
  * splice checks, translates and redirects one segment of a spliced flow,
  * or keeps it for the control plane: every segment while the pair is
  * being published (held, or SPLICE_F_KEEP), and data past a watched or
@@ -653,6 +708,9 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 		return reopen(p);
 	if (flags & SPLICE_F_CLOSED)
 		return drop(SPLICE_DROP_CLOSED); /* a reset ended the pair: nobody is left to receive this */
+	if ((s.flags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) == (TCP_SYN | TCP_ACK) && s.len == 0 &&
+	    s.seq + 1 == READ_ONCE(e->snd_nxt))
+		return answer_synack(skb, p, &s, e, peer); /* the server's handshake, retransmitted: answered, not forwarded */
 	if (s.flags & TCP_SYN)
 		return drop(SPLICE_DROP_SYN); /* a new handshake on a spliced tuple would desynchronize both ends */
 	if (!(s.flags & (TCP_ACK | TCP_RST)))
