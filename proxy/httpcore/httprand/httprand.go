@@ -51,7 +51,7 @@ type exchange struct {
 	status       int
 	seed         uint64 // of the response body's bytes
 	writePieces  int    // the request written in this many parts
-	pipelineNext bool   // the next request sent before this answer is read
+	pipelineNext bool   // the next request, if it has no body, sent before this answer is read
 	// origin is the back-end as an http-forward client names it in the
 	// request line (absolute form); empty for the origin form.
 	origin string
@@ -240,7 +240,10 @@ func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int)
 		for ; sent <= i; sent++ {
 			writeInPieces(tb, c, xs[sent], r)
 		}
-		if x.pipelineNext && sent < len(xs) {
+		// Only a request without a body follows unanswered: this client
+		// reads no answer while it writes, and a body the proxy will not
+		// read before the answer is out could fill both ways' buffers.
+		if x.pipelineNext && sent < len(xs) && xs[sent].method != http.MethodPost {
 			writeInPieces(tb, c, xs[sent], r)
 			sent++
 		}
