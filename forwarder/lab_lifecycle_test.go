@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/lab"
@@ -158,7 +159,7 @@ func TestLabShutdownLetsPairFinish(t *testing.T) {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}, func() string { return "new connections still accepted during shutdown" })
 
-	req, resp := random(64<<10, 3), random(1<<20, 4)
+	req, resp := enginetest.Random(64<<10, 3), enginetest.Random(1<<20, 4)
 	writeAsync(t, client, req, true)
 	if got := readAll(t, server); string(got) != string(req) {
 		t.Fatalf("request during shutdown: %d bytes arrived, want %d", len(got), len(req))

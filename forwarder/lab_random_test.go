@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine/all"
+	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/proxy/httpcore/httprand"
@@ -101,10 +102,7 @@ func exchangeRandomStreams(t *testing.T, client, server *net.TCPConn, seed uint6
 func writeRandomStream(c *net.TCPConn, r *rand.Rand) ([]byte, error) {
 	var sent []byte
 	for range r.IntN(25) {
-		chunk := make([]byte, 1+r.IntN(256<<10))
-		for i := range chunk {
-			chunk[i] = byte(r.Uint32())
-		}
+		chunk := enginetest.Random(1+r.IntN(256<<10), r.Uint64())
 		if _, err := c.Write(chunk); err != nil {
 			return sent, err
 		}

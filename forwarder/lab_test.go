@@ -6,13 +6,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"math/rand/v2"
 	"net"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/splicer/splicer/engine/all"
+	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
@@ -159,7 +159,7 @@ func testHalfCloseFromServer(t *testing.T, e *engineLab, listener string, upstre
 // half-open pair. dir is the direction first's bytes travel. Between the two,
 // /flows must show the pair spliced with exactly the bytes sent so far.
 func testHalfClose(t *testing.T, e *engineLab, listener string, first, second *net.TCPConn, dir string) {
-	msg, answer := random(256<<10, 1), random(1<<20, 2)
+	msg, answer := enginetest.Random(256<<10, 1), enginetest.Random(1<<20, 2)
 	writeAsync(t, first, msg, true)
 	if got := readAll(t, second); sha256.Sum256(got) != sha256.Sum256(msg) {
 		t.Fatalf("%s: %d bytes arrived before EOF, want the %d sent, unchanged", dir, len(got), len(msg))
@@ -218,12 +218,4 @@ func testReset(t *testing.T, e *engineLab, listener string, resetter, other *net
 		t.Fatalf("after the reset the other end read %v, want ECONNRESET", err)
 	}
 	e.waitClosed(t, listener, "reset", 1)
-}
-
-// random returns n seeded random bytes.
-func random(n int, seed uint64) []byte {
-	b := make([]byte, n)
-	r := rand.NewChaCha8([32]byte{byte(seed)})
-	r.Read(b)
-	return b
 }

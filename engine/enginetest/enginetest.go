@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -59,11 +60,13 @@ func connected(tb testing.TB) (*net.TCPConn, *net.TCPConn) {
 	return a, d
 }
 
-// Random returns n bytes of seeded random data.
+// Random returns n bytes of seeded random data; every bit of seed counts,
+// so streams drawn from different seeds differ.
 func Random(n int, seed uint64) []byte {
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
 	b := make([]byte, n)
-	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
-	r.Read(b)
+	rand.NewChaCha8(key).Read(b)
 	return b
 }
 

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/splicer/splicer/engine/enginetest"
 )
 
 // Sizes cross every bound where http-reverse moves a body another way:
@@ -88,18 +90,6 @@ func (x exchange) bodyless() bool {
 	return x.method == http.MethodHead || x.status == http.StatusNoContent || x.status == http.StatusNotModified
 }
 
-// pattern is n bytes drawn from seed: a byte lost, repeated or moved
-// anywhere shows.
-func pattern(seed uint64, n int) []byte {
-	b := make([]byte, n)
-	var s [32]byte
-	for i := range 8 {
-		s[i] = byte(seed >> (8 * i))
-	}
-	rand.NewChaCha8(s).Read(b)
-	return b
-}
-
 // request is x's request as raw bytes and its body's SHA-256.
 func (x exchange) request() (raw []byte, sum string) {
 	q := url.Values{"seed": {strconv.FormatUint(x.seed, 10)}, "size": {strconv.Itoa(x.size)},
@@ -113,7 +103,7 @@ func (x exchange) request() (raw []byte, sum string) {
 		fmt.Fprintf(&b, "%s /x?%s HTTP/1.1\r\n", x.method, q.Encode())
 	}
 	fmt.Fprintf(&b, "Host: %s\r\n", host)
-	body := pattern(x.seed^0x5eed, x.reqBody)
+	body := enginetest.Random(x.reqBody, x.seed^0x5eed)
 	if x.method == http.MethodPost {
 		if x.reqChunked {
 			b.WriteString("Transfer-Encoding: chunked\r\n\r\n")
@@ -179,7 +169,7 @@ func answer(c net.Conn, req *http.Request, reqBody []byte) bool {
 	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nX-Req-Sha: %s\r\n", status, http.StatusText(status), hex.EncodeToString(sum[:]))
 	noBody := status == http.StatusNoContent || status == http.StatusNotModified
 	bodyless := req.Method == http.MethodHead || noBody
-	body := pattern(seed, size)
+	body := enginetest.Random(size, seed)
 	r := rand.New(rand.NewPCG(seed, 2))
 	switch {
 	case noBody:
@@ -292,7 +282,7 @@ func readAnswer(tb testing.TB, br *bufio.Reader, x exchange, where string) bool 
 	if _, sum := x.request(); resp.Header.Get("X-Req-Sha") != sum {
 		tb.Fatalf("%s: the back-end read another request body (X-Req-Sha %q, want %q)", where, resp.Header.Get("X-Req-Sha"), sum)
 	}
-	want := pattern(x.seed, x.size)
+	want := enginetest.Random(x.size, x.seed)
 	if x.bodyless() {
 		want = nil
 	}
