@@ -220,7 +220,8 @@ func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int)
 			c.Close()
 		}
 	}()
-	sent := 0 // exchanges whose requests went out
+	sent := 0                       // exchanges whose requests went out
+	sums := make([]string, len(xs)) // their bodies' SHA-256, as the back-end echoes it
 	for i, x := range xs {
 		if c == nil {
 			c = dial()
@@ -228,17 +229,17 @@ func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int)
 		}
 		c.SetDeadline(time.Now().Add(exchangeTimeout))
 		for ; sent <= i; sent++ {
-			writeInPieces(tb, c, xs[sent], r)
+			sums[sent] = writeInPieces(tb, c, xs[sent], r)
 		}
 		// Only a request without a body follows unanswered: this client
 		// reads no answer while it writes, and a body the proxy will not
 		// read before the answer is out could fill both ways' buffers.
 		if x.pipelineNext && sent < len(xs) && xs[sent].method != http.MethodPost {
-			writeInPieces(tb, c, xs[sent], r)
+			sums[sent] = writeInPieces(tb, c, xs[sent], r)
 			sent++
 		}
 		where := fmt.Sprintf("seed %d, exchange %d (%+v)", seed, i, x)
-		if !readAnswer(tb, br, x, where) {
+		if !readAnswer(tb, br, x, sums[i], where) {
 			if sent > i+1 {
 				tb.Fatalf("%s: the proxy closed the connection with the next request sent", where)
 			}
@@ -248,10 +249,11 @@ func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int)
 	}
 }
 
-// writeInPieces writes x's request in x.writePieces parts.
-func writeInPieces(tb testing.TB, c net.Conn, x exchange, r *rand.Rand) {
+// writeInPieces writes x's request in x.writePieces parts and returns
+// its body's SHA-256.
+func writeInPieces(tb testing.TB, c net.Conn, x exchange, r *rand.Rand) (sum string) {
 	tb.Helper()
-	raw, _ := x.request()
+	raw, sum := x.request()
 	for k := x.writePieces; k > 0 && len(raw) > 0; k-- {
 		n := len(raw)
 		if k > 1 {
@@ -262,11 +264,12 @@ func writeInPieces(tb testing.TB, c net.Conn, x exchange, r *rand.Rand) {
 		}
 		raw = raw[n:]
 	}
+	return sum
 }
 
-// readAnswer reads x's answer and checks it; false when the proxy ends
-// the connection after it.
-func readAnswer(tb testing.TB, br *bufio.Reader, x exchange, where string) bool {
+// readAnswer reads x's answer and checks it, sum being the SHA-256 of the
+// request body sent; false when the proxy ends the connection after it.
+func readAnswer(tb testing.TB, br *bufio.Reader, x exchange, sum, where string) bool {
 	tb.Helper()
 	resp, err := http.ReadResponse(br, &http.Request{Method: x.method})
 	if err != nil {
@@ -279,7 +282,7 @@ func readAnswer(tb testing.TB, br *bufio.Reader, x exchange, where string) bool 
 	if resp.StatusCode != x.status {
 		tb.Fatalf("%s: status %d, want %d", where, resp.StatusCode, x.status)
 	}
-	if _, sum := x.request(); resp.Header.Get("X-Req-Sha") != sum {
+	if resp.Header.Get("X-Req-Sha") != sum {
 		tb.Fatalf("%s: the back-end read another request body (X-Req-Sha %q, want %q)", where, resp.Header.Get("X-Req-Sha"), sum)
 	}
 	want := enginetest.Random(x.size, x.seed)
