@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // WaitReadable blocks until c has data, EOF or an error pending, without
@@ -43,18 +45,10 @@ func Unsent(c *net.TCPConn) (int, error) {
 	return ioctlInt(c, unix.SIOCOUTQ)
 }
 
-func ioctlInt(c *net.TCPConn, req uint) (int, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var n int
-	var ierr error
-	err = rc.Control(func(fd uintptr) {
-		n, ierr = unix.IoctlGetInt(int(fd), req)
+func ioctlInt(c *net.TCPConn, req uint) (n int, err error) {
+	err = sockopt.WithFD(c, func(fd int) error {
+		n, err = unix.IoctlGetInt(fd, req)
+		return err
 	})
-	if err != nil {
-		return 0, err
-	}
-	return n, ierr
+	return n, err
 }

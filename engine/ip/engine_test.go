@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/internal/sockopt"
@@ -509,7 +507,7 @@ func TestEngineSplicesBufferedData(t *testing.T) {
 				t.Fatal(err)
 			}
 			testenv.Eventually(t, "the early bytes in the forwarder's receive queue", func() bool {
-				n, err := queued(lp.p.Src(from))
+				n, err := engine.Readable(lp.p.Src(from))
 				return err == nil && n == len(early)
 			})
 			var draining, drained atomic.Bool
@@ -570,16 +568,6 @@ func TestEngineFallsBackWithoutClockAnswer(t *testing.T) {
 	go copyThenClose(lp.p.Upstream(), lp.p.Client)
 	go copyThenClose(lp.p.Client, lp.p.Upstream())
 	echoOnce(t, lp)
-}
-
-// queued is SIOCINQ of c.
-func queued(c *net.TCPConn) (n int, err error) {
-	err = sockopt.WithFD(c, func(fd int) error {
-		var err error
-		n, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
-		return err
-	})
-	return n, err
 }
 
 func copyThenClose(dst, src *net.TCPConn) {

@@ -89,7 +89,7 @@ func testDrainInGSOPackets(t *testing.T, el *engineLab, v6 bool, from engine.Dir
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "the early bytes in the forwarder's receive queue", func() bool {
-		n, err := queued(lp.p.Src(from))
+		n, err := engine.Readable(lp.p.Src(from))
 		return err == nil && n == len(early)
 	})
 	mss := maxSeg(t, lp.p.Dst(from))

@@ -81,12 +81,7 @@ func queuedPastBoundary(p *engine.Pair, opts engine.Options) error {
 		if o.Mode == engine.Forward && o.Limit == 0 {
 			continue
 		}
-		var inq int
-		err := sockopt.WithFD(p.Src(d), func(fd int) error {
-			var err error
-			inq, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
-			return err
-		})
+		inq, err := engine.Readable(p.Src(d))
 		switch {
 		case err != nil:
 			return fmt.Errorf("SIOCINQ: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/sockopt"
 )
 
@@ -39,15 +40,6 @@ func canSend(c *net.TCPConn) bool {
 	return err == nil && (ti.State == unix.BPF_TCP_ESTABLISHED || ti.State == unix.BPF_TCP_CLOSE_WAIT)
 }
 
-func ioctl(c *net.TCPConn, req uint) (int, error) {
-	var n int
-	err := sockopt.WithFD(c, func(fd int) (err error) {
-		n, err = unix.IoctlGetInt(fd, req)
-		return err
-	})
-	return n, err
-}
-
 // streamPos returns how many bytes of c's incoming stream were consumed so
 // far: received minus still queued. Only valid while nobody reads c and c is
 // in no map (SIOCINQ counts the psock queue once it is).
@@ -57,7 +49,7 @@ func streamPos(c *net.TCPConn) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		q, err := ioctl(c, unix.SIOCINQ)
+		q, err := engine.Readable(c)
 		if err != nil {
 			return 0, err
 		}
@@ -79,7 +71,7 @@ func written(c *net.TCPConn) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	q, err := ioctl(c, unix.SIOCOUTQ)
+	q, err := engine.Unsent(c)
 	if err != nil {
 		return 0, err
 	}
@@ -94,7 +86,7 @@ func writtenExact(c *net.TCPConn) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		q, err := ioctl(c, unix.SIOCOUTQ)
+		q, err := engine.Unsent(c)
 		if err != nil {
 			return 0, err
 		}

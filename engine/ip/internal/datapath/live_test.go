@@ -205,7 +205,7 @@ func waitIdle(t *testing.T, cs ...*net.TCPConn) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, c := range cs {
 		for {
-			n, err := sockIoctl(c, unix.SIOCOUTQ)
+			n, err := engine.Unsent(c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,14 +218,6 @@ func waitIdle(t *testing.T, cs ...*net.TCPConn) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-}
-
-func sockIoctl(c *net.TCPConn, req uint) (n int, err error) {
-	err = sockopt.WithFD(c, func(fd int) error {
-		n, err = unix.IoctlGetInt(fd, req)
-		return err
-	})
-	return n, err
 }
 
 func tsClock(c *net.TCPConn) (v uint32, err error) {
