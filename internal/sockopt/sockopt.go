@@ -215,19 +215,14 @@ func Dialer() *net.Dialer { return &net.Dialer{ControlContext: Control} }
 // connection (each would take bytes off mss_cache too); the forwarder's
 // sockets have none.
 func AnnouncedMSS(c *net.TCPConn) (int, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
 	var info *unix.TCPInfo
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err := WithFD(c, func(fd int) (err error) {
+		if info, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO); err != nil {
+			return fmt.Errorf("TCP_INFO: %w", err)
+		}
+		return nil
 	}); err != nil {
 		return 0, err
-	}
-	if ierr != nil {
-		return 0, fmt.Errorf("TCP_INFO: %w", ierr)
 	}
 	return announcedFrom(int(info.Snd_mss), info.Options&tcpiOptTimestamps != 0), nil
 }
