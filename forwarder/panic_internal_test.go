@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,11 +17,12 @@ import (
 )
 
 // panicky panics on its first pair and echoes a greeting on the others.
-type panicky struct{ calls int }
+// Its count is atomic: the pairs run on their own goroutines, and nothing
+// the race detector sees orders the second after the first.
+type panicky struct{ calls atomic.Int64 }
 
 func (p *panicky) Serve(ctx context.Context, s proxy.Session) error {
-	p.calls++
-	if p.calls == 1 {
+	if p.calls.Add(1) == 1 {
 		panic("bug in a proxy")
 	}
 	_, err := s.Pair().Client.Write([]byte("hello"))
