@@ -425,8 +425,10 @@ func (m *refModel) commit(e, peer *refDir, flow Tuple, seq, ack uint32, flags ui
 	}
 	if flags&packet.RST != 0 {
 		// RFC 5961 3.2: only a reset exactly at the next byte closes,
-		// or, after a FIN, one at the FIN (Linux's tcp_reset_check).
-		if seq == e.sndNxt || (e.flags&flagFINSeen != 0 && seq == e.sndNxt-1) {
+		// or, after a FIN, one at the FIN (Linux's tcp_reset_check), or
+		// one at the receiver's last acknowledgement (a gone sender's
+		// answer to a challenge ACK, past bytes lost on the way).
+		if seq == e.sndNxt || seq == peer.ackHi-e.seqOff || (e.flags&flagFINSeen != 0 && seq == e.sndNxt-1) {
 			if e.flags&flagClosed == 0 {
 				m.events = append(m.events, refEvent{EventReset, seq, flow})
 			}

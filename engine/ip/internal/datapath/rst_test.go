@@ -1,4 +1,4 @@
-// RFC 5961 on the real program and the reference: a reset inside the window but not at the next byte is passed on (its receiver answers with a challenge ACK) and leaves the pair spliced; only a reset exactly at the next byte, or after a FIN at the FIN's, closes it.
+// RFC 5961 on the real program and the reference: a reset inside the window but not at the next byte is passed on (its receiver answers with a challenge ACK) and leaves the pair spliced; only a reset exactly at the next byte, at the receiver's last acknowledgement, or after a FIN at the FIN's, closes it.
 
 package datapath
 
@@ -43,6 +43,30 @@ func TestResetAtTheFINClosesAfterIt(t *testing.T) {
 		step("data after the reset", tp.down(packet.Seg{Seq: downNxt + 6, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9, Payload: []byte("x")}), verdictDrop, "closed")
 		if got := h.stats(spec.A).Phase; got != PhaseClosed {
 			t.Errorf("phase %v after the reset at the FIN, want closed", got)
+		}
+		h.dp.Delete(spec.A)
+	}
+}
+
+// TestResetAtTheReceiversAckCloses: bytes forwarded and then lost on the
+// way leave the receiver behind the datapath's next byte. A sender whose
+// socket is gone answers the receiver's challenge ACK with a reset
+// numbered from that ACK, which the receiver takes; the pair closes with
+// it, or it would outlive both sockets (found by TestLabRandomResets).
+func TestResetAtTheReceiversAckCloses(t *testing.T) {
+	h := newHarness(t, Options{MaxPairs: 16})
+	for _, tp := range []topo{topo4, topo6} {
+		spec, step := insertBoth(t, h, tp)
+		step("data the receiver never gets", tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK, Win: 9, Payload: []byte("lost")}), verdictRedirect, "")
+		step("reset past the receiver's ack, short of the next byte", tp.up(packet.Seg{Seq: upNxt + 1, Ack: upAcked, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
+		if got := h.stats(spec.A).Phase; got == PhaseClosed {
+			t.Fatalf("closed by a reset at neither the next byte nor the receiver's ack")
+		}
+		step("challenge ACK, still at the lost data", tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9}), verdictRedirect, "")
+		step("reset at the receiver's ack", tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.RST | packet.ACK}), verdictRedirect, "")
+		step("data after the reset", tp.down(packet.Seg{Seq: downNxt, Ack: upNxt + upOff, Flags: packet.ACK, Win: 9, Payload: []byte("x")}), verdictDrop, "closed")
+		if got := h.stats(spec.A).Phase; got != PhaseClosed {
+			t.Errorf("phase %v after the reset at the receiver's ack, want closed", got)
 		}
 		h.dp.Delete(spec.A)
 	}

@@ -425,10 +425,15 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 		 * reset numbered from that data's ack, often the FIN's, and the
 		 * receiver, in CLOSE_WAIT or LAST_ACK, accepts it
 		 * (tcp_reset_check); the pair would otherwise outlive both
-		 * sockets.
+		 * sockets. So does a reset at the receiver's last acknowledgement
+		 * (ack_hi, in the sender's numbers): a sender whose socket is gone
+		 * answers the receiver's challenge ACK with a reset numbered from
+		 * its ack, and the receiver, still at that byte, takes it, though
+		 * bytes forwarded and then lost on the way left snd_nxt ahead.
 		 */
 		__u32 nxt = READ_ONCE(e->snd_nxt);
-		if (s->seq == nxt || ((READ_ONCE(e->flags) & SPLICE_F_FIN_SEEN) && s->seq == nxt - 1))
+		__u32 acked = READ_ONCE(peer->ack_hi) - e->seq_off;
+		if (s->seq == nxt || s->seq == acked || ((READ_ONCE(e->flags) & SPLICE_F_FIN_SEEN) && s->seq == nxt - 1))
 			close_pair(e, peer, &p->key, s->seq);
 		return; /* a reset's window offers nothing */
 	}
