@@ -4,10 +4,16 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // State is where a pair is in its life, as /flows shows it.
@@ -109,10 +115,21 @@ func (p *Pair) SetUpstream(c *net.TCPConn) {
 // once per connection. A later call, from a splice after the one that
 // forwarded the FIN, does nothing: shutting the socket again would fail with
 // ENOTCONN once the peer's own FIN has closed it, which is no reset.
+//
+// A source whose read ended while it is closed, and which was never sent a
+// FIN, was reset, not closed: the kernel reports a reset once, and a write
+// to the same socket (the other direction) may have taken the report
+// first, leaving this read a plain EOF. Then ForwardFIN returns
+// ECONNRESET instead of passing a FIN on, which would end the other
+// side's stream cleanly where the reset cut it.
 func (p *Pair) ForwardFIN(d Direction) error {
 	bit := uint32(1) << d
-	if p.finSent.Load()&bit != 0 {
+	sent := p.finSent.Load()
+	if sent&bit != 0 {
 		return nil
+	}
+	if sent&(1<<d.Reverse()) == 0 && closed(p.Src(d)) {
+		return fmt.Errorf("%s read EOF on a connection closed by a reset: %w", d, syscall.ECONNRESET)
 	}
 	if err := p.Dst(d).CloseWrite(); err != nil {
 		return err
@@ -202,3 +219,19 @@ func (p *Pair) AddBytes(d Direction, n int64) { p.bytes[d].Add(n) }
 
 // Bytes returns the bytes forwarded in direction d so far.
 func (p *Pair) Bytes(d Direction) int64 { return p.bytes[d].Load() }
+
+// closed reports whether c's TCP connection is closed (TCP_CLOSE): reset or
+// timed out, or with FINs both ways (the kernel hands TIME_WAIT to a
+// smaller socket); not when only the peer's FIN came. An error reading the
+// state counts as not closed.
+func closed(c *net.TCPConn) bool {
+	var state uint8
+	err := sockopt.WithFD(c, func(fd int) error {
+		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err == nil {
+			state = info.State
+		}
+		return err
+	})
+	return err == nil && state == unix.BPF_TCP_CLOSE
+}
