@@ -142,6 +142,8 @@ func classifyDial(ctx context.Context, err error) error {
 		return err
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return errors.Join(proxy.ErrUpstreamRefused, err)
+	case errors.Is(err, syscall.ECONNRESET):
+		return errors.Join(proxy.ErrUpstreamReset, err)
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return errors.Join(proxy.ErrUpstreamUnreachable, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):

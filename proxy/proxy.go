@@ -76,6 +76,10 @@ var (
 	ErrUpstreamRefused     = errors.New("upstream refused the connection")
 	ErrUpstreamUnreachable = errors.New("upstream unreachable")
 	ErrUpstreamTimeout     = errors.New("upstream connect timed out")
+	// ErrUpstreamReset: the upstream took the connection and reset it
+	// before the forwarder saw it open (a server that resets at once);
+	// counted as a reset, as the pair's other resets.
+	ErrUpstreamReset = errors.New("upstream reset the connection")
 	// ErrDestinationDenied: the listener's destination rules (or their
 	// defaults: no loopback, metadata, the forwarder itself...) refuse
 	// where the client asked to go. http-forward answers 403, socks5
@@ -110,6 +114,8 @@ func CloseReason(err error) string {
 		return "upstream_unreachable"
 	case errors.Is(err, ErrUpstreamTimeout):
 		return "upstream_timeout"
+	case errors.Is(err, ErrUpstreamReset):
+		return "reset"
 	case errors.Is(err, ErrDestinationDenied):
 		return "destination_denied"
 	case errors.Is(err, context.Canceled):

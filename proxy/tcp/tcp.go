@@ -71,6 +71,12 @@ func (p *Proxy) dial(ctx context.Context, s proxy.Session) error {
 		}
 		return proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up)
 	}
+	if errors.Is(errs[len(errs)-1], proxy.ErrUpstreamReset) {
+		// The last upstream took the connection and reset it: the client
+		// learns it as over a direct connection, by a reset, not by a
+		// clean end of an empty stream.
+		engine.ArmReset(s.Pair().Client)
+	}
 	return errors.Join(errs...)
 }
 

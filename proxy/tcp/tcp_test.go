@@ -1,0 +1,87 @@
+// How the tcp proxy ends a pair whose upstreams all failed: a client whose server reset the connection at once gets a reset too.
+
+package tcp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/proxy"
+)
+
+// failingSession fails every dial with err, as the forwarder's session
+// classifies it.
+type failingSession struct {
+	pair *engine.Pair
+	err  error
+}
+
+func (s *failingSession) Pair() *engine.Pair        { return s.pair }
+func (s *failingSession) Stopping() <-chan struct{} { return nil }
+func (s *failingSession) Log() *slog.Logger         { return slog.New(slog.DiscardHandler) }
+func (s *failingSession) Dial(context.Context, string) (*net.TCPConn, error) {
+	return nil, s.err
+}
+func (s *failingSession) Splice(context.Context, engine.Options) (engine.Result, error) {
+	panic("not used")
+}
+func (s *failingSession) Forward(context.Context, engine.Options) (engine.Result, error) {
+	panic("not used")
+}
+func (s *failingSession) NoSplice(string) {}
+
+func TestFailedUpstreamEndsTheClient(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		reason string
+		want   error // what the client's read ends with once the forwarder closes its side
+	}{
+		{"reset at once", errors.Join(proxy.ErrUpstreamReset, syscall.ECONNRESET), "reset", syscall.ECONNRESET},
+		{"refused", errors.Join(proxy.ErrUpstreamRefused, syscall.ECONNREFUSED), "upstream_refused", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, served := tcpPair(t)
+			s := &failingSession{pair: engine.NewPair(1, "t", served), err: tc.err}
+			p := &Proxy{Upstreams: []string{"192.0.2.1:80"}}
+			err := p.Serve(context.Background(), s)
+			if got := proxy.CloseReason(err); got != tc.reason {
+				t.Errorf("close reason %q (err %v), want %q", got, err, tc.reason)
+			}
+			served.Close() // what the forwarder does with a pair whose proxy returned
+			client.SetReadDeadline(time.Now().Add(5 * time.Second))
+			b, err := io.ReadAll(client)
+			if len(b) != 0 || !errors.Is(err, tc.want) {
+				t.Errorf("the client read %d bytes, then %v; want nothing, then %v", len(b), err, tc.want)
+			}
+		})
+	}
+}
+
+// tcpPair returns the two ends of a loopback TCP connection, closed at the
+// end of the test.
+func tcpPair(tb testing.TB) (client, served *net.TCPConn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close(); s.Close() })
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
