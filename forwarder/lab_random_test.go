@@ -1,14 +1,16 @@
-// Lab test of every engine under loss with the splice falling anywhere in both streams: random chunks and pauses each way, each side half-closing when done, every byte and both EOFs delivered.
+// Lab tests of every engine under loss with the splice falling anywhere in both streams: random chunks and pauses each way, each side half-closing (every byte and both EOFs delivered) or one side resetting (each side got a prefix of the other's bytes, then the reset).
 
 package forwarder_test
 
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,26 +37,7 @@ func randomPairs() int { return max(6, httprand.Seeds()) }
 func TestLabRandomStreams(t *testing.T) {
 	for _, name := range all.Names() {
 		t.Run(name, func(t *testing.T) {
-			l := lab.NewT(t, lab.DefaultConfig())
-			for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
-				if err := l.SetLoss(link, lab.BothWays, 2); err != nil {
-					t.Fatal(err)
-				}
-			}
-			up := serverConns(t, l, serverAddr(l, 9701))
-			lc := tcpListener("random", fwdAddr(l, 7701), serverAddr(l, 9701))
-			lc.Engine = name
-			lc.SpliceAfter = config.Duration(30 * time.Millisecond)
-			lf := startLabForwarder(t, l, lc)
-			lf.requireEngine(t, name)
-			var wg sync.WaitGroup
-			pairs := randomPairs()
-			for seed := range uint64(pairs) {
-				client := dialClient(t, l, lf.Addr("random").String())
-				server := accept(t, up)
-				wg.Go(func() { exchangeRandomStreams(t, client, server, seed) })
-			}
-			wg.Wait()
+			lf, pairs := runRandomPairs(t, name, 2, exchangeRandomStreams)
 			lf.waitClosed(t, "random", "eof", float64(pairs))
 			spliced := lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "eof")
 			if spliced == 0 {
@@ -62,6 +45,104 @@ func TestLabRandomStreams(t *testing.T) {
 			}
 			t.Logf("%v of %d pairs spliced by %s", spliced, pairs, name)
 		})
+	}
+}
+
+// runRandomPairs starts a lab losing lossPercent of segments both ways on
+// both links and a forwarder with engine name, whose tcp listener
+// "random" splices 30 ms after accepting, and runs exchange on
+// randomPairs() pairs at once, each with its seed.
+func runRandomPairs(t *testing.T, name string, lossPercent float64, exchange func(t *testing.T, client, server *net.TCPConn, seed uint64)) (*labForwarder, int) {
+	t.Helper()
+	l := lab.NewT(t, lab.DefaultConfig())
+	for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
+		if err := l.SetLoss(link, lab.BothWays, lossPercent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up := serverConns(t, l, serverAddr(l, 9701))
+	lc := tcpListener("random", fwdAddr(l, 7701), serverAddr(l, 9701))
+	lc.Engine = name
+	lc.SpliceAfter = config.Duration(30 * time.Millisecond)
+	lf := startLabForwarder(t, l, lc)
+	lf.requireEngine(t, name)
+	var wg sync.WaitGroup
+	pairs := randomPairs()
+	for seed := range uint64(pairs) {
+		client := dialClient(t, l, lf.Addr("random").String())
+		server := accept(t, up)
+		wg.Go(func() { exchange(t, client, server, seed) })
+	}
+	wg.Wait()
+	return lf, pairs
+}
+
+// TestLabRandomResets: for every engine, randomPairs() pairs as in
+// TestLabRandomStreams (1% loss), but one side of each pair, drawn from the
+// seed, resets the connection after a random number of its chunks
+// instead of half-closing. As over a direct connection, each side has
+// read a prefix of what the other wrote, the side still open learns of
+// the reset (never a clean end, never a hang), and the forwarder counts
+// every pair closed by reset.
+func TestLabRandomResets(t *testing.T) {
+	for _, name := range all.Names() {
+		t.Run(name, func(t *testing.T) {
+			lf, pairs := runRandomPairs(t, name, 1, exchangeResettingStreams)
+			lf.waitClosed(t, "random", "reset", float64(pairs))
+		})
+	}
+}
+
+// exchangeResettingStreams has the two sides of a pair write random
+// streams drawn from seed, and one of them reset after a random number of
+// chunks; the other, in one pair of two, only reads. It checks what each
+// one read and how the other learnt of the reset.
+func exchangeResettingStreams(t *testing.T, client, server *net.TCPConn, seed uint64) {
+	deadline := time.Now().Add(90 * time.Second)
+	client.SetDeadline(deadline)
+	server.SetDeadline(deadline)
+	r := rand.New(rand.NewPCG(seed, 3))
+	resetter, other, who := client, server, "client"
+	if r.IntN(2) == 1 {
+		resetter, other, who = server, client, "server"
+	}
+	chunks, otherWrites := r.IntN(12), r.IntN(2) == 0
+	// A reset lost on the way (1% loss) reaches a side that only reads, as
+	// over a direct connection, as the answer to its next segment: a
+	// keepalive after a second of quiet instead of Go's 15 s.
+	other.SetKeepAlivePeriod(time.Second)
+	var wg sync.WaitGroup
+	var fromResetter, fromOther, atResetter, atOther []byte
+	var readErr, writeErr error
+	wg.Go(func() {
+		fromResetter, _ = writeChunks(resetter, rand.New(rand.NewPCG(seed, 4)), chunks)
+		resetter.SetLinger(0)
+		resetter.Close()
+	})
+	wg.Go(func() { atResetter, _ = io.ReadAll(resetter) }) // ends with the Close
+	if otherWrites {
+		wg.Go(func() { fromOther, writeErr = writeRandomStream(other, rand.New(rand.NewPCG(seed, 5))) })
+	}
+	wg.Go(func() { atOther, readErr = io.ReadAll(other) })
+	wg.Wait()
+	// The kernel reports a reset to one call: the other side's read, or
+	// its write if that came first, after which the read finds a plain
+	// end. A side that only reads must see the reset itself: a clean end
+	// there is a FIN the forwarder made up.
+	if !errors.Is(readErr, syscall.ECONNRESET) && !(readErr == nil && errors.Is(writeErr, syscall.ECONNRESET)) {
+		t.Errorf("pair %d (the %s reset after %d chunks; the other side writing: %v): the other side's read ended with %v after %d bytes, its write with %v; want ECONNRESET from one of them",
+			seed, who, chunks, otherWrites, readErr, len(atOther), writeErr)
+	}
+	checkPrefix(t, seed, "at the resetter", atResetter, fromOther)
+	checkPrefix(t, seed, "at the other side", atOther, fromResetter)
+}
+
+// checkPrefix fails unless got is the start of sent: a reset may cut a
+// stream short, never change or reorder it.
+func checkPrefix(t *testing.T, seed uint64, where string, got, sent []byte) {
+	t.Helper()
+	if len(got) > len(sent) || !bytes.Equal(got, sent[:len(got)]) {
+		t.Errorf("pair %d, %s: read %d bytes (sha256 %x), not a prefix of the %d written", seed, where, len(got), sha256.Sum256(got), len(sent))
 	}
 }
 
@@ -100,14 +181,25 @@ func exchangeRandomStreams(t *testing.T, client, server *net.TCPConn, seed uint6
 // c with random pauses between them, then half-closes c, and returns what
 // it wrote.
 func writeRandomStream(c *net.TCPConn, r *rand.Rand) ([]byte, error) {
+	sent, err := writeChunks(c, r, r.IntN(25))
+	if err != nil {
+		return sent, err
+	}
+	return sent, c.CloseWrite()
+}
+
+// writeChunks writes n chunks of random bytes and sizes (1 byte to 256 KiB)
+// to c with random pauses (up to 20 ms) after each, and returns what it
+// wrote, a failed chunk included: its start may have gone.
+func writeChunks(c *net.TCPConn, r *rand.Rand, n int) ([]byte, error) {
 	var sent []byte
-	for range r.IntN(25) {
+	for range n {
 		chunk := enginetest.Random(1+r.IntN(256<<10), r.Uint64())
+		sent = append(sent, chunk...)
 		if _, err := c.Write(chunk); err != nil {
 			return sent, err
 		}
-		sent = append(sent, chunk...)
 		time.Sleep(time.Duration(r.IntN(20)) * time.Millisecond)
 	}
-	return sent, c.CloseWrite()
+	return sent, nil
 }
