@@ -1,9 +1,12 @@
-// Tests of Pair: the FIN bookkeeping engines share across splices.
+// Tests of Pair: the FIN bookkeeping engines share across splices, and no FIN for a reset.
 
 package engine_test
 
 import (
+	"errors"
 	"io"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,4 +46,37 @@ func expectEOF(tb testing.TB, c interface {
 	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 		tb.Fatalf("read = %d, %v; want EOF", n, err)
 	}
+}
+
+// TestForwardFINNotForAReset: a read EOF on a client connection that a
+// reset closed (a write had taken the kernel's report of the reset) is
+// no FIN: ForwardFIN answers ECONNRESET and the server hears nothing,
+// where a client's real FIN goes on.
+func TestForwardFINNotForAReset(t *testing.T) {
+	c := enginetest.NewPair(t)
+	engine.ResetConn(c.Client)
+	c.Pair.Client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// The first read takes the reset's error; the next one finds EOF, what
+	// a reader sees when a writer took the error first.
+	if _, err := c.Pair.Client.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("first read after the reset: %v, want ECONNRESET", err)
+	}
+	if n, err := c.Pair.Client.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("second read after the reset: %d, %v; want EOF", n, err)
+	}
+	if err := c.Pair.ForwardFIN(engine.Up); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("ForwardFIN after a reset: %v, want ECONNRESET", err)
+	}
+	c.Server.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := c.Server.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the server read %v, want nothing (no FIN)", err)
+	}
+
+	fin := enginetest.NewPair(t)
+	fin.Client.CloseWrite()
+	expectEOF(t, fin.Pair.Client)
+	if err := fin.Pair.ForwardFIN(engine.Up); err != nil {
+		t.Fatalf("ForwardFIN after the client's FIN: %v", err)
+	}
+	expectEOF(t, fin.Server)
 }
