@@ -1,8 +1,9 @@
-// Random keep-alive exchanges through every HTTP kind and, for http-reverse, every in-process engine: every status, header and body byte arrives as the back-end sent it (httprand).
+// Random keep-alive exchanges through every HTTP kind and, for http-reverse, every in-process engine: every status, header and body byte arrives as the back-end sent it (httprand), clients resetting beside them or not.
 
 package all_test
 
 import (
+	"fmt"
 	"net"
 	"testing"
 
@@ -66,6 +67,38 @@ func TestRandomExchangesEveryHTTPKind(t *testing.T) {
 			}
 			for seed := range uint64(httprand.Seeds()) {
 				httprand.Run(t, dialer(t, f.Addr(kind).String()), origin, seed, 24)
+			}
+		})
+	}
+}
+
+// TestRandomAbortsReachNoOtherClient: through http-reverse, for every
+// in-process engine and auto, clients that reset their connection at a
+// random point of an exchange (partway through the request, with it sent,
+// partway through the answer) run beside clients whose exchanges must
+// arrive intact. The proxy keeps idle upstream connections for any
+// client: one left with part of a request or an answer must never serve
+// another.
+func TestRandomAbortsReachNoOtherClient(t *testing.T) {
+	up := randomBackend(t)
+	for _, engine := range []string{"copy", "pipe", "sockmap", "auto"} {
+		t.Run(engine, func(t *testing.T) {
+			if engine == "sockmap" {
+				testenv.RequireRoot(t)
+			}
+			f := reverseProxy(t, engine, "", up)
+			dial := dialer(t, f.Addr("rev").String())
+			for seed := range uint64(httprand.Seeds()) {
+				t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
+					t.Parallel()
+					httprand.Run(t, dial, "", seed, 16)
+				})
+				t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
+					t.Parallel()
+					for k := range uint64(6) {
+						httprand.Abort(t, dial, "", seed<<8|k, 4)
+					}
+				})
 			}
 		})
 	}

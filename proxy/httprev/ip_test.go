@@ -3,19 +3,18 @@
 package httprev_test
 
 import (
-	"net"
-
-	"github.com/prometheus/client_golang/prometheus"
-
 	"bufio"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
@@ -337,4 +336,46 @@ func TestLabHTTPReverseIPRandom(t *testing.T) {
 		t.Errorf("%v unsplices failed", n)
 	}
 	t.Logf("ip spliced %v bodies to their limit and %v to the end of the connection; others %v", f.Splices("ip", "limit"), f.Splices("ip", "eof"), f.SplicesEnded()-f.Splices("ip", "limit")-f.Splices("ip", "eof"))
+}
+
+// TestLabHTTPReverseIPAborts: through http-reverse with engine auto and
+// engines.ip.min_body 0, across links losing 2% of segments both ways,
+// clients that reset at a random point of an exchange (partway through
+// the request, with it sent, partway through an answer ip may be
+// splicing) run beside clients whose exchanges must arrive intact. No
+// half-used upstream connection serves another client, and every pair
+// ends: none is left spliced once its client has gone.
+func TestLabHTTPReverseIPAborts(t *testing.T) {
+	l := httplab.New(t)
+	for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
+		if err := l.SetLoss(link, lab.BothWays, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httplab.ServeRandom(t, l, httplab.ServerAddr(l, portA))
+	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
+	lc.Routes = []config.Route{{Pool: "a"}}
+	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	engines := config.Default().Engines
+	engines.IP.MinBody = 0
+	f := httplab.StartWith(t, l, engines, lc)
+	t.Run("clients", func(t *testing.T) {
+		for seed := range uint64(httprand.Seeds()) {
+			t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
+				t.Parallel()
+				httprand.Run(t, func() net.Conn { return httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort)) }, "", seed, 12)
+			})
+			t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
+				t.Parallel()
+				for k := range uint64(4) {
+					httprand.Abort(t, func() net.Conn { return httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort)) }, "", seed<<8|k, 4)
+				}
+			})
+		}
+	})
+	if n := f.Splices("ip", "limit") + f.Splices("ip", "eof") + f.Splices("ip", "reset"); n == 0 {
+		t.Error("ip spliced no body: the test did not reach it")
+	}
+	testenv.Eventually(t, "no pair left open", func() bool { return f.Flows().Len() == 0 })
+	t.Logf("ip splices by outcome: limit %v, eof %v, reset %v", f.Splices("ip", "limit"), f.Splices("ip", "eof"), f.Splices("ip", "reset"))
 }

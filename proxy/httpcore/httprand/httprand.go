@@ -306,3 +306,57 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// Abort sends up to n-1 random exchanges drawn from seed through the proxy
+// that dial connects to, one at a time, checking each answer, then
+// resets the connection at a random point of one more: partway through
+// its request, with the request sent, or partway through its answer. What
+// it tests is that the proxy gives nothing of it to another client (Run
+// beside it) nor keeps a half-used upstream connection for one.
+func Abort(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int) {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(seed, 7))
+	c := dial()
+	defer func() { resetConn(c) }()
+	br := bufio.NewReader(c)
+	for i := range r.IntN(n) {
+		x := newExchange(r)
+		x.origin, x.pipelineNext = origin, false
+		c.SetDeadline(time.Now().Add(exchangeTimeout))
+		sum := writeInPieces(tb, c, x, r)
+		if !readAnswer(tb, br, x, sum, fmt.Sprintf("aborting seed %d, exchange %d (%+v)", seed, i, x)) {
+			c.Close()
+			c = dial()
+			br = bufio.NewReader(c)
+		}
+	}
+	x := newExchange(r)
+	x.origin = origin
+	raw, _ := x.request()
+	c.SetDeadline(time.Now().Add(exchangeTimeout))
+	switch r.IntN(3) {
+	case 0:
+		c.Write(raw[:r.IntN(len(raw))])
+	case 1:
+		c.Write(raw)
+	default:
+		// Errors do not matter here: the proxy may answer before the
+		// whole request is out, or end the connection. Every answer has
+		// its body's length in bytes and a head longer than 40.
+		n := r.IntN(40)
+		if !x.bodyless() {
+			n += r.IntN(x.size + 1)
+		}
+		if _, err := c.Write(raw); err == nil {
+			io.CopyN(io.Discard, br, int64(n))
+		}
+	}
+}
+
+// resetConn closes c with a reset (SO_LINGER 0), as a client that gives up.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
