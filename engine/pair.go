@@ -124,17 +124,23 @@ func (p *Pair) SetUpstream(c *net.TCPConn) {
 // side's stream cleanly where the reset cut it.
 func (p *Pair) ForwardFIN(d Direction) error {
 	bit := uint32(1) << d
-	sent := p.finSent.Load()
-	if sent&bit != 0 {
+	// The bit goes up before the FIN goes out: the peer's answering FIN
+	// may close the socket, and the other direction read its EOF, before
+	// this goroutine runs again, and that direction's check below must
+	// know a FIN was sent.
+	if p.finSent.Or(bit)&bit != 0 {
 		return nil
 	}
-	if sent&(1<<d.Reverse()) == 0 && closed(p.Src(d)) {
+	// closed is read before the other direction's bit: a socket closed by
+	// FINs both ways had that bit up before its FIN left.
+	if closed(p.Src(d)) && p.finSent.Load()&(1<<d.Reverse()) == 0 {
+		p.finSent.And(^bit)
 		return fmt.Errorf("%s read EOF on a connection closed by a reset: %w", d, syscall.ECONNRESET)
 	}
 	if err := p.Dst(d).CloseWrite(); err != nil {
+		p.finSent.And(^bit)
 		return err
 	}
-	p.finSent.Or(bit)
 	return nil
 }
 
