@@ -213,6 +213,10 @@ func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int)
 		xs[i] = newExchange(r)
 		xs[i].origin = origin
 	}
+	// A client may half-close once its last request is out, and still
+	// read the answers (HTTP/1.1 allows it; curl does with --no-keepalive
+	// on some systems).
+	halfClose := r.IntN(2) == 0
 	var c net.Conn
 	var br *bufio.Reader
 	defer func() {
@@ -237,6 +241,12 @@ func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int)
 		if x.pipelineNext && sent < len(xs) && xs[sent].method != http.MethodPost {
 			sums[sent] = writeInPieces(tb, c, xs[sent], r)
 			sent++
+		}
+		if halfClose && sent == len(xs) {
+			if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+				tb.Fatalf("half-closing after the last request: %v", err)
+			}
+			halfClose = false
 		}
 		where := fmt.Sprintf("seed %d, exchange %d (%+v)", seed, i, x)
 		if !readAnswer(tb, br, x, sums[i], where) {
