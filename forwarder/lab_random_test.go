@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,33 +27,81 @@ import (
 func randomPairs() int { return max(6, httprand.Seeds()) }
 
 // TestLabRandomStreams: for every engine, randomPairs() pairs through a tcp
-// listener that splices 30 ms after accepting, across links losing 2% of
-// segments both ways. Each side writes a random number of chunks (1 byte
-// to 256 KiB) with random pauses (up to 20 ms), so the splice falls
-// anywhere in either stream, then half-closes; the other side may still
-// be writing. Each side reads exactly what the other wrote, then EOF,
-// every pair closes as eof, and the engine spliced some of them (ip
-// declines a pair already half-closed, to pipe: TCP_REPAIR rebuilds no
-// half-closed socket).
+// listener that splices 30 ms after accepting, and as many through a
+// socks5 listener (which splices once it has replied), across links
+// losing 2% of segments both ways. Each side writes a random number of
+// chunks (1 byte to 256 KiB) with random pauses (up to 20 ms), so the
+// splice falls anywhere in either stream, then half-closes; the other
+// side may still be writing. Each side reads exactly what the other
+// wrote, then EOF, every pair closes as eof, and the engine spliced some
+// of them (ip declines a pair already half-closed, to pipe: TCP_REPAIR
+// rebuilds no half-closed socket).
 func TestLabRandomStreams(t *testing.T) {
-	for _, name := range all.Names() {
-		t.Run(name, func(t *testing.T) {
-			lf, pairs := runRandomPairs(t, name, 2, exchangeRandomStreams)
-			lf.waitClosed(t, "random", "eof", float64(pairs))
-			spliced := lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "eof")
-			if spliced == 0 {
-				t.Errorf("engine %s spliced none of the %d pairs", name, pairs)
-			}
-			t.Logf("%v of %d pairs spliced by %s", spliced, pairs, name)
-		})
+	for _, kind := range randomKinds {
+		for _, name := range all.Names() {
+			t.Run(kind.prefix+name, func(t *testing.T) {
+				lf, pairs := runRandomPairs(t, kind, name, 2, exchangeRandomStreams)
+				lf.waitClosed(t, "random", "eof", float64(pairs))
+				spliced := lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "eof")
+				if spliced == 0 {
+					t.Errorf("engine %s spliced none of the %d pairs", name, pairs)
+				}
+				t.Logf("%v of %d pairs spliced by %s", spliced, pairs, name)
+			})
+		}
+	}
+}
+
+// randomKind is a way pairs reach the server in the random tests: the
+// listener it runs and how a client asks it for the server.
+type randomKind struct {
+	prefix   string // of the subtests' names
+	listener func(l *lab.Lab) config.Listener
+	connect  func(t *testing.T, c *net.TCPConn, server string)
+}
+
+var randomKinds = []randomKind{
+	{prefix: "", listener: func(l *lab.Lab) config.Listener {
+		lc := tcpListener("random", fwdAddr(l, 7701), serverAddr(l, 9701))
+		lc.SpliceAfter = config.Duration(30 * time.Millisecond)
+		return lc
+	}, connect: func(*testing.T, *net.TCPConn, string) {}},
+	{prefix: "socks5-", listener: func(l *lab.Lab) config.Listener {
+		lc := config.DefaultListener()
+		lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), "socks5"
+		lc.SOCKS5 = &config.SOCKS5{Auth: "none"}
+		lc.Destinations = &config.Destinations{Allow: []string{l.Cfg.Server.Addr().String()}}
+		return lc
+	}, connect: socksConnect},
+}
+
+// socksConnect asks the socks5 listener on c to connect to server, greeting
+// and request in one write as clients that need no authentication may,
+// and reads both replies.
+func socksConnect(t *testing.T, c *net.TCPConn, server string) {
+	t.Helper()
+	ap := netip.MustParseAddrPort(server)
+	ip := ap.Addr().As4()
+	req := []byte{5, 1, 0, 5, 1, 0, 1, ip[0], ip[1], ip[2], ip[3], byte(ap.Port() >> 8), byte(ap.Port())}
+	c.SetDeadline(time.Now().Add(waitFor))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var reply [2 + 10]byte
+	if _, err := io.ReadFull(c, reply[:]); err != nil {
+		t.Fatalf("socks5 replies: %v", err)
+	}
+	if reply[1] != 0 || reply[3] != 0 {
+		t.Fatalf("socks5 replies % x: method %d, reply code %d, want 0 and 0", reply, reply[1], reply[3])
 	}
 }
 
 // runRandomPairs starts a lab losing lossPercent of segments both ways on
-// both links and a forwarder with engine name, whose tcp listener
-// "random" splices 30 ms after accepting, and runs exchange on
-// randomPairs() pairs at once, each with its seed.
-func runRandomPairs(t *testing.T, name string, lossPercent float64, exchange func(t *testing.T, client, server *net.TCPConn, seed uint64)) (*labForwarder, int) {
+// both links and a forwarder with engine name and kind's listener
+// "random", and runs exchange on randomPairs() pairs at once, each with
+// its seed.
+func runRandomPairs(t *testing.T, kind randomKind, name string, lossPercent float64, exchange func(t *testing.T, client, server *net.TCPConn, seed uint64)) (*labForwarder, int) {
 	t.Helper()
 	l := lab.NewT(t, lab.DefaultConfig())
 	for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
@@ -61,15 +110,15 @@ func runRandomPairs(t *testing.T, name string, lossPercent float64, exchange fun
 		}
 	}
 	up := serverConns(t, l, serverAddr(l, 9701))
-	lc := tcpListener("random", fwdAddr(l, 7701), serverAddr(l, 9701))
+	lc := kind.listener(l)
 	lc.Engine = name
-	lc.SpliceAfter = config.Duration(30 * time.Millisecond)
 	lf := startLabForwarder(t, l, lc)
 	lf.requireEngine(t, name)
 	var wg sync.WaitGroup
 	pairs := randomPairs()
 	for seed := range uint64(pairs) {
 		client := dialClient(t, l, lf.Addr("random").String())
+		kind.connect(t, client, serverAddr(l, 9701))
 		server := accept(t, up)
 		wg.Go(func() { exchange(t, client, server, seed) })
 	}
@@ -77,19 +126,21 @@ func runRandomPairs(t *testing.T, name string, lossPercent float64, exchange fun
 	return lf, pairs
 }
 
-// TestLabRandomResets: for every engine, randomPairs() pairs as in
-// TestLabRandomStreams (1% loss), but one side of each pair, drawn from the
+// TestLabRandomResets: for every engine and listener kind, randomPairs()
+// pairs as in TestLabRandomStreams (1% loss), but one side of each pair, drawn from the
 // seed, resets the connection after a random number of its chunks
 // instead of half-closing. As over a direct connection, each side has
 // read a prefix of what the other wrote, the side still open learns of
 // the reset (never a clean end, never a hang), and the forwarder counts
 // every pair closed by reset.
 func TestLabRandomResets(t *testing.T) {
-	for _, name := range all.Names() {
-		t.Run(name, func(t *testing.T) {
-			lf, pairs := runRandomPairs(t, name, 1, exchangeResettingStreams)
-			lf.waitClosed(t, "random", "reset", float64(pairs))
-		})
+	for _, kind := range randomKinds {
+		for _, name := range all.Names() {
+			t.Run(kind.prefix+name, func(t *testing.T) {
+				lf, pairs := runRandomPairs(t, kind, name, 1, exchangeResettingStreams)
+				lf.waitClosed(t, "random", "reset", float64(pairs))
+			})
+		}
 	}
 }
 

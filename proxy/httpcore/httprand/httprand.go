@@ -213,9 +213,8 @@ func Run(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int)
 		xs[i] = newExchange(r)
 		xs[i].origin = origin
 	}
-	// A client may half-close once its last request is out, and still
-	// read the answers (HTTP/1.1 allows it; curl does with --no-keepalive
-	// on some systems).
+	// A client may half-close once its last request is out and still
+	// read the answers: nothing in HTTP/1.1 forbids it.
 	halfClose := r.IntN(2) == 0
 	var c net.Conn
 	var br *bufio.Reader
