@@ -127,12 +127,12 @@ func runRandomPairs(t *testing.T, kind randomKind, name string, lossPercent floa
 }
 
 // TestLabRandomResets: for every engine and listener kind, randomPairs()
-// pairs as in TestLabRandomStreams (1% loss), but one side of each pair, drawn from the
-// seed, resets the connection after a random number of its chunks
-// instead of half-closing. As over a direct connection, each side has
-// read a prefix of what the other wrote, the side still open learns of
-// the reset (never a clean end, never a hang), and the forwarder counts
-// every pair closed by reset.
+// pairs as in TestLabRandomStreams (1% loss), but one side of each pair,
+// drawn from the seed, resets the connection after a random number of its
+// chunks instead of half-closing. As over a direct connection, each side
+// has read a prefix of what the other wrote, the side still open learns
+// of the reset (never a clean end, never a hang), and the forwarder
+// counts every pair closed by reset.
 func TestLabRandomResets(t *testing.T) {
 	for _, kind := range randomKinds {
 		for _, name := range all.Names() {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/httpcore/httprand"
@@ -37,19 +38,25 @@ func dialer(tb testing.TB, addr string) func() net.Conn {
 // the back-end's header and every body byte, and some bodies moved
 // through the engine. SPLICER_RANDOM_SEEDS=N runs N seeds instead of 4.
 func TestRandomExchangesArriveIntact(t *testing.T) {
-	up := randomBackend(t)
+	forEachEngine(t, randomBackend(t), func(t *testing.T, f *forwarder.Forwarder, engine string) {
+		for seed := range uint64(httprand.Seeds()) {
+			httprand.Run(t, dialer(t, f.Addr("rev").String()), "", seed, 24)
+		}
+		if n := fwdtest.Metric(f, "splicer_http_response_bytes_total", "listener", "rev", "way", "spliced"); n == 0 {
+			t.Errorf("no body moved through engine %s: the test did not reach it", engine)
+		}
+	})
+}
+
+// forEachEngine runs test on a fresh http-reverse listener in front of up,
+// for every in-process engine and auto.
+func forEachEngine(t *testing.T, up string, test func(t *testing.T, f *forwarder.Forwarder, engine string)) {
 	for _, engine := range []string{"copy", "pipe", "sockmap", "auto"} {
 		t.Run(engine, func(t *testing.T) {
 			if engine == "sockmap" {
 				testenv.RequireRoot(t)
 			}
-			f := reverseProxy(t, engine, "", up)
-			for seed := range uint64(httprand.Seeds()) {
-				httprand.Run(t, dialer(t, f.Addr("rev").String()), "", seed, 24)
-			}
-			if n := fwdtest.Metric(f, "splicer_http_response_bytes_total", "listener", "rev", "way", "spliced"); n == 0 {
-				t.Errorf("no body moved through engine %s: the test did not reach it", engine)
-			}
+			test(t, reverseProxy(t, engine, "", up), engine)
 		})
 	}
 }
@@ -80,26 +87,19 @@ func TestRandomExchangesEveryHTTPKind(t *testing.T) {
 // client: one left with part of a request or an answer must never serve
 // another.
 func TestRandomAbortsReachNoOtherClient(t *testing.T) {
-	up := randomBackend(t)
-	for _, engine := range []string{"copy", "pipe", "sockmap", "auto"} {
-		t.Run(engine, func(t *testing.T) {
-			if engine == "sockmap" {
-				testenv.RequireRoot(t)
-			}
-			f := reverseProxy(t, engine, "", up)
-			dial := dialer(t, f.Addr("rev").String())
-			for seed := range uint64(httprand.Seeds()) {
-				t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
-					t.Parallel()
-					httprand.Run(t, dial, "", seed, 16)
-				})
-				t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
-					t.Parallel()
-					for k := range uint64(6) {
-						httprand.Abort(t, dial, "", seed<<8|k, 4)
-					}
-				})
-			}
-		})
-	}
+	forEachEngine(t, randomBackend(t), func(t *testing.T, f *forwarder.Forwarder, _ string) {
+		addr := f.Addr("rev").String()
+		for seed := range uint64(httprand.Seeds()) {
+			t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
+				t.Parallel()
+				httprand.Run(t, dialer(t, addr), "", seed, 16)
+			})
+			t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
+				t.Parallel()
+				for k := range uint64(6) {
+					httprand.Abort(t, dialer(t, addr), "", seed<<8|k, 4)
+				}
+			})
+		}
+	})
 }

@@ -312,22 +312,9 @@ func newClientIPListener(tb testing.TB, l *lab.Lab) config.Listener {
 // that lose 5% of segments both ways: every answer arrives as the
 // back-end sent it, and ip spliced some of the bodies.
 func TestLabHTTPReverseIPRandom(t *testing.T) {
-	l := httplab.New(t)
-	for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
-		if err := l.SetLoss(link, lab.BothWays, 5); err != nil {
-			t.Fatal(err)
-		}
-	}
-	httplab.ServeRandom(t, l, httplab.ServerAddr(l, portA))
-	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
-	lc.Routes = []config.Route{{Pool: "a"}}
-	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
-	engines := config.Default().Engines
-	engines.IP.MinBody = 0
-	f := httplab.StartWith(t, l, engines, lc)
-	dial := func() net.Conn { return httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort)) }
+	f, dial := randomIPLab(t, 5)
 	for seed := range uint64(httprand.Seeds()) {
-		httprand.Run(t, dial, "", seed, 24)
+		httprand.Run(t, dial(t), "", seed, 24)
 	}
 	if n := f.Splices("ip", "limit") + f.Splices("ip", "eof"); n == 0 {
 		t.Error("ip spliced no body: the test did not reach it")
@@ -346,29 +333,17 @@ func TestLabHTTPReverseIPRandom(t *testing.T) {
 // half-used upstream connection serves another client, and every pair
 // ends: none is left spliced once its client has gone.
 func TestLabHTTPReverseIPAborts(t *testing.T) {
-	l := httplab.New(t)
-	for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
-		if err := l.SetLoss(link, lab.BothWays, 2); err != nil {
-			t.Fatal(err)
-		}
-	}
-	httplab.ServeRandom(t, l, httplab.ServerAddr(l, portA))
-	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
-	lc.Routes = []config.Route{{Pool: "a"}}
-	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
-	engines := config.Default().Engines
-	engines.IP.MinBody = 0
-	f := httplab.StartWith(t, l, engines, lc)
+	f, dial := randomIPLab(t, 2)
 	t.Run("clients", func(t *testing.T) {
 		for seed := range uint64(httprand.Seeds()) {
 			t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
 				t.Parallel()
-				httprand.Run(t, func() net.Conn { return httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort)) }, "", seed, 12)
+				httprand.Run(t, dial(t), "", seed, 12)
 			})
 			t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
 				t.Parallel()
 				for k := range uint64(4) {
-					httprand.Abort(t, func() net.Conn { return httplab.Dial(t, l, httplab.FwdAddr(l, proxyPort)) }, "", seed<<8|k, 4)
+					httprand.Abort(t, dial(t), "", seed<<8|k, 4)
 				}
 			})
 		}
@@ -378,4 +353,28 @@ func TestLabHTTPReverseIPAborts(t *testing.T) {
 	}
 	testenv.Eventually(t, "no pair left open", func() bool { return f.Flows().Len() == 0 })
 	t.Logf("ip splices by outcome: limit %v, eof %v, reset %v", f.Splices("ip", "limit"), f.Splices("ip", "eof"), f.Splices("ip", "reset"))
+}
+
+// randomIPLab is the random tests' lab: links losing lossPercent of
+// segments both ways, httprand's back-end, and an http-reverse listener
+// with engine auto and engines.ip.min_body 0 in front of it. dial(tb)
+// connects a client to the listener, failing tb if it cannot.
+func randomIPLab(t *testing.T, lossPercent float64) (f *httplab.Forwarder, dial func(testing.TB) func() net.Conn) {
+	t.Helper()
+	l := httplab.New(t)
+	for _, link := range []lab.Link{l.ClientLink(), l.ServerLink()} {
+		if err := l.SetLoss(link, lab.BothWays, lossPercent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httplab.ServeRandom(t, l, httplab.ServerAddr(l, portA))
+	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
+	lc.Routes = []config.Route{{Pool: "a"}}
+	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	engines := config.Default().Engines
+	engines.IP.MinBody = 0
+	f = httplab.StartWith(t, l, engines, lc)
+	return f, func(tb testing.TB) func() net.Conn {
+		return func() net.Conn { return httplab.Dial(tb, l, httplab.FwdAddr(l, proxyPort)) }
+	}
 }
