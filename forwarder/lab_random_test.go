@@ -28,14 +28,14 @@ func randomPairs() int { return max(6, httprand.Seeds()) }
 
 // TestLabRandomStreams: for every engine, randomPairs() pairs through a tcp
 // listener that splices 30 ms after accepting, and as many through a
-// socks5 listener (which splices once it has replied), across links
-// losing 2% of segments both ways. Each side writes a random number of
-// chunks (1 byte to 256 KiB) with random pauses (up to 20 ms), so the
-// splice falls anywhere in either stream, then half-closes; the other
-// side may still be writing. Each side reads exactly what the other
-// wrote, then EOF, every pair closes as eof, and the engine spliced some
-// of them (ip declines a pair already half-closed, to pipe: TCP_REPAIR
-// rebuilds no half-closed socket).
+// socks5 listener and through http-forward's CONNECT (which splice once
+// they have replied), across links losing 2% of segments both ways. Each
+// side writes a random number of chunks (1 byte to 256 KiB) with random
+// pauses (up to 20 ms), so the splice falls anywhere in either stream,
+// then half-closes; the other side may still be writing. Each side reads
+// exactly what the other wrote, then EOF, every pair closes as eof, and
+// the engine spliced some of them (ip declines a pair already
+// half-closed, to pipe: TCP_REPAIR rebuilds no half-closed socket).
 func TestLabRandomStreams(t *testing.T) {
 	for _, kind := range randomKinds {
 		for _, name := range all.Names() {
@@ -73,6 +73,36 @@ var randomKinds = []randomKind{
 		lc.Destinations = &config.Destinations{Allow: []string{l.Cfg.Server.Addr().String()}}
 		return lc
 	}, connect: socksConnect},
+	{prefix: "connect-", listener: func(l *lab.Lab) config.Listener {
+		lc := config.DefaultListener()
+		lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), "http-forward"
+		lc.HTTP = &config.HTTP{ConnectPorts: []int{9701}}
+		lc.Destinations = &config.Destinations{Allow: []string{l.Cfg.Server.Addr().String()}}
+		return lc
+	}, connect: httpConnect},
+}
+
+// httpConnect asks the http-forward listener on c for a tunnel to server
+// (CONNECT) and reads its answer's head, byte by byte so as to take none
+// of the tunnel's bytes.
+func httpConnect(t *testing.T, c *net.TCPConn, server string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(waitFor))
+	defer c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, "CONNECT "+server+" HTTP/1.1\r\nHost: "+server+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	var head []byte
+	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+		var b [1]byte
+		if _, err := c.Read(b[:]); err != nil {
+			t.Fatalf("CONNECT answer after %q: %v", head, err)
+		}
+		head = append(head, b[0])
+	}
+	if !bytes.HasPrefix(head, []byte("HTTP/1.1 200")) {
+		t.Fatalf("CONNECT answered %q, want 200", head)
+	}
 }
 
 // socksConnect asks the socks5 listener on c to connect to server, greeting
