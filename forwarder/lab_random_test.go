@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -28,8 +29,9 @@ func randomPairs() int { return max(6, httprand.Seeds()) }
 
 // TestLabRandomStreams: for every engine, randomPairs() pairs through a tcp
 // listener that splices 30 ms after accepting, and as many through a
-// socks5 listener and through http-forward's CONNECT (which splice once
-// they have replied), across links losing 2% of segments both ways. Each
+// socks5 listener, through http-forward's CONNECT and through
+// http-reverse's protocol switch (Upgrade; each splices once the answer is
+// out), across links losing 2% of segments both ways. Each
 // side writes a random number of chunks (1 byte to 256 KiB) with random
 // pauses (up to 20 ms), so the splice falls anywhere in either stream,
 // then half-closes; the other side may still be writing. Each side reads
@@ -53,11 +55,13 @@ func TestLabRandomStreams(t *testing.T) {
 }
 
 // randomKind is a way pairs reach the server in the random tests: the
-// listener it runs and how a client asks it for the server.
+// listener it runs, how a client asks it for the server, and what the
+// server answers first (nil: nothing).
 type randomKind struct {
 	prefix   string // of the subtests' names
 	listener func(l *lab.Lab) config.Listener
-	connect  func(t *testing.T, c *net.TCPConn, server string)
+	connect  func(c *net.TCPConn, server string) error
+	serve    func(c *net.TCPConn) error
 }
 
 var randomKinds = []randomKind{
@@ -65,7 +69,7 @@ var randomKinds = []randomKind{
 		lc := tcpListener("random", fwdAddr(l, 7701), serverAddr(l, 9701))
 		lc.SpliceAfter = config.Duration(30 * time.Millisecond)
 		return lc
-	}, connect: func(*testing.T, *net.TCPConn, string) {}},
+	}, connect: func(*net.TCPConn, string) error { return nil }},
 	{prefix: "socks5-", listener: func(l *lab.Lab) config.Listener {
 		lc := config.DefaultListener()
 		lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), "socks5"
@@ -80,51 +84,92 @@ var randomKinds = []randomKind{
 		lc.Destinations = &config.Destinations{Allow: []string{l.Cfg.Server.Addr().String()}}
 		return lc
 	}, connect: httpConnect},
-}
-
-// httpConnect asks the http-forward listener on c for a tunnel to server
-// (CONNECT) and reads its answer's head, byte by byte so as to take none
-// of the tunnel's bytes.
-func httpConnect(t *testing.T, c *net.TCPConn, server string) {
-	t.Helper()
-	c.SetDeadline(time.Now().Add(waitFor))
-	defer c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, "CONNECT "+server+" HTTP/1.1\r\nHost: "+server+"\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	var head []byte
-	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
-		var b [1]byte
-		if _, err := c.Read(b[:]); err != nil {
-			t.Fatalf("CONNECT answer after %q: %v", head, err)
-		}
-		head = append(head, b[0])
-	}
-	if !bytes.HasPrefix(head, []byte("HTTP/1.1 200")) {
-		t.Fatalf("CONNECT answered %q, want 200", head)
-	}
+	{prefix: "upgrade-", listener: func(l *lab.Lab) config.Listener {
+		lc := config.DefaultListener()
+		lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), "http-reverse"
+		lc.Routes = []config.Route{{Pool: "s"}}
+		lc.Pools = []config.Pool{{Name: "s", Servers: []string{serverAddr(l, 9701)}}}
+		return lc
+	}, connect: httpUpgrade, serve: switchProtocols},
 }
 
 // socksConnect asks the socks5 listener on c to connect to server, greeting
 // and request in one write as clients that need no authentication may,
 // and reads both replies.
-func socksConnect(t *testing.T, c *net.TCPConn, server string) {
-	t.Helper()
+func socksConnect(c *net.TCPConn, server string) error {
 	ap := netip.MustParseAddrPort(server)
 	ip := ap.Addr().As4()
 	req := []byte{5, 1, 0, 5, 1, 0, 1, ip[0], ip[1], ip[2], ip[3], byte(ap.Port() >> 8), byte(ap.Port())}
 	c.SetDeadline(time.Now().Add(waitFor))
 	defer c.SetDeadline(time.Time{})
 	if _, err := c.Write(req); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var reply [2 + 10]byte
 	if _, err := io.ReadFull(c, reply[:]); err != nil {
-		t.Fatalf("socks5 replies: %v", err)
+		return fmt.Errorf("socks5 replies: %w", err)
 	}
 	if reply[1] != 0 || reply[3] != 0 {
-		t.Fatalf("socks5 replies % x: method %d, reply code %d, want 0 and 0", reply, reply[1], reply[3])
+		return fmt.Errorf("socks5 replies % x: method %d, reply code %d, want 0 and 0", reply, reply[1], reply[3])
 	}
+	return nil
+}
+
+// httpConnect asks the http-forward listener on c for a tunnel to server
+// (CONNECT) and reads the answer's head.
+func httpConnect(c *net.TCPConn, server string) error {
+	return askHTTP(c, "CONNECT "+server+" HTTP/1.1\r\nHost: "+server+"\r\n\r\n", "HTTP/1.1 200")
+}
+
+// httpUpgrade asks the http-reverse listener on c to switch to a protocol
+// of the test's own (Upgrade) and reads the answer's head.
+func httpUpgrade(c *net.TCPConn, _ string) error {
+	return askHTTP(c, "GET /stream HTTP/1.1\r\nHost: app.example\r\nConnection: Upgrade\r\nUpgrade: random-stream\r\n\r\n", "HTTP/1.1 101")
+}
+
+// switchProtocols is the server's side of httpUpgrade: it reads the
+// request's head and switches.
+func switchProtocols(c *net.TCPConn) error {
+	c.SetDeadline(time.Now().Add(waitFor))
+	defer c.SetDeadline(time.Time{})
+	head, err := readHead(c)
+	if err != nil {
+		return fmt.Errorf("upgrade request after %q: %w", head, err)
+	}
+	_, err = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: random-stream\r\n\r\n")
+	return err
+}
+
+// askHTTP writes req on c and reads the answer's head, which must start
+// with want.
+func askHTTP(c *net.TCPConn, req, want string) error {
+	c.SetDeadline(time.Now().Add(waitFor))
+	defer c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, req); err != nil {
+		return err
+	}
+	head, err := readHead(c)
+	if err != nil {
+		return fmt.Errorf("answer after %q: %w", head, err)
+	}
+	if !bytes.HasPrefix(head, []byte(want)) {
+		return fmt.Errorf("answered %q, want %s", head, want)
+	}
+	return nil
+}
+
+// readHead reads an HTTP head from c byte by byte, so as to take none of
+// the bytes after it.
+func readHead(c *net.TCPConn) ([]byte, error) {
+	var head []byte
+	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+		var b [1]byte
+		if _, err := c.Read(b[:]); err != nil {
+			return head, err
+		}
+		head = append(head, b[0])
+	}
+	return head, nil
 }
 
 // runRandomPairs starts a lab losing lossPercent of segments both ways on
@@ -148,8 +193,17 @@ func runRandomPairs(t *testing.T, kind randomKind, name string, lossPercent floa
 	pairs := randomPairs()
 	for seed := range uint64(pairs) {
 		client := dialClient(t, l, lf.Addr("random").String())
-		kind.connect(t, client, serverAddr(l, 9701))
+		connected := make(chan error, 1)
+		go func() { connected <- kind.connect(client, serverAddr(l, 9701)) }()
 		server := accept(t, up)
+		if kind.serve != nil {
+			if err := kind.serve(server); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-connected; err != nil {
+			t.Fatal(err)
+		}
 		wg.Go(func() { exchange(t, client, server, seed) })
 	}
 	wg.Wait()
