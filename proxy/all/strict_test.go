@@ -136,3 +136,55 @@ func TestSmugglingHeadsGet400(t *testing.T) {
 		})
 	}
 }
+
+// TestBadRequestBodiesGet400: a request body that the client gets wrong
+// (a chunk size that is no number, fewer bytes than its Content-Length,
+// a chunk cut short) is the client's fault: every HTTP kind answers 400
+// and closes, where it answered 502 as if the upstream had failed.
+func TestBadRequestBodiesGet400(t *testing.T) {
+	up := httpOrigin(t)
+	listeners := httpListeners(t, up)
+	f := fwdtest.Start(t, listeners...)
+	bodies := map[string]string{
+		"chunk size not a number": "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n\r\n",
+		"short of its length":     "Content-Length: 100\r\n\r\nhello",
+		"chunk cut short":         "Transfer-Encoding: chunked\r\n\r\n5\r\nhel",
+	}
+	for _, l := range listeners {
+		target := "/obj/1KiB"
+		if l.Proxy == "http-forward" {
+			target = "http://" + up + "/obj/1KiB"
+		}
+		for name, body := range bodies {
+			t.Run(l.Name+"/"+name, func(t *testing.T) {
+				raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n%s", target, up, body)
+				resp := exchangeHalfClosed(t, f.Addr(l.Name).String(), raw)
+				if resp.StatusCode != http.StatusBadRequest {
+					t.Errorf("%s through %s: %s, want 400", name, l.Proxy, resp.Status)
+				}
+			})
+		}
+	}
+}
+
+// exchangeHalfClosed sends raw on a new connection to addr, half-closes it
+// (the client has nothing more to send) and reads the response.
+func exchangeHalfClosed(tb testing.TB, addr, raw string) *http.Response {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(raw)); err != nil {
+		tb.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		tb.Fatalf("response to %q: %v", raw, err)
+	}
+	resp.Body.Close()
+	return resp
+}

@@ -29,6 +29,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"path"
 	"strings"
 	"sync/atomic"
@@ -163,6 +164,10 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		if bodyDone != nil {
 			err = errors.Join(err, c.waitBody(bodyDone))
 		}
+		if bad := (*clientBodyError)(nil); errors.As(err, &bad) {
+			c.refuse(http.StatusBadRequest, "malformed or unfinished request body")
+			return true, err
+		}
 		c.refuse(http.StatusBadGateway, "no valid response from the upstream")
 		return true, err
 	}
@@ -208,8 +213,19 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 			return nil, nil, err
 		}
 		done = make(chan error, 1)
-		upw := c.upWriter()
-		go func() { done <- copyBody(upw, c.cr, req.body) }()
+		upw, up := &watchedWriter{w: c.upWriter()}, c.up
+		go func() {
+			err := copyBody(upw, c.cr, req.body)
+			if err != nil && upw.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				// The client's body was malformed or ended early (a
+				// deadline is the filter's own interruption or the idle
+				// timeout): the upstream, waiting for the rest, would
+				// never answer.
+				up.SetReadDeadline(time.Now())
+				err = &clientBodyError{err}
+			}
+			done <- err
+		}()
 		resp, err = c.readResponse(req)
 		if err == nil || !reused || req.body.kind != noBody || attempt > 0 || !errors.Is(err, errNoResponse) {
 			return resp, done, err
@@ -218,6 +234,31 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 		c.s.Log().Debug("reused upstream connection closed, retrying on a new one", "err", err)
 		c.closeUpstream()
 	}
+}
+
+// clientBodyError: the client's request body was malformed or ended early
+// (the client's fault: 400, where an upstream's failure is a 502).
+type clientBodyError struct{ err error }
+
+func (e *clientBodyError) Error() string { return "request body: " + e.err.Error() }
+func (e *clientBodyError) Unwrap() error { return e.err }
+
+// BadInput marks the pair's close reason bad_request.
+func (e *clientBodyError) BadInput() bool { return true }
+
+// watchedWriter keeps the first error of w's writes, telling a failed
+// write from a failed read in a copy between the two.
+type watchedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (w *watchedWriter) Write(b []byte) (int, error) {
+	n, err := w.w.Write(b)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // errNoResponse means the upstream closed without a byte of response.

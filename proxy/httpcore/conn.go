@@ -477,16 +477,64 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 	}
 	switch kind {
 	case bodyLength:
+		var err error
 		if c.copiesRest(req.ContentLength, c.client) {
-			return c.copyBody(engine.Up, c.client, req.ContentLength, nil)
+			err = c.copyBody(engine.Up, c.client, req.ContentLength, nil)
+		} else {
+			err = c.spliceBody(ctx, engine.Up, c.client, req.ContentLength)
 		}
-		return c.spliceBody(ctx, engine.Up, c.client, req.ContentLength)
+		if ended := (*bodyEndedError)(nil); errors.As(err, &ended) && ended.d == engine.Up && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return badRequestBody("request body ended early", err)
+		}
+		return err
 	case bodyChunked:
 		c.S.NoSplice("chunked request body streamed in control mode")
 		defer c.streaming()()
-		return copyChunked(c.upWriter(), c.client)
+		up := &watchedWriter{w: c.upWriter()}
+		err := copyChunked(up, c.client)
+		if err != nil && up.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			// Not the upstream's, nor a timeout: the client's body was
+			// malformed or ended early.
+			return badRequestBody("malformed or unfinished chunked request body", err)
+		}
+		return err
 	}
 	return nil
+}
+
+// badRequestBody is the 400 for a request body the client got wrong: its
+// fault, not the upstream's (a 502 would say the server failed).
+func badRequestBody(reason string, err error) *StatusError {
+	return &StatusError{Status: http.StatusBadRequest, Reason: reason, Err: err}
+}
+
+// bodyEndedError: a body's source stopped (EOF or a read error) with
+// missing bytes of the length its head gave still to come.
+type bodyEndedError struct {
+	d       engine.Direction
+	missing int64
+	err     error
+}
+
+func (e *bodyEndedError) Error() string {
+	return fmt.Sprintf("%s body ended %d bytes early: %v", e.d, e.missing, e.err)
+}
+
+func (e *bodyEndedError) Unwrap() error { return e.err }
+
+// watchedWriter keeps the first error of w's writes, telling a failed
+// write from a failed read in a copy between the two.
+type watchedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (w *watchedWriter) Write(b []byte) (int, error) {
+	n, err := w.w.Write(b)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // Relay sends the response to the client: the head, then the body, spliced
@@ -712,13 +760,13 @@ func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first fu
 			}
 			k, err := src.Read((*buf)[:min(int64(len(*buf)), n)])
 			if k == 0 && err != nil {
-				return fmt.Errorf("%s body ended %d bytes early: %w", d, n, err)
+				return &bodyEndedError{d, n, err}
 			}
 			b = (*buf)[:k]
 		} else {
 			if src.Buffered() == 0 {
 				if _, err := src.Peek(1); err != nil {
-					return fmt.Errorf("%s body ended %d bytes early: %w", d, n, err)
+					return &bodyEndedError{d, n, err}
 				}
 			}
 			b, _ = src.Peek(int(min(int64(src.Buffered()), n)))
@@ -821,7 +869,7 @@ func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 		c.curKernel += k
 	}
 	if err == nil && k < want {
-		err = fmt.Errorf("%s body ended %d bytes early: %w", d, n-k, io.ErrUnexpectedEOF)
+		err = &bodyEndedError{d, n - k, io.ErrUnexpectedEOF}
 	}
 	return k, err
 }
@@ -870,7 +918,7 @@ func (c *Conn) spliceBody(ctx context.Context, d engine.Direction, src *bufio.Re
 	}
 	if r.End != engine.EndLimit {
 		if r.End == engine.EndEOF {
-			return fmt.Errorf("%s body ended after %d of %d bytes", d, r.Moved[d], n)
+			return &bodyEndedError{d, n - r.Moved[d], io.ErrUnexpectedEOF}
 		}
 		return proxy.EndErr(r)
 	}

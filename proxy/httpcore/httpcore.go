@@ -183,8 +183,12 @@ const (
 
 // UpstreamError answers a request whose upstream failed: 504 when it timed
 // out, 502 otherwise. The cause stays wrapped, so the pair's close reason
-// still names it.
+// still names it. An error that carries its answer already (a client's
+// bad request body: 400) keeps it.
 func UpstreamError(err error) *StatusError {
+	if se := (*StatusError)(nil); errors.As(err, &se) {
+		return se // the exchange already has its answer (a client's bad body: 400)
+	}
 	if errors.Is(err, proxy.ErrDestinationDenied) {
 		return &StatusError{Status: http.StatusForbidden, Reason: "destination not allowed", Err: err}
 	}
