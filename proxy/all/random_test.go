@@ -103,3 +103,31 @@ func TestRandomAbortsReachNoOtherClient(t *testing.T) {
 		}
 	})
 }
+
+// TestRandomAbortsEveryHTTPKind: the same through http-forward (the
+// back-end named in absolute form) and filter, with their default engine.
+func TestRandomAbortsEveryHTTPKind(t *testing.T) {
+	up := randomBackend(t)
+	f := fwdtest.Start(t, httpListeners(t, up)...)
+	for _, kind := range []string{"http-forward", "filter"} {
+		t.Run(kind, func(t *testing.T) {
+			origin := ""
+			if kind == "http-forward" {
+				origin = up
+			}
+			addr := f.Addr(kind).String()
+			for seed := range uint64(httprand.Seeds()) {
+				t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
+					t.Parallel()
+					httprand.Run(t, dialer(t, addr), origin, seed, 16)
+				})
+				t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
+					t.Parallel()
+					for k := range uint64(6) {
+						httprand.Abort(t, dialer(t, addr), origin, seed<<8|k, 4)
+					}
+				})
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -343,7 +344,9 @@ func Abort(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n in
 	x.origin = origin
 	raw, _ := x.request()
 	c.SetDeadline(time.Now().Add(exchangeTimeout))
-	switch r.IntN(3) {
+	switch r.IntN(4) {
+	case 3:
+		malformedChunks(tb, c, br, x, seed)
 	case 0:
 		c.Write(raw[:r.IntN(len(raw))])
 	case 1:
@@ -361,6 +364,33 @@ func Abort(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n in
 		}
 	}
 }
+
+// malformedChunks sends x as a POST whose chunked body turns malformed
+// after its last valid chunk (a size line that is no number). The proxy
+// has passed the first chunks on; it must end the exchange at once, with
+// a 400 (the client's fault) or by closing, and keep nothing of that
+// upstream connection.
+func malformedChunks(tb testing.TB, c net.Conn, br *bufio.Reader, x exchange, seed uint64) {
+	tb.Helper()
+	x.method, x.reqChunked, x.reqBody = http.MethodPost, true, max(x.reqBody, 1)
+	raw, _ := x.request()
+	raw = append(raw[:len(raw)-len("0\r\n\r\n")], "zz\r\n\r\n"...)
+	if _, err := c.Write(raw); err != nil {
+		return // the proxy may end the connection before the body is out
+	}
+	c.SetReadDeadline(time.Now().Add(malformedBound))
+	resp, err := http.ReadResponse(br, &http.Request{Method: x.method})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		tb.Errorf("aborting seed %d: a malformed chunked body (%d bytes valid): the proxy neither answered nor closed within %v", seed, x.reqBody, malformedBound)
+	case err == nil && resp.StatusCode != http.StatusBadRequest:
+		tb.Errorf("aborting seed %d: a malformed chunked body answered %s, want 400", seed, resp.Status)
+	}
+}
+
+// malformedBound is how long a proxy may take to end an exchange whose
+// request went bad.
+const malformedBound = 10 * time.Second
 
 // resetConn closes c with a reset (SO_LINGER 0), as a client that gives up.
 func resetConn(c net.Conn) {
