@@ -84,6 +84,18 @@ listeners:
 // exchange sends raw on a new connection to addr and reads the response.
 func exchange(tb testing.TB, addr, raw string) *http.Response {
 	tb.Helper()
+	return exchangeThen(tb, addr, raw, false)
+}
+
+// exchangeHalfClosed is exchange with the connection half-closed after raw
+// (the client has nothing more to send).
+func exchangeHalfClosed(tb testing.TB, addr, raw string) *http.Response {
+	tb.Helper()
+	return exchangeThen(tb, addr, raw, true)
+}
+
+func exchangeThen(tb testing.TB, addr, raw string, halfClose bool) *http.Response {
+	tb.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		tb.Fatal(err)
@@ -92,6 +104,9 @@ func exchange(tb testing.TB, addr, raw string) *http.Response {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write([]byte(raw)); err != nil {
 		tb.Fatal(err)
+	}
+	if halfClose {
+		c.(*net.TCPConn).CloseWrite()
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -165,26 +180,4 @@ func TestBadRequestBodiesGet400(t *testing.T) {
 			})
 		}
 	}
-}
-
-// exchangeHalfClosed sends raw on a new connection to addr, half-closes it
-// (the client has nothing more to send) and reads the response.
-func exchangeHalfClosed(tb testing.TB, addr, raw string) *http.Response {
-	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte(raw)); err != nil {
-		tb.Fatal(err)
-	}
-	c.(*net.TCPConn).CloseWrite()
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		tb.Fatalf("response to %q: %v", raw, err)
-	}
-	resp.Body.Close()
-	return resp
 }

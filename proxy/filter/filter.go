@@ -14,8 +14,9 @@
 // A 101 Switching Protocols response leaves nothing to inspect: the pair is
 // then forwarded in control mode until it ends.
 //
-// Bad input gets a response and a close: 400 for a malformed head or a
-// request with both Content-Length and Transfer-Encoding, 431 for a head
+// Bad input gets a response and a close: 400 for a malformed head, a
+// request with both Content-Length and Transfer-Encoding, or a request body
+// that is malformed or ends early, 431 for a head
 // over the size or header-count limit, 408 when the head does not arrive
 // within the header timeout, 502 when no upstream answers.
 package filter
@@ -38,6 +39,7 @@ import (
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/httpcore"
 	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
@@ -213,10 +215,10 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 			return nil, nil, err
 		}
 		done = make(chan error, 1)
-		upw, up := &watchedWriter{w: c.upWriter()}, c.up
+		upw, up := &httpcore.WatchedWriter{W: c.upWriter()}, c.up
 		go func() {
 			err := copyBody(upw, c.cr, req.body)
-			if err != nil && upw.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			if err != nil && upw.Err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				// The client's body was malformed or ended early (a
 				// deadline is the filter's own interruption or the idle
 				// timeout): the upstream, waiting for the rest, would
@@ -245,21 +247,6 @@ func (e *clientBodyError) Unwrap() error { return e.err }
 
 // BadInput marks the pair's close reason bad_request.
 func (e *clientBodyError) BadInput() bool { return true }
-
-// watchedWriter keeps the first error of w's writes, telling a failed
-// write from a failed read in a copy between the two.
-type watchedWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (w *watchedWriter) Write(b []byte) (int, error) {
-	n, err := w.w.Write(b)
-	if err != nil && w.err == nil {
-		w.err = err
-	}
-	return n, err
-}
 
 // errNoResponse means the upstream closed without a byte of response.
 var errNoResponse = errors.New("upstream closed without responding")

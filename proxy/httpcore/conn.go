@@ -490,9 +490,9 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 	case bodyChunked:
 		c.S.NoSplice("chunked request body streamed in control mode")
 		defer c.streaming()()
-		up := &watchedWriter{w: c.upWriter()}
+		up := &WatchedWriter{W: c.upWriter()}
 		err := copyChunked(up, c.client)
-		if err != nil && up.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err != nil && up.Err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			// Not the upstream's, nor a timeout: the client's body was
 			// malformed or ended early.
 			return badRequestBody("malformed or unfinished chunked request body", err)
@@ -522,17 +522,18 @@ func (e *bodyEndedError) Error() string {
 
 func (e *bodyEndedError) Unwrap() error { return e.err }
 
-// watchedWriter keeps the first error of w's writes, telling a failed
-// write from a failed read in a copy between the two.
-type watchedWriter struct {
-	w   io.Writer
-	err error
+// WatchedWriter keeps the first error of W's writes (Err), telling a
+// failed write from a failed read in a copy between the two: which side of
+// a relayed body failed, the client or the upstream.
+type WatchedWriter struct {
+	W   io.Writer
+	Err error
 }
 
-func (w *watchedWriter) Write(b []byte) (int, error) {
-	n, err := w.w.Write(b)
-	if err != nil && w.err == nil {
-		w.err = err
+func (w *WatchedWriter) Write(b []byte) (int, error) {
+	n, err := w.W.Write(b)
+	if err != nil && w.Err == nil {
+		w.Err = err
 	}
 	return n, err
 }

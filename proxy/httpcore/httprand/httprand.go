@@ -320,8 +320,9 @@ func firstDiff(a, b []byte) int {
 // Abort sends up to n-1 random exchanges drawn from seed through the proxy
 // that dial connects to, one at a time, checking each answer, then
 // resets the connection at a random point of one more: partway through
-// its request, with the request sent, or partway through its answer. What
-// it tests is that the proxy gives nothing of it to another client (Run
+// its request, with the request sent, partway through its answer, or
+// after a chunked body that turned malformed (malformedChunks). What it
+// tests is that the proxy gives nothing of it to another client (Run
 // beside it) nor keeps a half-used upstream connection for one.
 func Abort(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n int) {
 	tb.Helper()
@@ -345,12 +346,12 @@ func Abort(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n in
 	raw, _ := x.request()
 	c.SetDeadline(time.Now().Add(exchangeTimeout))
 	switch r.IntN(4) {
-	case 3:
-		malformedChunks(tb, c, br, x, seed)
 	case 0:
 		c.Write(raw[:r.IntN(len(raw))])
 	case 1:
 		c.Write(raw)
+	case 2:
+		malformedChunks(tb, c, br, x, seed)
 	default:
 		// Errors do not matter here: the proxy may answer before the
 		// whole request is out, or end the connection. Every answer has
