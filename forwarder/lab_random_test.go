@@ -1,4 +1,4 @@
-// Lab tests of every engine under loss with the splice falling anywhere in both streams: random chunks and pauses each way, each side half-closing (every byte and both EOFs delivered) or one side resetting (each side got a prefix of the other's bytes, then the reset).
+// Lab tests of every engine and listener kind under loss with the splice falling anywhere in both streams: random chunks and pauses each way, each side half-closing (every byte and both EOFs delivered) or one side resetting (each side got a prefix of the other's bytes, then the reset).
 
 package forwarder_test
 
@@ -31,10 +31,10 @@ func randomPairs() int { return max(6, httprand.Seeds()) }
 // listener that splices 30 ms after accepting, and as many through a
 // socks5 listener, through http-forward's CONNECT and through
 // http-reverse's protocol switch (Upgrade; each splices once the answer is
-// out), across links losing 2% of segments both ways. Each
-// side writes a random number of chunks (1 byte to 256 KiB) with random
-// pauses (up to 20 ms), so the splice falls anywhere in either stream,
-// then half-closes; the other side may still be writing. Each side reads
+// out), across links losing 2% of segments both ways. Each side writes a
+// random number of chunks (1 byte to 256 KiB) with random pauses (up to
+// 20 ms), so the splice falls anywhere in either stream, then
+// half-closes; the other side may still be writing. Each side reads
 // exactly what the other wrote, then EOF, every pair closes as eof, and
 // the engine spliced some of them (ip declines a pair already
 // half-closed, to pipe: TCP_REPAIR rebuilds no half-closed socket).
