@@ -231,13 +231,6 @@ func (p *Pair) Bytes(d Direction) int64 { return p.bytes[d].Load() }
 // smaller socket); not when only the peer's FIN came. An error reading the
 // state counts as not closed.
 func closed(c *net.TCPConn) bool {
-	var state uint8
-	err := sockopt.WithFD(c, func(fd int) error {
-		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-		if err == nil {
-			state = info.State
-		}
-		return err
-	})
-	return err == nil && state == unix.BPF_TCP_CLOSE
+	info, err := sockopt.TCPInfo(c)
+	return err == nil && info.State == unix.BPF_TCP_CLOSE
 }

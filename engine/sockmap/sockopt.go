@@ -23,20 +23,10 @@ func cookie(c *net.TCPConn) (uint64, error) {
 	return v, err
 }
 
-// tcpInfo returns c's TCP_INFO.
-func tcpInfo(c *net.TCPConn) (*unix.TCPInfo, error) {
-	var ti *unix.TCPInfo
-	err := sockopt.WithFD(c, func(fd int) (err error) {
-		ti, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-		return err
-	})
-	return ti, err
-}
-
 // canSend reports whether c may still send: established, or the peer
 // half-closed; never shut down for writing nor reset.
 func canSend(c *net.TCPConn) bool {
-	ti, err := tcpInfo(c)
+	ti, err := sockopt.TCPInfo(c)
 	return err == nil && (ti.State == unix.BPF_TCP_ESTABLISHED || ti.State == unix.BPF_TCP_CLOSE_WAIT)
 }
 
@@ -45,7 +35,7 @@ func canSend(c *net.TCPConn) bool {
 // in no map (SIOCINQ counts the psock queue once it is).
 func streamPos(c *net.TCPConn) (uint64, error) {
 	for {
-		a, err := tcpInfo(c)
+		a, err := sockopt.TCPInfo(c)
 		if err != nil {
 			return 0, err
 		}
@@ -53,7 +43,7 @@ func streamPos(c *net.TCPConn) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		b, err := tcpInfo(c)
+		b, err := sockopt.TCPInfo(c)
 		if err != nil {
 			return 0, err
 		}
@@ -67,7 +57,7 @@ func streamPos(c *net.TCPConn) (uint64, error) {
 // queue: acknowledged bytes read before the unacknowledged ones, so an ACK in
 // between can only make it smaller. Used to see a destination catch up.
 func written(c *net.TCPConn) (uint64, error) {
-	ti, err := tcpInfo(c)
+	ti, err := sockopt.TCPInfo(c)
 	if err != nil {
 		return 0, err
 	}
@@ -82,7 +72,7 @@ func written(c *net.TCPConn) (uint64, error) {
 // one writes to c: it repeats until no ACK moved the count in between.
 func writtenExact(c *net.TCPConn) (uint64, error) {
 	for {
-		a, err := tcpInfo(c)
+		a, err := sockopt.TCPInfo(c)
 		if err != nil {
 			return 0, err
 		}
@@ -90,7 +80,7 @@ func writtenExact(c *net.TCPConn) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		b, err := tcpInfo(c)
+		b, err := sockopt.TCPInfo(c)
 		if err != nil {
 			return 0, err
 		}

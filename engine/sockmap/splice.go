@@ -516,7 +516,7 @@ func (s *splice) checkKernel(flags uint32) (pending bool) {
 	k.limitHit = k.limit > 0 && k.pre+k.flow.Moved == k.limit
 
 	if !k.eof && readHup(k.src) {
-		ti, err := tcpInfo(k.src)
+		ti, err := sockopt.TCPInfo(k.src)
 		switch {
 		case err == nil && ti.Bytes_received == k.pos0+k.flow.Moved+1:
 			k.eof = true
@@ -651,7 +651,7 @@ func (s *splice) checkIdle() {
 	t := int64(0)
 	if s.kernel {
 		s.e.dp.objs.Flows.Lookup(s.k.srcCk, &s.k.flow)
-		if ti, err := tcpInfo(s.k.dst); err == nil {
+		if ti, err := sockopt.TCPInfo(s.k.dst); err == nil {
 			t = int64(ti.Bytes_acked)
 		}
 	}
@@ -810,7 +810,7 @@ func (s *splice) waitQuiet() {
 		if k.flow.Stopped == k.ctl.Gen || !s.inMap(s.e.dp.objs.RxSocks, k.srcCk) {
 			return
 		}
-		ti, err := tcpInfo(k.src)
+		ti, err := sockopt.TCPInfo(k.src)
 		if err != nil {
 			return
 		}

@@ -215,16 +215,21 @@ func Dialer() *net.Dialer { return &net.Dialer{ControlContext: Control} }
 // connection (each would take bytes off mss_cache too); the forwarder's
 // sockets have none.
 func AnnouncedMSS(c *net.TCPConn) (int, error) {
-	var info *unix.TCPInfo
-	if err := WithFD(c, func(fd int) (err error) {
-		if info, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO); err != nil {
-			return fmt.Errorf("TCP_INFO: %w", err)
-		}
-		return nil
-	}); err != nil {
-		return 0, err
+	info, err := TCPInfo(c)
+	if err != nil {
+		return 0, fmt.Errorf("TCP_INFO: %w", err)
 	}
 	return announcedFrom(int(info.Snd_mss), info.Options&tcpiOptTimestamps != 0), nil
+}
+
+// TCPInfo returns c's TCP_INFO: its state, counters and negotiated options.
+func TCPInfo(c *net.TCPConn) (*unix.TCPInfo, error) {
+	var info *unix.TCPInfo
+	err := WithFD(c, func(fd int) (err error) {
+		info, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		return err
+	})
+	return info, err
 }
 
 // announcedFrom undoes what the handshake took off the peer's MSS.
