@@ -39,17 +39,23 @@ func randomPairs() int { return max(6, httprand.Seeds()) }
 // the engine spliced some of them (ip declines a pair already
 // half-closed, to pipe: TCP_REPAIR rebuilds no half-closed socket).
 func TestLabRandomStreams(t *testing.T) {
+	forEachKindAndEngine(t, func(t *testing.T, kind randomKind, name string) {
+		lf, pairs := runRandomPairs(t, kind, name, 2, exchangeRandomStreams)
+		lf.waitClosed(t, "random", "eof", float64(pairs))
+		spliced := lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "eof")
+		if spliced == 0 {
+			t.Errorf("engine %s spliced none of the %d pairs", name, pairs)
+		}
+		t.Logf("%v of %d pairs spliced by %s", spliced, pairs, name)
+	})
+}
+
+// forEachKindAndEngine runs test in a subtest for every listener kind of
+// randomKinds with every engine.
+func forEachKindAndEngine(t *testing.T, test func(t *testing.T, kind randomKind, name string)) {
 	for _, kind := range randomKinds {
 		for _, name := range all.Names() {
-			t.Run(kind.prefix+name, func(t *testing.T) {
-				lf, pairs := runRandomPairs(t, kind, name, 2, exchangeRandomStreams)
-				lf.waitClosed(t, "random", "eof", float64(pairs))
-				spliced := lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "eof")
-				if spliced == 0 {
-					t.Errorf("engine %s spliced none of the %d pairs", name, pairs)
-				}
-				t.Logf("%v of %d pairs spliced by %s", spliced, pairs, name)
-			})
+			t.Run(kind.prefix+name, func(t *testing.T) { test(t, kind, name) })
 		}
 	}
 }
@@ -218,14 +224,10 @@ func runRandomPairs(t *testing.T, kind randomKind, name string, lossPercent floa
 // of the reset (never a clean end, never a hang), and the forwarder
 // counts every pair closed by reset.
 func TestLabRandomResets(t *testing.T) {
-	for _, kind := range randomKinds {
-		for _, name := range all.Names() {
-			t.Run(kind.prefix+name, func(t *testing.T) {
-				lf, pairs := runRandomPairs(t, kind, name, 1, exchangeResettingStreams)
-				lf.waitClosed(t, "random", "reset", float64(pairs))
-			})
-		}
-	}
+	forEachKindAndEngine(t, func(t *testing.T, kind randomKind, name string) {
+		lf, pairs := runRandomPairs(t, kind, name, 1, exchangeResettingStreams)
+		lf.waitClosed(t, "random", "reset", float64(pairs))
+	})
 }
 
 // exchangeResettingStreams has the two sides of a pair write random

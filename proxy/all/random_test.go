@@ -3,7 +3,6 @@
 package all_test
 
 import (
-	"fmt"
 	"net"
 	"testing"
 
@@ -64,6 +63,18 @@ func forEachEngine(t *testing.T, up string, test func(t *testing.T, f *forwarder
 // TestRandomExchangesEveryHTTPKind: the same through http-forward (the
 // back-end named in absolute form) and filter, with their default engine.
 func TestRandomExchangesEveryHTTPKind(t *testing.T) {
+	forEachHTTPKind(t, func(t *testing.T, addr, origin string) {
+		for seed := range uint64(httprand.Seeds()) {
+			httprand.Run(t, dialer(t, addr), origin, seed, 24)
+		}
+	})
+}
+
+// forEachHTTPKind runs test on the http-forward and filter listeners of
+// one forwarder in front of httprand's back-end: addr is the listener's,
+// origin the back-end as http-forward's clients name it (absolute form),
+// empty for filter.
+func forEachHTTPKind(t *testing.T, test func(t *testing.T, addr, origin string)) {
 	up := randomBackend(t)
 	f := fwdtest.Start(t, httpListeners(t, up)...)
 	for _, kind := range []string{"http-forward", "filter"} {
@@ -72,9 +83,7 @@ func TestRandomExchangesEveryHTTPKind(t *testing.T) {
 			if kind == "http-forward" {
 				origin = up
 			}
-			for seed := range uint64(httprand.Seeds()) {
-				httprand.Run(t, dialer(t, f.Addr(kind).String()), origin, seed, 24)
-			}
+			test(t, f.Addr(kind).String(), origin)
 		})
 	}
 }
@@ -88,46 +97,19 @@ func TestRandomExchangesEveryHTTPKind(t *testing.T) {
 // another.
 func TestRandomAbortsReachNoOtherClient(t *testing.T) {
 	forEachEngine(t, randomBackend(t), func(t *testing.T, f *forwarder.Forwarder, _ string) {
-		addr := f.Addr("rev").String()
-		for seed := range uint64(httprand.Seeds()) {
-			t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
-				t.Parallel()
-				httprand.Run(t, dialer(t, addr), "", seed, 16)
-			})
-			t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
-				t.Parallel()
-				for k := range uint64(6) {
-					httprand.Abort(t, dialer(t, addr), "", seed<<8|k, 4)
-				}
-			})
-		}
+		httprand.RunBesideAborts(t, dialTo(f.Addr("rev").String()), "", 16, 6)
 	})
 }
 
 // TestRandomAbortsEveryHTTPKind: the same through http-forward (the
 // back-end named in absolute form) and filter, with their default engine.
 func TestRandomAbortsEveryHTTPKind(t *testing.T) {
-	up := randomBackend(t)
-	f := fwdtest.Start(t, httpListeners(t, up)...)
-	for _, kind := range []string{"http-forward", "filter"} {
-		t.Run(kind, func(t *testing.T) {
-			origin := ""
-			if kind == "http-forward" {
-				origin = up
-			}
-			addr := f.Addr(kind).String()
-			for seed := range uint64(httprand.Seeds()) {
-				t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
-					t.Parallel()
-					httprand.Run(t, dialer(t, addr), origin, seed, 16)
-				})
-				t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
-					t.Parallel()
-					for k := range uint64(6) {
-						httprand.Abort(t, dialer(t, addr), origin, seed<<8|k, 4)
-					}
-				})
-			}
-		})
-	}
+	forEachHTTPKind(t, func(t *testing.T, addr, origin string) {
+		httprand.RunBesideAborts(t, dialTo(addr), origin, 16, 6)
+	})
+}
+
+// dialTo is dialer for addr, failing the test it is given.
+func dialTo(addr string) func(tb testing.TB) func() net.Conn {
+	return func(tb testing.TB) func() net.Conn { return dialer(tb, addr) }
 }

@@ -43,10 +43,7 @@ listeners:
 				c.SetReadDeadline(time.Now().Add(5 * time.Second))
 				go func() { c.Read(make([]byte, 1)) }()
 			}
-			target := "/obj/1KiB"
-			if l.Proxy == "http-forward" {
-				target = "http://" + up + target
-			}
+			target := requestTarget(l, up, "/obj/1KiB")
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				status, err := tryGet(addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, up))

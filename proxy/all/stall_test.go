@@ -34,10 +34,7 @@ listeners:
 				t.Fatal(err)
 			}
 			defer c.Close()
-			target := "/obj/10"
-			if l.Proxy == "http-forward" {
-				target = "http://" + up + target
-			}
+			target := requestTarget(l, up, "/obj/10")
 			// Half a chunk, then silence.
 			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", target, up)
 			start := time.Now()

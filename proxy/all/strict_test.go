@@ -81,6 +81,15 @@ listeners:
 	return cfg.Listeners
 }
 
+// requestTarget is path on up as a request to l names it: in absolute form
+// for http-forward (whose clients name the origin), as is otherwise.
+func requestTarget(l config.Listener, up, path string) string {
+	if l.Proxy == "http-forward" {
+		return "http://" + up + path
+	}
+	return path
+}
+
 // exchange sends raw on a new connection to addr and reads the response.
 func exchange(tb testing.TB, addr, raw string) *http.Response {
 	tb.Helper()
@@ -131,10 +140,7 @@ func TestSmugglingHeadsGet400(t *testing.T) {
 	}
 	for _, l := range listeners {
 		addr := f.Addr(l.Name).String()
-		target := "/obj/1KiB"
-		if l.Proxy == "http-forward" {
-			target = "http://" + up + "/obj/1KiB"
-		}
+		target := requestTarget(l, up, "/obj/1KiB")
 		for name, head := range heads {
 			t.Run(l.Name+"/"+name, func(t *testing.T) {
 				resp := exchange(t, addr, fmt.Sprintf(head, target, up))
@@ -166,10 +172,7 @@ func TestBadRequestBodiesGet400(t *testing.T) {
 		"chunk cut short":         "Transfer-Encoding: chunked\r\n\r\n5\r\nhel",
 	}
 	for _, l := range listeners {
-		target := "/obj/1KiB"
-		if l.Proxy == "http-forward" {
-			target = "http://" + up + "/obj/1KiB"
-		}
+		target := requestTarget(l, up, "/obj/1KiB")
 		for name, body := range bodies {
 			t.Run(l.Name+"/"+name, func(t *testing.T) {
 				raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n%s", target, up, body)

@@ -334,20 +334,7 @@ func TestLabHTTPReverseIPRandom(t *testing.T) {
 // ends: none is left spliced once its client has gone.
 func TestLabHTTPReverseIPAborts(t *testing.T) {
 	f, dial := randomIPLab(t, 2)
-	t.Run("clients", func(t *testing.T) {
-		for seed := range uint64(httprand.Seeds()) {
-			t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
-				t.Parallel()
-				httprand.Run(t, dial(t), "", seed, 12)
-			})
-			t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
-				t.Parallel()
-				for k := range uint64(4) {
-					httprand.Abort(t, dial(t), "", seed<<8|k, 4)
-				}
-			})
-		}
-	})
+	httprand.RunBesideAborts(t, dial, "", 12, 4)
 	if n := f.Splices("ip", "limit") + f.Splices("ip", "eof") + f.Splices("ip", "reset"); n == 0 {
 		t.Error("ip spliced no body: the test did not reach it")
 	}

@@ -366,6 +366,28 @@ func Abort(tb testing.TB, dial func() net.Conn, origin string, seed uint64, n in
 	}
 }
 
+// RunBesideAborts runs, for each of Seeds() seeds at once, a client of
+// exchanges random exchanges (Run) beside one that resets aborts times
+// (Abort), each in a parallel subtest of t, and returns once all have
+// ended. dial(tb) returns a dial for Run and Abort that fails tb.
+func RunBesideAborts(t *testing.T, dial func(tb testing.TB) func() net.Conn, origin string, exchanges, aborts int) {
+	t.Helper()
+	t.Run("clients", func(t *testing.T) {
+		for seed := range uint64(Seeds()) {
+			t.Run(fmt.Sprint("intact ", seed), func(t *testing.T) {
+				t.Parallel()
+				Run(t, dial(t), origin, seed, exchanges)
+			})
+			t.Run(fmt.Sprint("aborting ", seed), func(t *testing.T) {
+				t.Parallel()
+				for k := range uint64(aborts) {
+					Abort(t, dial(t), origin, seed<<8|k, 4)
+				}
+			})
+		}
+	})
+}
+
 // malformedChunks sends x as a POST whose chunked body turns malformed
 // after its last valid chunk (a size line that is no number). The proxy
 // has passed the first chunks on; it must end the exchange at once, with
