@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/proxy"
 )
 
@@ -48,8 +49,9 @@ func TestFailedUpstreamEndsTheClient(t *testing.T) {
 		{"refused", errors.Join(proxy.ErrUpstreamRefused, syscall.ECONNREFUSED), "upstream_refused", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client, served := tcpPair(t)
-			s := &failingSession{pair: engine.NewPair(1, "t", served), err: tc.err}
+			c := enginetest.NewPair(t)
+			client, served := c.Client, c.Pair.Client
+			s := &failingSession{pair: c.Pair, err: tc.err}
 			p := &Proxy{Upstreams: []string{"192.0.2.1:80"}}
 			err := p.Serve(context.Background(), s)
 			if got := proxy.CloseReason(err); got != tc.reason {
@@ -63,25 +65,4 @@ func TestFailedUpstreamEndsTheClient(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tcpPair returns the two ends of a loopback TCP connection, closed at the
-// end of the test.
-func tcpPair(tb testing.TB) (client, served *net.TCPConn) {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close(); s.Close() })
-	return c.(*net.TCPConn), s.(*net.TCPConn)
 }
