@@ -77,26 +77,31 @@ var randomKinds = []randomKind{
 		return lc
 	}, connect: func(*net.TCPConn, string) error { return nil }},
 	{prefix: "socks5-", listener: func(l *lab.Lab) config.Listener {
-		lc := config.DefaultListener()
-		lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), "socks5"
+		lc := randomListener(l, "socks5")
 		lc.SOCKS5 = &config.SOCKS5{Auth: "none"}
 		lc.Destinations = &config.Destinations{Allow: []string{l.Cfg.Server.Addr().String()}}
 		return lc
 	}, connect: socksConnect},
 	{prefix: "connect-", listener: func(l *lab.Lab) config.Listener {
-		lc := config.DefaultListener()
-		lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), "http-forward"
+		lc := randomListener(l, "http-forward")
 		lc.HTTP = &config.HTTP{ConnectPorts: []int{9701}}
 		lc.Destinations = &config.Destinations{Allow: []string{l.Cfg.Server.Addr().String()}}
 		return lc
 	}, connect: httpConnect},
 	{prefix: "upgrade-", listener: func(l *lab.Lab) config.Listener {
-		lc := config.DefaultListener()
-		lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), "http-reverse"
+		lc := randomListener(l, "http-reverse")
 		lc.Routes = []config.Route{{Pool: "s"}}
 		lc.Pools = []config.Pool{{Name: "s", Servers: []string{serverAddr(l, 9701)}}}
 		return lc
 	}, connect: httpUpgrade, serve: switchProtocols},
+}
+
+// randomListener is the random tests' listener "random" of kind proxy on
+// the forwarder's port 7701, with every default.
+func randomListener(l *lab.Lab, proxy string) config.Listener {
+	lc := config.DefaultListener()
+	lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), proxy
+	return lc
 }
 
 // socksConnect asks the socks5 listener on c to connect to server, greeting
