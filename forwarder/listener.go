@@ -325,6 +325,7 @@ func (l *listener) refuse(c *net.TCPConn, reason string) {
 // ip is the client's address for the per-client cap.
 func (l *listener) handle(c *net.TCPConn, ip netip.Addr) {
 	m := l.f.metrics
+	l.keepAlive(c)
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
 	log := l.log.With("pair", p.ID, "client", c.RemoteAddr().String())
 	s := &session{l: l, p: p, log: log, base: log, clientIP: ip}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -120,6 +121,12 @@ func CloseReason(err error) string {
 		return "destination_denied"
 	case errors.Is(err, context.Canceled):
 		return "shutdown"
+	case errors.Is(err, syscall.ETIMEDOUT):
+		// A peer stopped answering: tcp_keepalive's probes or the
+		// retransmissions of unacknowledged bytes went unanswered. The
+		// engines end such a pair as a reset (the other side is reset),
+		// but no reset came: the peer may be gone without a trace.
+		return "peer_timeout"
 	}
 	var bad interface{ BadInput() bool }
 	if errors.As(err, &bad) && bad.BadInput() {

@@ -236,6 +236,9 @@ type Listener struct {
 	// MaxConnectionsPerClient caps one client IP's concurrent pairs; 0
 	// means no cap.
 	MaxConnectionsPerClient int `yaml:"max_connections_per_client"`
+	// TCPKeepalive probes the listener's idle connections, client and
+	// upstream, for a peer that vanished (see TCPKeepalive).
+	TCPKeepalive TCPKeepalive `yaml:"tcp_keepalive"`
 	// Destinations restrict where clients of http-forward and socks5 may
 	// connect. Loopback, link-local, cloud metadata, unspecified and
 	// multicast addresses and the forwarder's own addresses are refused
@@ -327,6 +330,7 @@ func DefaultListener() Listener {
 		ConnectTimeout: Duration(5 * time.Second),
 		IdleTimeout:    Duration(time.Hour),
 		MaxConnections: 10000,
+		TCPKeepalive:   DefaultTCPKeepalive,
 	}
 }
 

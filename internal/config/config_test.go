@@ -97,6 +97,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 		"    idle_timeout: 0",    // 0 must stay 0 (never), not become the default
 		"    max_connections: 0", // likewise: unlimited
 		"    splice_after: 2s",
+		"    tcp_keepalive: {idle: 1m, interval: 5s, count: 4}",
 	))
 	want := Config{
 		Admin:           "[::1]:9901",
@@ -118,6 +119,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 			IdleTimeout:    0,
 			MaxConnections: 0,
 			SpliceAfter:    Duration(2 * time.Second),
+			TCPKeepalive:   TCPKeepalive{Idle: Duration(time.Minute), Interval: Duration(5 * time.Second), Count: 4},
 			Line:           11,
 		}},
 	}

@@ -143,6 +143,7 @@ func (v *validator) listeners() {
 		}
 		v.notNegative(p+".idle_timeout", l.IdleTimeout)
 		v.notNegative(p+".splice_after", l.SpliceAfter)
+		v.tcpKeepalive(p, l.TCPKeepalive)
 		if l.MaxConnections < 0 {
 			v.errorf(p+".max_connections", "must be 0 (unlimited) or more, got %d", l.MaxConnections)
 		}

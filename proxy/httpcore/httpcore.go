@@ -55,6 +55,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
@@ -145,6 +146,10 @@ func (c *Conn) finish(ctx context.Context, err error) error {
 	}
 	var se *StatusError
 	switch {
+	case errors.Is(err, ErrNoRequest) && errors.Is(err, syscall.ETIMEDOUT):
+		// Not a client that went away but one that vanished between
+		// requests (tcp_keepalive found it gone): counted as peer_timeout.
+		return err
 	case errors.Is(err, ErrNoRequest):
 		return nil
 	case errors.As(err, &se):
