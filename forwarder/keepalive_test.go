@@ -58,6 +58,7 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the forwarder did not connect upstream")
 			}
+			defer up.Close()
 			for side, conn := range map[string]net.Conn{"client": c, "upstream": up} {
 				// The forwarder's socket is the far end of the test's.
 				if got := keepaliveOf(t, conn.RemoteAddr(), conn.LocalAddr()); got.on != tc.want.on || (got.on && got != tc.want) {
@@ -68,8 +69,8 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 	}
 }
 
-// holdingServer accepts connections on loopback and holds them open until
-// the test ends; each accepted one is sent on the channel.
+// holdingServer accepts connections on loopback until the test ends and
+// sends each on the channel, open: the receiver closes it.
 func holdingServer(tb testing.TB) (string, <-chan net.Conn) {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -83,7 +84,6 @@ func holdingServer(tb testing.TB) (string, <-chan net.Conn) {
 			if err != nil {
 				return
 			}
-			tb.Cleanup(func() { c.Close() })
 			ch <- c
 		}
 	}()
