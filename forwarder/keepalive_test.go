@@ -169,18 +169,7 @@ func TestLabVanishedClientEndsItsPair(t *testing.T) {
 				lc.Engine, lc.TCPKeepalive = name, vanishingKeepalive
 				lf := startLabForwarder(t, l, lc)
 				lf.requireEngine(t, name)
-				c := dialClient(t, l, lf.Addr("random").String())
-				connected := make(chan error, 1)
-				go func() { connected <- kind.connect(c, serverAddr(l, 9701)) }()
-				s := accept(t, up)
-				if kind.serve != nil {
-					if err := kind.serve(s); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := <-connected; err != nil {
-					t.Fatal(err)
-				}
+				_, s := kind.open(t, l, lf, up)
 				lf.waitFlow(t, "random", "spliced by "+name, func(f forwarder.Flow) bool { return f.Engine == name && f.State == "spliced" })
 				took := vanish(t, l)
 				s.SetReadDeadline(time.Now().Add(waitFor))

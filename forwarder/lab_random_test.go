@@ -96,6 +96,26 @@ var randomKinds = []randomKind{
 	}, connect: httpUpgrade, serve: switchProtocols},
 }
 
+// open has a client connect through lf's listener "random", of this kind,
+// to the server's port 9701, whose accepted connections come on up, and
+// returns the two ends once the listener has connected them.
+func (kind randomKind) open(tb testing.TB, l *lab.Lab, lf *labForwarder, up <-chan *net.TCPConn) (client, server *net.TCPConn) {
+	tb.Helper()
+	client = dialClient(tb, l, lf.Addr("random").String())
+	connected := make(chan error, 1)
+	go func() { connected <- kind.connect(client, serverAddr(l, 9701)) }()
+	server = accept(tb, up)
+	if kind.serve != nil {
+		if err := kind.serve(server); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := <-connected; err != nil {
+		tb.Fatal(err)
+	}
+	return client, server
+}
+
 // randomListener is the random tests' listener "random" of kind proxy on
 // the forwarder's port 7701, with every default.
 func randomListener(l *lab.Lab, proxy string) config.Listener {
@@ -203,18 +223,7 @@ func runRandomPairs(t *testing.T, kind randomKind, name string, lossPercent floa
 	var wg sync.WaitGroup
 	pairs := randomPairs()
 	for seed := range uint64(pairs) {
-		client := dialClient(t, l, lf.Addr("random").String())
-		connected := make(chan error, 1)
-		go func() { connected <- kind.connect(client, serverAddr(l, 9701)) }()
-		server := accept(t, up)
-		if kind.serve != nil {
-			if err := kind.serve(server); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := <-connected; err != nil {
-			t.Fatal(err)
-		}
+		client, server := kind.open(t, l, lf, up)
 		wg.Go(func() { exchange(t, client, server, seed) })
 	}
 	wg.Wait()
