@@ -5,6 +5,7 @@ package forwarder_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -184,33 +185,55 @@ func TestLabVanishedClientEndsItsPair(t *testing.T) {
 	}
 }
 
-// TestLabVanishedClientBetweenRequests: an http-reverse client that
+// TestLabVanishedClientBetweenRequests: a client of an HTTP kind that
 // vanishes while the listener waits for its next request is found by
-// keepalive as well, well before the hour of idle_timeout.
+// keepalive as well, well before the hour of idle_timeout, and counted
+// peer_timeout rather than a client that closed (eof).
 func TestLabVanishedClientBetweenRequests(t *testing.T) {
-	t.Parallel()
-	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.HTTP, serverAddr(l, 9702))
-	lc := randomListener(l, "http-reverse")
-	lc.Routes = []config.Route{{Pool: "s"}}
-	lc.Pools = []config.Pool{{Name: "s", Servers: []string{serverAddr(l, 9702)}}}
-	lc.TCPKeepalive = vanishingKeepalive
-	lf := startLabForwarder(t, l, lc)
-	c := dialClient(t, l, lf.Addr("random").String())
-	c.SetDeadline(time.Now().Add(waitFor))
-	if _, err := c.Write([]byte("GET /obj/100 HTTP/1.1\r\nHost: origin\r\n\r\n")); err != nil {
-		t.Fatal(err)
+	for _, kind := range []struct {
+		proxy, target string
+		listener      func(lc *config.Listener, server string)
+	}{
+		{"http-reverse", "/obj/100", func(lc *config.Listener, server string) {
+			lc.Routes = []config.Route{{Pool: "s"}}
+			lc.Pools = []config.Pool{{Name: "s", Servers: []string{server}}}
+		}},
+		{"http-forward", "http://%s/obj/100", func(lc *config.Listener, server string) {
+			host, _, _ := net.SplitHostPort(server)
+			lc.Destinations = &config.Destinations{Allow: []string{host}}
+		}},
+		{"filter", "/obj/100", func(lc *config.Listener, server string) { lc.Upstream = []string{server} }},
+	} {
+		t.Run(kind.proxy, func(t *testing.T) {
+			t.Parallel()
+			l := lab.NewT(t, lab.DefaultConfig())
+			server := serverAddr(l, 9702)
+			serveOrigin(t, l, origin.HTTP, server)
+			lc := randomListener(l, kind.proxy)
+			kind.listener(&lc, server)
+			lc.TCPKeepalive = vanishingKeepalive
+			lf := startLabForwarder(t, l, lc)
+			c := dialClient(t, l, lf.Addr("random").String())
+			c.SetDeadline(time.Now().Add(waitFor))
+			target := kind.target
+			if strings.Contains(target, "%s") {
+				target = fmt.Sprintf(target, server)
+			}
+			if _, err := c.Write([]byte("GET " + target + " HTTP/1.1\r\nHost: " + server + "\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err := io.ReadAll(resp.Body); err != nil || resp.StatusCode != 200 || len(body) != 100 {
+				t.Fatalf("answer %d, %d bytes, %v", resp.StatusCode, len(body), err)
+			}
+			took := vanish(t, l)
+			lf.waitClosed(t, "random", "peer_timeout", 1)
+			checkFoundByKeepalive(t, took())
+		})
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body, err := io.ReadAll(resp.Body); err != nil || resp.StatusCode != 200 || len(body) != 100 {
-		t.Fatalf("answer %d, %d bytes, %v", resp.StatusCode, len(body), err)
-	}
-	took := vanish(t, l)
-	lf.waitClosed(t, "random", "peer_timeout", 1)
-	checkFoundByKeepalive(t, took())
 }
 
 // vanish drops every packet between the client and the forwarder from now

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/splicer/splicer/proxy/httpcore"
@@ -70,6 +71,11 @@ func (c *conn) readRequest() (*message, error) {
 	}
 	c.clientIn.fixed = first
 	if err := c.peekUnlessStopping(); err != nil {
+		if errors.Is(err, syscall.ETIMEDOUT) {
+			// Not gone but vanished (tcp_keepalive found it): the
+			// pair's close reason says so (peer_timeout).
+			return nil, err
+		}
 		return nil, errClientGone
 	}
 	c.clientIn.fixed = time.Now().Add(c.p.headerTimeout())
