@@ -27,6 +27,12 @@ type HTTP struct {
 	// whole head: a connection that sends nothing is closed then, so
 	// silent connections cannot hold max_connections; default 10s.
 	RequestTimeout Duration `yaml:"request_timeout"`
+	// BodyTimeout bounds each wait for more of a request body: a client
+	// that sends nothing of its body for this long (a stalled upload, a
+	// slow-POST attack) gets 408 and the connection closes, and with it
+	// the upstream connection the body was going to; default 60s, as
+	// nginx's client_body_timeout. idle_timeout, if shorter, wins.
+	BodyTimeout Duration `yaml:"body_timeout"`
 	// MaxHeaderBytes bounds a request head (request line and headers);
 	// default 32KiB. MaxHeaders bounds its header lines; default 100.
 	MaxHeaderBytes Size `yaml:"max_header_bytes"`
@@ -44,6 +50,7 @@ type HTTP struct {
 const (
 	DefaultHTTPHeaderTimeout  = 10 * time.Second
 	DefaultHTTPRequestTimeout = 10 * time.Second
+	DefaultHTTPBodyTimeout    = 60 * time.Second
 	DefaultHTTPMaxHeaderBytes = 32 << 10
 	DefaultHTTPMaxHeaders     = 100
 	DefaultHTTPCacheBytes     = 64 << 20
@@ -64,6 +71,9 @@ func (h *HTTP) WithDefaults() HTTP {
 	}
 	if out.RequestTimeout == 0 {
 		out.RequestTimeout = Duration(DefaultHTTPRequestTimeout)
+	}
+	if out.BodyTimeout == 0 {
+		out.BodyTimeout = Duration(DefaultHTTPBodyTimeout)
 	}
 	if out.MaxHeaderBytes == 0 {
 		out.MaxHeaderBytes = DefaultHTTPMaxHeaderBytes
@@ -243,6 +253,7 @@ func (v *validator) httpSection(p string, h *HTTP) {
 	}
 	v.notNegative(p+".header_timeout", h.HeaderTimeout)
 	v.notNegative(p+".request_timeout", h.RequestTimeout)
+	v.notNegative(p+".body_timeout", h.BodyTimeout)
 	for i, c := range h.TrustedProxies {
 		if _, err := acl.ParsePrefixes([]string{c}); err != nil {
 			v.errorf(p+".trusted_proxies["+itoa(i)+"]", "%v", err)

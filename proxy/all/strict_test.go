@@ -119,7 +119,7 @@ func exchangeThen(tb testing.TB, addr, raw string, halfClose bool) *http.Respons
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		tb.Fatalf("response to %q: %v", raw, err)
+		tb.Fatalf("response to %.200q: %v", raw, err)
 	}
 	resp.Body.Close()
 	return resp

@@ -78,6 +78,9 @@ type Proxy struct {
 	// RequestTimeout bounds the first request's head from accept, so
 	// silent connections cannot hold the listener; 0 means none.
 	RequestTimeout time.Duration
+	// BodyTimeout bounds each wait for more of a request body (408
+	// after) where it is shorter than IdleTimeout; 0 means none.
+	BodyTimeout time.Duration
 	// MaxHeaderBytes and MaxHeaders bound a head; 0 means the defaults.
 	MaxHeaderBytes, MaxHeaders int
 	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
@@ -98,6 +101,7 @@ func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 		p.HeaderTimeout, p.MaxHeaderBytes, p.MaxHeaders = h.HeaderTimeout.Std(), int(h.MaxHeaderBytes), h.MaxHeaders
 	}
 	p.RequestTimeout = lc.HTTP.WithDefaults().RequestTimeout.Std()
+	p.BodyTimeout = lc.HTTP.WithDefaults().BodyTimeout.Std()
 	return p, nil
 }
 
@@ -167,7 +171,7 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 			err = errors.Join(err, c.waitBody(bodyDone))
 		}
 		if bad := (*clientBodyError)(nil); errors.As(err, &bad) {
-			c.refuse(http.StatusBadRequest, "malformed or unfinished request body")
+			c.refuse(bad.refusal())
 			return true, err
 		}
 		c.refuse(http.StatusBadGateway, "no valid response from the upstream")
@@ -217,14 +221,22 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 		done = make(chan error, 1)
 		upw, up := &httpcore.WatchedWriter{W: c.upWriter()}, c.up
 		go func() {
+			idle := c.bodyIdle()
 			err := copyBody(upw, c.cr, req.body)
-			if err != nil && upw.Err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-				// The client's body was malformed or ended early (a
-				// deadline is the filter's own interruption or the idle
-				// timeout): the upstream, waiting for the rest, would
-				// never answer.
+			c.clientIn.idle = c.p.IdleTimeout
+			switch {
+			case err == nil || upw.Err != nil:
+			case errors.Is(err, os.ErrDeadlineExceeded) && c.clientIn.stop.Load():
+				// The filter's own interruption (waitBody).
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				// The client sent nothing of its body for idle: the
+				// upstream, waiting for the rest, would never answer.
 				up.SetReadDeadline(time.Now())
-				err = &clientBodyError{err}
+				err = &clientBodyError{err: err, stalled: idle}
+			default:
+				// The client's body was malformed or ended early.
+				up.SetReadDeadline(time.Now())
+				err = &clientBodyError{err: err}
 			}
 			done <- err
 		}()
@@ -238,9 +250,31 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 	}
 }
 
-// clientBodyError: the client's request body was malformed or ended early
-// (the client's fault: 400, where an upstream's failure is a 502).
-type clientBodyError struct{ err error }
+// bodyIdle bounds the client's reads by BodyTimeout where that is
+// shorter than IdleTimeout, for the request body the caller copies next,
+// and returns the bound in force. The caller puts IdleTimeout back.
+func (c *conn) bodyIdle() time.Duration {
+	if bt := c.p.BodyTimeout; bt > 0 && (c.p.IdleTimeout <= 0 || bt < c.p.IdleTimeout) {
+		c.clientIn.idle = bt
+	}
+	return c.clientIn.idle
+}
+
+// clientBodyError: the client's request body was malformed or ended early,
+// or stalled (nothing of it for the stalled duration): the client's fault,
+// 400 or 408, where an upstream's failure is a 502.
+type clientBodyError struct {
+	err     error
+	stalled time.Duration
+}
+
+// refusal is the status and message the client gets for the body.
+func (e *clientBodyError) refusal() (int, string) {
+	if e.stalled > 0 {
+		return http.StatusRequestTimeout, "request body stalled: nothing of it for " + e.stalled.String()
+	}
+	return http.StatusBadRequest, "malformed or unfinished request body"
+}
 
 func (e *clientBodyError) Error() string { return "request body: " + e.err.Error() }
 func (e *clientBodyError) Unwrap() error { return e.err }

@@ -475,6 +475,10 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 			return err
 		}
 	}
+	if kind == bodyNone {
+		return nil
+	}
+	defer c.bodyIdle()()
 	switch kind {
 	case bodyLength:
 		var err error
@@ -482,6 +486,9 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 			err = c.copyBody(engine.Up, c.client, req.ContentLength, nil)
 		} else {
 			err = c.spliceBody(ctx, engine.Up, c.client, req.ContentLength)
+		}
+		if c.bodyStalled(err) {
+			return c.bodyTimedOut(err)
 		}
 		if ended := (*bodyEndedError)(nil); errors.As(err, &ended) && ended.d == engine.Up && !errors.Is(err, os.ErrDeadlineExceeded) {
 			return badRequestBody("request body ended early", err)
@@ -492,6 +499,9 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 		defer c.streaming()()
 		up := &WatchedWriter{W: c.upWriter()}
 		err := copyChunked(up, c.client)
+		if up.Err == nil && c.bodyStalled(err) {
+			return c.bodyTimedOut(err)
+		}
 		if err != nil && up.Err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			// Not the upstream's, nor a timeout: the client's body was
 			// malformed or ended early.
@@ -500,6 +510,46 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 		return err
 	}
 	return nil
+}
+
+// bodyIdle bounds the client's reads by Limits.BodyTimeout, when that is
+// shorter than the idle timeout, until the returned function runs: while
+// a request body comes, a client that stalls is cut off sooner than one
+// that is idle between requests.
+func (c *Conn) bodyIdle() (restore func()) {
+	bt := c.Limits.BodyTimeout
+	if bt <= 0 || (c.Idle > 0 && c.Idle <= bt) {
+		return func() {}
+	}
+	c.clientIn.idle = bt
+	c.clientDL.forget() // the standing deadline may be further off
+	return func() {
+		c.clientIn.idle = c.Idle
+		if c.Idle <= 0 {
+			c.clientDL.lift() // idle_timeout 0: no deadline between requests
+		}
+	}
+}
+
+// bodyStalled reports whether err ended a request body because the
+// client sent nothing of it for its idle bound (bodyIdle): the client's
+// deadline passed, or the engine splicing the body found nothing moving
+// (the other way is held), and the pair was not interrupted.
+func (c *Conn) bodyStalled(err error) bool {
+	if err == nil || c.stopped.Load() {
+		return false
+	}
+	var se *proxy.SpliceEnd
+	if errors.As(err, &se) {
+		return se.End == engine.EndIdle
+	}
+	return errors.Is(err, os.ErrDeadlineExceeded) && !c.clientDL.at.IsZero() && !time.Now().Before(c.clientDL.at)
+}
+
+// bodyTimedOut is the 408 for a request body the client stopped sending.
+func (c *Conn) bodyTimedOut(err error) *StatusError {
+	return &StatusError{Status: http.StatusRequestTimeout,
+		Reason: "request body stalled: nothing of it for " + c.clientIn.idle.String(), Err: err}
 }
 
 // badRequestBody is the 400 for a request body the client got wrong: its
@@ -859,7 +909,7 @@ func pacingOf(conn *net.TCPConn) pacing {
 // ended first.
 func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	p := c.S.Pair()
-	c.clientDL.refresh(c.Idle, &c.stopped)
+	c.clientDL.refresh(c.clientIn.idle, &c.stopped)
 	c.up.dl.refresh(c.Idle, &c.stopped)
 	want := min(n, kernelCopyChunk)
 	c.limited = io.LimitedReader{R: p.Src(d), N: want}
@@ -903,6 +953,9 @@ func (c *Conn) spliceBody(ctx context.Context, d engine.Direction, src *bufio.Re
 		return nil
 	}
 	opts := engine.Options{IdleTimeout: c.Idle}
+	if d == engine.Up {
+		opts.IdleTimeout = c.clientIn.idle // the client's body, alone moving (bodyIdle)
+	}
 	limited := engine.DirOptions{Mode: engine.Forward, Limit: n}
 	held := engine.DirOptions{Mode: engine.Hold}
 	if d == engine.Up {

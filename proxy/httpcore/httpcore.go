@@ -68,6 +68,9 @@ type Limits struct {
 	HeaderTimeout time.Duration
 	// RequestTimeout bounds the first request's head from accept.
 	RequestTimeout time.Duration
+	// BodyTimeout bounds each wait for more of a request body (408
+	// after); the idle timeout, when shorter, bounds it instead.
+	BodyTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and headers together.
 	MaxHeaderBytes int
 	// MaxHeaders bounds the number of header lines.
@@ -77,7 +80,7 @@ type Limits struct {
 // LimitsFrom takes the limits of an http section with its defaults filled in.
 func LimitsFrom(h config.HTTP) Limits {
 	return Limits{HeaderTimeout: h.HeaderTimeout.Std(), RequestTimeout: h.RequestTimeout.Std(),
-		MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
+		BodyTimeout: h.BodyTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
 }
 
 // responseLimits bound a response head from an upstream: generous, since
