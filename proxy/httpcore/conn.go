@@ -371,6 +371,9 @@ func (d *idleDeadline) lift() {
 	}
 }
 
+// passed reports whether the deadline refresh set is over.
+func (d *idleDeadline) passed() bool { return !d.at.IsZero() && !time.Now().Before(d.at) }
+
 // forget says other code changed the deadline: the next refresh sets it.
 func (d *idleDeadline) forget() { d.at = time.Time{} }
 
@@ -543,7 +546,9 @@ func (c *Conn) bodyStalled(err error) bool {
 	if errors.As(err, &se) {
 		return se.End == engine.EndIdle
 	}
-	return errors.Is(err, os.ErrDeadlineExceeded) && !c.clientDL.at.IsZero() && !time.Now().Before(c.clientDL.at)
+	// A deadline error is the client's when its deadline passed and the
+	// upstream's, which a blocked write of the body would meet, did not.
+	return errors.Is(err, os.ErrDeadlineExceeded) && c.clientDL.passed() && (c.up == nil || !c.up.dl.passed())
 }
 
 // bodyTimedOut is the 408 for a request body the client stopped sending.
