@@ -60,6 +60,13 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 				t.Fatal("the forwarder did not connect upstream")
 			}
 			defer up.Close()
+			// The forwarder sets the upstream's options once its connect
+			// returns, which may be after the server accepted, and before
+			// the pair shows its upstream.
+			eventually(t, "the pair's upstream in the flows", func() bool {
+				fl := f.Flows().Snapshot()
+				return len(fl) == 1 && fl[0].Upstream != ""
+			}, func() string { return fmt.Sprintf("%+v", f.Flows().Snapshot()) })
 			for side, conn := range map[string]net.Conn{"client": c, "upstream": up} {
 				// The forwarder's socket is the far end of the test's.
 				if got := keepaliveOf(t, conn.RemoteAddr(), conn.LocalAddr()); got.on != tc.want.on || (got.on && got != tc.want) {
