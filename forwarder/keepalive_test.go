@@ -43,7 +43,12 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 		{"off", config.TCPKeepalive{}, keepalive{on: false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			server, ups := holdingServer(t)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ups := acceptConns(t, ln)
+			server := ln.Addr().String()
 			l := config.DefaultListener()
 			l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{server}, copyengine.Name
 			l.TCPKeepalive = tc.set
@@ -53,13 +58,7 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			var up net.Conn
-			select {
-			case up = <-ups:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the forwarder did not connect upstream")
-			}
-			defer up.Close()
+			up := accept(t, ups)
 			// The forwarder sets the upstream's options once its connect
 			// returns, which may be after the server accepted, and before
 			// the pair shows its upstream.
@@ -75,28 +74,6 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 			}
 		})
 	}
-}
-
-// holdingServer accepts connections on loopback until the test ends and
-// sends each on the channel, open: the receiver closes it.
-func holdingServer(tb testing.TB) (string, <-chan net.Conn) {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ch := make(chan net.Conn, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			ch <- c
-		}
-	}()
-	tb.Cleanup(func() { ln.Close() })
-	return ln.Addr().String(), ch
 }
 
 // keepaliveOf reads the keepalive settings of this process's socket from

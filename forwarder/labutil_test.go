@@ -213,6 +213,13 @@ func serverConns(tb testing.TB, l *lab.Lab, addr string) <-chan *net.TCPConn {
 	if err != nil {
 		tb.Fatalf("server listen: %v", err)
 	}
+	return acceptConns(tb, ln)
+}
+
+// acceptConns accepts on ln until the test ends, sending each connection
+// on the channel; the cleanup closes ln and every connection.
+func acceptConns(tb testing.TB, ln net.Listener) <-chan *net.TCPConn {
+	tb.Helper()
 	ch := make(chan *net.TCPConn, 16)
 	var conns []net.Conn
 	var mu sync.Mutex
