@@ -250,13 +250,11 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 	}
 }
 
-// bodyIdle bounds the client's reads by BodyTimeout where that is
-// shorter than IdleTimeout, for the request body the caller copies next,
-// and returns the bound in force. The caller puts IdleTimeout back.
+// bodyIdle bounds the client's reads as httpcore.BodyIdle says, for the
+// request body the caller copies next, and returns the bound. The caller
+// puts IdleTimeout back.
 func (c *conn) bodyIdle() time.Duration {
-	if bt := c.p.BodyTimeout; bt > 0 && (c.p.IdleTimeout <= 0 || bt < c.p.IdleTimeout) {
-		c.clientIn.idle = bt
-	}
+	c.clientIn.idle = httpcore.BodyIdle(c.p.IdleTimeout, c.p.BodyTimeout)
 	return c.clientIn.idle
 }
 
@@ -271,7 +269,7 @@ type clientBodyError struct {
 // refusal is the status and message the client gets for the body.
 func (e *clientBodyError) refusal() (int, string) {
 	if e.stalled > 0 {
-		return http.StatusRequestTimeout, "request body stalled: nothing of it for " + e.stalled.String()
+		return http.StatusRequestTimeout, httpcore.StalledBody(e.stalled)
 	}
 	return http.StatusBadRequest, "malformed or unfinished request body"
 }

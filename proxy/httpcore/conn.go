@@ -520,8 +520,8 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 // a request body comes, a client that stalls is cut off sooner than one
 // that is idle between requests.
 func (c *Conn) bodyIdle() (restore func()) {
-	bt := c.Limits.BodyTimeout
-	if bt <= 0 || (c.Idle > 0 && c.Idle <= bt) {
+	bt := BodyIdle(c.Idle, c.Limits.BodyTimeout)
+	if bt == c.Idle {
 		return func() {}
 	}
 	c.clientIn.idle = bt
@@ -553,8 +553,23 @@ func (c *Conn) bodyStalled(err error) bool {
 
 // bodyTimedOut is the 408 for a request body the client stopped sending.
 func (c *Conn) bodyTimedOut(err error) *StatusError {
-	return &StatusError{Status: http.StatusRequestTimeout,
-		Reason: "request body stalled: nothing of it for " + c.clientIn.idle.String(), Err: err}
+	return &StatusError{Status: http.StatusRequestTimeout, Reason: StalledBody(c.clientIn.idle), Err: err}
+}
+
+// BodyIdle is the bound on each wait for more of a request body, in every
+// HTTP kind: body (http.body_timeout) where it is shorter than idle
+// (idle_timeout; 0 is never), else idle.
+func BodyIdle(idle, body time.Duration) time.Duration {
+	if body > 0 && (idle <= 0 || body < idle) {
+		return body
+	}
+	return idle
+}
+
+// StalledBody is the reason of the 408 for a request body of which
+// nothing came for idle.
+func StalledBody(idle time.Duration) string {
+	return "request body stalled: nothing of it for " + idle.String()
 }
 
 // badRequestBody is the 400 for a request body the client got wrong: its
