@@ -110,15 +110,8 @@ func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
 // body and answers its length.
 func bodyReadingOrigin(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httpBackend(tb, func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		fmt.Fprint(w, n)
-	})}
-	go srv.Serve(ln)
-	tb.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	})
 }

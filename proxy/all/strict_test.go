@@ -62,6 +62,20 @@ func rawBackend(tb testing.TB, serve func(c net.Conn)) string {
 	return ln.Addr().String()
 }
 
+// httpBackend serves h with net/http on a loopback port until the test
+// ends, and returns the address.
+func httpBackend(tb testing.TB, h http.HandlerFunc) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	tb.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
 // httpListeners are one listener of each HTTP kind in front of up.
 func httpListeners(tb testing.TB, up string) []config.Listener {
 	tb.Helper()

@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"testing"
@@ -24,11 +23,7 @@ import (
 // wsEcho serves a WebSocket echo at /echo on loopback.
 func wsEcho(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httpBackend(tb, func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
 			return
@@ -44,10 +39,7 @@ func wsEcho(tb testing.TB) string {
 				return
 			}
 		}
-	})}
-	go srv.Serve(ln)
-	tb.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	})
 }
 
 func TestWebSocketSpliced(t *testing.T) {
