@@ -6,37 +6,15 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/proxy"
+	"github.com/splicer/splicer/proxy/proxytest"
 )
-
-// failingSession fails every dial with err, as the forwarder's session
-// classifies it.
-type failingSession struct {
-	pair *engine.Pair
-	err  error
-}
-
-func (s *failingSession) Pair() *engine.Pair        { return s.pair }
-func (s *failingSession) Stopping() <-chan struct{} { return nil }
-func (s *failingSession) Log() *slog.Logger         { return slog.New(slog.DiscardHandler) }
-func (s *failingSession) Dial(context.Context, string) (*net.TCPConn, error) {
-	return nil, s.err
-}
-func (s *failingSession) Splice(context.Context, engine.Options) (engine.Result, error) {
-	panic("not used")
-}
-func (s *failingSession) Forward(context.Context, engine.Options) (engine.Result, error) {
-	panic("not used")
-}
-func (s *failingSession) NoSplice(string) {}
 
 func TestFailedUpstreamEndsTheClient(t *testing.T) {
 	for _, tc := range []struct {
@@ -51,7 +29,7 @@ func TestFailedUpstreamEndsTheClient(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := enginetest.NewPair(t)
 			client, served := c.Client, c.Pair.Client
-			s := &failingSession{pair: c.Pair, err: tc.err}
+			s := &proxytest.Session{P: c.Pair, DialFunc: func(context.Context, string) (*net.TCPConn, error) { return nil, tc.err }}
 			p := &Proxy{Upstreams: []string{"192.0.2.1:80"}}
 			err := p.Serve(context.Background(), s)
 			if got := proxy.CloseReason(err); got != tc.reason {
