@@ -1,0 +1,127 @@
+// Relaying a request body upstream, and the client's faults in it: a stalled body (408, http.body_timeout) or a malformed or short one (400).
+
+package httpcore
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/proxy"
+)
+
+// relayRequestBody sends the request body upstream: copied or spliced
+// when its length is known (as a response body is), streamed chunk by
+// chunk otherwise.
+func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
+	kind := requestBody(req)
+	if kind != bodyNone && strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		// The client waits for this before sending the body; the proxy
+		// says it for the upstream, as it relays the body anyway.
+		if err := c.writeClient([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
+			return err
+		}
+	}
+	if kind == bodyNone {
+		return nil
+	}
+	defer c.bodyIdle()()
+	switch kind {
+	case bodyLength:
+		var err error
+		if c.copiesRest(req.ContentLength, c.client) {
+			err = c.copyBody(engine.Up, c.client, req.ContentLength, nil)
+		} else {
+			err = c.spliceBody(ctx, engine.Up, c.client, req.ContentLength)
+		}
+		if c.bodyStalled(err) {
+			return c.bodyTimedOut(err)
+		}
+		if ended := (*bodyEndedError)(nil); errors.As(err, &ended) && ended.d == engine.Up && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return badRequestBody("request body ended early", err)
+		}
+		return err
+	case bodyChunked:
+		c.S.NoSplice("chunked request body streamed in control mode")
+		defer c.streaming()()
+		up := &WatchedWriter{W: c.upWriter()}
+		err := copyChunked(up, c.client)
+		if up.Err == nil && c.bodyStalled(err) {
+			return c.bodyTimedOut(err)
+		}
+		if err != nil && up.Err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			// Not the upstream's, nor a timeout: the client's body was
+			// malformed or ended early.
+			return badRequestBody("malformed or unfinished chunked request body", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// bodyIdle bounds the client's reads by Limits.BodyTimeout, when that is
+// shorter than the idle timeout, until the returned function runs: while
+// a request body comes, a client that stalls is cut off sooner than one
+// that is idle between requests.
+func (c *Conn) bodyIdle() (restore func()) {
+	bt := BodyIdle(c.Idle, c.Limits.BodyTimeout)
+	if bt == c.Idle {
+		return func() {}
+	}
+	c.clientIn.idle = bt
+	c.clientDL.forget() // the standing deadline may be further off
+	return func() {
+		c.clientIn.idle = c.Idle
+		if c.Idle <= 0 {
+			c.clientDL.lift() // idle_timeout 0: no deadline between requests
+		}
+	}
+}
+
+// bodyStalled reports whether err ended a request body because the
+// client sent nothing of it for its idle bound (bodyIdle): the client's
+// deadline passed, or the engine splicing the body found nothing moving
+// (the other way is held), and the pair was not interrupted.
+func (c *Conn) bodyStalled(err error) bool {
+	if err == nil || c.stopped.Load() {
+		return false
+	}
+	var se *proxy.SpliceEnd
+	if errors.As(err, &se) {
+		return se.End == engine.EndIdle
+	}
+	// A deadline error is the client's when its deadline passed and the
+	// upstream's, which a blocked write of the body would meet, did not.
+	return errors.Is(err, os.ErrDeadlineExceeded) && c.clientDL.passed() && (c.up == nil || !c.up.dl.passed())
+}
+
+// bodyTimedOut is the 408 for a request body the client stopped sending.
+func (c *Conn) bodyTimedOut(err error) *StatusError {
+	return &StatusError{Status: http.StatusRequestTimeout, Reason: StalledBody(c.clientIn.idle), Err: err}
+}
+
+// BodyIdle is the bound on each wait for more of a request body, in every
+// HTTP kind: body (http.body_timeout) where it is shorter than idle
+// (idle_timeout; 0 is never), else idle.
+func BodyIdle(idle, body time.Duration) time.Duration {
+	if body > 0 && (idle <= 0 || body < idle) {
+		return body
+	}
+	return idle
+}
+
+// StalledBody is the reason of the 408 for a request body of which
+// nothing came for idle.
+func StalledBody(idle time.Duration) string {
+	return "request body stalled: nothing of it for " + idle.String()
+}
+
+// badRequestBody is the 400 for a request body the client got wrong: its
+// fault, not the upstream's (a 502 would say the server failed).
+func badRequestBody(reason string, err error) *StatusError {
+	return &StatusError{Status: http.StatusBadRequest, Reason: reason, Err: err}
+}
