@@ -77,6 +77,9 @@ var (
 	ErrUpstreamRefused     = errors.New("upstream refused the connection")
 	ErrUpstreamUnreachable = errors.New("upstream unreachable")
 	ErrUpstreamTimeout     = errors.New("upstream connect timed out")
+	// ErrResponseTimeout: the upstream sent nothing of its response for
+	// the HTTP kinds' response_timeout (close reason upstream_timeout).
+	ErrResponseTimeout = errors.New("upstream response timed out")
 	// ErrUpstreamReset: the upstream took the connection and reset it
 	// before the forwarder saw it open (a server that resets at once);
 	// counted as a reset, as the pair's other resets.
@@ -113,7 +116,7 @@ func CloseReason(err error) string {
 		return "upstream_refused"
 	case errors.Is(err, ErrUpstreamUnreachable):
 		return "upstream_unreachable"
-	case errors.Is(err, ErrUpstreamTimeout):
+	case errors.Is(err, ErrUpstreamTimeout), errors.Is(err, ErrResponseTimeout):
 		return "upstream_timeout"
 	case errors.Is(err, ErrUpstreamReset):
 		return "reset"

@@ -368,6 +368,10 @@ func TestParseErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], splice_after: -1s}",
 		), []wantErr{{2, "listeners[0].splice_after", "must not be negative"}}},
+		{"negative response timeout", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', proxy: http-forward, http: {response_timeout: -5s}}",
+		), []wantErr{{2, "listeners[0].http.response_timeout", "must not be negative"}}},
 		{"zero connect timeout", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], connect_timeout: 0s}",

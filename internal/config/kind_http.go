@@ -33,6 +33,12 @@ type HTTP struct {
 	// the upstream connection the body was going to; default 60s, as
 	// nginx's client_body_timeout. idle_timeout, if shorter, wins.
 	BodyTimeout Duration `yaml:"body_timeout"`
+	// ResponseTimeout bounds each wait for the upstream once a request is
+	// sent: for the response head (504 when it does not come: a hung
+	// server) and for more of the response body (the pair closes: its
+	// head is out); default 60s, as nginx's proxy_read_timeout.
+	// idle_timeout, if shorter, wins.
+	ResponseTimeout Duration `yaml:"response_timeout"`
 	// MaxHeaderBytes bounds a request head (request line and headers);
 	// default 32KiB. MaxHeaders bounds its header lines; default 100.
 	MaxHeaderBytes Size `yaml:"max_header_bytes"`
@@ -48,12 +54,13 @@ type HTTP struct {
 
 // Defaults of the http section's keys.
 const (
-	DefaultHTTPHeaderTimeout  = 10 * time.Second
-	DefaultHTTPRequestTimeout = 10 * time.Second
-	DefaultHTTPBodyTimeout    = 60 * time.Second
-	DefaultHTTPMaxHeaderBytes = 32 << 10
-	DefaultHTTPMaxHeaders     = 100
-	DefaultHTTPCacheBytes     = 64 << 20
+	DefaultHTTPHeaderTimeout   = 10 * time.Second
+	DefaultHTTPRequestTimeout  = 10 * time.Second
+	DefaultHTTPBodyTimeout     = 60 * time.Second
+	DefaultHTTPResponseTimeout = 60 * time.Second
+	DefaultHTTPMaxHeaderBytes  = 32 << 10
+	DefaultHTTPMaxHeaders      = 100
+	DefaultHTTPCacheBytes      = 64 << 20
 )
 
 // WithDefaults returns h (which may be nil: no http section) with every key
@@ -74,6 +81,9 @@ func (h *HTTP) WithDefaults() HTTP {
 	}
 	if out.BodyTimeout == 0 {
 		out.BodyTimeout = Duration(DefaultHTTPBodyTimeout)
+	}
+	if out.ResponseTimeout == 0 {
+		out.ResponseTimeout = Duration(DefaultHTTPResponseTimeout)
 	}
 	if out.MaxHeaderBytes == 0 {
 		out.MaxHeaderBytes = DefaultHTTPMaxHeaderBytes
@@ -254,6 +264,7 @@ func (v *validator) httpSection(p string, h *HTTP) {
 	v.notNegative(p+".header_timeout", h.HeaderTimeout)
 	v.notNegative(p+".request_timeout", h.RequestTimeout)
 	v.notNegative(p+".body_timeout", h.BodyTimeout)
+	v.notNegative(p+".response_timeout", h.ResponseTimeout)
 	for i, c := range h.TrustedProxies {
 		if _, err := acl.ParsePrefixes([]string{c}); err != nil {
 			v.errorf(p+".trusted_proxies["+itoa(i)+"]", "%v", err)

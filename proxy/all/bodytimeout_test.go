@@ -26,7 +26,9 @@ func TestStalledRequestBodiesGet408(t *testing.T) {
 	listeners := httpListeners(t, up)
 	const bodyTimeout = time.Second
 	for i := range listeners {
-		listeners[i].HTTP = &config.HTTP{BodyTimeout: config.Duration(bodyTimeout)}
+		// A response timeout as short must not make the stall the
+		// upstream's (a 504): the response's wait begins after the body.
+		listeners[i].HTTP = &config.HTTP{BodyTimeout: config.Duration(bodyTimeout), ResponseTimeout: config.Duration(bodyTimeout)}
 	}
 	f := fwdtest.Start(t, listeners...)
 	bodies := map[string]string{

@@ -81,6 +81,10 @@ type Proxy struct {
 	// BodyTimeout bounds each wait for more of a request body (408
 	// after) where it is shorter than IdleTimeout; 0 means none.
 	BodyTimeout time.Duration
+	// ResponseTimeout bounds each wait for the upstream once a request is
+	// sent (504 before the response head) where it is shorter than
+	// IdleTimeout; 0 means none.
+	ResponseTimeout time.Duration
 	// MaxHeaderBytes and MaxHeaders bound a head; 0 means the defaults.
 	MaxHeaderBytes, MaxHeaders int
 	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
@@ -102,6 +106,7 @@ func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 	}
 	p.RequestTimeout = lc.HTTP.WithDefaults().RequestTimeout.Std()
 	p.BodyTimeout = lc.HTTP.WithDefaults().BodyTimeout.Std()
+	p.ResponseTimeout = lc.HTTP.WithDefaults().ResponseTimeout.Std()
 	return p, nil
 }
 
@@ -110,7 +115,8 @@ func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	s.NoSplice(NoSpliceReason)
 	c := &conn{p: p, s: s, client: s.Pair().Client}
-	c.clientIn.c, c.clientIn.idle = c.client, p.IdleTimeout
+	c.clientIn.c = c.client
+	c.clientIn.setIdle(p.IdleTimeout)
 	c.cr = bufio.NewReader(&c.clientIn)
 	defer c.closeUpstream()
 	// The filter blocks in reads, not in an engine: on shutdown, closing
@@ -140,8 +146,9 @@ type conn struct {
 	client   *net.TCPConn
 	clientIn deadlineReader
 	cr       *bufio.Reader
-	up       *net.TCPConn // nil until dialled and after a blocked response
-	served   bool         // a request head was read: RequestTimeout is over
+	up       *net.TCPConn    // nil until dialled and after a blocked response
+	served   bool            // a request head was read: RequestTimeout is over
+	upIn     *deadlineReader // what upr reads
 	upr      *bufio.Reader
 }
 
@@ -174,6 +181,10 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 			c.refuse(bad.refusal())
 			return true, err
 		}
+		if errors.Is(err, proxy.ErrResponseTimeout) {
+			c.refuse(http.StatusGatewayTimeout, "no response from the upstream in time")
+			return true, err
+		}
 		c.refuse(http.StatusBadGateway, "no valid response from the upstream")
 		return true, err
 	}
@@ -195,6 +206,9 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		return true, c.tunnel(ctx, bodyDone)
 	}
 	if err := copyBody(c.clientWriter(), c.upr, resp.body); err != nil {
+		if c.timedOut(err) {
+			err = c.responseTimedOut(err) // the upstream stopped sending the body
+		}
 		c.closeUpstream()
 		return true, errors.Join(err, c.waitBody(bodyDone))
 	}
@@ -219,23 +233,34 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 			return nil, nil, err
 		}
 		done = make(chan error, 1)
-		upw, up := &httpcore.WatchedWriter{W: c.upWriter()}, c.up
+		upw, upIn := &httpcore.WatchedWriter{W: c.upWriter()}, c.upIn
+		if req.body.kind == noBody {
+			upIn.setIdle(c.responseIdle())
+		} else {
+			// The body comes at the client's pace, which body_timeout
+			// bounds; the wait for the response begins once it is sent.
+			upIn.setIdle(c.p.IdleTimeout)
+		}
 		go func() {
 			idle := c.bodyIdle()
 			err := copyBody(upw, c.cr, req.body)
-			c.clientIn.idle = c.p.IdleTimeout
+			c.clientIn.setIdle(c.p.IdleTimeout)
 			switch {
-			case err == nil || upw.Err != nil:
+			case err == nil:
+				if req.body.kind != noBody {
+					upIn.waitResponse(c.responseIdle()) // sent: the response's wait begins
+				}
+			case upw.Err != nil:
 			case errors.Is(err, os.ErrDeadlineExceeded) && c.clientIn.stop.Load():
 				// The filter's own interruption (waitBody).
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				// The client sent nothing of its body for idle: the
 				// upstream, waiting for the rest, would never answer.
-				up.SetReadDeadline(time.Now())
+				upIn.interrupt()
 				err = &clientBodyError{err: err, stalled: idle}
 			default:
 				// The client's body was malformed or ended early.
-				up.SetReadDeadline(time.Now())
+				upIn.interrupt()
 				err = &clientBodyError{err: err}
 			}
 			done <- err
@@ -254,8 +279,15 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 // request body the caller copies next, and returns the bound. The caller
 // puts IdleTimeout back.
 func (c *conn) bodyIdle() time.Duration {
-	c.clientIn.idle = httpcore.BodyIdle(c.p.IdleTimeout, c.p.BodyTimeout)
-	return c.clientIn.idle
+	idle := httpcore.BodyIdle(c.p.IdleTimeout, c.p.BodyTimeout)
+	c.clientIn.setIdle(idle)
+	return idle
+}
+
+// responseIdle bounds each wait for the upstream once a request is sent,
+// as httpcore.ResponseIdle says.
+func (c *conn) responseIdle() time.Duration {
+	return httpcore.ResponseIdle(c.p.IdleTimeout, c.p.ResponseTimeout)
 }
 
 // clientBodyError: the client's request body was malformed or ended early,
@@ -280,6 +312,19 @@ func (e *clientBodyError) Unwrap() error { return e.err }
 // BadInput marks the pair's close reason bad_request.
 func (e *clientBodyError) BadInput() bool { return true }
 
+// timedOut reports whether err is a read of the upstream that outlasted
+// its deadline, not the filter's own interruption (waitBody, a failed
+// body, shutdown).
+func (c *conn) timedOut(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded) && !c.upIn.stop.Load()
+}
+
+// responseTimedOut is the error of a response head that did not come in
+// time (a 504; close reason upstream_timeout).
+func (c *conn) responseTimedOut(err error) error {
+	return fmt.Errorf("%w: %w", proxy.ErrResponseTimeout, err)
+}
+
 // errNoResponse means the upstream closed without a byte of response.
 var errNoResponse = errors.New("upstream closed without responding")
 
@@ -288,9 +333,15 @@ var errNoResponse = errors.New("upstream closed without responding")
 func (c *conn) readResponse(req *message) (*message, error) {
 	for first := true; ; first = false {
 		if _, err := c.upr.Peek(1); err != nil && first {
+			if c.timedOut(err) {
+				return nil, c.responseTimedOut(err)
+			}
 			return nil, fmt.Errorf("%w: %w", errNoResponse, err)
 		}
 		resp, err := readMessage(c.upr, false, req.method, c.p.maxHeaderBytes(), c.p.maxHeaders())
+		if err != nil && c.timedOut(err) {
+			return nil, c.responseTimedOut(err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("upstream response: %w", err)
 		}
@@ -386,7 +437,8 @@ func (c *conn) ensureUpstream(ctx context.Context) error {
 			up.Close()
 			return err
 		}
-		c.up, c.upr = up, bufio.NewReader(&deadlineReader{c: up, idle: c.p.IdleTimeout})
+		c.up, c.upIn = up, &deadlineReader{c: up}
+		c.upr = bufio.NewReader(c.upIn)
 		return nil
 	}
 	return errors.Join(errs...)
@@ -396,7 +448,7 @@ func (c *conn) ensureUpstream(ctx context.Context) error {
 func (c *conn) closeUpstream() {
 	if c.up != nil {
 		c.up.Close()
-		c.up, c.upr = nil, nil
+		c.up, c.upIn, c.upr = nil, nil, nil
 	}
 }
 
@@ -544,17 +596,35 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 // body copy can be cut short although it sets its own deadlines.
 type deadlineReader struct {
 	c     *net.TCPConn
-	idle  time.Duration
+	idle  atomic.Int64 // a time.Duration: set while a read may run (waitResponse)
 	fixed time.Time
 	stop  atomic.Bool
+}
+
+func (r *deadlineReader) setIdle(d time.Duration) { r.idle.Store(int64(d)) }
+
+// interrupt ends the read in progress, and fails every later one: the
+// filter's own doing, no timeout of the peer's.
+func (r *deadlineReader) interrupt() {
+	r.stop.Store(true)
+	r.c.SetReadDeadline(time.Now())
+}
+
+// waitResponse bounds reads by idle from now, the one in progress too:
+// the request body, sent in the background, is done.
+func (r *deadlineReader) waitResponse(idle time.Duration) {
+	r.setIdle(idle)
+	if idle > 0 {
+		r.c.SetReadDeadline(time.Now().Add(idle))
+	}
 }
 
 var errStopped = errors.New("read stopped")
 
 func (r *deadlineReader) Read(b []byte) (int, error) {
 	d := r.fixed
-	if d.IsZero() && r.idle > 0 {
-		d = time.Now().Add(r.idle)
+	if idle := time.Duration(r.idle.Load()); d.IsZero() && idle > 0 {
+		d = time.Now().Add(idle)
 	}
 	r.c.SetReadDeadline(d)
 	// Checked after setting the deadline: a stop that comes later also

@@ -238,7 +238,7 @@ func pacingOf(conn *net.TCPConn) pacing {
 func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	p := c.S.Pair()
 	c.clientDL.refresh(c.clientIn.idle, &c.stopped)
-	c.up.dl.refresh(c.Idle, &c.stopped)
+	c.up.dl.refresh(c.upIdle(), &c.stopped)
 	want := min(n, kernelCopyChunk)
 	c.limited = io.LimitedReader{R: p.Src(d), N: want}
 	k, err := p.Dst(d).ReadFrom(&c.limited)
@@ -280,7 +280,7 @@ func (c *Conn) spliceBody(ctx context.Context, d engine.Direction, src *bufio.Re
 	if n == 0 {
 		return nil
 	}
-	opts := engine.Options{IdleTimeout: c.Idle}
+	opts := engine.Options{IdleTimeout: c.upIdle()} // the response's, moving alone
 	if d == engine.Up {
 		opts.IdleTimeout = c.clientIn.idle // the client's body, alone moving (bodyIdle)
 	}
@@ -317,7 +317,7 @@ func (c *Conn) spliceToEOF(ctx context.Context) error {
 		}
 		c.up.r.Discard(k)
 	}
-	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.Idle, Up: engine.DirOptions{Mode: engine.Hold}})
+	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.upIdle(), Up: engine.DirOptions{Mode: engine.Hold}})
 	c.curSpliced += r.Moved[engine.Down]
 	if err != nil {
 		return err

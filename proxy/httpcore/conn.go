@@ -29,8 +29,9 @@ type Conn struct {
 	S proxy.Session
 	// Limits bound request heads.
 	Limits Limits
-	// Idle bounds waiting for the next request, for a response head, and
-	// splices in which nothing moves; 0 never times out.
+	// Idle bounds waiting for the next request and splices in which
+	// nothing moves, and waiting for the upstream where it is shorter than
+	// Limits.ResponseTimeout (upIdle); 0 never times out.
 	Idle time.Duration
 	// served is set once a request head was read: RequestTimeout bounds
 	// only the first.
@@ -78,6 +79,8 @@ type Conn struct {
 	stop stopWatch
 	// clientDeadline: ReadRequest left a read deadline on the client.
 	clientDeadline bool
+	// sendingBody: a request body goes upstream (upIdle).
+	sendingBody bool
 	// head is where the heads the proxy writes are built, one at a time,
 	// each written before the next is built.
 	head []byte
@@ -153,7 +156,7 @@ func (c *Conn) interrupt() {
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c.up.idle = false
 	c.head = appendRequestHead(c.head[:0], req, c.upgrade)
-	c.up.dl.refresh(c.Idle, &c.stopped)
+	c.up.dl.refresh(c.upIdle(), &c.stopped)
 	if requestBody(req) == bodyNone && c.up.r.Buffered() == 0 && c.up.in.rc != nil {
 		// The head goes with the first read of the response: one wait,
 		// no read that could only find nothing.
@@ -165,7 +168,7 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 		if err := c.relayRequestBody(ctx, req); err != nil {
 			return nil, err
 		}
-		c.up.dl.refresh(c.Idle, &c.stopped)
+		c.up.dl.refresh(c.upIdle(), &c.stopped)
 	}
 	if ctx.Err() != nil {
 		c.up.in.send = nil
@@ -173,7 +176,7 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 	}
 	resp, err := c.readResponse(ctx, req)
 	c.up.in.send = nil // sent, unless the read failed first
-	return resp, err
+	return resp, c.upstreamTimedOut(err)
 }
 
 // Relay sends the response to the client: the head, then the body, spliced
@@ -186,7 +189,10 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		c.record(resp.StatusCode)
 		return false, nil, c.relaySwitch(ctx, resp)
 	}
-	defer func() { c.record(resp.StatusCode) }()
+	defer func() {
+		c.record(resp.StatusCode)
+		err = c.upstreamTimedOut(err) // a body the upstream stopped sending
+	}()
 	kind := responseBody(req, resp)
 	keep = !req.Close && kind != bodyUntilClose
 	upKeep := keep && !resp.Close

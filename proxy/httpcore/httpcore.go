@@ -71,6 +71,10 @@ type Limits struct {
 	// BodyTimeout bounds each wait for more of a request body (408
 	// after); the idle timeout, when shorter, bounds it instead.
 	BodyTimeout time.Duration
+	// ResponseTimeout bounds each wait for the upstream once a request is
+	// sent (504 before the response head); the idle timeout, when
+	// shorter, bounds it instead.
+	ResponseTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and headers together.
 	MaxHeaderBytes int
 	// MaxHeaders bounds the number of header lines.
@@ -80,7 +84,7 @@ type Limits struct {
 // LimitsFrom takes the limits of an http section with its defaults filled in.
 func LimitsFrom(h config.HTTP) Limits {
 	return Limits{HeaderTimeout: h.HeaderTimeout.Std(), RequestTimeout: h.RequestTimeout.Std(),
-		BodyTimeout: h.BodyTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
+		BodyTimeout: h.BodyTimeout.Std(), ResponseTimeout: h.ResponseTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
 }
 
 // responseLimits bound a response head from an upstream: generous, since
@@ -201,7 +205,7 @@ func UpstreamError(err error) *StatusError {
 		return &StatusError{Status: http.StatusForbidden, Reason: "destination not allowed", Err: err}
 	}
 	status := http.StatusBadGateway
-	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, proxy.ErrUpstreamTimeout) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, proxy.ErrUpstreamTimeout) || errors.Is(err, proxy.ErrResponseTimeout) {
 		status = http.StatusGatewayTimeout
 	}
 	return &StatusError{Status: status, Reason: "upstream failed", Err: err}

@@ -17,7 +17,7 @@ func (c *Conn) write(d engine.Direction, b []byte) error {
 	if d == engine.Down {
 		c.clientDL.refresh(c.Idle, &c.stopped)
 	} else {
-		c.up.dl.refresh(c.Idle, &c.stopped)
+		c.up.dl.refresh(c.upIdle(), &c.stopped)
 		w = &c.upW
 	}
 	var n int

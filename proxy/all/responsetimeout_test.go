@@ -1,0 +1,179 @@
+// Tests that an upstream that stops answering gets the client a 504, or its pair closed, after http.response_timeout, through every HTTP kind.
+
+package all_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/config"
+)
+
+// withResponseTimeout sets every listener's http.response_timeout to d.
+func withResponseTimeout(listeners []config.Listener, d time.Duration) []config.Listener {
+	for i := range listeners {
+		listeners[i].HTTP = &config.HTTP{ResponseTimeout: config.Duration(d)}
+	}
+	return listeners
+}
+
+// TestSilentUpstreamGets504: an upstream that reads a request and never
+// answers (a hung application server) gets the client a 504 once
+// http.response_timeout passes, from every HTTP kind, with or without a
+// request body; the pair's close reason is upstream_timeout. Without the
+// timeout the client waited for idle_timeout, an hour by default.
+func TestSilentUpstreamGets504(t *testing.T) {
+	up := rawBackend(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	const timeout = time.Second
+	listeners := withResponseTimeout(httpListeners(t, up), timeout)
+	f := fwdtest.Start(t, listeners...)
+	requests := map[string]string{
+		"GET":  "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n",
+		"POST": "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n\r\nhello",
+	}
+	t.Run("kinds", func(t *testing.T) {
+		for _, l := range listeners {
+			for name, raw := range requests {
+				t.Run(l.Name+"/"+name, func(t *testing.T) {
+					t.Parallel()
+					start := time.Now()
+					resp := exchange(t, f.Addr(l.Name).String(), fmt.Sprintf(raw, requestTarget(l, up, "/"), up))
+					took := time.Since(start)
+					if resp.StatusCode != http.StatusGatewayTimeout {
+						t.Fatalf("%s through %s: %s after %v, want 504", name, l.Proxy, resp.Status, took)
+					}
+					if took < timeout {
+						t.Errorf("504 after %v: before the response timeout of %v", took, timeout)
+					}
+				})
+			}
+		}
+	})
+	for _, l := range listeners {
+		waitMetric(t, f, float64(len(requests)), "splicer_connections_closed_total", "listener", l.Name, "reason", "upstream_timeout")
+	}
+}
+
+// TestResponseTimeoutStartsAfterTheBody: the response's wait begins once
+// the request is sent. A body that takes three response timeouts to
+// arrive, its bytes never further apart than half of one, is answered
+// 200 by a back end that reads it all first, through every HTTP kind
+// (the filter reads the response while the body still goes up).
+func TestResponseTimeoutStartsAfterTheBody(t *testing.T) {
+	up := bodyReadingOrigin(t)
+	const timeout = 400 * time.Millisecond
+	listeners := withResponseTimeout(httpListeners(t, up), timeout)
+	f := fwdtest.Start(t, listeners...)
+	for _, l := range listeners {
+		t.Run(l.Name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", f.Addr(l.Name).String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 6\r\n\r\n", requestTarget(l, up, "/"), up)
+			if _, err := c.Write([]byte(head)); err != nil {
+				t.Fatal(err)
+			}
+			for range 6 {
+				time.Sleep(timeout / 2)
+				if _, err := c.Write([]byte("x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK || string(body) != "6" {
+				t.Fatalf("%s %q %v, want 200 and the body's length", resp.Status, body, err)
+			}
+		})
+	}
+}
+
+// TestStalledResponseBodyEndsThePair: an upstream that sends a response
+// head and part of its body, then nothing, holds the pair for
+// http.response_timeout, not idle_timeout: the client's read of the body
+// ends short. A body the proxy copies (20 KB; the filter's, always) is
+// counted upstream_timeout; one past the copy bounds of http-forward and
+// http-reverse (1 MiB) goes to the engine, which ends it as idle.
+func TestStalledResponseBodyEndsThePair(t *testing.T) {
+	const timeout = time.Second
+	for _, size := range []int{20_000, 1 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			head := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
+			up := rawBackend(t, func(c net.Conn) {
+				r := bufio.NewReader(c)
+				if _, err := http.ReadRequest(r); err != nil {
+					return
+				}
+				c.Write([]byte(head + strings.Repeat("x", 100)))
+				io.Copy(io.Discard, r) // and nothing more
+			})
+			listeners := withResponseTimeout(httpListeners(t, up), timeout)
+			f := fwdtest.Start(t, listeners...)
+			t.Run("kinds", func(t *testing.T) {
+				for _, l := range listeners {
+					t.Run(l.Name, func(t *testing.T) {
+						t.Parallel()
+						start := time.Now()
+						got, err := stalledBody(t, f.Addr(l.Name).String(), fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", requestTarget(l, up, "/"), up))
+						took := time.Since(start)
+						if err == nil || got >= int64(size) {
+							t.Fatalf("read %d of %d body bytes, err %v: want the body cut short", got, size, err)
+						}
+						if took < timeout {
+							t.Errorf("body cut after %v: before the response timeout of %v", took, timeout)
+						}
+					})
+				}
+			})
+			for _, l := range listeners {
+				reason := "upstream_timeout"
+				if size > 1<<19 && l.Proxy != "filter" { // the filter never splices
+					reason = "idle"
+				}
+				waitMetric(t, f, 1, "splicer_connections_closed_total", "listener", l.Name, "reason", reason)
+			}
+		})
+	}
+}
+
+// stalledBody sends raw on a new connection to addr, reads the response
+// head and then its body until it ends, and returns how many body bytes
+// came and how the body ended. The connection gives up after 5 s.
+func stalledBody(tb testing.TB, addr, raw string) (int64, error) {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(raw)); err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		tb.Fatalf("response head: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("response %s, want 200 and a body cut short", resp.Status)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		tb.Fatalf("body still open after 5 s with %d bytes read: the response timeout did not end it", n)
+	}
+	return n, err
+}
