@@ -173,12 +173,14 @@ func TestSmugglingHeadsGet400(t *testing.T) {
 }
 
 // TestBadRequestBodiesGet400: a request body that the client gets wrong
-// (a chunk size that is no number, fewer bytes than its Content-Length,
-// a chunk cut short) is the client's fault: every HTTP kind answers 400
-// and closes, where it answered 502 as if the upstream had failed. The
-// origin reads each body to its end before it answers, as an upload
-// handler does: one that answered first (the lab origin's 405 to a POST)
-// would race the filter, which streams the body beside the response.
+// (a chunk size that is no number or has a space before it, fewer bytes
+// than its Content-Length, a chunk cut short or not ended by CRLF) is the
+// client's fault: every HTTP kind answers 400 and closes, where it
+// answered 502 as if the upstream had failed (and the filter passed the
+// spaces on). The origin reads each body to its end before it answers,
+// as an upload handler does: one that answered first (the lab origin's
+// 405 to a POST) would race the filter, which streams the body beside
+// the response.
 func TestBadRequestBodiesGet400(t *testing.T) {
 	up := bodyReadingOrigin(t)
 	listeners := httpListeners(t, up)
@@ -187,6 +189,10 @@ func TestBadRequestBodiesGet400(t *testing.T) {
 		"chunk size not a number": "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n\r\n",
 		"short of its length":     "Content-Length: 100\r\n\r\nhello",
 		"chunk cut short":         "Transfer-Encoding: chunked\r\n\r\n5\r\nhel",
+		// Lenient framings that a next hop could read otherwise (RFC
+		// 9112 7.1: chunk-size is hex digits, the data ends in CRLF).
+		"space before chunk size": "Transfer-Encoding: chunked\r\n\r\n 5\r\nhello\r\n0\r\n\r\n",
+		"space after chunk data":  "Transfer-Encoding: chunked\r\n\r\n5\r\nhello \r\n0\r\n\r\n",
 	}
 	for _, l := range listeners {
 		target := requestTarget(l, up, "/obj/1KiB")

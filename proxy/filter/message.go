@@ -335,9 +335,6 @@ func contentLength(values []string) (int64, error) {
 	return n, nil
 }
 
-// maxChunkLine bounds a chunk-size or trailer line.
-const maxChunkLine = 4096
-
 // copyBody streams a body from r to w as framed, byte for byte.
 func copyBody(w io.Writer, r *bufio.Reader, f framing) error {
 	switch f.kind {
@@ -347,69 +344,12 @@ func copyBody(w io.Writer, r *bufio.Reader, f framing) error {
 			return fmt.Errorf("body: %d of %d bytes: %w", n, f.size, err)
 		}
 	case chunked:
-		return copyChunked(w, r)
+		return httpcore.CopyChunked(w, r)
 	case untilEOF:
 		_, err := io.Copy(w, r)
 		return err
 	}
 	return nil
-}
-
-// copyChunked copies a chunked body, trailers included.
-func copyChunked(w io.Writer, r *bufio.Reader) error {
-	for {
-		line, err := readLine(r)
-		if err != nil {
-			return fmt.Errorf("chunk size: %w", err)
-		}
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
-		sizeText, _, _ := strings.Cut(strings.TrimSpace(string(line)), ";")
-		size, err := httpcore.ChunkSize(strings.TrimSpace(sizeText))
-		if err != nil {
-			return fmt.Errorf("bad chunk size line %q", line)
-		}
-		if size == 0 {
-			return copyTrailers(w, r)
-		}
-		if _, err := io.CopyN(w, r, size); err != nil {
-			return fmt.Errorf("chunk data: %w", err)
-		}
-		crlf, err := readLine(r)
-		if err != nil || strings.TrimSpace(string(crlf)) != "" {
-			return fmt.Errorf("chunk not followed by CRLF (%q, %v)", crlf, err)
-		}
-		if _, err := w.Write(crlf); err != nil {
-			return err
-		}
-	}
-}
-
-// copyTrailers copies trailer lines up to and including the empty line.
-func copyTrailers(w io.Writer, r *bufio.Reader) error {
-	for range 100 {
-		line, err := readLine(r)
-		if err != nil {
-			return fmt.Errorf("trailer: %w", err)
-		}
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
-		if strings.TrimSpace(string(line)) == "" {
-			return nil
-		}
-	}
-	return errors.New("too many trailer fields")
-}
-
-// readLine reads one line, LF included, of at most maxChunkLine bytes.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	line, err := r.ReadSlice('\n')
-	if errors.Is(err, bufio.ErrBufferFull) || len(line) > maxChunkLine {
-		return nil, errors.New("line too long")
-	}
-	return line, err
 }
 
 // BadInput marks the error as the client's fault, for the close reason.

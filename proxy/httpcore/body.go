@@ -255,11 +255,12 @@ const maxChunkLine = 4096
 
 var errBadChunk = errors.New("malformed chunked body")
 
-// copyChunked copies one chunked body from src to dst (sizes, extensions,
+// CopyChunked copies one chunked body from src to dst (sizes, extensions,
 // trailers), parsing it to find where it ends; line ends are written as
 // CRLF whatever the sender used (RFC 9112 2.2 lets a recipient take a
-// bare LF), so the next hop reads the same framing.
-func copyChunked(dst io.Writer, src *bufio.Reader) error {
+// bare LF), so the next hop reads the same framing. The filter streams
+// its chunked bodies with it too: every kind frames them alike.
+func CopyChunked(dst io.Writer, src *bufio.Reader) error {
 	tp := src
 	for {
 		line, err := readChunkLine(tp)

@@ -245,7 +245,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	case bodyChunked:
 		c.S.NoSplice("chunked response body streamed in control mode")
 		done := c.streaming()
-		err = copyChunked(c.clientWriter(), c.up.r)
+		err = CopyChunked(c.clientWriter(), c.up.r)
 		done()
 	case bodyUntilClose:
 		err = c.spliceToEOF(ctx)

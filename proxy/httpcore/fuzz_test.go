@@ -63,13 +63,13 @@ func FuzzChunked(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		var out bytes.Buffer
 		br := bufio.NewReaderSize(strings.NewReader(body), 16)
-		if err := copyChunked(&out, br); err != nil {
+		if err := CopyChunked(&out, br); err != nil {
 			return
 		}
 		// The copy is canonical (CRLF line ends): decoding it again gives
 		// it back byte for byte, so the next hop frames the body as we did.
 		var again bytes.Buffer
-		if err := copyChunked(&again, bufio.NewReader(bytes.NewReader(out.Bytes()))); err != nil || !bytes.Equal(again.Bytes(), out.Bytes()) {
+		if err := CopyChunked(&again, bufio.NewReader(bytes.NewReader(out.Bytes()))); err != nil || !bytes.Equal(again.Bytes(), out.Bytes()) {
 			t.Fatalf("copy %q decodes to %q, %v", out.Bytes(), again.Bytes(), err)
 		}
 		rest, _ := io.ReadAll(br)

@@ -49,7 +49,7 @@ func TestCopyChunkedCopiesExactlyOneBody(t *testing.T) {
 	body := "5;ext=1\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: x\r\n\r\n"
 	br := bufio.NewReaderSize(strings.NewReader(body+"GET /next"), 16)
 	var out bytes.Buffer
-	if err := copyChunked(&out, br); err != nil {
+	if err := CopyChunked(&out, br); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != body {
@@ -63,7 +63,7 @@ func TestCopyChunkedCopiesExactlyOneBody(t *testing.T) {
 
 func TestCopyChunkedRejectsMalformed(t *testing.T) {
 	for _, in := range []string{"zz\r\n", "5\r\nhelloXX\r\n", "5\r\nhel", strings.Repeat("0", 20) + "1\r\n"} {
-		err := copyChunked(io.Discard, bufio.NewReader(strings.NewReader(in)))
+		err := CopyChunked(io.Discard, bufio.NewReader(strings.NewReader(in)))
 		if err == nil {
 			t.Errorf("%q: copied without error", in)
 		}

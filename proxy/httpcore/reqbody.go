@@ -52,7 +52,7 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 		c.S.NoSplice("chunked request body streamed in control mode")
 		defer c.streaming()()
 		up := &WatchedWriter{W: c.upWriter()}
-		err := copyChunked(up, c.client)
+		err := CopyChunked(up, c.client)
 		if up.Err == nil && c.bodyStalled(err) {
 			return c.bodyTimedOut(err)
 		}
