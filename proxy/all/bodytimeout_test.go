@@ -74,12 +74,8 @@ func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
 	for _, l := range listeners {
 		t.Run(l.Name, func(t *testing.T) {
 			t.Parallel()
-			c, err := net.Dial("tcp", f.Addr(l.Name).String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := dialFor(t, f.Addr(l.Name).String(), 10*time.Second)
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
 			r := bufio.NewReader(c)
 			for i := range 2 {
 				if i > 0 {

@@ -21,12 +21,8 @@ import (
 // returns the reply code.
 func socksConnect(tb testing.TB, addr string, dest netip.AddrPort) byte {
 	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	c := dialFor(tb, addr, 5*time.Second)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
 	c.Write([]byte{5, 1, 0})
 	greet := make([]byte, 2)
 	if _, err := io.ReadFull(c, greet); err != nil || greet[1] != 0 {
@@ -49,12 +45,8 @@ func socksConnect(tb testing.TB, addr string, dest netip.AddrPort) byte {
 // proxyGet asks the http-forward listener at addr for url.
 func proxyGet(tb testing.TB, addr, url string) int {
 	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	c := dialFor(tb, addr, 5*time.Second)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
 	u := url[len("http://"):]
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", url, u[:len(u)-len("/obj/10")])
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)

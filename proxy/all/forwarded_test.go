@@ -45,12 +45,8 @@ listeners:
 	}
 	f := fwdtest.Start(t, cfg.Listeners...)
 	get := func(listener, extra string) string {
-		c, err := net.Dial("tcp", f.Addr(listener).String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := dialFor(t, f.Addr(listener).String(), 5*time.Second)
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: app.example\r\n%s\r\n", extra)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {

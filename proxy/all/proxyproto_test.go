@@ -53,12 +53,8 @@ listeners:
 	}
 	f := fwdtest.Start(t, cfg.Listeners...)
 	for name, want := range map[string]string{"rev": "v2", "fwd": "v1"} {
-		c, err := net.Dial("tcp", f.Addr(name).String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := dialFor(t, f.Addr(name).String(), 5*time.Second)
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
 		target := "/x"
 		if name == "fwd" {
 			target = "http://" + backend + "/x"

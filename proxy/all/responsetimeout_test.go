@@ -74,12 +74,8 @@ func TestResponseTimeoutStartsAfterTheBody(t *testing.T) {
 	for _, l := range listeners {
 		t.Run(l.Name, func(t *testing.T) {
 			t.Parallel()
-			c, err := net.Dial("tcp", f.Addr(l.Name).String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := dialFor(t, f.Addr(l.Name).String(), 10*time.Second)
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
 			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 6\r\n\r\n", requestTarget(l, up, "/"), up)
 			if _, err := c.Write([]byte(head)); err != nil {
 				t.Fatal(err)
@@ -155,12 +151,8 @@ func TestStalledResponseBodyEndsThePair(t *testing.T) {
 // came and how the body ended. The connection gives up after 5 s.
 func stalledBody(tb testing.TB, addr, raw string) (int64, error) {
 	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	c := dialFor(tb, addr, 5*time.Second)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write([]byte(raw)); err != nil {
 		tb.Fatal(err)
 	}

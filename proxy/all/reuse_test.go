@@ -124,12 +124,7 @@ type client struct {
 
 func dialClient(tb testing.TB, f *forwarder.Forwarder) *client {
 	tb.Helper()
-	c, err := net.Dial("tcp", f.Addr("rev").String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialFor(tb, f.Addr("rev").String(), 10*time.Second)
 	return &client{tb: tb, c: c, r: bufio.NewReader(c)}
 }
 

@@ -104,6 +104,19 @@ func requestTarget(l config.Listener, up, path string) string {
 	return path
 }
 
+// dialFor connects to addr for a test: the connection gives up after d
+// and is closed when the test ends, if not before.
+func dialFor(tb testing.TB, addr string, d time.Duration) net.Conn {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(d))
+	return c
+}
+
 // exchange sends raw on a new connection to addr and reads the response.
 func exchange(tb testing.TB, addr, raw string) *http.Response {
 	tb.Helper()
@@ -119,12 +132,7 @@ func exchangeHalfClosed(tb testing.TB, addr, raw string) *http.Response {
 
 func exchangeThen(tb testing.TB, addr, raw string, halfClose bool) *http.Response {
 	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c := dialFor(tb, addr, 5*time.Second)
 	if _, err := c.Write([]byte(raw)); err != nil {
 		tb.Fatal(err)
 	}
