@@ -80,6 +80,9 @@ var (
 	// ErrResponseTimeout: the upstream sent nothing of its response for
 	// the HTTP kinds' response_timeout (close reason upstream_timeout).
 	ErrResponseTimeout = errors.New("upstream response timed out")
+	// ErrClientTimeout: the client took nothing of what the proxy sent it
+	// for the HTTP kinds' response_timeout (close reason client_timeout).
+	ErrClientTimeout = errors.New("client took nothing of its response in time")
 	// ErrUpstreamReset: the upstream took the connection and reset it
 	// before the forwarder saw it open (a server that resets at once);
 	// counted as a reset, as the pair's other resets.
@@ -122,6 +125,8 @@ func CloseReason(err error) string {
 		return "reset"
 	case errors.Is(err, ErrDestinationDenied):
 		return "destination_denied"
+	case errors.Is(err, ErrClientTimeout):
+		return "client_timeout"
 	case errors.Is(err, context.Canceled):
 		return "shutdown"
 	case errors.Is(err, syscall.ETIMEDOUT):

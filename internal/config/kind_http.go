@@ -36,8 +36,9 @@ type HTTP struct {
 	// ResponseTimeout bounds each wait for the upstream once a request is
 	// sent: for the response head (504 when it does not come: a hung
 	// server) and for more of the response body (the pair closes: its
-	// head is out); default 60s, as nginx's proxy_read_timeout.
-	// idle_timeout, if shorter, wins.
+	// head is out); and each wait for a client that takes nothing of its
+	// response (the pair closes); default 60s, as nginx's
+	// proxy_read_timeout and send_timeout. idle_timeout, if shorter, wins.
 	ResponseTimeout Duration `yaml:"response_timeout"`
 	// MaxHeaderBytes bounds a request head (request line and headers);
 	// default 32KiB. MaxHeaders bounds its header lines; default 100.

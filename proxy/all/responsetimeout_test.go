@@ -4,14 +4,19 @@ package all_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 )
@@ -168,4 +173,59 @@ func stalledBody(tb testing.TB, addr, raw string) (int64, error) {
 		tb.Fatalf("body still open after 5 s with %d bytes read: the response timeout did not end it", n)
 	}
 	return n, err
+}
+
+// TestClientThatStopsReadingEndsItsPair: a client that asks for
+// responses and takes nothing of them holds its pair, and the upstream
+// connection, for http.response_timeout, as a server that stops sending
+// would, not for idle_timeout. It pipelines 40 requests for 400 KB, more
+// than the sockets' buffers hold on loopback; each body is copied by
+// http-reverse and the filter (close reason client_timeout) and spliced
+// by http-forward's engine, which cannot tell who stalled (idle).
+func TestClientThatStopsReadingEndsItsPair(t *testing.T) {
+	const timeout = time.Second
+	body := strings.Repeat("x", 400_000)
+	resp := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	up := rawBackend(t, func(c net.Conn) { answerEveryHead(c, resp) })
+	listeners := withResponseTimeout(httpListeners(t, up), timeout)
+	f := fwdtest.Start(t, listeners...)
+	reasons := map[string]string{"http-forward": "idle", "http-reverse": "client_timeout", "filter": "client_timeout"}
+	for _, l := range listeners {
+		c := dialNotReading(t, f.Addr(l.Name).String()) // open until the test ends
+		req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", requestTarget(l, up, "/"), up)
+		if _, err := c.Write([]byte(strings.Repeat(req, 40))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(timeout * 3 / 4)
+	for _, l := range listeners {
+		if n := closedFor(f, l.Name, reasons[l.Proxy]); n != 0 {
+			t.Errorf("%s: pair closed (%s) before the response timeout", l.Name, reasons[l.Proxy])
+		}
+	}
+	for _, l := range listeners {
+		waitMetric(t, f, 1, "splicer_connections_closed_total", "listener", l.Name, "reason", reasons[l.Proxy])
+	}
+}
+
+// closedFor is how many of listener's pairs closed for reason.
+func closedFor(f *forwarder.Forwarder, listener, reason string) float64 {
+	return fwdtest.Metric(f, "splicer_connections_closed_total", "listener", listener, "reason", reason)
+}
+
+// dialNotReading connects to addr with a 4 KiB receive buffer, so that a
+// client that reads nothing soon has the proxy wait for it.
+func dialNotReading(tb testing.TB, addr string) net.Conn {
+	tb.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<10) })
+		return errors.Join(err, serr)
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
 }

@@ -205,8 +205,12 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 	if resp.status == http.StatusSwitchingProtocols {
 		return true, c.tunnel(ctx, bodyDone)
 	}
-	if err := copyBody(c.clientWriter(), c.upr, resp.body); err != nil {
-		if c.timedOut(err) {
+	cw := &httpcore.WatchedWriter{W: c.clientWriter()}
+	if err := copyBody(cw, c.upr, resp.body); err != nil {
+		switch {
+		case cw.Err != nil && errors.Is(cw.Err, os.ErrDeadlineExceeded):
+			err = fmt.Errorf("%w: %w", proxy.ErrClientTimeout, err) // the client stopped taking the body
+		case cw.Err == nil && c.timedOut(err):
 			err = c.responseTimedOut(err) // the upstream stopped sending the body
 		}
 		c.closeUpstream()
@@ -467,8 +471,11 @@ func (c *conn) upWriter() io.Writer {
 	return &countingWriter{w: c.up, pair: c.s.Pair(), dir: engine.Up, idle: c.p.IdleTimeout}
 }
 
+// clientWriter's writes (a response) wait for a client that takes
+// nothing no longer than responseIdle: as long as for an upstream that
+// sends nothing.
 func (c *conn) clientWriter() io.Writer {
-	return &countingWriter{w: c.client, pair: c.s.Pair(), dir: engine.Down, idle: c.p.IdleTimeout}
+	return &countingWriter{w: c.client, pair: c.s.Pair(), dir: engine.Down, idle: c.responseIdle()}
 }
 
 // refuse answers the client with an error response and closes its side,

@@ -237,7 +237,11 @@ func pacingOf(conn *net.TCPConn) pacing {
 // ended first.
 func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	p := c.S.Pair()
-	c.clientDL.refresh(c.clientIn.idle, &c.stopped)
+	if d == engine.Down {
+		c.clientFull() // the splice waits for the client to take each part
+	} else {
+		c.clientDL.refresh(c.clientIn.idle, &c.stopped)
+	}
 	c.up.dl.refresh(c.upIdle(), &c.stopped)
 	want := min(n, kernelCopyChunk)
 	c.limited = io.LimitedReader{R: p.Src(d), N: want}

@@ -136,6 +136,8 @@ func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
 	if rc, err := s.Pair().Client.SyscallConn(); err == nil {
 		c.clientIn.rc = rc
 	}
+	c.clientW.full = c.clientFull
+	c.clientIn.full = c.clientW.full
 	c.clientW.use(s.Pair().Client, c.clientIn.rc)
 	c.stop.done = make(chan struct{})
 	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
@@ -191,7 +193,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	}
 	defer func() {
 		c.record(resp.StatusCode)
-		err = c.upstreamTimedOut(err) // a body the upstream stopped sending
+		err = c.timedOut(err) // a body the upstream stopped sending, or the client taking
 	}()
 	kind := responseBody(req, resp)
 	keep = !req.Close && kind != bodyUntilClose

@@ -22,11 +22,18 @@ type idleDeadline struct {
 	at time.Time
 }
 
-// refresh makes the deadline at least idle ahead (idle 0: no deadline).
-// stopped set means the pair was interrupted: the deadline is put back in
-// the past, in case the interrupt ran between the check and the set.
+// refresh makes the deadline at least idle ahead (idle 0: no deadline,
+// one refresh set for a bound before lifted). stopped set means the pair
+// was interrupted: the deadline is put back in the past, in case the
+// interrupt ran between the check and the set.
 func (d *idleDeadline) refresh(idle time.Duration, stopped *atomic.Bool) {
 	if idle <= 0 {
+		if !d.at.IsZero() {
+			d.lift()
+			if stopped.Load() {
+				d.conn.SetDeadline(past)
+			}
+		}
 		return
 	}
 	now := time.Now()

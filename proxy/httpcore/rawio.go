@@ -88,10 +88,13 @@ type idleReader struct {
 	// before it waits (sendThenRead), counted in pair's direction Up if
 	// pair is set.
 	send, send2 []byte
-	rc          syscall.RawConn
-	pair        *engine.Pair
-	raw         rawStep
-	step        func(fd uintptr) bool
+	// full, if not nil, runs before what the socket did not take of send
+	// and send2 goes the ordinary way: the peer is not reading.
+	full func()
+	rc   syscall.RawConn
+	pair *engine.Pair
+	raw  rawStep
+	step func(fd uintptr) bool
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
@@ -159,6 +162,9 @@ func (r *idleReader) sendThenRead(b []byte) (int, error) {
 		// The socket's buffer was full, or the wait failed before the
 		// write (a shutdown's deadline ends only the wait for a request):
 		// the rest goes the ordinary way.
+		if r.full != nil && err == nil {
+			r.full()
+		}
 		for _, part := range [2][]byte{rest, rest2} {
 			if len(part) == 0 {
 				continue
@@ -168,6 +174,9 @@ func (r *idleReader) sendThenRead(b []byte) (int, error) {
 			if werr != nil {
 				return 0, werr
 			}
+		}
+		if r.full != nil && err == nil {
+			r.dl.refresh(r.idle, r.stopped) // full's bound was for the write: the read has r's
 		}
 		if err == nil {
 			return r.Read(b)
@@ -295,12 +304,15 @@ type rawWriter struct {
 	rc   syscall.RawConn
 	st   rawStep
 	fn   func(fd uintptr) bool
+	// full, if not nil, runs before a write first waits for the socket's
+	// buffer to take more: the peer is not reading (Conn.clientFull).
+	full func()
 }
 
 // use makes w write to conn through rc, conn's RawConn; without one
 // (nil), the runtime's way.
 func (w *rawWriter) use(conn *net.TCPConn, rc syscall.RawConn) {
-	*w = rawWriter{conn: conn, rc: rc}
+	*w = rawWriter{conn: conn, rc: rc, full: w.full}
 }
 
 // writev writes b1, then b2, whole unless an error stops it, and returns
@@ -330,6 +342,10 @@ func (w *rawWriter) step(fd uintptr) bool {
 		switch err := w.st.sendSome(int(fd)); err {
 		case nil, syscall.EINTR:
 		case syscall.EAGAIN:
+			if !w.st.waited && w.full != nil {
+				w.st.waited = true
+				w.full()
+			}
 			return false
 		default:
 			w.st.werr = err

@@ -5,8 +5,6 @@ package httpcore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -112,29 +110,6 @@ func (c *Conn) bodyTimedOut(err error) *StatusError {
 // (idle_timeout; 0 is never), else idle.
 func BodyIdle(idle, body time.Duration) time.Duration { return shorter(idle, body) }
 
-// ResponseIdle is the bound on each wait for the upstream once a request
-// is sent, in every HTTP kind: response (http.response_timeout) where it
-// is shorter than idle, else idle.
-func ResponseIdle(idle, response time.Duration) time.Duration { return shorter(idle, response) }
-
-// shorter is bound where that is set and shorter than idle (0: never),
-// else idle.
-func shorter(idle, bound time.Duration) time.Duration {
-	if bound > 0 && (idle <= 0 || bound < idle) {
-		return bound
-	}
-	return idle
-}
-
-// upIdle bounds each wait for the current upstream: ResponseIdle, but
-// Idle while a request body goes to it (bodyUp).
-func (c *Conn) upIdle() time.Duration {
-	if c.sendingBody {
-		return c.Idle
-	}
-	return ResponseIdle(c.Idle, c.Limits.ResponseTimeout)
-}
-
 // bodyUp keeps the response timeout off the upstream's deadline while a
 // request body goes to it, until the returned function runs: the body
 // comes at the client's pace, which body_timeout bounds, and the wait
@@ -142,33 +117,11 @@ func (c *Conn) upIdle() time.Duration {
 // stays Idle's, so bodyStalled still tells which side stalled.
 func (c *Conn) bodyUp() (restore func()) {
 	up := c.up
-	c.sendingBody = true
-	if c.Idle <= 0 {
-		up.dl.lift()
-	}
+	c.sendingBody = true // Idle 0: the next refresh lifts the deadline
 	return func() {
 		c.sendingBody = false
 		up.dl.forget() // further off than upIdle: the next refresh sets it
 	}
-}
-
-// upstreamTimedOut marks err as the response timeout (a 504 before the
-// response head, close reason upstream_timeout) when it is a read of
-// the current upstream that outlasted its deadline.
-func (c *Conn) upstreamTimedOut(err error) error {
-	if err == nil || c.up == nil || c.stopped.Load() || !errors.Is(err, os.ErrDeadlineExceeded) || !c.readOfUpstream(err) {
-		return err
-	}
-	return fmt.Errorf("%w: nothing for %v: %w", proxy.ErrResponseTimeout, c.upIdle(), err)
-}
-
-// readOfUpstream reports whether err is a failed read of the current
-// upstream. Apart from upstreamTimedOut's quick checks, so that its
-// error variable is allocated only for an error.
-func (c *Conn) readOfUpstream(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && (op.Op == "read" || op.Op == "raw-read") && op.Addr != nil &&
-		op.Addr.String() == c.up.conn.RemoteAddr().String()
 }
 
 // StalledBody is the reason of the 408 for a request body of which
