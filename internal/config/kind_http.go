@@ -40,6 +40,12 @@ type HTTP struct {
 	// response (the pair closes); default 60s, as nginx's
 	// proxy_read_timeout and send_timeout. idle_timeout, if shorter, wins.
 	ResponseTimeout Duration `yaml:"response_timeout"`
+	// KeepaliveTimeout bounds the wait for the next request on a
+	// keep-alive connection: an idle client connection, and the upstream
+	// connection it keeps, are closed then; default 75s, as nginx's
+	// keepalive_timeout (not tcp_keepalive, which probes a quiet peer).
+	// idle_timeout, if shorter, wins.
+	KeepaliveTimeout Duration `yaml:"keepalive_timeout"`
 	// MaxHeaderBytes bounds a request head (request line and headers);
 	// default 32KiB. MaxHeaders bounds its header lines; default 100.
 	MaxHeaderBytes Size `yaml:"max_header_bytes"`
@@ -55,13 +61,14 @@ type HTTP struct {
 
 // Defaults of the http section's keys.
 const (
-	DefaultHTTPHeaderTimeout   = 10 * time.Second
-	DefaultHTTPRequestTimeout  = 10 * time.Second
-	DefaultHTTPBodyTimeout     = 60 * time.Second
-	DefaultHTTPResponseTimeout = 60 * time.Second
-	DefaultHTTPMaxHeaderBytes  = 32 << 10
-	DefaultHTTPMaxHeaders      = 100
-	DefaultHTTPCacheBytes      = 64 << 20
+	DefaultHTTPHeaderTimeout    = 10 * time.Second
+	DefaultHTTPRequestTimeout   = 10 * time.Second
+	DefaultHTTPBodyTimeout      = 60 * time.Second
+	DefaultHTTPResponseTimeout  = 60 * time.Second
+	DefaultHTTPKeepaliveTimeout = 75 * time.Second
+	DefaultHTTPMaxHeaderBytes   = 32 << 10
+	DefaultHTTPMaxHeaders       = 100
+	DefaultHTTPCacheBytes       = 64 << 20
 )
 
 // WithDefaults returns h (which may be nil: no http section) with every key
@@ -85,6 +92,9 @@ func (h *HTTP) WithDefaults() HTTP {
 	}
 	if out.ResponseTimeout == 0 {
 		out.ResponseTimeout = Duration(DefaultHTTPResponseTimeout)
+	}
+	if out.KeepaliveTimeout == 0 {
+		out.KeepaliveTimeout = Duration(DefaultHTTPKeepaliveTimeout)
 	}
 	if out.MaxHeaderBytes == 0 {
 		out.MaxHeaderBytes = DefaultHTTPMaxHeaderBytes
@@ -266,6 +276,7 @@ func (v *validator) httpSection(p string, h *HTTP) {
 	v.notNegative(p+".request_timeout", h.RequestTimeout)
 	v.notNegative(p+".body_timeout", h.BodyTimeout)
 	v.notNegative(p+".response_timeout", h.ResponseTimeout)
+	v.notNegative(p+".keepalive_timeout", h.KeepaliveTimeout)
 	for i, c := range h.TrustedProxies {
 		if _, err := acl.ParsePrefixes([]string{c}); err != nil {
 			v.errorf(p+".trusted_proxies["+itoa(i)+"]", "%v", err)

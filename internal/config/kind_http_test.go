@@ -12,16 +12,16 @@ func TestHTTPDefaults(t *testing.T) {
 	cfg := mustParse(t, lines(
 		"listeners:",
 		"  - {name: a, listen: ':1', proxy: http-forward}",
-		"  - {name: b, listen: ':2', proxy: http-forward, http: {cache_bytes: 0, connect_ports: [443, 8443], header_timeout: 2s, body_timeout: 5s, response_timeout: 7s}}",
+		"  - {name: b, listen: ':2', proxy: http-forward, http: {cache_bytes: 0, connect_ports: [443, 8443], header_timeout: 2s, body_timeout: 5s, response_timeout: 7s, keepalive_timeout: 9s}}",
 	))
 	a := cfg.Listeners[0].HTTP.WithDefaults()
-	if !slices.Equal(a.ConnectPorts, []int{443}) || a.HeaderTimeout.Std() != 10*time.Second || a.BodyTimeout.Std() != time.Minute || a.ResponseTimeout.Std() != time.Minute ||
+	if !slices.Equal(a.ConnectPorts, []int{443}) || a.HeaderTimeout.Std() != 10*time.Second || a.BodyTimeout.Std() != time.Minute || a.ResponseTimeout.Std() != time.Minute || a.KeepaliveTimeout.Std() != 75*time.Second ||
 		a.MaxHeaderBytes != 32<<10 || a.MaxHeaders != 100 || *a.CacheBytes != 64<<20 {
 		t.Errorf("defaults without an http section = %+v (cache %d)", a, *a.CacheBytes)
 	}
 	b := cfg.Listeners[1].HTTP.WithDefaults()
-	if !slices.Equal(b.ConnectPorts, []int{443, 8443}) || b.HeaderTimeout.Std() != 2*time.Second || b.BodyTimeout.Std() != 5*time.Second || b.ResponseTimeout.Std() != 7*time.Second || *b.CacheBytes != 0 {
-		t.Errorf("explicit values = %+v (cache %d), want ports [443 8443], 2s, 5s, 7s and the cache off", b, *b.CacheBytes)
+	if !slices.Equal(b.ConnectPorts, []int{443, 8443}) || b.HeaderTimeout.Std() != 2*time.Second || b.BodyTimeout.Std() != 5*time.Second || b.ResponseTimeout.Std() != 7*time.Second || b.KeepaliveTimeout.Std() != 9*time.Second || *b.CacheBytes != 0 {
+		t.Errorf("explicit values = %+v (cache %d), want ports [443 8443], 2s, 5s, 7s, 9s and the cache off", b, *b.CacheBytes)
 	}
 }
 

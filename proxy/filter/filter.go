@@ -85,6 +85,9 @@ type Proxy struct {
 	// sent (504 before the response head) where it is shorter than
 	// IdleTimeout; 0 means none.
 	ResponseTimeout time.Duration
+	// KeepaliveTimeout bounds the wait for the next request on a kept
+	// connection where it is shorter than IdleTimeout; 0 means none.
+	KeepaliveTimeout time.Duration
 	// MaxHeaderBytes and MaxHeaders bound a head; 0 means the defaults.
 	MaxHeaderBytes, MaxHeaders int
 	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
@@ -107,6 +110,7 @@ func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 	p.RequestTimeout = lc.HTTP.WithDefaults().RequestTimeout.Std()
 	p.BodyTimeout = lc.HTTP.WithDefaults().BodyTimeout.Std()
 	p.ResponseTimeout = lc.HTTP.WithDefaults().ResponseTimeout.Std()
+	p.KeepaliveTimeout = lc.HTTP.WithDefaults().KeepaliveTimeout.Std()
 	return p, nil
 }
 

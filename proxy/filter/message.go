@@ -62,15 +62,18 @@ func badRequest(format string, args ...any) error {
 // errClientGone means the client closed (or went idle) between requests.
 var errClientGone = errors.New("client closed between requests")
 
-// readRequest waits (up to the idle timeout) for the next request, then
-// reads its head within the header timeout.
+// readRequest waits (up to the keep-alive timeout) for the next request,
+// then reads its head within the header timeout.
 func (c *conn) readRequest() (*message, error) {
 	var first time.Time // the first request must arrive whole by then
 	if !c.served && c.p.RequestTimeout > 0 {
 		first = c.s.Pair().Created.Add(c.p.RequestTimeout)
 	}
 	c.clientIn.fixed = first
-	if err := c.peekUnlessStopping(); err != nil {
+	c.clientIn.setIdle(httpcore.KeepaliveIdle(c.p.IdleTimeout, c.p.KeepaliveTimeout))
+	err := c.peekUnlessStopping()
+	c.clientIn.setIdle(c.p.IdleTimeout)
+	if err != nil {
 		if errors.Is(err, syscall.ETIMEDOUT) {
 			// Not gone but vanished (tcp_keepalive found it): the
 			// pair's close reason says so (peer_timeout).

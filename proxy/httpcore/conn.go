@@ -132,7 +132,7 @@ func (c *Conn) Reuse() {
 func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
 	c := &Conn{S: s, Limits: lim, Idle: idle}
 	c.clientDL.conn = s.Pair().Client
-	c.clientIn = idleReader{dl: &c.clientDL, idle: idle, stopped: &c.stopped, early: true}
+	c.clientIn = idleReader{dl: &c.clientDL, idle: c.clientIdle(), stopped: &c.stopped, early: true}
 	if rc, err := s.Pair().Client.SyscallConn(); err == nil {
 		c.clientIn.rc = rc
 	}
@@ -277,7 +277,7 @@ func (c *Conn) flush() error {
 	if c.clientIn.send == nil && c.clientIn.send2 == nil {
 		return nil
 	}
-	c.clientDL.refresh(c.Idle, &c.stopped)
+	c.clientDL.refresh(c.clientIdle(), &c.stopped)
 	b1, b2 := c.clientIn.send, c.clientIn.send2
 	c.clientIn.send, c.clientIn.send2 = nil, nil
 	_, err := c.clientW.writev(b1, b2)

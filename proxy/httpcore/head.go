@@ -227,9 +227,9 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 		}
 	} else {
 		if first.IsZero() && !c.clientDeadline {
-			c.clientDL.refresh(c.Idle, &c.stopped)
+			c.clientDL.refresh(c.clientIdle(), &c.stopped)
 		} else {
-			c.setClientDeadline(ctx, c.Idle, first)
+			c.setClientDeadline(ctx, c.clientIdle(), first)
 		}
 		if _, err := c.peekUnlessStopping(); err != nil {
 			return nil, errors.Join(ErrNoRequest, err)

@@ -75,6 +75,11 @@ type Limits struct {
 	// sent (504 before the response head); the idle timeout, when
 	// shorter, bounds it instead.
 	ResponseTimeout time.Duration
+	// KeepaliveTimeout bounds the wait for the next request on a kept
+	// connection, and the client's other waits in control mode where no
+	// tighter bound applies; the idle timeout, when shorter, bounds it
+	// instead.
+	KeepaliveTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and headers together.
 	MaxHeaderBytes int
 	// MaxHeaders bounds the number of header lines.
@@ -84,7 +89,8 @@ type Limits struct {
 // LimitsFrom takes the limits of an http section with its defaults filled in.
 func LimitsFrom(h config.HTTP) Limits {
 	return Limits{HeaderTimeout: h.HeaderTimeout.Std(), RequestTimeout: h.RequestTimeout.Std(),
-		BodyTimeout: h.BodyTimeout.Std(), ResponseTimeout: h.ResponseTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
+		BodyTimeout: h.BodyTimeout.Std(), ResponseTimeout: h.ResponseTimeout.Std(),
+		KeepaliveTimeout: h.KeepaliveTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
 }
 
 // responseLimits bound a response head from an upstream: generous, since

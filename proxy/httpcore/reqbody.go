@@ -70,16 +70,13 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 // that is idle between requests.
 func (c *Conn) bodyIdle() (restore func()) {
 	bt := BodyIdle(c.Idle, c.Limits.BodyTimeout)
-	if bt == c.Idle {
+	if bt == c.clientIdle() {
 		return func() {}
 	}
 	c.clientIn.idle = bt
 	c.clientDL.forget() // the standing deadline may be further off
 	return func() {
-		c.clientIn.idle = c.Idle
-		if c.Idle <= 0 {
-			c.clientDL.lift() // idle_timeout 0: no deadline between requests
-		}
+		c.clientIn.idle = c.clientIdle() // its next refresh lifts bt's deadline where that is 0
 	}
 }
 

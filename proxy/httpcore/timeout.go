@@ -27,6 +27,17 @@ func shorter(idle, bound time.Duration) time.Duration {
 	return idle
 }
 
+// clientIdle bounds each wait for the client in control mode: for its
+// next request on a kept connection (KeepaliveTimeout where that is
+// shorter than Idle), and anything no tighter bound covers (a request
+// body has bodyIdle's, the client's taking a response clientFull's).
+func (c *Conn) clientIdle() time.Duration { return KeepaliveIdle(c.Idle, c.Limits.KeepaliveTimeout) }
+
+// KeepaliveIdle is the bound on the wait for the next request on a kept
+// connection, in every HTTP kind: keepalive (http.keepalive_timeout)
+// where it is shorter than idle, else idle.
+func KeepaliveIdle(idle, keepalive time.Duration) time.Duration { return shorter(idle, keepalive) }
+
 // upIdle bounds each wait for the current upstream: ResponseIdle, but
 // Idle while a request body goes to it (bodyUp).
 func (c *Conn) upIdle() time.Duration {
@@ -44,7 +55,7 @@ func (c *Conn) upIdle() time.Duration {
 // write waits, so a client that reads costs no deadline update.
 func (c *Conn) clientFull() {
 	bound := ResponseIdle(c.Idle, c.Limits.ResponseTimeout)
-	if bound != c.Idle {
+	if bound != c.clientIdle() {
 		c.clientDL.forget() // further off than bound: refresh sets it
 	}
 	c.clientDL.refresh(bound, &c.stopped)

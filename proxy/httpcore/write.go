@@ -15,7 +15,7 @@ func (c *Conn) write(d engine.Direction, b []byte) error {
 	dst := p.Dst(d)
 	w := &c.clientW
 	if d == engine.Down {
-		c.clientDL.refresh(c.Idle, &c.stopped)
+		c.clientDL.refresh(c.clientIdle(), &c.stopped)
 	} else {
 		c.up.dl.refresh(c.upIdle(), &c.stopped)
 		w = &c.upW
@@ -35,7 +35,7 @@ func (c *Conn) writeClient(b []byte) error { return c.write(engine.Down, b) }
 
 // writeClientv sends a head and a body to the client in one sendmsg.
 func (c *Conn) writeClientv(head, body []byte) error {
-	c.clientDL.refresh(c.Idle, &c.stopped)
+	c.clientDL.refresh(c.clientIdle(), &c.stopped)
 	n, err := c.clientW.writev(head, body)
 	c.S.Pair().AddBytes(engine.Down, int64(n))
 	return err
