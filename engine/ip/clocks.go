@@ -1,4 +1,4 @@
-// Learning the peers' timestamp clocks while a pair is held: read the latest TSval each of the forwarder's sockets accepted from its peer, or poke the peer for a segment and read the TSval the datapath saw.
+// Learning the peers' timestamp clocks while a pair is held: read the latest TSval each of the forwarder's sockets accepted from its peer, or poke the peer for a segment and read the TSval the datapath saw; and remembering each peer's clock when its pair is unspliced, which spares the next splice of the connection the probe.
 
 package ip
 
@@ -323,4 +323,90 @@ func tsLead(usecTS bool) uint32 {
 		return uint32(tsLeadTime / time.Microsecond)
 	}
 	return uint32(tsLeadTime / time.Millisecond)
+}
+
+// peerClock is a peer's TSval seen by the datapath when a pair was
+// unspliced. Any TSval a peer sent in the past makes valid timestamp
+// offsets (NewPairSpec): an older one only makes the translated clock jump
+// ahead further. It spares the next splice of the same connection the
+// timestamp probe, whose answer Linux rate-limits to one per 500 ms per
+// socket, which a connection spliced per request would hit.
+type peerClock struct {
+	ts uint32
+	at time.Time
+}
+
+// clocksTTL bounds how long a remembered clock is used and kept.
+const clocksTTL = 10 * time.Minute
+
+// rememberClocks keeps the peers' TSvals of st, by connection: the client's
+// under the pair's A tuple, the server's under its B tuple (a proxy may
+// pair the same client connection with another upstream next time).
+func (e *Engine) rememberClocks(spec datapath.PairSpec, st datapath.PairStats) {
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.clocks == nil {
+		e.clocks = make(map[datapath.Tuple]peerClock)
+	}
+	if len(e.clocks) >= 4096 {
+		for k, c := range e.clocks {
+			if now.Sub(c.at) > clocksTTL {
+				delete(e.clocks, k)
+			}
+		}
+	}
+	if st.Up.TSLast != 0 {
+		e.clocks[spec.A] = peerClock{st.Up.TSLast, now}
+	}
+	if st.Down.TSLast != 0 {
+		e.clocks[spec.B] = peerClock{st.Down.TSLast, now}
+	}
+}
+
+// knownClocks are the known clocks of a pair's two peers: remembered from
+// an unsplice, or read from the forwarder's sockets.
+type knownClocks struct {
+	client, server         uint32
+	haveClient, haveServer bool
+}
+
+// add adds a TSval of the server (or the client) to k, keeping the newer
+// of two: either is a lower bound of the peer's later TSvals, the newer
+// one keeps the translated clock's jump smaller.
+func (k *knownClocks) add(server bool, ts uint32) {
+	v, have := &k.client, &k.haveClient
+	if server {
+		v, have = &k.server, &k.haveServer
+	}
+	if !*have || int32(ts-*v) > 0 {
+		*v = ts
+	}
+	*have = true
+}
+
+// fill sets the TSvals st lacks from the known clocks.
+func (k knownClocks) fill(st datapath.PairStats) datapath.PairStats {
+	if st.Up.TSLast == 0 && k.haveClient {
+		st.Up.TSLast = k.client
+	}
+	if st.Down.TSLast == 0 && k.haveServer {
+		st.Down.TSLast = k.server
+	}
+	return st
+}
+
+// recallClocks returns what is remembered, and recent, of the clocks of
+// the peers of connections a (client) and b (server).
+func (e *Engine) recallClocks(a, b datapath.Tuple) knownClocks {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var k knownClocks
+	if c, ok := e.clocks[a]; ok && time.Since(c.at) < clocksTTL {
+		k.client, k.haveClient = c.ts, true
+	}
+	if c, ok := e.clocks[b]; ok && time.Since(c.at) < clocksTTL {
+		k.server, k.haveServer = c.ts, true
+	}
+	return k
 }
