@@ -47,6 +47,16 @@ func (d *idleDeadline) refresh(idle time.Duration, stopped *atomic.Bool) {
 	}
 }
 
+// reset sets the deadline idle ahead (idle 0: none) whatever bound set
+// the one in place, a longer one too; stopped as for refresh.
+func (d *idleDeadline) reset(idle time.Duration, stopped *atomic.Bool) {
+	d.lift()
+	d.refresh(idle, stopped)
+	if idle <= 0 && stopped.Load() {
+		d.conn.SetDeadline(past)
+	}
+}
+
 // lift removes the deadline refresh set, if any.
 func (d *idleDeadline) lift() {
 	if !d.at.IsZero() {

@@ -176,7 +176,7 @@ func (r *idleReader) sendThenRead(b []byte) (int, error) {
 			}
 		}
 		if r.full != nil && err == nil {
-			r.dl.refresh(r.idle, r.stopped) // full's bound was for the write: the read has r's
+			r.dl.reset(r.idle, r.stopped) // full's bound was for the write: the read has r's
 		}
 		if err == nil {
 			return r.Read(b)

@@ -55,10 +55,11 @@ func (c *Conn) upIdle() time.Duration {
 // write waits, so a client that reads costs no deadline update.
 func (c *Conn) clientFull() {
 	bound := ResponseIdle(c.Idle, c.Limits.ResponseTimeout)
-	if bound != c.clientIdle() {
-		c.clientDL.forget() // further off than bound: refresh sets it
+	if bound == c.clientIdle() {
+		c.clientDL.refresh(bound, &c.stopped)
+		return
 	}
-	c.clientDL.refresh(bound, &c.stopped)
+	c.clientDL.reset(bound, &c.stopped) // the one in place may be further off
 }
 
 // timedOut marks err as the upstream's or the client's timeout while a
