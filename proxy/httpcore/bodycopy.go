@@ -112,7 +112,7 @@ func (c *Conn) copyResponse(head []byte, n int64) error {
 // destination paces (paced). first, if not nil, writes the first part
 // instead (with the head, in one writev).
 func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first func([]byte) error) error {
-	defer c.streaming()() // a stalled peer must not hold the pair past idle_timeout
+	defer c.streaming()() // a stalled peer must not hold the pair past its bound
 	var buf *[]byte
 	defer func() {
 		if buf != nil {

@@ -1,4 +1,4 @@
-// The idle deadline of a connection in control mode: one standing deadline, moved only when less than idle_timeout is left.
+// The deadline of a connection in control mode: one standing deadline, moved only when less than its bound (keepalive_timeout, body_timeout, response_timeout, idle_timeout) is left.
 
 package httpcore
 
@@ -13,7 +13,7 @@ import (
 // control mode: it moves only when less than idle is left. Setting a
 // deadline and lifting it around each read and write cost ~1 µs a request
 // (eight runtime timer updates); this is one update per idle/16, and a
-// peer stalls the pair for at most idle/16 longer than idle_timeout.
+// peer stalls the pair for at most idle/16 longer than its bound.
 // Engines must not see it: Conn.Splice lifts it first.
 type idleDeadline struct {
 	conn *net.TCPConn

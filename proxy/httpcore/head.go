@@ -210,7 +210,7 @@ func parseResponse(head []byte, req *http.Request) (*http.Response, error) {
 }
 
 // ReadRequest reads the next request head from the client. It waits for the
-// first byte up to the idle timeout (ErrNoRequest when none comes or the
+// first byte up to the keep-alive timeout (ErrNoRequest when none comes or the
 // client closes), then for the whole head up to the header timeout. A bad
 // head gives a *StatusError: 400 malformed, 408 too slow, 431 too large or
 // too many headers. The request's Body must not be read: the body's bytes are

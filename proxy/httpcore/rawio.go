@@ -68,7 +68,7 @@ func recvNow(fd int, b []byte) (int, error) {
 
 // idleReader reads a connection; while on, each read must bring something
 // within idle (the proxy streams a chunked body or fills its cache in
-// control mode: a stalled peer must not hold the pair past idle_timeout).
+// control mode: a stalled peer must not hold the pair past its bound).
 // Off, the caller's own deadlines (header and request timeouts) apply.
 type idleReader struct {
 	dl      *idleDeadline

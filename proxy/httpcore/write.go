@@ -9,7 +9,8 @@ import (
 )
 
 // write sends b in direction d in control mode and counts it; a peer that
-// takes nothing for idle_timeout ends the pair.
+// takes nothing for its bound (the client: clientFull; an upstream: upIdle)
+// ends the pair.
 func (c *Conn) write(d engine.Direction, b []byte) error {
 	p := c.S.Pair()
 	dst := p.Dst(d)
