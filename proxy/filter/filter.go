@@ -27,11 +27,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"os"
-	"path"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,7 +38,6 @@ import (
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy"
 	"github.com/splicer/splicer/proxy/httpcore"
-	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
 // NoSpliceReason is what /flows shows for every filter pair.
@@ -226,172 +223,6 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 	return req.close || resp.close || resp.body.kind == untilEOF, nil
 }
 
-// roundTrip sends req to the upstream, its body in the background (done
-// reports how that ended), and reads the final response head. A request
-// without a body that finds a reused upstream connection closed (the
-// upstream's keep-alive timeout ran out while the client was idle) is sent
-// once more on a new connection.
-func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done chan error, err error) {
-	for attempt := 0; ; attempt++ {
-		reused := c.up != nil
-		if err := c.ensureUpstream(ctx); err != nil {
-			return nil, nil, err
-		}
-		if err := c.toUpstream(req.head); err != nil && !(reused && req.body.kind == noBody) {
-			return nil, nil, err
-		}
-		done = make(chan error, 1)
-		upw, upIn := &httpcore.WatchedWriter{W: c.upWriter()}, c.upIn
-		if req.body.kind == noBody {
-			upIn.setIdle(c.responseIdle())
-		} else {
-			// The body comes at the client's pace, which body_timeout
-			// bounds; the wait for the response begins once it is sent.
-			upIn.setIdle(c.p.IdleTimeout)
-		}
-		go func() {
-			idle := c.bodyIdle()
-			err := copyBody(upw, c.cr, req.body)
-			c.clientIn.setIdle(c.p.IdleTimeout)
-			switch {
-			case err == nil:
-				if req.body.kind != noBody {
-					upIn.waitResponse(c.responseIdle()) // sent: the response's wait begins
-				}
-			case upw.Err != nil:
-			case errors.Is(err, os.ErrDeadlineExceeded) && c.clientIn.stop.Load():
-				// The filter's own interruption (waitBody).
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				// The client sent nothing of its body for idle: the
-				// upstream, waiting for the rest, would never answer.
-				upIn.interrupt()
-				err = &clientBodyError{err: err, stalled: idle}
-			default:
-				// The client's body was malformed or ended early.
-				upIn.interrupt()
-				err = &clientBodyError{err: err}
-			}
-			done <- err
-		}()
-		resp, err = c.readResponse(req)
-		if err == nil || !reused || req.body.kind != noBody || attempt > 0 || !errors.Is(err, errNoResponse) {
-			return resp, done, err
-		}
-		<-done // no body: already finished
-		c.s.Log().Debug("reused upstream connection closed, retrying on a new one", "err", err)
-		c.closeUpstream()
-	}
-}
-
-// bodyIdle bounds the client's reads as httpcore.BodyIdle says, for the
-// request body the caller copies next, and returns the bound. The caller
-// puts IdleTimeout back.
-func (c *conn) bodyIdle() time.Duration {
-	idle := httpcore.BodyIdle(c.p.IdleTimeout, c.p.BodyTimeout)
-	c.clientIn.setIdle(idle)
-	return idle
-}
-
-// responseIdle bounds each wait for the upstream once a request is sent,
-// as httpcore.ResponseIdle says.
-func (c *conn) responseIdle() time.Duration {
-	return httpcore.ResponseIdle(c.p.IdleTimeout, c.p.ResponseTimeout)
-}
-
-// clientBodyError: the client's request body was malformed or ended early,
-// or stalled (nothing of it for the stalled duration): the client's fault,
-// 400 or 408, where an upstream's failure is a 502.
-type clientBodyError struct {
-	err     error
-	stalled time.Duration
-}
-
-// refusal is the status and message the client gets for the body.
-func (e *clientBodyError) refusal() (int, string) {
-	if e.stalled > 0 {
-		return http.StatusRequestTimeout, httpcore.StalledBody(e.stalled)
-	}
-	return http.StatusBadRequest, "malformed or unfinished request body"
-}
-
-func (e *clientBodyError) Error() string { return "request body: " + e.err.Error() }
-func (e *clientBodyError) Unwrap() error { return e.err }
-
-// BadInput marks the pair's close reason bad_request.
-func (e *clientBodyError) BadInput() bool { return true }
-
-// timedOut reports whether err is a read of the upstream that outlasted
-// its deadline, not the filter's own interruption (waitBody, a failed
-// body, shutdown).
-func (c *conn) timedOut(err error) bool {
-	return errors.Is(err, os.ErrDeadlineExceeded) && !c.upIn.stop.Load()
-}
-
-// responseTimedOut is the error of a response head that did not come in
-// time (a 504; close reason upstream_timeout).
-func (c *conn) responseTimedOut(err error) error {
-	return fmt.Errorf("%w: %w", proxy.ErrResponseTimeout, err)
-}
-
-// errNoResponse means the upstream closed without a byte of response.
-var errNoResponse = errors.New("upstream closed without responding")
-
-// readResponse reads response heads, forwarding interim (1xx) ones, until
-// the final response.
-func (c *conn) readResponse(req *message) (*message, error) {
-	for first := true; ; first = false {
-		if _, err := c.upr.Peek(1); err != nil && first {
-			if c.timedOut(err) {
-				return nil, c.responseTimedOut(err)
-			}
-			return nil, fmt.Errorf("%w: %w", errNoResponse, err)
-		}
-		resp, err := readMessage(c.upr, false, req.method, c.p.maxHeaderBytes(), c.p.maxHeaders())
-		if err != nil && c.timedOut(err) {
-			return nil, c.responseTimedOut(err)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("upstream response: %w", err)
-		}
-		if resp.status >= 200 || resp.status == http.StatusSwitchingProtocols {
-			return resp, nil
-		}
-		if err := c.toClient(resp.head); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// blockedType returns the pattern that blocks resp's media type, if any.
-func (c *conn) blockedType(resp *message) (string, bool) {
-	if len(c.p.BlockContentTypes) == 0 {
-		return "", false
-	}
-	mt, _, err := mime.ParseMediaType(resp.header.Get("Content-Type"))
-	if err != nil {
-		return "", false
-	}
-	return matchAny(c.p.BlockContentTypes, strings.ToLower(mt))
-}
-
-// blockResponse drops a response the filter blocks: the upstream is closed
-// (its body is never read) and the client gets a 403. The client
-// connection stays usable only if its request body was complete.
-func (c *conn) blockResponse(resp *message, pat string, bodyDone chan error) (bool, error) {
-	c.s.Log().Info("filter blocked response", "content_type", resp.header.Get("Content-Type"), "pattern", pat)
-	c.closeUpstream()
-	bodyErr := c.waitBody(bodyDone)
-	msg := "blocked by filter: content type matches " + pat
-	if bodyErr != nil {
-		c.refuse(http.StatusForbidden, msg)
-		return true, nil
-	}
-	if _, err := io.WriteString(c.client, errorResponse(http.StatusForbidden, msg, false)); err != nil {
-		return true, err
-	}
-	return false, nil
-}
-
 // tunnel forwards an upgraded connection (101) in control mode until it ends.
 func (c *conn) tunnel(ctx context.Context, bodyDone chan error) error {
 	if err := <-bodyDone; err != nil {
@@ -422,66 +253,6 @@ func (c *conn) flush(r *bufio.Reader, w io.Writer) error {
 	return nil
 }
 
-// ensureUpstream dials the next upstream (trying the others in turn) if
-// there is none, and sends the PROXY protocol header.
-func (c *conn) ensureUpstream(ctx context.Context) error {
-	if c.up != nil {
-		return nil
-	}
-	if len(c.p.Upstreams) == 0 {
-		return errors.New("filter proxy has no upstream")
-	}
-	start := c.p.next.Add(1) - 1
-	var errs []error
-	for i := range c.p.Upstreams {
-		addr := c.p.Upstreams[(start+uint64(i))%uint64(len(c.p.Upstreams))]
-		up, err := c.s.Dial(ctx, addr)
-		if err != nil {
-			errs = append(errs, err)
-			c.s.Log().Warn("upstream connect failed", "upstream", addr, "err", err)
-			continue
-		}
-		if err := proxyproto.Send(c.p.ProxyProtocol, c.client, up); err != nil {
-			up.Close()
-			return err
-		}
-		c.up, c.upIn = up, &deadlineReader{c: up}
-		c.upr = bufio.NewReader(c.upIn)
-		return nil
-	}
-	return errors.Join(errs...)
-}
-
-// closeUpstream closes the current upstream, if any.
-func (c *conn) closeUpstream() {
-	if c.up != nil {
-		c.up.Close()
-		c.up, c.upIn, c.upr = nil, nil, nil
-	}
-}
-
-func (c *conn) toUpstream(b []byte) error {
-	_, err := c.upWriter().Write(b)
-	return err
-}
-
-func (c *conn) toClient(b []byte) error {
-	_, err := c.clientWriter().Write(b)
-	return err
-}
-
-// upWriter and clientWriter count what they forward in the pair's counters.
-func (c *conn) upWriter() io.Writer {
-	return &countingWriter{w: c.up, pair: c.s.Pair(), dir: engine.Up, idle: c.p.IdleTimeout}
-}
-
-// clientWriter's writes (a response) wait for a client that takes
-// nothing no longer than responseIdle: as long as for an upstream that
-// sends nothing.
-func (c *conn) clientWriter() io.Writer {
-	return &countingWriter{w: c.client, pair: c.s.Pair(), dir: engine.Down, idle: c.responseIdle()}
-}
-
 // refuse answers the client with an error response and closes its side,
 // reading what it still sends for a moment: closing with unread data would
 // reset the connection, and the reset can destroy the response before the
@@ -505,64 +276,6 @@ func errorResponse(status int, msg string, close bool) string {
 		status, http.StatusText(status), len(body), conn, body)
 }
 
-// waitBody returns how the request body copy ended, cutting short a copy
-// still waiting for the client (the exchange is over either way).
-func (c *conn) waitBody(done chan error) error {
-	select {
-	case err := <-done:
-		return err
-	default:
-	}
-	c.clientIn.stop.Store(true)
-	c.client.SetReadDeadline(time.Now())
-	err := <-done
-	c.clientIn.stop.Store(false)
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("request body cut short: %w", err)
-}
-
-// blockedPath returns the pattern that blocks the request path p. The path
-// is cleaned first, so /x/../admin and //admin are /admin; a pattern
-// without a slash matches the last element, as in .gitignore (*.exe).
-func blockedPath(patterns []string, p string, ignoreCase, stripParams bool) (string, bool) {
-	if stripParams {
-		segs := strings.Split(p, "/")
-		for i, s := range segs {
-			segs[i], _, _ = strings.Cut(s, ";")
-		}
-		p = strings.Join(segs, "/")
-	}
-	p = path.Clean("/" + p)
-	if ignoreCase {
-		p = strings.ToLower(p)
-	}
-	for _, pat := range patterns {
-		if ignoreCase {
-			pat = strings.ToLower(pat)
-		}
-		subject := p
-		if !strings.Contains(pat, "/") {
-			subject = path.Base(p)
-		}
-		if ok, _ := path.Match(pat, subject); ok {
-			return pat, true
-		}
-	}
-	return "", false
-}
-
-// matchAny returns the first pattern that matches s.
-func matchAny(patterns []string, s string) (string, bool) {
-	for _, pat := range patterns {
-		if ok, _ := path.Match(pat, s); ok {
-			return pat, true
-		}
-	}
-	return "", false
-}
-
 func (p *Proxy) headerTimeout() time.Duration {
 	if p.HeaderTimeout > 0 {
 		return p.HeaderTimeout
@@ -582,66 +295,4 @@ func (p *Proxy) maxHeaders() int {
 		return p.MaxHeaders
 	}
 	return DefaultMaxHeaders
-}
-
-// countingWriter adds what it writes to one direction of the pair.
-type countingWriter struct {
-	w    *net.TCPConn
-	pair *engine.Pair
-	dir  engine.Direction
-	idle time.Duration
-}
-
-// Write forwards b; a peer that takes nothing for idle ends the pair.
-func (w *countingWriter) Write(b []byte) (int, error) {
-	if w.idle > 0 {
-		w.w.SetWriteDeadline(time.Now().Add(w.idle))
-	}
-	n, err := w.w.Write(b)
-	w.pair.AddBytes(w.dir, int64(n))
-	return n, err
-}
-
-// deadlineReader sets a read deadline before every read: the fixed one if
-// set (a head being read), else idle from now. stop makes reads fail, so a
-// body copy can be cut short although it sets its own deadlines.
-type deadlineReader struct {
-	c     *net.TCPConn
-	idle  atomic.Int64 // a time.Duration: set while a read may run (waitResponse)
-	fixed time.Time
-	stop  atomic.Bool
-}
-
-func (r *deadlineReader) setIdle(d time.Duration) { r.idle.Store(int64(d)) }
-
-// interrupt ends the read in progress, and fails every later one: the
-// filter's own doing, no timeout of the peer's.
-func (r *deadlineReader) interrupt() {
-	r.stop.Store(true)
-	r.c.SetReadDeadline(time.Now())
-}
-
-// waitResponse bounds reads by idle from now, the one in progress too:
-// the request body, sent in the background, is done.
-func (r *deadlineReader) waitResponse(idle time.Duration) {
-	r.setIdle(idle)
-	if idle > 0 {
-		r.c.SetReadDeadline(time.Now().Add(idle))
-	}
-}
-
-var errStopped = errors.New("read stopped")
-
-func (r *deadlineReader) Read(b []byte) (int, error) {
-	d := r.fixed
-	if idle := time.Duration(r.idle.Load()); d.IsZero() && idle > 0 {
-		d = time.Now().Add(idle)
-	}
-	r.c.SetReadDeadline(d)
-	// Checked after setting the deadline: a stop that comes later also
-	// sets a deadline in the past, which ends this read.
-	if r.stop.Load() {
-		return 0, errStopped
-	}
-	return r.c.Read(b)
 }
