@@ -45,20 +45,7 @@ func rawBackend(tb testing.TB, serve func(c net.Conn)) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				serve(c)
-			}()
-		}
-	}()
+	fwdtest.ServeEach(tb, ln, 10*time.Second, serve)
 	return ln.Addr().String()
 }
 

@@ -370,20 +370,7 @@ func rawUpstream(tb testing.TB, handle func(c net.Conn, r *bufio.Reader)) string
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(waitFor))
-				handle(c, bufio.NewReader(c))
-			}()
-		}
-	}()
+	fwdtest.ServeEach(tb, ln, waitFor, func(c net.Conn) { handle(c, bufio.NewReader(c)) })
 	return ln.Addr().String()
 }
 

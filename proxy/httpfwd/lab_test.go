@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
@@ -387,36 +388,25 @@ func serveHandshakes(tb testing.TB, l *lab.Lab, addr string, done chan<- error) 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	fwdtest.ServeEach(tb, ln, httplab.WaitFor, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		name, _ := br.ReadString('\n')
+		err := fmt.Errorf("unknown handshake %q", name)
+		for _, hs := range handshakes {
+			if hs.name+"\n" == name {
+				err = runHandshake(br, c, hs.msgs, false)
 			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(httplab.WaitFor))
-				br := bufio.NewReader(c)
-				name, _ := br.ReadString('\n')
-				err := fmt.Errorf("unknown handshake %q", name)
-				for _, hs := range handshakes {
-					if hs.name+"\n" == name {
-						err = runHandshake(br, c, hs.msgs, false)
-					}
-				}
-				if err == nil {
-					_, err = br.ReadByte()
-					if err == io.EOF {
-						err = nil
-					} else {
-						err = fmt.Errorf("after the handshake: %v, want EOF", err)
-					}
-				}
-				done <- err
-			}()
 		}
-	}()
+		if err == nil {
+			_, err = br.ReadByte()
+			if err == io.EOF {
+				err = nil
+			} else {
+				err = fmt.Errorf("after the handshake: %v, want EOF", err)
+			}
+		}
+		done <- err
+	})
 }
 
 // serveTLS serves "hello over tls" on addr with a fresh self-signed
