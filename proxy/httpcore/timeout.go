@@ -38,13 +38,18 @@ func (c *Conn) clientIdle() time.Duration { return KeepaliveIdle(c.Idle, c.Limit
 // where it is shorter than idle, else idle.
 func KeepaliveIdle(idle, keepalive time.Duration) time.Duration { return shorter(idle, keepalive) }
 
-// upIdle bounds each wait for the current upstream: ResponseIdle, but
+// responseIdle is this connection's ResponseIdle: the bound on each wait
+// for the upstream once a request is sent, and for the client to take
+// its response (clientFull).
+func (c *Conn) responseIdle() time.Duration { return ResponseIdle(c.Idle, c.Limits.ResponseTimeout) }
+
+// upIdle bounds each wait for the current upstream: responseIdle, but
 // Idle while a request body goes to it (bodyUp).
 func (c *Conn) upIdle() time.Duration {
 	if c.sendingBody {
 		return c.Idle
 	}
-	return ResponseIdle(c.Idle, c.Limits.ResponseTimeout)
+	return c.responseIdle()
 }
 
 // clientFull bounds the wait for a client whose socket takes nothing more
@@ -54,7 +59,7 @@ func (c *Conn) upIdle() time.Duration {
 // longer than a server that stops sending one would. Called only when a
 // write waits, so a client that reads costs no deadline update.
 func (c *Conn) clientFull() {
-	bound := ResponseIdle(c.Idle, c.Limits.ResponseTimeout)
+	bound := c.responseIdle()
 	if bound == c.clientIdle() {
 		c.clientDL.refresh(bound, &c.stopped)
 		return

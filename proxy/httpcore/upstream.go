@@ -114,7 +114,7 @@ func (c *Conn) dialNew(ctx context.Context, dial Dialer) (*net.TCPConn, error) {
 func (c *Conn) attach(key string, conn *net.TCPConn, release func(), reused bool) {
 	c.up = &upstream{key: key, conn: conn, in: &c.upIn, release: release, reused: reused}
 	c.up.dl.conn = conn
-	c.upIn = idleReader{dl: &c.up.dl, idle: ResponseIdle(c.Idle, c.Limits.ResponseTimeout), stopped: &c.stopped, pair: c.S.Pair()}
+	c.upIn = idleReader{dl: &c.up.dl, idle: c.responseIdle(), stopped: &c.stopped, pair: c.S.Pair()}
 	if rc, err := conn.SyscallConn(); err == nil {
 		c.upIn.rc = rc
 	}
