@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,17 +92,26 @@ func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
 				if _, err := c.Write([]byte("hello")); err != nil {
 					t.Fatalf("request %d: %v", i+1, err)
 				}
-				resp, err := http.ReadResponse(r, nil)
-				if err != nil {
+				if err := answeredLength(r, 5); err != nil {
 					t.Fatalf("request %d: %v", i+1, err)
-				}
-				body, err := io.ReadAll(resp.Body)
-				if err != nil || resp.StatusCode != http.StatusOK || string(body) != "5" {
-					t.Fatalf("request %d: %s %q %v, want 200 and the body's length", i+1, resp.Status, body, err)
 				}
 			}
 		})
 	}
+}
+
+// answeredLength reads bodyReadingOrigin's answer from r: nil if it is 200
+// with the length n.
+func answeredLength(r *bufio.Reader, n int) error {
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != strconv.Itoa(n) {
+		return fmt.Errorf("%s %q %v, want 200 and the body's length %d", resp.Status, body, err, n)
+	}
+	return nil
 }
 
 // bodyReadingOrigin is a loopback HTTP server that reads each request's
