@@ -37,8 +37,13 @@ func TestRunThreads(t *testing.T) {
 	}
 	reload := func(threads string, want int) {
 		t.Helper()
+		// The reload's end, not only the count: a default equal to the
+		// count before (one per CPU on two CPUs, after "threads: 2")
+		// would otherwise be seen before the reload ran.
+		reloaded := strings.Count(d.logs(), "msg=reloaded")
 		writeFile(t, d.configPath(), []byte(conf(threads)))
 		d.cmd.Process.Signal(syscall.SIGHUP)
+		waitUntil(t, fmt.Sprintf("the reload of %q", threads), d.exited, func() bool { return strings.Count(d.logs(), "msg=reloaded") > reloaded })
 		waitUntil(t, fmt.Sprintf("%d threads after reloading %q", want, threads), d.exited, func() bool { return s.gomaxprocs(t) == want })
 		if err := s.ping(listen); err != nil {
 			t.Errorf("the listener after reloading %q: %v", threads, err)
