@@ -59,6 +59,9 @@ type runner struct {
 	moved   [2]atomic.Int64
 	last    atomic.Int64 // unix nanos of the last byte moved
 	stopped chan struct{}
+
+	lateMu sync.Mutex
+	late   []event // sent once the loop had stopped taking events
 }
 
 func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
@@ -109,7 +112,7 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 		}
 		break
 	}
-	r.stop(res.End)
+	r.stop(&res)
 	res.Moved = [2]int64{r.moved[Up].Load(), r.moved[Down].Load()}
 	return res, nil
 }
@@ -123,31 +126,77 @@ func (r *runner) send(ev event) {
 	select {
 	case r.events <- ev:
 	case <-r.stopped:
+		r.lateMu.Lock()
+		r.late = append(r.late, ev)
+		r.lateMu.Unlock()
 	}
 }
 
 // stop interrupts every goroutine and waits for them. Reads are interrupted
 // by a deadline in the past; writes are let finish so no byte read is lost,
-// unless the pair is ending anyway.
-func (r *runner) stop(end End) {
+// unless the pair is ending anyway. What the directions met meanwhile is
+// folded into res.
+func (r *runner) stop(res *Result) {
 	close(r.stopped)
 	past := time.Unix(1, 0)
 	up := r.p.Upstream()
 	for _, c := range []*net.TCPConn{r.p.Client, up} {
 		c.SetReadDeadline(past)
-		if !end.KeepsPair() {
+		if !res.End.KeepsPair() {
 			c.SetWriteDeadline(past)
 		}
 	}
-	if end == EndReset {
+	r.wg.Wait()
+	fold(res, r.afterEnd())
+	if res.End == EndReset {
 		ArmReset(r.p.Client)
 		ArmReset(up)
 	}
-	r.wg.Wait()
-	if end.KeepsPair() {
+	if res.End.KeepsPair() {
 		for _, c := range []*net.TCPConn{r.p.Client, up} {
 			c.SetDeadline(time.Time{})
 		}
+	}
+}
+
+// afterEnd is every event the loop did not take, once every goroutine has
+// returned: those queued behind the one that ended the splice and those
+// sent after it.
+func (r *runner) afterEnd() []event {
+	r.lateMu.Lock()
+	evs := r.late
+	r.lateMu.Unlock()
+	for {
+		select {
+		case ev := <-r.events:
+			evs = append(evs, ev)
+		default:
+			return evs
+		}
+	}
+}
+
+// fold takes into res what the directions met after the splice ended: a
+// FIN forwarded meanwhile marks its direction EOF (and the pair ends once
+// both are), and a reset or an error ends a pair the end would have kept.
+// The kernel reports a reset once: dropped here, it was lost, and the next
+// splice read a plain EOF from the reset socket and passed a FIN on.
+func fold(res *Result, evs []event) {
+	for _, ev := range evs {
+		switch ev.kind {
+		case evEOF:
+			res.EOF[ev.dir] = true
+		case evReset, evError:
+			if res.End.KeepsPair() {
+				res.End, res.Dir, res.Err = EndReset, ev.dir, ev.err
+				if ev.kind == evError {
+					res.End = EndError
+				}
+			}
+		}
+	}
+	if res.End.KeepsPair() && res.EOF[Up] && res.EOF[Down] {
+		res.End = EndEOF
 	}
 }
 
