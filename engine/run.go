@@ -186,12 +186,13 @@ func fold(res *Result, evs []event) {
 		switch ev.kind {
 		case evEOF:
 			res.EOF[ev.dir] = true
-		case evReset, evError:
+		case evReset:
 			if res.End.KeepsPair() {
 				res.End, res.Dir, res.Err = EndReset, ev.dir, ev.err
-				if ev.kind == evError {
-					res.End = EndError
-				}
+			}
+		case evError:
+			if res.End.KeepsPair() {
+				res.End, res.Dir, res.Err = EndError, ev.dir, ev.err
 			}
 		}
 	}
