@@ -5,6 +5,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -18,8 +19,22 @@ import (
 // limit > 0, else until EOF. It calls moved after each chunk is fully written
 // to dst. It returns nil at EOF or when the limit is reached; an interrupted
 // read (deadline) returns os.ErrDeadlineExceeded after every byte already read
-// was written, so stopping a pump never loses a byte.
+// was written, so stopping a pump never loses a byte. A write a deadline
+// interrupted returns StalledWrite's error: the bytes it held are lost.
 type Pump func(src, dst *net.TCPConn, limit int64, moved func(int64)) error
+
+// ErrStalledWrite is a pump's write to a peer that took nothing for the
+// splice's idle timeout after the splice ended: the pair ends as idle.
+var ErrStalledWrite = errors.New("write stalled: the peer took nothing for the idle timeout")
+
+// StalledWrite is the error a pump returns for its failed write err:
+// wrapped in ErrStalledWrite when a deadline interrupted it.
+func StalledWrite(err error) error {
+	if isStop(err) {
+		return fmt.Errorf("%w: %w", ErrStalledWrite, err)
+	}
+	return err
+}
 
 // event is something that happened to one direction during a splice.
 type event struct {
@@ -36,6 +51,7 @@ const (
 	evData
 	evReset
 	evStopped
+	evStalled
 	evError
 	evIdle
 	evCancel
@@ -101,6 +117,8 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 			res.End, res.Dir, res.Err = EndReset, ev.dir, ev.err
 		case evIdle:
 			res.End = EndIdle
+		case evStalled:
+			res.End, res.Dir, res.Err = EndIdle, ev.dir, ev.err
 		case evCancel:
 			res.End = EndCancel
 		case evTimer:
@@ -142,8 +160,14 @@ func (r *runner) stop(res *Result) {
 	up := r.p.Upstream()
 	for _, c := range []*net.TCPConn{r.p.Client, up} {
 		c.SetReadDeadline(past)
-		if !res.End.KeepsPair() {
+		switch idle := r.opts.IdleTimeout; {
+		case !res.End.KeepsPair():
 			c.SetWriteDeadline(past)
+		case idle > 0:
+			// A write let finish waits for its peer to take the bytes,
+			// and nothing else moves meanwhile: a peer that takes
+			// nothing for the idle timeout leaves the pair idle.
+			c.SetWriteDeadline(time.Now().Add(idle))
 		}
 	}
 	r.wg.Wait()
@@ -193,6 +217,10 @@ func fold(res *Result, evs []event) {
 		case evError:
 			if res.End.KeepsPair() {
 				res.End, res.Dir, res.Err = EndError, ev.dir, ev.err
+			}
+		case evStalled:
+			if res.End.KeepsPair() {
+				res.End, res.Dir, res.Err = EndIdle, ev.dir, ev.err
 			}
 		}
 	}
@@ -272,6 +300,8 @@ func (r *runner) watchdog(ctx context.Context) {
 // classify turns a pump error into an event for direction d.
 func classify(d Direction, err error) event {
 	switch {
+	case errors.Is(err, ErrStalledWrite):
+		return event{kind: evStalled, dir: d, err: err}
 	case isStop(err):
 		return event{kind: evStopped, dir: d}
 	case IsReset(err):

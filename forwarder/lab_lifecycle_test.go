@@ -230,3 +230,21 @@ func TestLabSpliceAfter(t *testing.T) {
 	}
 	lf.waitClosed(t, "later", "eof", 1)
 }
+
+// TestLabSpliceAfterClientNotReading: a client that takes nothing of what
+// its server sends holds its pair for idle_timeout, also when splice_after
+// ends the control phase while the proxy's write waits on that client.
+// The phase lets such a write finish so that no byte is lost; it waited
+// for ever (a pair held until shutdown) before it bounded the wait by the
+// idle timeout.
+func TestLabSpliceAfterClientNotReading(t *testing.T) {
+	t.Parallel()
+	l := lab.NewT(t, lab.DefaultConfig())
+	serveOrigin(t, l, origin.Source, serverAddr(l, 9611))
+	lc := tcpListener("stalled", fwdAddr(l, 7611), serverAddr(l, 9611))
+	lc.SpliceAfter = config.Duration(300 * time.Millisecond) // the buffers fill well before
+	lc.IdleTimeout = config.Duration(time.Second)
+	lf := startLabForwarder(t, l, lc)
+	dialClient(t, l, lf.Addr("stalled").String()) // reads nothing until the test ends
+	lf.waitClosed(t, "stalled", "idle", 1)
+}

@@ -66,7 +66,7 @@ func (e *Engine) pump(src, dst *net.TCPConn, limit int64, moved func(int64)) err
 		n, rerr := src.Read(chunk)
 		if n > 0 {
 			if _, werr := dst.Write(chunk[:n]); werr != nil {
-				return werr
+				return engine.StalledWrite(werr)
 			}
 			done += int64(n)
 			moved(int64(n))

@@ -85,7 +85,7 @@ func (e *Engine) pump(src, dst *net.TCPConn, limit int64, moved func(int64)) err
 		n, rerr := spliceIn(srcRC, pp.w, int(want))
 		if n > 0 {
 			if werr := spliceOut(dstRC, pp.r, n); werr != nil {
-				return werr
+				return engine.StalledWrite(werr)
 			}
 			done += int64(n)
 			moved(int64(n))
