@@ -130,6 +130,7 @@ func Run(t *testing.T, e engine.Engine, opts ...Option) {
 	t.Run("Idle", s.testIdle)
 	t.Run("Cancel", s.testCancel)
 	t.Run("TimerKeepsBytes", s.testTimer)
+	t.Run("TimerWithAPeerNotReading", s.testTimerStalled)
 	t.Run("ResplicedAfterFIN", s.testResplicedAfterFIN)
 }
 
@@ -348,6 +349,28 @@ func (s *suite) testTimer(t *testing.T) {
 	}
 	if <-got != sha256.Sum256(data) {
 		t.Fatal("stream changed across a timer end and a second splice")
+	}
+}
+
+// testTimerStalled ends a splice by Options.For while the server sends far
+// more than the buffers hold to a client that reads nothing. An engine
+// that lets its writes finish when a timer ends the splice must not wait
+// for that client past the idle timeout: the splice returns, idle (bytes
+// were read that cannot be written), or at the timer if the engine keeps
+// every byte without waiting.
+func (s *suite) testTimerStalled(t *testing.T) {
+	c := s.newPair(t)
+	go c.Server.Write(Random(64<<20, 7)) // ends with the pair's close
+	const idle = time.Second
+	start := time.Now()
+	opts := engine.Both(idle)
+	opts.For = 50 * time.Millisecond
+	r := Wait(t, SpliceAsync(t, s.e, c.Pair, opts))
+	if r.End != engine.EndIdle && r.End != engine.EndTimer {
+		t.Fatalf("end = %v, want idle or timer", r.End)
+	}
+	if took := time.Since(start); took > opts.For+idle+2*time.Second {
+		t.Fatalf("the splice took %v to end, past its timer (%v) and idle timeout (%v)", took, opts.For, idle)
 	}
 }
 

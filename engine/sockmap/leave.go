@@ -53,7 +53,7 @@ func (s *splice) stopPump() {
 		if p == nil || p.done {
 			continue
 		}
-		r := p.stop(s.res.End.KeepsPair())
+		r := p.stop(s.res.End.KeepsPair(), s.opts.IdleTimeout)
 		if r.end == pumpEOF {
 			s.res.EOF[p.d] = true
 		}
@@ -131,15 +131,24 @@ func (s *splice) waitQuiet() {
 }
 
 // waitDrained waits until the destination took every redirected byte. A
-// pair handed back must be drained in full; one being torn down waits at
-// most lingerCap.
+// pair handed back must be drained in full, unless its destination takes
+// nothing for the idle timeout (the pair is then idle); one being torn
+// down waits at most lingerCap.
 func (s *splice) waitDrained(ctx context.Context) {
 	k := &s.k
 	keep := s.res.End.KeepsPair()
 	deadline := time.Now().Add(lingerCap)
+	var took uint64
+	tookAt := time.Now()
 	for d := minPoll; ; d = min(2*d, maxPoll) {
 		dw, err := written(k.dst)
 		if err != nil || dw-k.w0 >= k.flow.Redirected {
+			return
+		}
+		if dw != took {
+			took, tookAt = dw, time.Now()
+		} else if idle := s.opts.IdleTimeout; keep && idle > 0 && time.Since(tookAt) >= idle {
+			s.res.End, s.res.Dir, s.res.Err = engine.EndIdle, 1-k.d, nil
 			return
 		}
 		if errno := soError(k.dst); errno != 0 && errno != unix.ENOMSG {

@@ -163,15 +163,19 @@ func (p *pump) poll() (pumpResult, bool) {
 }
 
 // stop interrupts the pump's read and waits for it; a write in progress
-// completes unless finish is false (the pair is ending anyway).
-func (p *pump) stop(finishWrites bool) pumpResult {
+// completes unless finish is false (the pair is ending anyway), within
+// idle (0: no bound) for a peer that takes nothing.
+func (p *pump) stop(finishWrites bool, idle time.Duration) pumpResult {
 	if p.done {
 		return p.result
 	}
 	past := time.Unix(1, 0)
 	p.src.SetReadDeadline(past)
-	if !finishWrites {
+	switch {
+	case !finishWrites:
 		p.dst.SetWriteDeadline(past)
+	case idle > 0:
+		p.dst.SetWriteDeadline(time.Now().Add(idle))
 	}
 	p.result = <-p.ch
 	p.done = true

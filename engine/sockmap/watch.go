@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -96,9 +97,14 @@ func (s *splice) pumpEnded(p *pump, r pumpResult) bool {
 		if r.dst {
 			d = 1 - p.d
 		}
-		if engine.IsReset(r.err) {
+		switch {
+		case r.dst && errors.Is(r.err, os.ErrDeadlineExceeded):
+			// Only a stop that lets writes finish sets a write
+			// deadline: the peer took nothing for the idle timeout.
+			s.end(engine.EndIdle, d, r.err)
+		case engine.IsReset(r.err):
 			s.end(engine.EndReset, d, r.err)
-		} else {
+		default:
 			s.end(engine.EndError, d, r.err)
 		}
 	}
