@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,11 +138,15 @@ func (s *splice) setup() error {
 	s.opts.ReportDraining(true)
 	err = s.predrain()
 	s.opts.ReportDraining(false)
-	if err != nil {
-		if engine.IsReset(err) {
-			s.end(engine.EndReset, k.d, err)
-			return nil
-		}
+	switch {
+	case err == nil:
+	case engine.IsReset(err):
+		s.end(engine.EndReset, k.d, err)
+		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.end(engine.EndIdle, k.d, err)
+		return nil
+	default:
 		return s.userSpace(err)
 	}
 	if k.limit > 0 && k.pre == k.limit {
@@ -186,10 +191,18 @@ func (s *splice) kick() {
 // proxy read part of it, and the parser program is shown the whole skb, so
 // it would ask for bytes that never come. After predrain the queue is empty
 // and every skb the parser sees starts at its first byte.
+//
+// A destination that takes none of a chunk for the idle timeout ends it
+// (os.ErrDeadlineExceeded): the splice has not started, so no watchdog
+// would.
 func (s *splice) predrain() error {
 	k := &s.k
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
+	idle := s.opts.IdleTimeout
+	if idle > 0 {
+		defer k.dst.SetWriteDeadline(time.Time{})
+	}
 	for {
 		buf := *bp
 		if k.limit > 0 {
@@ -205,6 +218,9 @@ func (s *splice) predrain() error {
 			return nil
 		})
 		if n > 0 {
+			if idle > 0 {
+				k.dst.SetWriteDeadline(time.Now().Add(idle))
+			}
 			if _, err := k.dst.Write(buf[:n]); err != nil {
 				return fmt.Errorf("move queued bytes: %w", err)
 			}
