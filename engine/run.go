@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // Pump moves bytes of one direction from src to dst: at most limit bytes when
@@ -160,17 +162,19 @@ func (r *runner) stop(res *Result) {
 	up := r.p.Upstream()
 	for _, c := range []*net.TCPConn{r.p.Client, up} {
 		c.SetReadDeadline(past)
-		switch idle := r.opts.IdleTimeout; {
-		case !res.End.KeepsPair():
+		if !res.End.KeepsPair() {
 			c.SetWriteDeadline(past)
-		case idle > 0:
-			// A write let finish waits for its peer to take the bytes,
-			// and nothing else moves meanwhile: a peer that takes
-			// nothing for the idle timeout leaves the pair idle.
-			c.SetWriteDeadline(time.Now().Add(idle))
 		}
 	}
-	r.wg.Wait()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	if idle := r.opts.IdleTimeout; res.End.KeepsPair() && idle > 0 {
+		// A write let finish waits for its peer to take the bytes, and
+		// nothing else moves meanwhile: a peer that takes nothing for
+		// the idle timeout leaves the pair idle.
+		WaitWhileTaken(done, idle, r.p.Client, up)
+	}
+	<-done
 	fold(res, r.afterEnd())
 	if res.End == EndReset {
 		ArmReset(r.p.Client)
@@ -181,6 +185,43 @@ func (r *runner) stop(res *Result) {
 			c.SetDeadline(time.Time{})
 		}
 	}
+}
+
+// WaitWhileTaken returns when done is closed, keeping the write deadlines
+// of conns at idle past the last time each one's peer acknowledged a byte:
+// a write to a peer that takes nothing for idle fails with
+// os.ErrDeadlineExceeded, one to a slow peer that takes something does not.
+// The deadlines are left set.
+func WaitWhileTaken(done <-chan struct{}, idle time.Duration, conns ...*net.TCPConn) {
+	acked := make([]uint64, len(conns))
+	for i, c := range conns {
+		acked[i] = ackedBytes(c)
+		c.SetWriteDeadline(time.Now().Add(idle))
+	}
+	tick := time.NewTicker(max(idle/4, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		for i, c := range conns {
+			if a := ackedBytes(c); a != acked[i] {
+				acked[i] = a
+				c.SetWriteDeadline(time.Now().Add(idle))
+			}
+		}
+	}
+}
+
+// ackedBytes is how many bytes c's peer acknowledged (0 if unknown).
+func ackedBytes(c *net.TCPConn) uint64 {
+	info, err := sockopt.TCPInfo(c)
+	if err != nil {
+		return 0
+	}
+	return info.Bytes_acked
 }
 
 // afterEnd is every event the loop did not take, once every goroutine has

@@ -131,6 +131,7 @@ func Run(t *testing.T, e engine.Engine, opts ...Option) {
 	t.Run("Cancel", s.testCancel)
 	t.Run("TimerKeepsBytes", s.testTimer)
 	t.Run("TimerWithAPeerNotReading", s.testTimerStalled)
+	t.Run("TimerWithASlowPeer", s.testTimerSlow)
 	t.Run("ResplicedAfterFIN", s.testResplicedAfterFIN)
 }
 
@@ -371,6 +372,43 @@ func (s *suite) testTimerStalled(t *testing.T) {
 	}
 	if took := time.Since(start); took > opts.For+idle+2*time.Second {
 		t.Fatalf("the splice took %v to end, past its timer (%v) and idle timeout (%v)", took, opts.For, idle)
+	}
+}
+
+// testTimerSlow is testTimerStalled with a client that reads slowly but
+// steadily: a write it takes longer than the idle timeout to finish is
+// not idle, and the stream arrives whole across a second splice.
+func (s *suite) testTimerSlow(t *testing.T) {
+	c := s.newPair(t)
+	data := Random(4<<20, 8)
+	go SendThenClose(t, c.Server, data)
+	got := make(chan []byte, 1)
+	go func() {
+		var b []byte
+		buf := make([]byte, 16<<10)
+		c.Client.SetReadDeadline(time.Now().Add(time.Minute))
+		for {
+			n, err := c.Client.Read(buf) // about 1.6 MB/s
+			b = append(b, buf[:n]...)
+			if err != nil {
+				c.Client.CloseWrite() // both directions end
+				got <- b
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	opts := engine.Both(300 * time.Millisecond)
+	opts.For = 50 * time.Millisecond
+	r := Wait(t, SpliceAsync(t, s.e, c.Pair, opts))
+	if r.End == engine.EndTimer {
+		r = Wait(t, SpliceAsync(t, s.e, c.Pair, engine.Both(0)))
+	}
+	if r.End != engine.EndEOF {
+		t.Fatalf("end = %v, want EOF after the timer: a slow client is not idle", r.End)
+	}
+	if b := <-got; sha256.Sum256(b) != sha256.Sum256(data) {
+		t.Fatalf("client got %d bytes, not the %d sent", len(b), len(data))
 	}
 }
 

@@ -171,13 +171,15 @@ func (p *pump) stop(finishWrites bool, idle time.Duration) pumpResult {
 	}
 	past := time.Unix(1, 0)
 	p.src.SetReadDeadline(past)
-	switch {
-	case !finishWrites:
+	if !finishWrites {
 		p.dst.SetWriteDeadline(past)
-	case idle > 0:
-		p.dst.SetWriteDeadline(time.Now().Add(idle))
 	}
-	p.result = <-p.ch
+	done := make(chan struct{})
+	go func() { p.result = <-p.ch; close(done) }()
+	if finishWrites && idle > 0 {
+		engine.WaitWhileTaken(done, idle, p.dst)
+	}
+	<-done
 	p.done = true
 	p.src.SetReadDeadline(time.Time{})
 	p.dst.SetWriteDeadline(time.Time{})

@@ -192,7 +192,7 @@ func (s *splice) kick() {
 // it would ask for bytes that never come. After predrain the queue is empty
 // and every skb the parser sees starts at its first byte.
 //
-// A destination that takes none of a chunk for the idle timeout ends it
+// A destination that takes nothing for the idle timeout ends it
 // (os.ErrDeadlineExceeded): the splice has not started, so no watchdog
 // would.
 func (s *splice) predrain() error {
@@ -218,10 +218,7 @@ func (s *splice) predrain() error {
 			return nil
 		})
 		if n > 0 {
-			if idle > 0 {
-				k.dst.SetWriteDeadline(time.Now().Add(idle))
-			}
-			if _, err := k.dst.Write(buf[:n]); err != nil {
+			if err := writeWhileTaken(k.dst, buf[:n], idle); err != nil {
 				return fmt.Errorf("move queued bytes: %w", err)
 			}
 			k.pre += uint64(n)
@@ -236,6 +233,23 @@ func (s *splice) predrain() error {
 			return nil // EOF: the source cannot enter the map; a pump ends it
 		}
 	}
+}
+
+// writeWhileTaken writes b in full to c, failing with
+// os.ErrDeadlineExceeded only when c's peer took none of it for idle (0:
+// no bound).
+func writeWhileTaken(c *net.TCPConn, b []byte, idle time.Duration) error {
+	for len(b) > 0 {
+		if idle > 0 {
+			c.SetWriteDeadline(time.Now().Add(idle))
+		}
+		n, err := c.Write(b)
+		b = b[n:]
+		if err != nil && !(n > 0 && errors.Is(err, os.ErrDeadlineExceeded)) {
+			return err
+		}
+	}
+	return nil
 }
 
 // userSpace decides what a failed map insertion means. A socket that
