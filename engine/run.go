@@ -115,20 +115,18 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 			res.End, res.Dir = EndLimit, ev.dir
 		case evData:
 			res.End, res.Dir = EndData, ev.dir
-		case evReset:
-			res.End, res.Dir, res.Err = EndReset, ev.dir, ev.err
 		case evIdle:
 			res.End = EndIdle
-		case evStalled:
-			res.End, res.Dir, res.Err = EndIdle, ev.dir, ev.err
 		case evCancel:
 			res.End = EndCancel
 		case evTimer:
 			res.End = EndTimer
-		case evError:
-			res.End, res.Dir, res.Err = EndError, ev.dir, ev.err
 		default:
-			continue
+			end, ok := ev.failure()
+			if !ok {
+				continue
+			}
+			res.End, res.Dir, res.Err = end, ev.dir, ev.err
 		}
 		break
 	}
@@ -166,15 +164,15 @@ func (r *runner) stop(res *Result) {
 			c.SetWriteDeadline(past)
 		}
 	}
-	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
 	if idle := r.opts.IdleTimeout; res.End.KeepsPair() && idle > 0 {
 		// A write let finish waits for its peer to take the bytes, and
 		// nothing else moves meanwhile: a peer that takes nothing for
 		// the idle timeout leaves the pair idle.
+		done := make(chan struct{})
+		go func() { r.wg.Wait(); close(done) }()
 		WaitWhileTaken(done, idle, r.p.Client, up)
 	}
-	<-done
+	r.wg.Wait()
 	fold(res, r.afterEnd())
 	if res.End == EndReset {
 		ArmReset(r.p.Client)
@@ -248,21 +246,11 @@ func (r *runner) afterEnd() []event {
 // splice read a plain EOF from the reset socket and passed a FIN on.
 func fold(res *Result, evs []event) {
 	for _, ev := range evs {
-		switch ev.kind {
-		case evEOF:
+		if ev.kind == evEOF {
 			res.EOF[ev.dir] = true
-		case evReset:
-			if res.End.KeepsPair() {
-				res.End, res.Dir, res.Err = EndReset, ev.dir, ev.err
-			}
-		case evError:
-			if res.End.KeepsPair() {
-				res.End, res.Dir, res.Err = EndError, ev.dir, ev.err
-			}
-		case evStalled:
-			if res.End.KeepsPair() {
-				res.End, res.Dir, res.Err = EndIdle, ev.dir, ev.err
-			}
+		}
+		if end, ok := ev.failure(); ok && res.End.KeepsPair() {
+			res.End, res.Dir, res.Err = end, ev.dir, ev.err
 		}
 	}
 	if res.End.KeepsPair() && res.EOF[Up] && res.EOF[Down] {
@@ -336,6 +324,21 @@ func (r *runner) watchdog(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// failure is how an event that ends the pair ends it: a reset, an error,
+// or a write to a peer that took nothing (idle); ok is false for any
+// other event.
+func (ev event) failure() (end End, ok bool) {
+	switch ev.kind {
+	case evReset:
+		return EndReset, true
+	case evError:
+		return EndError, true
+	case evStalled:
+		return EndIdle, true
+	}
+	return 0, false
 }
 
 // classify turns a pump error into an event for direction d.
