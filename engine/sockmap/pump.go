@@ -79,7 +79,7 @@ func (p *pump) run() {
 		n, rerr := p.read(chunk)
 		if n > 0 {
 			if err := p.writeAll(chunk[:n]); err != nil {
-				r = pumpResult{end: pumpFailed, err: err, dst: true}
+				r = pumpResult{end: pumpFailed, err: engine.StalledWrite(err), dst: true}
 				break
 			}
 			done += int64(n)
@@ -174,12 +174,14 @@ func (p *pump) stop(finishWrites bool, idle time.Duration) pumpResult {
 	if !finishWrites {
 		p.dst.SetWriteDeadline(past)
 	}
-	done := make(chan struct{})
-	go func() { p.result = <-p.ch; close(done) }()
 	if finishWrites && idle > 0 {
+		done := make(chan struct{})
+		go func() { p.result = <-p.ch; close(done) }()
 		engine.WaitWhileTaken(done, idle, p.dst)
+		<-done
+	} else {
+		p.result = <-p.ch
 	}
-	<-done
 	p.done = true
 	p.src.SetReadDeadline(time.Time{})
 	p.dst.SetWriteDeadline(time.Time{})

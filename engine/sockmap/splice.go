@@ -143,7 +143,7 @@ func (s *splice) setup() error {
 	case engine.IsReset(err):
 		s.end(engine.EndReset, k.d, err)
 		return nil
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, engine.ErrStalledWrite):
 		s.end(engine.EndIdle, k.d, err)
 		return nil
 	default:
@@ -193,7 +193,7 @@ func (s *splice) kick() {
 // and every skb the parser sees starts at its first byte.
 //
 // A destination that takes nothing for the idle timeout ends it
-// (os.ErrDeadlineExceeded): the splice has not started, so no watchdog
+// (engine.ErrStalledWrite): the splice has not started, so no watchdog
 // would.
 func (s *splice) predrain() error {
 	k := &s.k
@@ -236,7 +236,7 @@ func (s *splice) predrain() error {
 }
 
 // writeWhileTaken writes b in full to c, failing with
-// os.ErrDeadlineExceeded only when c's peer took none of it for idle (0:
+// engine.ErrStalledWrite only when c's peer took none of it for idle (0:
 // no bound).
 func writeWhileTaken(c *net.TCPConn, b []byte, idle time.Duration) error {
 	for len(b) > 0 {
@@ -246,7 +246,7 @@ func writeWhileTaken(c *net.TCPConn, b []byte, idle time.Duration) error {
 		n, err := c.Write(b)
 		b = b[n:]
 		if err != nil && !(n > 0 && errors.Is(err, os.ErrDeadlineExceeded)) {
-			return err
+			return engine.StalledWrite(err)
 		}
 	}
 	return nil

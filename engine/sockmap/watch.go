@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -98,9 +97,7 @@ func (s *splice) pumpEnded(p *pump, r pumpResult) bool {
 			d = 1 - p.d
 		}
 		switch {
-		case r.dst && errors.Is(r.err, os.ErrDeadlineExceeded):
-			// Only a stop that lets writes finish sets a write
-			// deadline: the peer took nothing for the idle timeout.
+		case errors.Is(r.err, engine.ErrStalledWrite):
 			s.end(engine.EndIdle, d, r.err)
 		case engine.IsReset(r.err):
 			s.end(engine.EndReset, d, r.err)
