@@ -44,7 +44,7 @@ func TestRebuildSockInPlace(t *testing.T) {
 				SndWnd: w.SndWnd, MaxWindow: w.MaxWindow, RcvWnd: w.RcvWnd,
 			}
 			err = sockopt.WithFD(c.fwd, func(fd int) error {
-				if err := tcprepair.RebuildSock(fd, r); err != nil {
+				if _, err := tcprepair.RebuildSock(fd, r); err != nil {
 					return err
 				}
 				return tcprepair.LeaveRepair(fd)

@@ -55,6 +55,11 @@ type unsplicer struct {
 	// kept counts, by direction, the kept bytes put into the rebuilt
 	// sockets, for the log.
 	kept [2]int
+	// full, by side: the rebuilt socket's receive queue took no more
+	// kept bytes (its SO_RCVBUF); the rest is left to the sender's
+	// retransmission. left counts those bytes, for the log.
+	full [2]bool
+	left [2]int
 }
 
 func newUnsplicer(e *Engine, p *engine.Pair, sp spliced, opts engine.Options) *unsplicer {
@@ -169,7 +174,8 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 		}
 	}
 	u.e.log.Debug("unspliced", "pair", u.p.ID, "end", end, "dir", dir, "took", time.Since(start),
-		"kept_up", u.kept[engine.Up], "kept_down", u.kept[engine.Down], "moved", res.Moved)
+		"kept_up", u.kept[engine.Up], "kept_down", u.kept[engine.Down], "left_up", u.left[engine.Up], "left_down", u.left[engine.Down],
+		"moved", res.Moved)
 	return res
 }
 
@@ -268,9 +274,15 @@ func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 		if err != nil {
 			return failf("%v", err)
 		}
-		if err := sockopt.WithFD(c, func(fd int) error { return tcprepair.RebuildSock(fd, r) }); err != nil {
+		var queued int
+		err = sockopt.WithFD(c, func(fd int) (err error) {
+			queued, err = tcprepair.RebuildSock(fd, r)
+			return err
+		})
+		if err != nil {
 			return failf("rebuild the %s socket: %v", sideName(side), err)
 		}
+		u.received(side, r.RcvSeq, queued, len(r.Queued))
 		rs[side] = r
 	}
 	if err := u.leaveTable(st, conns); err != nil {
@@ -317,12 +329,16 @@ func (u *unsplicer) leaveTable(st datapath.PairStats, conns [2]*net.TCPConn) err
 			if err != nil {
 				return err
 			}
-			if run := runOf(k.Segs, u.rcv[side], 0, 0); len(run.data) > 0 {
-				if err := sockopt.WithFD(conns[side], func(fd int) error { return tcprepair.FillRecvQueue(fd, run.data) }); err != nil {
+			if run := runOf(k.Segs, u.rcv[side], 0, 0); len(run.data) > 0 && !u.full[side] {
+				var queued int
+				err := sockopt.WithFD(conns[side], func(fd int) (err error) {
+					queued, err = tcprepair.FillRecvQueue(fd, run.data)
+					return err
+				})
+				if err != nil {
 					return failf("append kept bytes to the %s socket: %v", sideName(side), err)
 				}
-				u.rcv[side] += uint32(len(run.data))
-				u.kept[d] += len(run.data)
+				u.received(side, u.rcv[side], queued, len(run.data))
 			}
 			n := int64(k.Done)
 			if time.Now().After(deadline) {
@@ -352,6 +368,19 @@ func (u *unsplicer) leaveTable(st datapath.PairStats, conns [2]*net.TCPConn) err
 			st.Up.SndNxt, held.Up.SndNxt, st.Down.SndNxt, held.Down.SndNxt)
 	}
 	return nil
+}
+
+// received records that the rebuilt socket of side took queued of the n
+// kept bytes offered at seq from: its rcv_nxt moves past them. Fewer than
+// n means its receive queue is full: the sender, which no receiver
+// acknowledged them to, retransmits the rest.
+func (u *unsplicer) received(side int, from uint32, queued, n int) {
+	u.rcv[side] = from + uint32(queued)
+	u.kept[side] += queued // side 0, the client socket, receives up (0)
+	if queued < n {
+		u.full[side] = true
+		u.left[side] += n - queued
+	}
 }
 
 func sideName(side int) string {
@@ -391,8 +420,6 @@ func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st datapath.PairStats) (
 	}
 	// The bytes the program kept, from the first one not forwarded.
 	r.Queued = runOf(k.Segs, si.SndNxt, 0, 0).data
-	u.rcv[side] = si.SndNxt + uint32(len(r.Queued))
-	u.kept[in] = len(r.Queued)
 	if n := len(k.Segs); n > 0 {
 		raw, fresh = k.Segs[n-1].Window(), true
 	}

@@ -64,50 +64,52 @@ type Rebuild struct {
 // listener's port) and connects it, which in repair mode goes straight to
 // ESTABLISHED without a SYN; then options, clock, queued bytes and
 // windows. The socket stays in repair mode: the caller leaves it when the
-// pair is out of the datapath.
-func RebuildSock(fd int, r Rebuild) error {
+// pair is out of the datapath. queued is how much of r.Queued the receive
+// queue took (FillRecvQueue): rcv_nxt is r.RcvSeq + queued.
+func RebuildSock(fd int, r Rebuild) (queued int, err error) {
 	if err := disconnect(fd); err != nil {
-		return fmt.Errorf("disconnect: %w", err)
+		return 0, fmt.Errorf("disconnect: %w", err)
 	}
 	unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR) // clears ECONNABORTED
 	if err := setQueueSeq(fd, SendQueue, r.SndSeq-uint32(r.InFlight)); err != nil {
-		return fmt.Errorf("send queue seq: %w", err)
+		return 0, fmt.Errorf("send queue seq: %w", err)
 	}
 	if err := setQueueSeq(fd, RecvQueue, r.RcvSeq); err != nil {
-		return fmt.Errorf("receive queue seq: %w", err)
+		return 0, fmt.Errorf("receive queue seq: %w", err)
 	}
 	if err := rebind(fd, r.Local); err != nil {
-		return fmt.Errorf("bind %v: %w", r.Local, err)
+		return 0, fmt.Errorf("bind %v: %w", r.Local, err)
 	}
 	if err := clampMSS(fd, r.PeerMSS); err != nil {
-		return fmt.Errorf("TCP_MAXSEG: %w", err)
+		return 0, fmt.Errorf("TCP_MAXSEG: %w", err)
 	}
 	if err := unix.Connect(fd, sockaddr(r.Remote)); err != nil {
-		return fmt.Errorf("connect %v: %w", r.Remote, err)
+		return 0, fmt.Errorf("connect %v: %w", r.Remote, err)
 	}
 	if err := setRepairOptions(fd, r); err != nil {
-		return fmt.Errorf("TCP_REPAIR_OPTIONS: %w", err)
+		return 0, fmt.Errorf("TCP_REPAIR_OPTIONS: %w", err)
 	}
 	if r.Timestamps {
 		// The value's low bit selects microsecond timestamps (Linux 6.7):
 		// keep milliseconds, rounding up so PAWS still holds.
 		clock := (r.TSClock + 1) &^ 1
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(clock))); err != nil {
-			return fmt.Errorf("TCP_TIMESTAMP: %w", err)
+			return 0, fmt.Errorf("TCP_TIMESTAMP: %w", err)
 		}
 	}
-	if err := FillRecvQueue(fd, r.Queued); err != nil {
-		return fmt.Errorf("receive queue: %w", err)
+	queued, err = FillRecvQueue(fd, r.Queued)
+	if err != nil {
+		return 0, fmt.Errorf("receive queue: %w", err)
 	}
 	if err := fillSendQueue(fd, make([]byte, r.InFlight)); err != nil {
-		return fmt.Errorf("send queue: %w", err)
+		return 0, fmt.Errorf("send queue: %w", err)
 	}
-	rcvNxt := r.RcvSeq + uint32(len(r.Queued))
+	rcvNxt := r.RcvSeq + uint32(queued)
 	w := Window{SndWl1: r.RcvSeq, SndWnd: r.SndWnd, MaxWindow: max(r.MaxWindow, r.SndWnd), RcvWnd: r.RcvWnd, RcvWup: rcvNxt}
 	if err := setRepairWindow(fd, w); err != nil {
-		return fmt.Errorf("TCP_REPAIR_WINDOW: %w", err)
+		return 0, fmt.Errorf("TCP_REPAIR_WINDOW: %w", err)
 	}
-	return checkLocal(fd, r.Local)
+	return queued, checkLocal(fd, r.Local)
 }
 
 // clampMSS sets the socket's user MSS to the peer's before the repair
@@ -202,10 +204,20 @@ func setRepairOptions(fd int, r Rebuild) error {
 	return nil
 }
 
-// FillRecvQueue appends b to the receive queue of a socket in repair mode
-// (a send with TCP_REPAIR_QUEUE = TCP_RECV_QUEUE), advancing rcv_nxt: the
-// proxy reads b as if it had arrived.
-func FillRecvQueue(fd int, b []byte) error { return fillQueue(fd, RecvQueue, b) }
+// FillRecvQueue appends to the receive queue of a socket in repair mode
+// (a send with TCP_REPAIR_QUEUE = TCP_RECV_QUEUE) as much of b as its
+// receive memory takes, advancing rcv_nxt past it, and returns how many
+// bytes that was: the proxy reads them as if they had arrived. A full
+// socket (ENOBUFS or ENOMEM: tcp_send_rcvq found no room under
+// SO_RCVBUF) is no error. The bytes left out are ones the peer sent and
+// the socket never acknowledged: the peer sends them again.
+func FillRecvQueue(fd int, b []byte) (int, error) {
+	n, err := fillQueue(fd, RecvQueue, b)
+	if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) {
+		return n, leaveQueue(fd)
+	}
+	return n, err
+}
 
 // fillSendQueue puts b in the send queue of a socket in repair mode as
 // sent, not acknowledged (a send with TCP_REPAIR_QUEUE = TCP_SEND_QUEUE):
@@ -215,22 +227,30 @@ func fillSendQueue(fd int, b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	return fillQueue(fd, SendQueue, b)
+	_, err := fillQueue(fd, SendQueue, b)
+	return err
 }
 
 // fillQueue writes b into queue (TCP_REPAIR_QUEUE) of a socket in repair
-// mode, then selects no queue again.
-func fillQueue(fd, queue int, b []byte) error {
+// mode, then selects no queue again. It returns how many bytes went in;
+// on an error the queue stays selected.
+func fillQueue(fd, queue int, b []byte) (int, error) {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
-		return err
+		return 0, err
 	}
-	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(fd, b[done:])
 		if err != nil {
-			return err
+			return done, err
 		}
-		b = b[n:]
+		done += n
 	}
+	return done, leaveQueue(fd)
+}
+
+// leaveQueue selects no queue (TCP_REPAIR_QUEUE = TCP_NO_QUEUE).
+func leaveQueue(fd int) error {
 	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue)
 }
 

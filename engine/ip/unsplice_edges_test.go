@@ -1,0 +1,120 @@
+// Lab tests of unsplicing at its edges: more kept bytes than the rebuilt socket takes.
+
+package ip
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
+)
+
+// TestEngineUnspliceKeepsMoreThanTheSocketTakes: while a client's request
+// body is spliced up to its limit, the server answers early, and the
+// client's window (grown on an earlier download) lets it send far more
+// than the forwarder's upstream socket can queue: its receive buffer was
+// made small after the handshake, so its window scale allows far more
+// than the buffer holds (as happens when the program keeps segments one
+// by one, each taking more memory than its bytes). Unsplicing queues what
+// the socket takes and leaves the rest to the server's retransmission:
+// the splice ends at the limit, and the whole answer reaches the client
+// in control mode. Before, filling the rebuilt socket failed with ENOBUFS
+// and both peers were reset (TestLabHTTPReverseIPRandom, a POST answered
+// early).
+func TestEngineUnspliceKeepsMoreThanTheSocketTakes(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	lp := el.pair(t, "")
+	s := newStreams()
+	// A download in control mode first, so the client's window grows far
+	// past what the upstream socket takes.
+	grow(t, lp.client, 8<<20)
+	download := bytes.Repeat([]byte("download"), 1<<20)
+	relayed := make(chan error, 1)
+	go func() {
+		_, err := io.CopyN(lp.p.Client, lp.p.Upstream(), int64(len(download)))
+		relayed <- err
+	}()
+	s.send(t, lp.server, lp.client, download, s.sentDown, s.readDown)
+	if err := <-relayed; err != nil {
+		t.Fatal(err)
+	}
+	const rcvBuf = 64 << 10
+	if err := lp.p.Upstream().SetReadBuffer(rcvBuf); err != nil {
+		t.Fatal(err)
+	}
+
+	const body, answer = 1 << 20, 4 << 20
+	upload := engine.Options{Up: engine.DirOptions{Mode: engine.Forward, Limit: body}, Down: engine.DirOptions{Mode: engine.Hold}}
+	ch := el.splice(t, context.Background(), lp, upload)
+	early := rngBytesOf(7, answer)
+	answered := writeAsync(lp.server, early)
+	// The body's segments carry the client's window to the server.
+	req := rngBytesOf(8, body)
+	s.send(t, lp.client, lp.server, req[:body/2], s.sentUp, s.readUp)
+	kept := waitKept(t, el, engine.Down, 4*rcvBuf)
+	t.Logf("the program kept %d bytes of the early answer", kept)
+	s.send(t, lp.client, lp.server, req[body/2:], s.sentUp, s.readUp)
+	r := result(t, ch, engine.EndLimit)
+	if r.Dir != engine.Up || r.Moved[engine.Up] != body {
+		t.Fatalf("upload: %+v", r)
+	}
+	got := make(chan []byte, 1)
+	go func() { got <- readN(t, lp.client, answer) }()
+	relay(t, lp.p.Upstream(), lp.p.Client, answer)
+	if !bytes.Equal(<-got, early) {
+		t.Error("the client read another answer than the server wrote")
+	}
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	s.check(t)
+}
+
+// waitKept waits until the program kept at least n bytes of direction d
+// of the lab's only spliced pair, and returns how many.
+func waitKept(tb testing.TB, el *engineLab, d engine.Direction, n int) int {
+	tb.Helper()
+	deadline := time.Now().Add(waitFor)
+	have := 0
+	for time.Now().Before(deadline) {
+		pairs := el.e.dp.Pairs()
+		if len(pairs) == 1 {
+			k, err := el.e.dp.Kept(pairs[0], d)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			have = 0
+			for _, s := range k.Segs {
+				have += len(s.Data)
+			}
+			if have >= n {
+				return have
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tb.Fatalf("the program kept %d bytes %v, want %d", have, d, n)
+	return have
+}
+
+// grow sets c's receive buffer to n bytes, past net.core.rmem_max.
+func grow(tb testing.TB, c *net.TCPConn, n int) {
+	tb.Helper()
+	err := sockopt.WithFD(c, func(fd int) error { return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) })
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// rngBytesOf is n random bytes from seed.
+func rngBytesOf(seed uint64, n int) []byte {
+	return rngBytes(rand.New(rand.NewPCG(seed, seed)), n)
+}
