@@ -382,15 +382,10 @@ func (d *drainer) fastRetransmit(o *owed, f segFields) {
 // in o's direction: the latest the datapath translated, or, before it
 // saw any, the frozen output socket's own.
 func (d *drainer) fields(o *owed, st datapath.PairStats) segFields {
-	same, other := st.Dir(o.dir), st.Dir(1-o.dir)
-	sameSpec, otherSpec := d.spec.Dir(o.dir), d.spec.Dir(1-o.dir)
-	f := segFields{ack: o.ack0, win: o.win0, ts: o.ts}
-	if same.Packets > 0 {
-		f.ack = seqMax(o.ack0, same.AckHi-otherSpec.SeqOff)
-		f.win = rescaleWindow(same.Window, sameSpec.InShift, sameSpec.OutShift)
-	}
-	if o.ts {
-		f.tsVal, f.tsEcr = same.TSLast+sameSpec.TSOff, other.TSLast
+	t := translatedFields(st, d.spec, o.dir, o.ts)
+	f := segFields{ack: o.ack0, win: o.win0, ts: o.ts, tsVal: t.tsVal, tsEcr: t.tsEcr}
+	if st.Dir(o.dir).Packets > 0 {
+		f.ack, f.win = seqMax(o.ack0, t.ack), t.win
 	}
 	return f
 }

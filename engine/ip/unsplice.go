@@ -60,6 +60,8 @@ type unsplicer struct {
 	// retransmission. left counts those bytes, for the log.
 	full [2]bool
 	left [2]int
+	// holes: filling a receiver's hole from kept bytes (unsplicehole.go).
+	holes holes
 }
 
 func newUnsplicer(e *Engine, p *engine.Pair, sp spliced, opts engine.Options) *unsplicer {
@@ -235,10 +237,12 @@ func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats
 		if u.quiet(st) {
 			return st, nil
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			return st, failf("the receivers did not acknowledge everything within %v (up %d of %d, down %d of %d)", quietTimeout,
 				u.ackOf(st, engine.Down), st.Up.SndNxt+u.spec.Up.SeqOff, u.ackOf(st, engine.Up), st.Down.SndNxt+u.spec.Down.SeqOff)
 		}
+		u.fillHoles(st, now)
 		select {
 		case n := <-ch:
 			if n.removed != "" {

@@ -1,4 +1,4 @@
-// Lab tests of unsplicing at its edges: more kept bytes than the rebuilt socket takes.
+// Lab tests of unsplicing at its edges: more kept bytes than the rebuilt socket takes, and a receiver's lost bytes whose retransmission runs past the limit.
 
 package ip
 
@@ -15,6 +15,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/sockopt"
+	"github.com/splicer/splicer/lab"
 )
 
 // TestEngineUnspliceKeepsMoreThanTheSocketTakes: while a client's request
@@ -76,6 +77,59 @@ func TestEngineUnspliceKeepsMoreThanTheSocketTakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.check(t)
+}
+
+// TestEngineUnspliceRetransmissionPastTheLimit: the last, short segment
+// of a limited body is lost on its way to the client, and the server has
+// already sent more behind it (the program keeps that, past the limit).
+// The server's retransmission of the short segment carries the bytes
+// after it too (Linux merges small segments when it retransmits them), so
+// it starts below the limit and ends past it: the program keeps it whole.
+// The engine sends the client the lost bytes from that kept copy, and the
+// splice ends at the limit with every byte delivered. Before, the client
+// never got them and unsplicing failed after quietTimeout.
+func TestEngineUnspliceRetransmissionPastTheLimit(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	el.upstreamRcvBuf = limitedRcvBuf
+	lp := el.pair(t, "")
+	const first, last, more = 20000, 383, 1000
+	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: first + last}, Up: engine.DirOptions{Mode: engine.Hold}}
+	ch := el.splice(t, context.Background(), lp, opts)
+	stream := rngBytesOf(9, first+last+more)
+	if _, err := lp.server.Write(stream[:first]); err != nil {
+		t.Fatal(err)
+	}
+	readN(t, lp.client, first)
+
+	link := el.l.ClientLink()
+	if err := el.l.SetLoss(link, lab.TowardClient, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lp.server.Write(stream[first : first+last]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // its own segment, forwarded and lost
+	if _, err := lp.server.Write(stream[first+last:]); err != nil {
+		t.Fatal(err)
+	}
+	waitKept(t, el, engine.Down, more)
+	if err := el.l.SetLoss(link, lab.TowardClient, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := readN(t, lp.client, last); !bytes.Equal(got, stream[first:first+last]) {
+		t.Fatal("the client read other bytes than the limit's last ones")
+	}
+	r := result(t, ch, engine.EndLimit)
+	if r.Moved[engine.Down] != first+last {
+		t.Errorf("moved %v, want %d down", r.Moved, first+last)
+	}
+	done := make(chan []byte, 1)
+	go func() { done <- readN(t, lp.client, more) }()
+	relay(t, lp.p.Upstream(), lp.p.Client, more)
+	if !bytes.Equal(<-done, stream[first+last:]) {
+		t.Error("the bytes past the limit reached the client changed")
+	}
 }
 
 // waitKept waits until the program kept at least n bytes of direction d
