@@ -45,7 +45,10 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 	for {
 		select {
 		case <-u.timerC():
-			return u.unsplice(&f, ch, engine.EndTimer, engine.Up)
+			if res, done := u.unsplice(&f, ch, engine.EndTimer, engine.Up); done {
+				return res
+			}
+			u = nil // a FIN was forwarded meanwhile: the pair runs to its end
 		case err := <-drained:
 			drained = nil
 			if err == nil {
@@ -76,7 +79,11 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 			}
 			if u != nil && n.removed == "" {
 				if end, dir, ok := u.onEvent(n.ev); ok {
-					return u.unsplice(&f, ch, end, dir)
+					if res, done := u.unsplice(&f, ch, end, dir); done {
+						return res
+					}
+					u = nil
+					continue
 				}
 			}
 			if res, done := f.onNotice(n); done {
@@ -92,7 +99,10 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 				st, err := f.dp.Lookup(f.a)
 				if end, dir, ok := u.onStats(st); err == nil && ok {
 					e.log.Debug("unsplice on tick", "pair", p.ID)
-					return u.unsplice(&f, ch, end, dir)
+					if res, done := u.unsplice(&f, ch, end, dir); done {
+						return res
+					}
+					u = nil
 				}
 			}
 		}

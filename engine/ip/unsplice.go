@@ -143,14 +143,26 @@ func failf(format string, args ...any) error {
 	return &unspliceError{fmt.Sprintf(format, args...)}
 }
 
+// errHalfClosed: a FIN was forwarded before the watch took hold (a peer
+// closed as a timer fired). A half-closed connection cannot be rebuilt,
+// so the pair runs to its end, as after a FIN forwarded earlier (plain).
+var errHalfClosed = errors.New("a FIN was forwarded while unsplicing")
+
 // unsplice gives the pair back in control mode; the follower f has its
 // counters. end and dir say why (EndLimit, EndData or EndTimer). On a
 // failure both peers are reset and the pair's sockets closed: the proxy
-// gets EndError, never a connection that lost or repeated bytes.
-func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir engine.Direction) engine.Result {
+// gets EndError, never a connection that lost or repeated bytes. done is
+// false when a FIN was forwarded meanwhile: the pair then forwards both
+// ways again until its end (plain), and the caller follows it on without
+// the unsplicer.
+func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir engine.Direction) (res engine.Result, done bool) {
 	start := time.Now()
 	u.e.log.Debug("unsplicing", "pair", u.p.ID, "end", end, "dir", dir)
 	st, err := u.quiesce(f, ch)
+	if errors.Is(err, errHalfClosed) {
+		u.plain(f.a)
+		return engine.Result{}, false
+	}
 	if err == nil && u.e.hook != nil {
 		u.e.hook("unsplicing")
 	}
@@ -161,12 +173,12 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 	var ue *unspliceError
 	switch {
 	case errors.As(err, &ue):
-		return u.fail(f, err)
+		return u.fail(f, err), true
 	case err != nil: // the pair ended on its own meanwhile (reset, removed)
 		f.refresh()
-		return f.gone("")
+		return f.gone(""), true
 	}
-	res := f.end(end, nil)
+	res = f.end(end, nil)
 	res.Dir = dir
 	u.e.unspl.done(time.Since(start))
 	u.e.rememberClocks(u.spec, u.last)
@@ -178,13 +190,16 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 	u.e.log.Debug("unspliced", "pair", u.p.ID, "end", end, "dir", dir, "took", time.Since(start),
 		"kept_up", u.kept[engine.Up], "kept_down", u.kept[engine.Down], "left_up", u.left[engine.Up], "left_down", u.left[engine.Down],
 		"moved", res.Moved)
-	return res
+	return res, true
 }
 
 // quiesce stops both directions' data (watch), waits until each receiver
 // has acknowledged everything forwarded to it, and returns the pair's
 // state, whose SndNxt no longer moves.
 func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (datapath.PairStats, error) {
+	if u.e.hook != nil {
+		u.e.hook("quiescing")
+	}
 	a, dp := f.a, f.dp
 	st, err := dp.Lookup(a)
 	if err != nil {
@@ -214,9 +229,6 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (datapath.PairStats, 
 	if st, err = u.waitQuiet(f, ch); err != nil {
 		return st, err
 	}
-	if st.Up.FIN || st.Down.FIN {
-		return st, failf("a FIN was forwarded (up %v, down %v): a half-closed connection cannot be rebuilt", st.Up.FIN, st.Down.FIN)
-	}
 	return st, nil
 }
 
@@ -233,6 +245,9 @@ func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats
 		u.last = st
 		if st.Phase == datapath.PhaseClosed {
 			return st, errors.New("reset while unsplicing")
+		}
+		if st.Up.FIN || st.Down.FIN {
+			return st, errHalfClosed
 		}
 		if u.quiet(st) {
 			return st, nil

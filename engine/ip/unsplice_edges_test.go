@@ -1,4 +1,4 @@
-// Lab tests of unsplicing at its edges: more kept bytes than the rebuilt socket takes, and a receiver's lost bytes whose retransmission runs past the limit.
+// Lab tests of unsplicing at its edges: more kept bytes than the rebuilt socket takes, a receiver's lost bytes whose retransmission runs past the limit, a FIN as the timer fires.
 
 package ip
 
@@ -171,4 +171,45 @@ func grow(tb testing.TB, c *net.TCPConn, n int) {
 // rngBytesOf is n random bytes from seed.
 func rngBytesOf(seed uint64, n int) []byte {
 	return rngBytes(rand.New(rand.NewPCG(seed, seed)), n)
+}
+
+// TestEngineUnspliceTimerMeetsAFIN: the server closes its direction as a
+// timed splice's timer fires, and its FIN is forwarded before the watch
+// takes hold. A half-closed pair cannot be rebuilt, so it runs to its end,
+// as after a FIN forwarded earlier: the client's last bytes and FIN reach
+// the server, and the splice ends with EndEOF. Before, unsplicing failed
+// and reset both peers.
+func TestEngineUnspliceTimerMeetsAFIN(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	el.upstreamRcvBuf = limitedRcvBuf
+	lp := el.pair(t, "")
+	closed := make(chan error, 1)
+	el.e.hook = func(stage string) {
+		if stage != "quiescing" {
+			return
+		}
+		lp.server.CloseWrite()
+		// The FIN has passed the program once the client reads it.
+		lp.client.SetReadDeadline(time.Now().Add(waitFor))
+		_, err := lp.client.Read(make([]byte, 1))
+		closed <- err
+	}
+	t.Cleanup(func() { el.e.hook = nil })
+	ch := el.splice(t, context.Background(), lp, engine.Options{For: 100 * time.Millisecond})
+	if err := <-closed; err != io.EOF {
+		t.Fatalf("the client read %v after the server's FIN, want EOF", err)
+	}
+	last := []byte("the client's last words")
+	if _, err := lp.client.Write(last); err != nil {
+		t.Fatal(err)
+	}
+	lp.client.CloseWrite()
+	lp.server.SetReadDeadline(time.Now().Add(waitFor))
+	if got, err := io.ReadAll(lp.server); err != nil || !bytes.Equal(got, last) {
+		t.Fatalf("the server read %q, %v; want %q and EOF", got, err, last)
+	}
+	r := result(t, ch, engine.EndEOF)
+	if r.Moved[engine.Up] != int64(len(last)) {
+		t.Errorf("moved %v, want %d up", r.Moved, len(last))
+	}
 }
