@@ -237,6 +237,7 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (datapath.PairStats, 
 func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats, error) {
 	deadline := time.Now().Add(quietTimeout)
 	wait := 50 * time.Microsecond
+	drops0, _ := f.dp.Drops()
 	for {
 		st, err := f.dp.Lookup(f.a)
 		if err != nil {
@@ -254,8 +255,9 @@ func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats
 		}
 		now := time.Now()
 		if now.After(deadline) {
-			return st, failf("the receivers did not acknowledge everything within %v (up %d of %d, down %d of %d)", quietTimeout,
-				u.ackOf(st, engine.Down), st.Up.SndNxt+u.spec.Up.SeqOff, u.ackOf(st, engine.Up), st.Down.SndNxt+u.spec.Down.SeqOff)
+			return st, failf("the receivers did not acknowledge everything within %v (up %d of %d, down %d of %d)%s", quietTimeout,
+				u.ackOf(st, engine.Down), st.Up.SndNxt+u.spec.Up.SeqOff, u.ackOf(st, engine.Up), st.Down.SndNxt+u.spec.Down.SeqOff,
+				u.stallReport(st, drops0))
 		}
 		u.fillHoles(st, now)
 		select {

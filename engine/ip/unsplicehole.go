@@ -3,6 +3,10 @@
 package ip
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -112,4 +116,43 @@ func translatedFields(st datapath.PairStats, spec datapath.PairSpec, d engine.Di
 		f.tsVal, f.tsEcr = same.TSLast+sameSpec.TSOff, other.TSLast
 	}
 	return f
+}
+
+// stallReport says, for a wait that timed out, what the program dropped
+// meanwhile (every pair's drops: the counters are global) and what it
+// kept of each direction whose receiver is short, relative to the
+// receiver's ack: where a lost byte's retransmission went.
+func (u *unsplicer) stallReport(st datapath.PairStats, drops0 map[string]uint64) string {
+	var b strings.Builder
+	if drops, err := u.e.dp.Drops(); err == nil {
+		var grew []string
+		for _, r := range slices.Sorted(maps.Keys(drops)) {
+			if n := drops[r] - drops0[r]; n > 0 {
+				grew = append(grew, fmt.Sprintf("%s %d", r, n))
+			}
+		}
+		if len(grew) == 0 {
+			grew = append(grew, "nothing")
+		}
+		fmt.Fprintf(&b, "; dropped meanwhile: %s", strings.Join(grew, ", "))
+	}
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		from := u.ackOf(st, d.Reverse()) - u.spec.Dir(d).SeqOff
+		if !seqLess(from, st.Dir(d).SndNxt) {
+			continue
+		}
+		k, err := u.e.dp.Kept(u.spec.A, d)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "; kept %v from the receiver's ack:", d)
+		for i, seg := range k.Segs {
+			if i == 8 {
+				fmt.Fprintf(&b, " and %d more", len(k.Segs)-i)
+				break
+			}
+			fmt.Fprintf(&b, " %+d..%+d", int32(seg.Seq-from), int32(seg.Seq-from)+int32(len(seg.Data)))
+		}
+	}
+	return b.String()
 }
