@@ -257,7 +257,7 @@ func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats
 		if now.After(deadline) {
 			return st, failf("the receivers did not acknowledge everything within %v (up %d of %d, down %d of %d)%s", quietTimeout,
 				u.ackOf(st, engine.Down), st.Up.SndNxt+u.spec.Up.SeqOff, u.ackOf(st, engine.Up), st.Down.SndNxt+u.spec.Down.SeqOff,
-				u.stallReport(st, drops0))
+				u.stallReport(f, st, drops0))
 		}
 		u.fillHoles(st, now)
 		select {

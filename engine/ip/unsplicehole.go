@@ -118,12 +118,20 @@ func translatedFields(st datapath.PairStats, spec datapath.PairSpec, d engine.Di
 	return f
 }
 
-// stallReport says, for a wait that timed out, what the program dropped
-// meanwhile (every pair's drops: the counters are global) and what it
+// stallReport says, for a wait that timed out, how the drain of owed
+// bytes went if the splice had one, what the program dropped meanwhile (every pair's drops: the counters are global) and what it
 // kept of each direction whose receiver is short, relative to the
 // receiver's ack: where a lost byte's retransmission went.
-func (u *unsplicer) stallReport(st datapath.PairStats, drops0 map[string]uint64) string {
+func (u *unsplicer) stallReport(f *follower, st datapath.PairStats, drops0 map[string]uint64) string {
 	var b strings.Builder
+	if f.drained != nil {
+		// The splice owed bytes: a receiver short of them waits on the drain.
+		if t := f.drained(); t.IsZero() {
+			b.WriteString("; the drain of owed bytes: no receiver acknowledged any")
+		} else {
+			fmt.Fprintf(&b, "; the drain of owed bytes: last acknowledged %v ago", time.Since(t).Round(time.Millisecond))
+		}
+	}
 	if drops, err := u.e.dp.Drops(); err == nil {
 		var grew []string
 		for _, r := range slices.Sorted(maps.Keys(drops)) {
