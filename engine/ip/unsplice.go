@@ -62,10 +62,14 @@ type unsplicer struct {
 	left [2]int
 	// holes: filling a receiver's hole from kept bytes (unsplicehole.go).
 	holes holes
+	// drops0 is the program's drop counters when the splice began, for
+	// the report of an unsplice that times out (stallReport).
+	drops0 map[string]uint64
 }
 
 func newUnsplicer(e *Engine, p *engine.Pair, sp spliced, opts engine.Options) *unsplicer {
 	u := &unsplicer{e: e, p: p, opts: opts, spec: sp.spec, fz: sp.fz}
+	u.drops0, _ = e.dp.Drops()
 	if opts.For > 0 {
 		u.timer = time.NewTimer(opts.For)
 	}
@@ -237,7 +241,6 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (datapath.PairStats, 
 func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats, error) {
 	deadline := time.Now().Add(quietTimeout)
 	wait := 50 * time.Microsecond
-	drops0, _ := f.dp.Drops()
 	for {
 		st, err := f.dp.Lookup(f.a)
 		if err != nil {
@@ -257,7 +260,7 @@ func (u *unsplicer) waitQuiet(f *follower, ch <-chan notice) (datapath.PairStats
 		if now.After(deadline) {
 			return st, failf("the receivers did not acknowledge everything within %v (up %d of %d, down %d of %d)%s", quietTimeout,
 				u.ackOf(st, engine.Down), st.Up.SndNxt+u.spec.Up.SeqOff, u.ackOf(st, engine.Up), st.Down.SndNxt+u.spec.Down.SeqOff,
-				u.stallReport(f, st, drops0))
+				u.stallReport(f, st))
 		}
 		u.fillHoles(st, now)
 		select {

@@ -119,10 +119,13 @@ func translatedFields(st datapath.PairStats, spec datapath.PairSpec, d engine.Di
 }
 
 // stallReport says, for a wait that timed out, how the drain of owed
-// bytes went if the splice had one, what the program dropped meanwhile (every pair's drops: the counters are global) and what it
-// kept of each direction whose receiver is short, relative to the
-// receiver's ack: where a lost byte's retransmission went.
-func (u *unsplicer) stallReport(f *follower, st datapath.PairStats, drops0 map[string]uint64) string {
+// bytes went if the splice had one, what the program dropped since the
+// splice began (every pair's drops: the counters are global; a sender
+// whose retransmissions were dropped backs its timeout off, and may not
+// send again within the wait) and what it kept of each direction whose
+// receiver is short, relative to the receiver's ack: where a lost
+// byte's retransmission went.
+func (u *unsplicer) stallReport(f *follower, st datapath.PairStats) string {
 	var b strings.Builder
 	if f.drained != nil {
 		// The splice owed bytes: a receiver short of them waits on the drain.
@@ -135,14 +138,14 @@ func (u *unsplicer) stallReport(f *follower, st datapath.PairStats, drops0 map[s
 	if drops, err := u.e.dp.Drops(); err == nil {
 		var grew []string
 		for _, r := range slices.Sorted(maps.Keys(drops)) {
-			if n := drops[r] - drops0[r]; n > 0 {
+			if n := drops[r] - u.drops0[r]; n > 0 {
 				grew = append(grew, fmt.Sprintf("%s %d", r, n))
 			}
 		}
 		if len(grew) == 0 {
 			grew = append(grew, "nothing")
 		}
-		fmt.Fprintf(&b, "; dropped meanwhile: %s", strings.Join(grew, ", "))
+		fmt.Fprintf(&b, "; dropped since the splice began: %s", strings.Join(grew, ", "))
 	}
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		from := u.ackOf(st, d.Reverse()) - u.spec.Dir(d).SeqOff
