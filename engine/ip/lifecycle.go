@@ -126,6 +126,9 @@ type Engine struct {
 	kept map[datapath.Tuple]int
 	// unspl counts unsplices (unsplice.go).
 	unspl unspliceStats
+	// drops is a recent reading of the program's drop counters, for the
+	// report of an unsplice that times out (recentDrops).
+	drops atomic.Pointer[dropsReading]
 	// clocks holds, by connection tuple, the peers' latest TSvals seen
 	// by the datapath when a pair was unspliced, for the next splice.
 	clocks map[datapath.Tuple]peerClock

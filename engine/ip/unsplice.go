@@ -62,14 +62,15 @@ type unsplicer struct {
 	left [2]int
 	// holes: filling a receiver's hole from kept bytes (unsplicehole.go).
 	holes holes
-	// drops0 is the program's drop counters when the splice began, for
-	// the report of an unsplice that times out (stallReport).
-	drops0 map[string]uint64
+	// start is when the splice began; drops0 a reading of the program's
+	// drop counters taken at most a second before, for the report of an
+	// unsplice that times out (stallReport).
+	start  time.Time
+	drops0 *dropsReading
 }
 
 func newUnsplicer(e *Engine, p *engine.Pair, sp spliced, opts engine.Options) *unsplicer {
-	u := &unsplicer{e: e, p: p, opts: opts, spec: sp.spec, fz: sp.fz}
-	u.drops0, _ = e.dp.Drops()
+	u := &unsplicer{e: e, p: p, opts: opts, spec: sp.spec, fz: sp.fz, start: time.Now(), drops0: e.recentDrops()}
 	if opts.For > 0 {
 		u.timer = time.NewTimer(opts.For)
 	}

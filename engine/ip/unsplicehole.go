@@ -119,8 +119,9 @@ func translatedFields(st datapath.PairStats, spec datapath.PairSpec, d engine.Di
 }
 
 // stallReport says, for a wait that timed out, how the drain of owed
-// bytes went if the splice had one, what the program dropped since the
-// splice began (every pair's drops: the counters are global; a sender
+// bytes went if the splice had one, what the program dropped since
+// shortly before the splice began (every pair's drops: the counters are
+// global, and read at most once a second, recentDrops; a sender
 // whose retransmissions were dropped backs its timeout off, and may not
 // send again within the wait) and what it kept of each direction whose
 // receiver is short, relative to the receiver's ack: where a lost
@@ -135,17 +136,17 @@ func (u *unsplicer) stallReport(f *follower, st datapath.PairStats) string {
 			fmt.Fprintf(&b, "; the drain of owed bytes: last acknowledged %v ago", time.Since(t).Round(time.Millisecond))
 		}
 	}
-	if drops, err := u.e.dp.Drops(); err == nil {
+	if drops, err := u.e.dp.Drops(); err == nil && u.drops0 != nil {
 		var grew []string
 		for _, r := range slices.Sorted(maps.Keys(drops)) {
-			if n := drops[r] - u.drops0[r]; n > 0 {
+			if n := drops[r] - u.drops0.by[r]; n > 0 {
 				grew = append(grew, fmt.Sprintf("%s %d", r, n))
 			}
 		}
 		if len(grew) == 0 {
 			grew = append(grew, "nothing")
 		}
-		fmt.Fprintf(&b, "; dropped since the splice began: %s", strings.Join(grew, ", "))
+		fmt.Fprintf(&b, "; dropped since %v before the splice began: %s", u.start.Sub(u.drops0.at).Round(time.Millisecond), strings.Join(grew, ", "))
 	}
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
 		from := u.ackOf(st, d.Reverse()) - u.spec.Dir(d).SeqOff
@@ -166,4 +167,30 @@ func (u *unsplicer) stallReport(f *follower, st datapath.PairStats) string {
 		}
 	}
 	return b.String()
+}
+
+// dropsReading is the program's drop counters at a time.
+type dropsReading struct {
+	at time.Time
+	by map[string]uint64
+}
+
+// dropsReadEvery bounds how often recentDrops reads the counters (a map
+// lookup per reason): a splice that may unsplice takes the latest
+// reading, at most this old, and not a reading of its own.
+const dropsReadEvery = time.Second
+
+// recentDrops returns a reading of the drop counters at most
+// dropsReadEvery old, reading them again if the last one is older.
+func (e *Engine) recentDrops() *dropsReading {
+	if r := e.drops.Load(); r != nil && time.Since(r.at) < dropsReadEvery {
+		return r
+	}
+	by, err := e.dp.Drops()
+	if err != nil {
+		return nil
+	}
+	r := &dropsReading{at: time.Now(), by: by}
+	e.drops.Store(r)
+	return r
 }
