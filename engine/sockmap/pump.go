@@ -175,10 +175,7 @@ func (p *pump) stop(finishWrites bool, idle time.Duration) pumpResult {
 		p.dst.SetWriteDeadline(past)
 	}
 	if finishWrites && idle > 0 {
-		done := make(chan struct{})
-		go func() { p.result = <-p.ch; close(done) }()
-		engine.WaitWhileTaken(done, idle, p.dst)
-		<-done
+		engine.WaitWhileTaken(func() { p.result = <-p.ch }, idle, p.dst)
 	} else {
 		p.result = <-p.ch
 	}
