@@ -54,10 +54,10 @@ func (u *unsplicer) fillHoles(st datapath.PairStats, now time.Time) {
 
 func (u *unsplicer) fillHole(st datapath.PairStats, d engine.Direction, now time.Time) {
 	h := &u.holes
-	sd, seqOff := st.Dir(d), u.spec.Dir(d).SeqOff
+	sd := st.Dir(d)
 	ack := u.ackOf(st, d.Reverse()) // the receiver's, in the output space
-	from := ack - seqOff            // the same byte in the sender's space
-	if sd.Packets == 0 || !seqLess(from, sd.SndNxt) {
+	from, short := u.unacknowledged(st, d)
+	if sd.Packets == 0 || !short {
 		return // nothing forwarded waits for an acknowledgment
 	}
 	if ack == h.ack[d] && now.Before(h.next[d]) {
@@ -79,6 +79,14 @@ func (u *unsplicer) fillHole(st datapath.PairStats, d engine.Direction, now time
 	}
 	h.ack[d], h.next[d] = ack, now.Add(h.rto[d])
 	u.sendHole(st, d, ack, data)
+}
+
+// unacknowledged is the first byte of direction d its receiver has not
+// acknowledged, in the sender's space, and whether it lies below SndNxt:
+// forwarded and not acknowledged.
+func (u *unsplicer) unacknowledged(st datapath.PairStats, d engine.Direction) (from uint32, short bool) {
+	from = u.ackOf(st, d.Reverse()) - u.spec.Dir(d).SeqOff
+	return from, seqLess(from, st.Dir(d).SndNxt)
 }
 
 // sendHole sends data, the bytes of direction d from ack on (in the
@@ -149,8 +157,8 @@ func (u *unsplicer) stallReport(f *follower, st datapath.PairStats) string {
 		fmt.Fprintf(&b, "; dropped since %v before the splice began: %s", u.start.Sub(u.drops0.at).Round(time.Millisecond), strings.Join(grew, ", "))
 	}
 	for _, d := range []engine.Direction{engine.Up, engine.Down} {
-		from := u.ackOf(st, d.Reverse()) - u.spec.Dir(d).SeqOff
-		if !seqLess(from, st.Dir(d).SndNxt) {
+		from, short := u.unacknowledged(st, d)
+		if !short {
 			continue
 		}
 		k, err := u.e.dp.Kept(u.spec.A, d)
