@@ -5,6 +5,7 @@ package ip
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/sockopt"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -148,26 +150,22 @@ func readAsync(c *net.TCPConn, n int) <-chan []byte {
 // of the lab's only spliced pair, and returns how many.
 func waitKept(tb testing.TB, el *engineLab, d engine.Direction, n int) int {
 	tb.Helper()
-	deadline := time.Now().Add(waitFor)
 	have := 0
-	for time.Now().Before(deadline) {
+	testenv.Eventually(tb, fmt.Sprintf("the program to keep %d bytes %v", n, d), func() bool {
 		pairs := el.e.dp.Pairs()
-		if len(pairs) == 1 {
-			k, err := el.e.dp.Kept(pairs[0], d)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			have = 0
-			for _, s := range k.Segs {
-				have += len(s.Data)
-			}
-			if have >= n {
-				return have
-			}
+		if len(pairs) != 1 {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	tb.Fatalf("the program kept %d bytes %v, want %d", have, d, n)
+		k, err := el.e.dp.Kept(pairs[0], d)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		have = 0
+		for _, s := range k.Segs {
+			have += len(s.Data)
+		}
+		return have >= n
+	})
 	return have
 }
 
