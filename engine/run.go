@@ -168,7 +168,9 @@ func (r *runner) stop(res *Result) {
 		// A write let finish waits for its peer to take the bytes, and
 		// nothing else moves meanwhile: a peer that takes nothing for
 		// the idle timeout leaves the pair idle.
-		WaitWhileTaken(r.wg.Wait, idle, r.p.Client, up)
+		done := make(chan struct{})
+		go func() { r.wg.Wait(); close(done) }()
+		WaitWhileTaken(done, idle, r.p.Client, up)
 	}
 	r.wg.Wait()
 	fold(res, r.afterEnd())
@@ -183,15 +185,12 @@ func (r *runner) stop(res *Result) {
 	}
 }
 
-// WaitWhileTaken runs wait, which waits for writes to conns to finish,
-// and returns when it does, keeping the write deadlines of conns at idle
-// past the last time each one's peer acknowledged a byte meanwhile: a
-// write to a peer that takes nothing for idle fails with
-// os.ErrDeadlineExceeded, one to a slow peer that takes something does
-// not. The deadlines are left set.
-func WaitWhileTaken(wait func(), idle time.Duration, conns ...*net.TCPConn) {
-	done := make(chan struct{})
-	go func() { wait(); close(done) }()
+// WaitWhileTaken returns when done is closed, keeping the write deadlines
+// of conns at idle past the last time each one's peer acknowledged a byte:
+// a write to a peer that takes nothing for idle fails with
+// os.ErrDeadlineExceeded, one to a slow peer that takes something does not.
+// The deadlines are left set.
+func WaitWhileTaken(done <-chan struct{}, idle time.Duration, conns ...*net.TCPConn) {
 	acked := make([]uint64, len(conns))
 	for i, c := range conns {
 		acked[i] = ackedBytes(c)

@@ -175,7 +175,10 @@ func (p *pump) stop(finishWrites bool, idle time.Duration) pumpResult {
 		p.dst.SetWriteDeadline(past)
 	}
 	if finishWrites && idle > 0 {
-		engine.WaitWhileTaken(func() { p.result = <-p.ch }, idle, p.dst)
+		done := make(chan struct{})
+		go func() { p.result = <-p.ch; close(done) }()
+		engine.WaitWhileTaken(done, idle, p.dst)
+		<-done
 	} else {
 		p.result = <-p.ch
 	}
