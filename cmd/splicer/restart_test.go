@@ -137,6 +137,9 @@ func (s *site) startRun(tb testing.TB, cfg string) *daemonProc {
 	}
 	go func() { d.exited <- d.cmd.Wait() }()
 	tb.Cleanup(func() {
+		if tb.Failed() {
+			d.dumpGoroutines()
+		}
 		d.stopPidFile()
 		d.cmd.Process.Kill()
 		if tb.Failed() {
@@ -166,6 +169,19 @@ func (d *daemonProc) pid() int {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
+}
+
+// dumpGoroutines has the process the test started, if it still runs,
+// write its goroutines to the log and exit (SIGQUIT), so that a failed
+// test shows where a process that should have stopped waits.
+func (d *daemonProc) dumpGoroutines() {
+	if d.cmd.Process.Signal(syscall.SIGQUIT) != nil {
+		return // gone already
+	}
+	select {
+	case <-d.exited:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 // stopPidFile terminates the process the pid file names (the new process
