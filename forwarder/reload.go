@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"syscall"
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/handoff"
 )
 
 // Reload applies cfg's listeners: an unchanged listener keeps running, a
@@ -192,11 +194,11 @@ func (f *Forwarder) ListenerFiles() (map[string]*os.File, error) {
 	defer f.mu.Unlock()
 	files := map[string]*os.File{}
 	for _, l := range f.listeners {
-		fl, ok := l.ln.(interface{ File() (*os.File, error) })
+		sc, ok := l.ln.(syscall.Conn)
 		if !ok {
 			return closeAll(files), fmt.Errorf("listener %s: socket cannot be handed over", l.cfg.Name)
 		}
-		file, err := fl.File()
+		file, err := handoff.Dup(sc)
 		if err != nil {
 			return closeAll(files), fmt.Errorf("listener %s: %w", l.cfg.Name, err)
 		}

@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/handoff"
 )
 
 // Server is the admin HTTP server of one forwarder.
@@ -120,11 +122,11 @@ func (s *Server) Handle(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(p
 
 // File returns a duplicate of the listening socket, to hand to a new process.
 func (s *Server) File() (*os.File, error) {
-	fl, ok := s.ln.(interface{ File() (*os.File, error) })
+	sc, ok := s.ln.(syscall.Conn)
 	if !ok {
 		return nil, errors.New("admin socket cannot be handed over")
 	}
-	return fl.File()
+	return handoff.Dup(sc)
 }
 
 // Addr is the address the admin server listens on.

@@ -3,11 +3,14 @@
 package handoff
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // childMode selects what the test binary does when run as the new process.
@@ -54,7 +57,7 @@ func listenFile(tb testing.TB) (*net.TCPListener, *os.File) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { ln.Close() })
-	f, err := ln.File()
+	f, err := Dup(ln)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -110,6 +113,66 @@ func TestHandoffFailedChildChangesNothing(t *testing.T) {
 	if string(got) != "old" {
 		t.Fatalf("answer %q, want the old process's", got)
 	}
+}
+
+// TestHandoffLeavesTheOldListenerNonBlocking: after a handoff the old
+// process's accept loop, woken by a connection it wins, goes back to the
+// poller, and closing its listener returns at once. With net's File as
+// the duplicate, the exec turned the shared socket blocking: the loop's
+// next accept waited in the kernel, and Close with it.
+func TestHandoffLeavesTheOldListenerNonBlocking(t *testing.T) {
+	ln, f := listenFile(t)
+	t.Setenv(childMode, "fail")
+	Start(os.Args[0], nil, map[string]*os.File{"a": f}, 10*time.Second) // only the exec matters
+	if !nonBlocking(t, ln) {
+		t.Error("the listener is blocking after the exec")
+	}
+	accepted := make(chan error)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				accepted <- err
+				return
+			}
+			c.Close()
+			accepted <- nil
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the loop is back in Accept
+	closed := make(chan struct{})
+	go func() { ln.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the listener still waits 5 s later")
+	}
+	if err := <-accepted; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the accept loop ended with %v, want net.ErrClosed", err)
+	}
+}
+
+// nonBlocking reports whether ln's socket has O_NONBLOCK.
+func nonBlocking(tb testing.TB, ln *net.TCPListener) bool {
+	tb.Helper()
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var flags int
+	rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return flags&unix.O_NONBLOCK != 0
 }
 
 func TestSameAddr(t *testing.T) {
