@@ -59,6 +59,11 @@ type Sock struct {
 	Age     time.Duration
 	// RcvNxt and WriteSeq are tp->rcv_nxt and tp->write_seq.
 	RcvNxt, WriteSeq uint32
+	// OutOfOrder: segments past a hole wait in the socket's
+	// out-of-order queue. Its peer has them acknowledged selectively
+	// (SACK) and will not send them again soon; no socket option, and
+	// so no TCP_REPAIR, reads them.
+	OutOfOrder bool
 	// The rest of what a splice reads from a frozen socket: Seqs and
 	// Window put it as the socket options would.
 	copiedSeq, sndUna uint32
@@ -161,12 +166,13 @@ func (r *Reader) Read(conns [2]Conn, netns int32) ([2]Sock, error) {
 			continue
 		}
 		out[i] = Sock{
-			Found:    true,
-			State:    uint8(s.State),
-			TSRecent: s.TsRecent,
-			Stamped:  s.TsRecentStamp != 0,
-			RcvNxt:   s.RcvNxt,
-			WriteSeq: s.WriteSeq,
+			Found:      true,
+			State:      uint8(s.State),
+			TSRecent:   s.TsRecent,
+			Stamped:    s.TsRecentStamp != 0,
+			RcvNxt:     s.RcvNxt,
+			WriteSeq:   s.WriteSeq,
+			OutOfOrder: s.OutOfOrder != 0,
 
 			copiedSeq: s.CopiedSeq,
 			sndUna:    s.SndUna,

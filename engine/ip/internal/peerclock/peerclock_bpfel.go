@@ -65,7 +65,7 @@ type peerclockPeerclockSock struct {
 	MssClamp      uint16
 	UrgData       uint16
 	Tsoffset      uint32
-	Pad           uint32
+	OutOfOrder    uint32
 }
 
 // Names of all BPF objects in the ELF.

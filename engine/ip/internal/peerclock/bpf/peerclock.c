@@ -1,4 +1,4 @@
-/* peerclock.c: a tc program never attached, run on demand with BPF_PROG_TEST_RUN: it finds two of the forwarder's TCP sockets by their 4-tuples and reads the latest TSval each accepted from its peer (tp->rx_opt.ts_recent), and the sequence numbers, queues and windows a splice needs. */
+/* peerclock.c: a tc program never attached, run on demand with BPF_PROG_TEST_RUN: it finds two of the forwarder's TCP sockets by their 4-tuples and reads the latest TSval each accepted from its peer (tp->rx_opt.ts_recent), the sequence numbers, queues and windows a splice needs, and whether segments wait out of order. */
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -24,6 +24,10 @@ struct tcp_options_received {
 	__u16 mss_clamp;
 } __attribute__((preserve_access_index));
 
+struct rb_root {
+	void *rb_node;
+} __attribute__((preserve_access_index));
+
 struct tcp_sock {
 	__u32 rcv_nxt;
 	__u32 copied_seq;
@@ -38,6 +42,7 @@ struct tcp_sock {
 	__u32 tsoffset;
 	__u16 urg_data;
 	struct tcp_options_received rx_opt;
+	struct rb_root out_of_order_queue;
 } __attribute__((preserve_access_index));
 
 static __always_inline void read_sock(struct __sk_buff *skb, struct peerclock_sock *s, __u64 netns)
@@ -73,6 +78,7 @@ static __always_inline void read_sock(struct __sk_buff *skb, struct peerclock_so
 		s->mss_clamp = tp->rx_opt.mss_clamp;
 		s->urg_data = tp->urg_data;
 		s->tsoffset = tp->tsoffset;
+		s->out_of_order = tp->out_of_order_queue.rb_node != 0;
 	}
 	bpf_sk_release(sk);
 }

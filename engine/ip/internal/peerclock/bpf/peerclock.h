@@ -46,7 +46,7 @@ struct peerclock_sock {
 	__u16 mss_clamp;	     /* out: tp->rx_opt.mss_clamp (TCP_MAXSEG in repair mode) */
 	__u16 urg_data;		     /* out: tp->urg_data: urgent data pending makes SIOCINQ count differently */
 	__u32 tsoffset;		     /* out: tp->tsoffset: TCP_TIMESTAMP is the clock (ms or us of now_ns) plus it */
-	__u32 pad;
+	__u32 out_of_order;	     /* out: 1 if tp->out_of_order_queue holds segments, which no socket option reads */
 };
 
 /* One run reads both sockets of a pair. */

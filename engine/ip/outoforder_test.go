@@ -1,0 +1,90 @@
+// Lab test of a splice that finds segments past a hole in a forwarder socket: it falls back, since no socket option reads them and their sender has them acknowledged selectively.
+
+package ip
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/sockopt"
+	"github.com/splicer/splicer/internal/testenv"
+
+	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
+)
+
+// TestEngineFallsBackWithOutOfOrderSegments: a segment 1000 bytes past the
+// client's next byte, sent on the client's 4-tuple, waits in the
+// forwarder's out-of-order queue (and the forwarder SACKs it). Splice
+// falls back naming that queue, the datapath holds nothing, and the
+// connections work on. A splice would have left the segment where
+// nothing reads it, and the receiver short of it until its sender
+// doubted its SACKs.
+func TestEngineFallsBackWithOutOfOrderSegments(t *testing.T) {
+	el := newEngineLab(t, Options{MaxPairs: 16})
+	if el.e.clk == nil {
+		t.Skip("no socket reader: out-of-order segments cannot be seen")
+	}
+	lp := el.pair(t, "")
+	if _, err := lp.client.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if got := testenv.ReadFull(t, lp.p.Client, 5); string(got) != "hello" {
+		t.Fatalf("the forwarder read %q", got)
+	}
+	sendPastAHole(t, el, lp, 1000, []byte("past a hole"))
+	_, err := el.e.Splice(context.Background(), lp.p, engine.Both(0))
+	if !engine.IsFallback(err) || !strings.Contains(err.Error(), "out-of-order") {
+		t.Fatalf("Splice with a segment out of order returned %v, want a fallback naming it", err)
+	}
+	if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
+		t.Errorf("the datapath still holds %v", pairs)
+	}
+	go copyThenClose(lp.p.Upstream(), lp.p.Client)
+	go copyThenClose(lp.p.Client, lp.p.Upstream())
+	echoOnce(t, lp)
+}
+
+// sendPastAHole sends payload on the client's 4-tuple, gap bytes past
+// the client's next one, with the client's acknowledgment and timestamp
+// clock, from a raw socket in the client's namespace.
+func sendPastAHole(tb testing.TB, el *engineLab, lp labPair, gap uint32, payload []byte) {
+	tb.Helper()
+	st, err := tcprepair.Freeze(lp.client)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := tcprepair.Thaw(lp.client); err != nil {
+		tb.Fatal(err)
+	}
+	client := netip.MustParseAddrPort(lp.client.LocalAddr().String())
+	fwd := netip.MustParseAddrPort(lp.client.RemoteAddr().String())
+	f := segFields{ack: st.Params.RcvNxt, win: 1000, ts: st.Params.Timestamps, tsVal: st.Params.TSVal}
+	err = el.l.Client.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		pkt := buildSegment(make([]byte, 128), client, fwd, st.SndNxt+gap, f, payload)
+		return unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: fwd.Addr().As4()})
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	testenv.Eventually(tb, "the segment in the forwarder's out-of-order queue", func() bool {
+		var ooo uint32
+		err := sockopt.WithFD(lp.p.Client, func(fd int) error {
+			info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+			if err == nil {
+				ooo = info.Rcv_ooopack
+			}
+			return err
+		})
+		return err == nil && ooo > 0
+	})
+}
