@@ -50,8 +50,8 @@ func TestEngineFallsBackWithOutOfOrderSegments(t *testing.T) {
 }
 
 // sendPastAHole sends payload on the client's 4-tuple, gap bytes past
-// the client's next one, with the client's acknowledgment and timestamp
-// clock, from a raw socket in the client's namespace.
+// the client's next one, with the client's acknowledgment, from a raw
+// socket in the client's namespace.
 func sendPastAHole(tb testing.TB, el *engineLab, lp labPair, gap uint32, payload []byte) {
 	tb.Helper()
 	st, err := tcprepair.Freeze(lp.client)
@@ -63,7 +63,18 @@ func sendPastAHole(tb testing.TB, el *engineLab, lp labPair, gap uint32, payload
 	}
 	client := netip.MustParseAddrPort(lp.client.LocalAddr().String())
 	fwd := netip.MustParseAddrPort(lp.client.RemoteAddr().String())
-	f := segFields{ack: st.Params.RcvNxt, win: 1000, ts: st.Params.Timestamps, tsVal: st.Params.TSVal}
+	var clock int
+	err = sockopt.WithFD(lp.client, func(fd int) (err error) {
+		clock, err = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The client's TSvals may run ahead of its clock by a pacing delay
+	// (EDT): one a second ahead passes PAWS, and a segment past a hole
+	// does not become the socket's ts_recent.
+	f := segFields{ack: st.Params.RcvNxt, win: 1000, ts: true, tsVal: uint32(clock) + 1000}
 	err = el.l.Client.Do(func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 		if err != nil {
