@@ -15,25 +15,28 @@ package ip
 // forwarder's sockets instead), "graces_watched" and "graces_visited"
 // (grace periods the softirq watch ended, and those it could not end,
 // which visited every CPU), "window_refused" (limited splices refused
-// because the sender may send past the receiver's window: windowsFit).
+// because the sender may send past the receiver's window: windowsFit),
+// "out_of_order_refused" (splices refused because a socket held
+// segments past a hole, which its peer has SACKed: outOfOrder).
 // Nothing before the datapath is loaded.
 func (e *Engine) Counters() map[string]uint64 {
 	e.mu.Lock()
 	dp := e.dp
 	e.mu.Unlock()
 	out := map[string]uint64{
-		"drained_pairs":       uint64(e.drainedPairs.Load()),
-		"drained_bytes":       uint64(e.drainedBytes.Load()),
-		"drained_packets":     uint64(e.inject.drainPackets.Load()),
-		"drained_gso_packets": uint64(e.inject.drainGSO.Load()),
-		"drained_retransmits": uint64(e.inject.drainResent.Load()),
-		"unsplices":           uint64(e.unspl.ok.Load()),
-		"unsplice_failed":     uint64(e.unspl.failed.Load()),
-		"clock_probes":        uint64(e.clockProbes.Load()),
-		"clocks_read":         uint64(e.clocksRead.Load()),
-		"graces_watched":      uint64(e.gracesWatched.Load()),
-		"graces_visited":      uint64(e.gracesVisited.Load()),
-		"window_refused":      uint64(e.windowRefused.Load()),
+		"drained_pairs":        uint64(e.drainedPairs.Load()),
+		"drained_bytes":        uint64(e.drainedBytes.Load()),
+		"drained_packets":      uint64(e.inject.drainPackets.Load()),
+		"drained_gso_packets":  uint64(e.inject.drainGSO.Load()),
+		"drained_retransmits":  uint64(e.inject.drainResent.Load()),
+		"unsplices":            uint64(e.unspl.ok.Load()),
+		"unsplice_failed":      uint64(e.unspl.failed.Load()),
+		"clock_probes":         uint64(e.clockProbes.Load()),
+		"clocks_read":          uint64(e.clocksRead.Load()),
+		"graces_watched":       uint64(e.gracesWatched.Load()),
+		"graces_visited":       uint64(e.gracesVisited.Load()),
+		"window_refused":       uint64(e.windowRefused.Load()),
+		"out_of_order_refused": uint64(e.outOfOrderRefused.Load()),
 	}
 	if dp == nil {
 		return out

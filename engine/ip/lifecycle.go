@@ -103,9 +103,10 @@ type Engine struct {
 	inject   *injector
 	// drained counts pairs spliced with owed bytes, and those bytes.
 	drainedPairs, drainedBytes atomic.Int64
-	// windowRefused counts splices refused by windowsFit.
-	windowRefused atomic.Int64
-	waiters       map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
+	// windowRefused counts splices refused by windowsFit, outOfOrder
+	// those refused for segments past a hole (outOfOrder).
+	windowRefused, outOfOrderRefused atomic.Int64
+	waiters                          map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
 	// detached are the pairs the engine follows without their callers
 	// (detached.go), by A tuple; followOnce starts their ticker.
 	detached   map[datapath.Tuple]*detached

@@ -20,7 +20,7 @@ import (
 // TestEngineFallsBackWithOutOfOrderSegments: a segment 1000 bytes past the
 // client's next byte, sent on the client's 4-tuple, waits in the
 // forwarder's out-of-order queue (and the forwarder SACKs it). Splice
-// falls back naming that queue, the datapath holds nothing, and the
+// falls back naming that queue and counts it, the datapath holds nothing, and the
 // connections work on. A splice would have left the segment where
 // nothing reads it, and the receiver short of it until its sender
 // doubted its SACKs.
@@ -40,6 +40,9 @@ func TestEngineFallsBackWithOutOfOrderSegments(t *testing.T) {
 	_, err := el.e.Splice(context.Background(), lp.p, engine.Both(0))
 	if !engine.IsFallback(err) || !strings.Contains(err.Error(), "out-of-order") {
 		t.Fatalf("Splice with a segment out of order returned %v, want a fallback naming it", err)
+	}
+	if n := el.e.Counters()["out_of_order_refused"]; n != 1 {
+		t.Errorf("out_of_order_refused counted %d, want 1", n)
 	}
 	if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
 		t.Errorf("the datapath still holds %v", pairs)
