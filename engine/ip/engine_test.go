@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/internal/sockopt"
@@ -562,12 +564,42 @@ func TestEngineFallsBackWithoutClockAnswer(t *testing.T) {
 	if !engine.IsFallback(err) || !strings.Contains(err.Error(), "no answer to the timestamp probe") {
 		t.Fatalf("Splice without the client's answer returned %v, want a fallback naming the probe", err)
 	}
+	el.workOnAfterFallback(t, lp)
+}
+
+// workOnAfterFallback checks that a Splice that fell back left nothing in
+// the datapath, then forwards lp in user space, as the next engine would,
+// and echoes a message each way through it.
+func (el *engineLab) workOnAfterFallback(tb testing.TB, lp labPair) {
+	tb.Helper()
 	if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
-		t.Errorf("the datapath still holds %v", pairs)
+		tb.Errorf("the datapath still holds %v", pairs)
 	}
 	go copyThenClose(lp.p.Upstream(), lp.p.Client)
 	go copyThenClose(lp.p.Client, lp.p.Upstream())
-	echoOnce(t, lp)
+	echoOnce(tb, lp)
+}
+
+// sendFromClient sends IPv4 packets (IP header included) to dst from a
+// raw socket in the client's namespace, as a forger there would.
+func (el *engineLab) sendFromClient(tb testing.TB, dst netip.Addr, pkts ...[]byte) {
+	tb.Helper()
+	err := el.l.Client.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		for _, pkt := range pkts {
+			if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: dst.As4()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
 }
 
 func copyThenClose(dst, src *net.TCPConn) {

@@ -44,12 +44,7 @@ func TestEngineFallsBackWithOutOfOrderSegments(t *testing.T) {
 	if n := el.e.Counters()["out_of_order_refused"]; n != 1 {
 		t.Errorf("out_of_order_refused counted %d, want 1", n)
 	}
-	if pairs := el.e.dp.Pairs(); len(pairs) != 0 {
-		t.Errorf("the datapath still holds %v", pairs)
-	}
-	go copyThenClose(lp.p.Upstream(), lp.p.Client)
-	go copyThenClose(lp.p.Client, lp.p.Upstream())
-	echoOnce(t, lp)
+	el.workOnAfterFallback(t, lp)
 }
 
 // sendPastAHole sends payload on the client's 4-tuple, gap bytes past
@@ -78,18 +73,7 @@ func sendPastAHole(tb testing.TB, el *engineLab, lp labPair, gap uint32, payload
 	// (EDT): one a second ahead passes PAWS, and a segment past a hole
 	// does not become the socket's ts_recent.
 	f := segFields{ack: st.Params.RcvNxt, win: 1000, ts: true, tsVal: uint32(clock) + 1000}
-	err = el.l.Client.Do(func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		pkt := buildSegment(make([]byte, 128), client, fwd, st.SndNxt+gap, f, payload)
-		return unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: fwd.Addr().As4()})
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	el.sendFromClient(tb, fwd.Addr(), buildSegment(make([]byte, 128), client, fwd, st.SndNxt+gap, f, payload))
 	testenv.Eventually(tb, "the segment in the forwarder's out-of-order queue", func() bool {
 		var ooo uint32
 		err := sockopt.WithFD(lp.p.Client, func(fd int) error {

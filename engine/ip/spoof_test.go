@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/testenv"
 
@@ -51,26 +49,13 @@ func TestEngineDropsSpoofedSegments(t *testing.T) {
 	}
 	before, _ := el.e.dp.Drops()
 	want := map[string]uint64{}
-	err = el.l.Client.Do(func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		buf := make([]byte, 128)
-		for _, g := range forged {
-			g.f.win = 1000
-			pkt := buildSegment(buf, client, fwd, g.seq, g.f, []byte("forged"))
-			if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: fwd.Addr().As4()}); err != nil {
-				return err
-			}
-			want[g.reason]++
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	var pkts [][]byte
+	for _, g := range forged {
+		g.f.win = 1000
+		pkts = append(pkts, buildSegment(make([]byte, 128), client, fwd, g.seq, g.f, []byte("forged")))
+		want[g.reason]++
 	}
+	el.sendFromClient(t, fwd.Addr(), pkts...)
 	testenv.Eventually(t, "the forged segments counted", func() bool {
 		after, _ := el.e.dp.Drops()
 		for r, n := range want {
