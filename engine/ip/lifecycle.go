@@ -103,8 +103,8 @@ type Engine struct {
 	inject   *injector
 	// drained counts pairs spliced with owed bytes, and those bytes.
 	drainedPairs, drainedBytes atomic.Int64
-	// windowRefused counts splices refused by windowsFit, outOfOrder
-	// those refused for segments past a hole (outOfOrder).
+	// windowRefused counts splices refused by windowsFit,
+	// outOfOrderRefused those refused by outOfOrder.
 	windowRefused, outOfOrderRefused atomic.Int64
 	waiters                          map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
 	// detached are the pairs the engine follows without their callers
