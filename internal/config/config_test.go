@@ -372,6 +372,10 @@ func TestParseErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-forward, http: {response_timeout: -5s}}",
 		), []wantErr{{2, "listeners[0].http.response_timeout", "must not be negative"}}},
+		{"negative max body bytes", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', proxy: http-forward, http: {max_body_bytes: -1}}",
+		), []wantErr{{2, "listeners[0].http.max_body_bytes", `invalid size "-1"`}}},
 		{"zero connect timeout", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], connect_timeout: 0s}",

@@ -50,6 +50,13 @@ type HTTP struct {
 	// default 32KiB. MaxHeaders bounds its header lines; default 100.
 	MaxHeaderBytes Size `yaml:"max_header_bytes"`
 	MaxHeaders     int  `yaml:"max_headers"`
+	// MaxBodyBytes bounds a request body (nginx's client_max_body_size):
+	// one whose Content-Length is larger gets 413 before any upstream
+	// hears of it; a chunked one that grows past it gets 413 when it
+	// does, and the upstream connection, which had part of it, is
+	// closed. Default 0: no bound, as in HAProxy and Envoy, since the
+	// bodies are streamed and spliced, never held.
+	MaxBodyBytes Size `yaml:"max_body_bytes"`
 	// TrustedProxies are client CIDRs (other proxies in front) whose
 	// Forwarded and X-Forwarded-* fields http-reverse keeps and appends
 	// to; everyone else's are replaced.

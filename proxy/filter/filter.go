@@ -16,9 +16,10 @@
 //
 // Bad input gets a response and a close: 400 for a malformed head, a
 // request with both Content-Length and Transfer-Encoding, or a request body
-// that is malformed or ends early, 431 for a head
-// over the size or header-count limit, 408 when the head does not arrive
-// within the header timeout, 502 when no upstream answers.
+// that is malformed or ends early, 413 for a request body larger than
+// http.max_body_bytes, 431 for a head over the size or header-count
+// limit, 408 when the head does not arrive within the header timeout, 502
+// when no upstream answers.
 package filter
 
 import (
@@ -87,6 +88,8 @@ type Proxy struct {
 	KeepaliveTimeout time.Duration
 	// MaxHeaderBytes and MaxHeaders bound a head; 0 means the defaults.
 	MaxHeaderBytes, MaxHeaders int
+	// MaxBodyBytes bounds a request body (413 above); 0 sets no bound.
+	MaxBodyBytes int64
 	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
 	// each upstream before any client byte.
 	ProxyProtocol string
@@ -103,6 +106,7 @@ func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 	}
 	if h := lc.HTTP; h != nil {
 		p.HeaderTimeout, p.MaxHeaderBytes, p.MaxHeaders = h.HeaderTimeout.Std(), int(h.MaxHeaderBytes), h.MaxHeaders
+		p.MaxBodyBytes = int64(h.MaxBodyBytes)
 	}
 	p.RequestTimeout = lc.HTTP.WithDefaults().RequestTimeout.Std()
 	p.BodyTimeout = lc.HTTP.WithDefaults().BodyTimeout.Std()
@@ -172,6 +176,11 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		c.refuse(http.StatusForbidden, "blocked by filter: path matches "+pat)
 		return true, nil
 	}
+	if req.body.kind == sized && c.p.MaxBodyBytes > 0 && req.body.size > c.p.MaxBodyBytes {
+		err := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes larger than http.max_body_bytes (%d bytes)", req.body.size, c.p.MaxBodyBytes)}
+		c.refuse(err.status, err.msg)
+		return true, err
+	}
 	resp, bodyDone, err := c.roundTrip(ctx, req)
 	if err != nil {
 		c.closeUpstream()
@@ -207,7 +216,7 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		return true, c.tunnel(ctx, bodyDone)
 	}
 	cw := &httpcore.WatchedWriter{W: c.clientWriter()}
-	if err := copyBody(cw, c.upr, resp.body); err != nil {
+	if err := copyBody(cw, c.upr, resp.body, 0); err != nil {
 		switch {
 		case cw.Err != nil && errors.Is(cw.Err, os.ErrDeadlineExceeded):
 			err = fmt.Errorf("%w: %w", proxy.ErrClientTimeout, err) // the client stopped taking the body

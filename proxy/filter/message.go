@@ -338,8 +338,10 @@ func contentLength(values []string) (int64, error) {
 	return n, nil
 }
 
-// copyBody streams a body from r to w as framed, byte for byte.
-func copyBody(w io.Writer, r *bufio.Reader, f framing) error {
+// copyBody streams a body from r to w as framed, byte for byte; a chunked
+// one may carry at most max bytes (0: no bound), a sized one was checked
+// before its head went on.
+func copyBody(w io.Writer, r *bufio.Reader, f framing, max int64) error {
 	switch f.kind {
 	case sized:
 		n, err := io.CopyN(w, r, f.size)
@@ -347,7 +349,7 @@ func copyBody(w io.Writer, r *bufio.Reader, f framing) error {
 			return fmt.Errorf("body: %d of %d bytes: %w", n, f.size, err)
 		}
 	case chunked:
-		return httpcore.CopyChunked(w, r)
+		return httpcore.CopyChunkedMax(w, r, max)
 	case untilEOF:
 		_, err := io.Copy(w, r)
 		return err

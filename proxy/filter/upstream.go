@@ -43,7 +43,7 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 		}
 		go func() {
 			idle := c.bodyIdle()
-			err := copyBody(upw, c.cr, req.body)
+			err := copyBody(upw, c.cr, req.body, c.p.MaxBodyBytes)
 			c.clientIn.setIdle(c.p.IdleTimeout)
 			switch {
 			case err == nil:
@@ -102,6 +102,9 @@ type clientBodyError struct {
 func (e *clientBodyError) refusal() (int, string) {
 	if e.stalled > 0 {
 		return http.StatusRequestTimeout, httpcore.StalledBody(e.stalled)
+	}
+	if errors.Is(e.err, httpcore.ErrBodyTooLarge) {
+		return http.StatusRequestEntityTooLarge, "chunked request body larger than http.max_body_bytes"
 	}
 	return http.StatusBadRequest, "malformed or unfinished request body"
 }

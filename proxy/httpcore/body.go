@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -255,13 +256,23 @@ const maxChunkLine = 4096
 
 var errBadChunk = errors.New("malformed chunked body")
 
+// ErrBodyTooLarge is a chunked body that grew past the bound
+// CopyChunkedMax was given.
+var ErrBodyTooLarge = errors.New("chunked body larger than its bound")
+
 // CopyChunked copies one chunked body from src to dst (sizes, extensions,
 // trailers), parsing it to find where it ends; line ends are written as
 // CRLF whatever the sender used (RFC 9112 2.2 lets a recipient take a
 // bare LF), so the next hop reads the same framing. The filter streams
 // its chunked bodies with it too: every kind frames them alike.
-func CopyChunked(dst io.Writer, src *bufio.Reader) error {
+func CopyChunked(dst io.Writer, src *bufio.Reader) error { return CopyChunkedMax(dst, src, 0) }
+
+// CopyChunkedMax is CopyChunked for a body whose chunks may carry at most
+// max bytes of data (0: no bound): the chunk that would take it past max
+// is not copied, and the error is ErrBodyTooLarge.
+func CopyChunkedMax(dst io.Writer, src *bufio.Reader, max int64) error {
 	tp := src
+	var total int64
 	for {
 		line, err := readChunkLine(tp)
 		if err != nil {
@@ -270,6 +281,9 @@ func CopyChunked(dst io.Writer, src *bufio.Reader) error {
 		size, err := ChunkSize(line)
 		if err != nil {
 			return err
+		}
+		if total += size; max > 0 && total > max {
+			return fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, max)
 		}
 		if _, err := io.WriteString(dst, line+"\r\n"); err != nil {
 			return err

@@ -84,13 +84,16 @@ type Limits struct {
 	MaxHeaderBytes int
 	// MaxHeaders bounds the number of header lines.
 	MaxHeaders int
+	// MaxBodyBytes bounds a request body (413 above); 0 sets no bound.
+	MaxBodyBytes int64
 }
 
 // LimitsFrom takes the limits of an http section with its defaults filled in.
 func LimitsFrom(h config.HTTP) Limits {
 	return Limits{HeaderTimeout: h.HeaderTimeout.Std(), RequestTimeout: h.RequestTimeout.Std(),
 		BodyTimeout: h.BodyTimeout.Std(), ResponseTimeout: h.ResponseTimeout.Std(),
-		KeepaliveTimeout: h.KeepaliveTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders}
+		KeepaliveTimeout: h.KeepaliveTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders,
+		MaxBodyBytes: int64(h.MaxBodyBytes)}
 }
 
 // responseLimits bound a response head from an upstream: generous, since

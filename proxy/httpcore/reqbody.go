@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,9 +51,12 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 		c.S.NoSplice("chunked request body streamed in control mode")
 		defer c.streaming()()
 		up := &WatchedWriter{W: c.upWriter()}
-		err := CopyChunked(up, c.client)
+		err := CopyChunkedMax(up, c.client, c.Limits.MaxBodyBytes)
 		if up.Err == nil && c.bodyStalled(err) {
 			return c.bodyTimedOut(err)
+		}
+		if errors.Is(err, ErrBodyTooLarge) {
+			return bodyTooLarge("chunked request body", c.Limits.MaxBodyBytes)
 		}
 		if err != nil && up.Err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			// Not the upstream's, nor a timeout: the client's body was
@@ -125,6 +129,23 @@ func (c *Conn) bodyUp() (restore func()) {
 // nothing came for idle.
 func StalledBody(idle time.Duration) string {
 	return "request body stalled: nothing of it for " + idle.String()
+}
+
+// bodyTooLarge is the 413 for a request body larger than
+// Limits.MaxBodyBytes: what says so, then the bound.
+func bodyTooLarge(what string, max int64) *StatusError {
+	return &StatusError{Status: http.StatusRequestEntityTooLarge,
+		Reason: what + " larger than http.max_body_bytes (" + strconv.FormatInt(max, 10) + " bytes)"}
+}
+
+// CheckBodySize is the 413 for a request whose Content-Length is larger
+// than max (0: no bound), answered before any upstream hears of it; nil
+// for any other request.
+func CheckBodySize(req *http.Request, max int64) *StatusError {
+	if max <= 0 || req.ContentLength <= max {
+		return nil
+	}
+	return bodyTooLarge("request body of "+strconv.FormatInt(req.ContentLength, 10)+" bytes", max)
 }
 
 // badRequestBody is the 400 for a request body the client got wrong: its
