@@ -196,14 +196,17 @@ type RequestRecorder interface {
 	RecordRequest(r Request)
 }
 
-// ServerHealth is one back-end server's health-check state.
+// ServerHealth is one back-end server's health-check state, and whether
+// it is skipped for failed connects (Failures).
 type ServerHealth struct {
 	Pool, Server string
 	Healthy      bool
+	Skipped      bool
 }
 
-// HealthReporter is a proxy with back-end pools (http-reverse): the
-// forwarder exports their health at scrape time.
+// HealthReporter is a proxy with back-end servers (http-reverse's pools,
+// tcp's and filter's upstream lists): the forwarder exports their health
+// at scrape time.
 type HealthReporter interface {
 	Health() []ServerHealth
 }

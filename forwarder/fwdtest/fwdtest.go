@@ -63,9 +63,23 @@ func Echo(tb testing.TB) string {
 	return serveOrigin(tb, origin.Echo)
 }
 
+// ServeHTTPOriginAt is HTTPOrigin on addr (a FreeAddr that a test brings
+// up late).
+func ServeHTTPOriginAt(tb testing.TB, addr string) {
+	tb.Helper()
+	serveOriginAt(tb, origin.HTTP, addr)
+}
+
 func serveOrigin(tb testing.TB, proto origin.Proto) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveOriginAt(tb, proto, "127.0.0.1:0")
+}
+
+// serveOriginAt serves proto on addr until the test ends and returns the
+// address it listens on.
+func serveOriginAt(tb testing.TB, proto origin.Proto, addr string) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		tb.Fatal(err)
 	}

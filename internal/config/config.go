@@ -214,7 +214,13 @@ type Listener struct {
 	// Upstream is the round-robin list of host:port to connect to; proxy
 	// tcp needs at least one.
 	Upstream []string `yaml:"upstream"`
-	Engine   string   `yaml:"engine"` // one of EngineNames
+	// MaxFails failed connects to one of Upstream within FailTimeout
+	// skip it for FailTimeout, unless every one is skipped (nginx's
+	// max_fails and fail_timeout); default 1 and 10s, max_fails 0 never
+	// skips. http-reverse's pools have their own.
+	MaxFails    *int     `yaml:"max_fails,omitempty"`
+	FailTimeout Duration `yaml:"fail_timeout,omitempty"`
+	Engine      string   `yaml:"engine"` // one of EngineNames
 	// ConnectTimeout bounds the connect to an upstream.
 	ConnectTimeout Duration `yaml:"connect_timeout"`
 	// IdleTimeout closes a pair idle this long; 0 means never.

@@ -372,6 +372,18 @@ func TestParseErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-forward, http: {response_timeout: -5s}}",
 		), []wantErr{{2, "listeners[0].http.response_timeout", "must not be negative"}}},
+		{"max_fails where nothing dials a list", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', proxy: socks5, socks5: {auth: none}, max_fails: 2}",
+		), []wantErr{{2, "listeners[0].max_fails", "max_fails is not used by proxy socks5"}}},
+		{"negative max_fails", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], max_fails: -1, fail_timeout: -1s}",
+		), []wantErr{{2, "listeners[0].max_fails", "expected 0 (never skip a server) to 1000, got -1"}, {2, "listeners[0].fail_timeout", "must not be negative"}}},
+		{"negative max_fails in a pool", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2'], max_fails: -1}]}",
+		), []wantErr{{2, "listeners[0].pools[0].max_fails", "expected 0 (never skip a server) to 1000, got -1"}}},
 		{"negative max body bytes", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-forward, http: {max_body_bytes: -1}}",

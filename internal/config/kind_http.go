@@ -134,6 +134,10 @@ type Pool struct {
 	Balance     string       `yaml:"balance"`
 	Servers     []string     `yaml:"servers"`
 	HealthCheck *HealthCheck `yaml:"health_check"`
+	// MaxFails and FailTimeout skip a server that does not connect, as
+	// the listener's keys do for an upstream list (FailPolicy).
+	MaxFails    *int     `yaml:"max_fails"`
+	FailTimeout Duration `yaml:"fail_timeout"`
 }
 
 // HealthCheck is an active HTTP health check of a pool's servers: GET Path
@@ -243,6 +247,7 @@ func (v *validator) http(p string, l *Listener) {
 			}
 		}
 		v.healthCheck(pp+".health_check", pl.HealthCheck)
+		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
 	}
 	for i, r := range l.Routes {
 		v.route(p+".routes["+itoa(i)+"]", r, pools)

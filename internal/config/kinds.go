@@ -30,6 +30,8 @@ var kindSections = map[string][]string{
 var builtinKeys = map[string][]string{
 	"splice_after":   {"tcp"},
 	"upstream":       {"tcp", "filter"},
+	"max_fails":      {"tcp", "filter"},
+	"fail_timeout":   {"tcp", "filter"},
 	"proxy_protocol": {"tcp", "socks5", "filter", "http-forward", "http-reverse"},
 }
 
@@ -53,6 +55,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 		set := map[string]bool{
 			"splice_after": l.SpliceAfter != 0, "upstream": len(l.Upstream) > 0 && l.Proxy != "socks5",
 			"proxy_protocol": l.ProxyProtocol != "",
+			"max_fails":      l.MaxFails != nil, "fail_timeout": l.FailTimeout != 0,
 		}
 		for key, kinds := range builtinKeys {
 			if set[key] && !contains(kinds, l.Proxy) {

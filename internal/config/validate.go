@@ -135,6 +135,7 @@ func (v *validator) listeners() {
 		v.listenAddr(p, i, l, &addrs)
 		v.proxyKind(p, l)
 		v.upstreams(p, l)
+		v.failKeys(p, l.MaxFails, l.FailTimeout)
 		v.engine(p, l)
 		v.oneOf(p+".proxy_protocol", l.ProxyProtocol, ProxyProtocols)
 		v.kindSections(p, l)

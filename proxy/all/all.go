@@ -34,7 +34,7 @@ type Deps struct {
 func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 	switch lc.Proxy {
 	case "tcp", "":
-		return &tcp.Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std(),
+		return &tcp.Proxy{Upstreams: proxy.NewUpstreams(lc.Upstream, lc.FailPolicy()), IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std(),
 			ProxyProtocol: lc.ProxyProtocol}, nil
 	case "socks5":
 		return socks5.FromConfig(lc)

@@ -32,7 +32,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -54,8 +53,9 @@ const (
 // Proxy filters HTTP/1.1 between clients and its upstreams.
 type Proxy struct {
 	// Upstreams are host:port addresses taken in turn for each client
-	// connection (and again after a blocked response closed the upstream).
-	Upstreams []string
+	// connection (and again after a blocked response closed the
+	// upstream), those that do not connect skipped for a while.
+	Upstreams *proxy.Upstreams
 	// BlockPaths are path.Match patterns matched against the cleaned
 	// request path, or against its last element for a pattern without a
 	// slash; a match is answered 403 and the connection closed.
@@ -93,13 +93,15 @@ type Proxy struct {
 	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
 	// each upstream before any client byte.
 	ProxyProtocol string
-
-	next atomic.Uint64
 }
+
+// Health implements proxy.HealthReporter: the upstreams, and which are
+// skipped for failed connects.
+func (p *Proxy) Health() []proxy.ServerHealth { return p.Upstreams.Health() }
 
 // FromConfig builds the proxy of a filter listener.
 func FromConfig(lc config.Listener) (proxy.Proxy, error) {
-	p := &Proxy{Upstreams: lc.Upstream, IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
+	p := &Proxy{Upstreams: proxy.NewUpstreams(lc.Upstream, lc.FailPolicy()), IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
 	if lc.Filter != nil {
 		p.BlockPaths, p.BlockContentTypes = lc.Filter.BlockPaths, lc.Filter.BlockContentTypes
 		p.PathIgnoreCase, p.PathStripParams = lc.Filter.PathIgnoreCase, lc.Filter.PathStripParams

@@ -164,28 +164,17 @@ func (c *conn) ensureUpstream(ctx context.Context) error {
 	if c.up != nil {
 		return nil
 	}
-	if len(c.p.Upstreams) == 0 {
-		return errors.New("filter proxy has no upstream")
+	up, err := c.p.Upstreams.Dial(ctx, c.s)
+	if err != nil {
+		return err
 	}
-	start := c.p.next.Add(1) - 1
-	var errs []error
-	for i := range c.p.Upstreams {
-		addr := c.p.Upstreams[(start+uint64(i))%uint64(len(c.p.Upstreams))]
-		up, err := c.s.Dial(ctx, addr)
-		if err != nil {
-			errs = append(errs, err)
-			c.s.Log().Warn("upstream connect failed", "upstream", addr, "err", err)
-			continue
-		}
-		if err := proxyproto.Send(c.p.ProxyProtocol, c.client, up); err != nil {
-			up.Close()
-			return err
-		}
-		c.up, c.upIn = up, &deadlineReader{c: up}
-		c.upr = bufio.NewReader(c.upIn)
-		return nil
+	if err := proxyproto.Send(c.p.ProxyProtocol, c.client, up); err != nil {
+		up.Close()
+		return err
 	}
-	return errors.Join(errs...)
+	c.up, c.upIn = up, &deadlineReader{c: up}
+	c.upr = bufio.NewReader(c.upIn)
+	return nil
 }
 
 // closeUpstream closes the current upstream, if any.

@@ -133,18 +133,19 @@ func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
 	return p
 }
 
-// Health implements proxy.HealthReporter: every pool's servers and whether
-// their last health check passed (always true without checks).
+// Health implements proxy.HealthReporter: every pool's servers, whether
+// their last health check passed (always true without checks), and whether
+// they are skipped for failed connects.
 func (p *Proxy) Health() []proxy.ServerHealth {
 	var out []proxy.ServerHealth
-	seen := map[*Pool]bool{}
+	seen, now := map[*Pool]bool{}, time.Now()
 	for _, r := range p.Routes {
 		if r.Pool == nil || seen[r.Pool] {
 			continue
 		}
 		seen[r.Pool] = true
 		for _, s := range r.Pool.Servers {
-			out = append(out, proxy.ServerHealth{Pool: r.Pool.Name, Server: s.Addr, Healthy: s.Healthy()})
+			out = append(out, proxy.ServerHealth{Pool: r.Pool.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now)})
 		}
 	}
 	return out
@@ -251,6 +252,9 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *Pool, key s
 		}
 		srv.active.Add(1)
 		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), func() { srv.active.Add(-1) })
+		if ctx.Err() == nil {
+			srv.connected(pool, err, c.S.Log())
+		}
 		if err == nil {
 			return srv, nil
 		}

@@ -4,11 +4,14 @@ package httprev
 
 import (
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
 )
 
 // Server is one back-end of a pool.
@@ -16,10 +19,23 @@ type Server struct {
 	Addr    string
 	healthy atomic.Bool
 	active  atomic.Int64 // upstream connections client connections hold to it
+	fails   proxy.Failures
 }
 
 // Healthy reports whether the last health check passed (always, without checks).
 func (s *Server) Healthy() bool { return s.healthy.Load() }
+
+// connected records whether a connect to the server worked (err nil) for
+// the pool's Fail policy, logging when a failure makes it skipped.
+func (s *Server) connected(p *Pool, err error, log *slog.Logger) {
+	if err == nil {
+		s.fails.Succeeded()
+		return
+	}
+	if s.fails.Failed(p.Fail, time.Now()) {
+		log.Warn("back-end skipped", "pool", p.Name, "server", s.Addr, "for", p.Fail.Timeout, "failed_connects", p.Fail.MaxFails)
+	}
+}
 
 // Pool is a named group of servers and its balancing policy.
 type Pool struct {
@@ -27,6 +43,8 @@ type Pool struct {
 	Balance string
 	Servers []*Server
 	Health  *config.HealthCheck
+	// Fail says when a server that does not connect is skipped.
+	Fail config.FailPolicy
 
 	next atomic.Uint64
 	ring []ringPoint // consistent_hash only, sorted by hash
@@ -44,7 +62,7 @@ const vnodes = 100
 
 // NewPool builds a pool from its configuration; every server starts healthy.
 func NewPool(pc config.Pool) *Pool {
-	p := &Pool{Name: pc.Name, Balance: pc.Balance, Health: pc.HealthCheck}
+	p := &Pool{Name: pc.Name, Balance: pc.Balance, Health: pc.HealthCheck, Fail: pc.FailPolicy()}
 	if p.Balance == "" {
 		p.Balance = "round_robin"
 	}
@@ -66,20 +84,50 @@ func NewPool(pc config.Pool) *Pool {
 
 // Pick returns the server for the next request, or nil when every server is
 // unhealthy or in skip. key is what consistent_hash hashes (the client IP);
-// skip holds servers that already failed for this request.
+// skip holds servers that already failed for this request. Servers
+// skipped for failed connects (Fail) are picked only when every other
+// healthy one is too: a pool is never emptied by them.
 func (p *Pool) Pick(key string, skip map[*Server]bool) *Server {
-	usable := func(s *Server) bool { return s.Healthy() && !skip[s] }
+	var now time.Time
+	connects := func(s *Server) bool {
+		if !s.fails.MayBeDown() {
+			return true
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		return !s.fails.Down(now)
+	}
+	retry := len(skip) > 0
+	if s := p.pick(key, retry, func(s *Server) bool { return s.Healthy() && !skip[s] && connects(s) }); s != nil {
+		return s
+	}
+	return p.pick(key, true, func(s *Server) bool { return s.Healthy() && !skip[s] })
+}
+
+// pick is Pick's balancing among the servers usable says; retry is a
+// second look for the same request.
+func (p *Pool) pick(key string, retry bool, usable func(*Server) bool) *Server {
 	switch p.Balance {
 	case "least_conn":
 		return p.leastConn(usable)
 	case "consistent_hash":
 		return p.consistentHash(key, usable)
 	}
-	return p.roundRobin(usable)
+	return p.roundRobin(retry, usable)
 }
 
-func (p *Pool) roundRobin(usable func(*Server) bool) *Server {
-	start := p.next.Add(1) - 1
+// roundRobin takes the next usable server in turn. A retry for the same
+// request does not take a turn: it walks on from where the request's
+// first look began, past the servers that failed. (Taking a turn would
+// have every request meet a dead server of two first.)
+func (p *Pool) roundRobin(retry bool, usable func(*Server) bool) *Server {
+	var start uint64
+	if retry {
+		start = p.next.Load() - 1
+	} else {
+		start = p.next.Add(1) - 1
+	}
 	n := uint64(len(p.Servers))
 	for i := range n {
 		if s := p.Servers[(start+i)%n]; usable(s) {

@@ -14,8 +14,9 @@ import (
 
 // Proxy forwards every connection to one of its upstreams.
 type Proxy struct {
-	// Upstreams are host:port addresses taken in turn.
-	Upstreams []string
+	// Upstreams are the host:port addresses taken in turn, those that
+	// do not connect skipped for a while.
+	Upstreams *proxy.Upstreams
 	// IdleTimeout closes a pair when nothing moved for this long; 0 never.
 	IdleTimeout time.Duration
 	// SpliceAfter keeps the pair in control mode (the proxy copies) this
@@ -54,31 +55,25 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	return proxy.EndErr(r)
 }
 
-// dial tries each upstream once, starting with the next in round-robin order.
+// dial connects to the next upstream (Upstreams.Dial) and sends the
+// PROXY protocol header, if any.
 func (p *Proxy) dial(ctx context.Context, s proxy.Session) error {
-	if len(p.Upstreams) == 0 {
-		return errors.New("tcp proxy has no upstream")
-	}
-	start := p.next.Add(1) - 1
-	var errs []error
-	for i := range p.Upstreams {
-		addr := p.Upstreams[(start+uint64(i))%uint64(len(p.Upstreams))]
-		up, err := s.Dial(ctx, addr)
-		if err != nil {
-			errs = append(errs, err)
-			s.Log().Warn("upstream connect failed", "upstream", addr, "err", err)
-			continue
+	up, err := p.Upstreams.Dial(ctx, s)
+	if err != nil {
+		if ue := (*proxy.UpstreamsError)(nil); errors.As(err, &ue) && errors.Is(ue.Last(), proxy.ErrUpstreamReset) {
+			// The last upstream took the connection and reset it: the
+			// client learns it as over a direct connection, by a reset,
+			// not by a clean end of an empty stream.
+			engine.ArmReset(s.Pair().Client)
 		}
-		return proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up)
+		return err
 	}
-	if errors.Is(errs[len(errs)-1], proxy.ErrUpstreamReset) {
-		// The last upstream took the connection and reset it: the client
-		// learns it as over a direct connection, by a reset, not by a
-		// clean end of an empty stream.
-		engine.ArmReset(s.Pair().Client)
-	}
-	return errors.Join(errs...)
+	return proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up)
 }
+
+// Health implements proxy.HealthReporter: the upstreams, and which are
+// skipped for failed connects.
+func (p *Proxy) Health() []proxy.ServerHealth { return p.Upstreams.Health() }
 
 // remainingAfter keeps forwarding directions that already saw EOF closed: a
 // direction whose FIN was forwarded in control mode is held, not re-spliced.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine/enginetest"
+	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy"
 	"github.com/splicer/splicer/proxy/proxytest"
 )
@@ -30,7 +31,7 @@ func TestFailedUpstreamEndsTheClient(t *testing.T) {
 			c := enginetest.NewPair(t)
 			client, served := c.Client, c.Pair.Client
 			s := &proxytest.Session{P: c.Pair, DialFunc: func(context.Context, string) (*net.TCPConn, error) { return nil, tc.err }}
-			p := &Proxy{Upstreams: []string{"192.0.2.1:80"}}
+			p := &Proxy{Upstreams: proxy.NewUpstreams([]string{"192.0.2.1:80"}, config.FailPolicy{})}
 			err := p.Serve(context.Background(), s)
 			if got := proxy.CloseReason(err); got != tc.reason {
 				t.Errorf("close reason %q (err %v), want %q", got, err, tc.reason)

@@ -1,0 +1,49 @@
+// Passive failure detection keys (max_fails, fail_timeout) of upstream lists and pools: when a server that does not connect is skipped.
+
+package config
+
+import "time"
+
+// Defaults of max_fails and fail_timeout, nginx's.
+const (
+	DefaultMaxFails    = 1
+	DefaultFailTimeout = 10 * time.Second
+)
+
+// FailPolicy says when a server that does not connect is skipped: after
+// MaxFails failed connects within Timeout, for Timeout. MaxFails 0
+// never skips.
+type FailPolicy struct {
+	MaxFails int
+	Timeout  time.Duration
+}
+
+// failPolicy fills in the defaults of a max_fails (nil: left out) and a
+// fail_timeout (0: left out).
+func failPolicy(maxFails *int, timeout Duration) FailPolicy {
+	p := FailPolicy{MaxFails: DefaultMaxFails, Timeout: DefaultFailTimeout}
+	if maxFails != nil {
+		p.MaxFails = *maxFails
+	}
+	if timeout > 0 {
+		p.Timeout = timeout.Std()
+	}
+	return p
+}
+
+// FailPolicy is the policy of the listener's upstream list (tcp, filter).
+func (l *Listener) FailPolicy() FailPolicy { return failPolicy(l.MaxFails, l.FailTimeout) }
+
+// FailPolicy is the policy of the pool's servers (http-reverse).
+func (p *Pool) FailPolicy() FailPolicy { return failPolicy(p.MaxFails, p.FailTimeout) }
+
+// maxMaxFails bounds max_fails: more would never skip a server in practice.
+const maxMaxFails = 1000
+
+// failKeys checks a max_fails and fail_timeout pair at p.
+func (v *validator) failKeys(p string, maxFails *int, timeout Duration) {
+	if maxFails != nil && (*maxFails < 0 || *maxFails > maxMaxFails) {
+		v.errorf(p+".max_fails", "expected 0 (never skip a server) to %d, got %d", maxMaxFails, *maxFails)
+	}
+	v.notNegative(p+".fail_timeout", timeout)
+}

@@ -1,0 +1,176 @@
+// Tests that a server whose connects fail is skipped for fail_timeout (max_fails), in http-reverse's pools and tcp's and filter's upstream lists, and that a pool or list whose every server is skipped is still tried.
+
+package all_test
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/config"
+)
+
+// failoverListeners are one listener of each kind that picks among servers
+// (tcp, filter, http-reverse), each in front of servers, with fail keys
+// (say "max_fails: 1, fail_timeout: 1h") on the list or the pool. The
+// http-reverse listener keeps no idle upstream connection, so that every
+// request dials, as in the other two.
+func failoverListeners(tb testing.TB, fail string, servers ...string) []config.Listener {
+	tb.Helper()
+	list := "["
+	for i, s := range servers {
+		if i > 0 {
+			list += ", "
+		}
+		list += "'" + s + "'"
+	}
+	list += "]"
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: tcp, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: %[1]s, %[2]s}
+  - {name: filter, listen: '127.0.0.1:0', proxy: filter, upstream: %[1]s, %[2]s}
+  - name: http-reverse
+    listen: '127.0.0.1:0'
+    proxy: http-reverse
+    engine: copy
+    pools: [{name: p, servers: %[1]s, %[2]s}]
+    routes: [{pool: p}]
+    upstream_pool: {max_idle_per_server: 0}
+`, list, fail)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg.Listeners
+}
+
+// getStatus sends one GET on a new connection to addr and returns the
+// status, or 0 when the connection ended without a response (a tcp
+// listener whose upstreams all failed).
+func getStatus(tb testing.TB, addr string) int {
+	tb.Helper()
+	c := dialFor(tb, addr, 10*time.Second)
+	defer c.Close()
+	fmt.Fprintf(c, "GET /obj/1KiB HTTP/1.1\r\nHost: origin\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// connects is how many upstream connects listener made, successful or not.
+func connects(tb testing.TB, f *forwarder.Forwarder, listener string) uint64 {
+	tb.Helper()
+	families, err := f.Metrics().Registry.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != "splicer_upstream_connect_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "listener" && l.GetValue() == listener {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// skipped is splicer_upstream_skipped for server of listener's pool.
+func skipped(f *forwarder.Forwarder, listener, pool, server string) float64 {
+	return fwdtest.Metric(f, "splicer_upstream_skipped", "listener", listener, "pool", pool, "server", server)
+}
+
+// poolOf is the pool label a listener's servers are exported under.
+func poolOf(listener string) string {
+	if listener == "http-reverse" {
+		return "p"
+	}
+	return "upstream"
+}
+
+// TestFailedServersAreSkipped: with a dead server (connects refused) beside
+// a live one, the first request that meets the dead server is served by
+// the live one after one failed connect; from then on the dead server is
+// skipped (splicer_upstream_skipped 1), so 8 more requests make 8
+// connects, where round robin without skipping would make 12. With
+// max_fails: 0 nothing is skipped.
+func TestFailedServersAreSkipped(t *testing.T) {
+	live, dead := fwdtest.HTTPOrigin(t), fwdtest.FreeAddr(t)
+	const requests = 10
+	for _, tc := range []struct {
+		fail string
+		want uint64 // connects for requests requests
+	}{
+		{"max_fails: 1, fail_timeout: 1h", requests + 1},
+		{"max_fails: 0", requests + requests/2},
+	} {
+		f := fwdtest.Start(t, failoverListeners(t, tc.fail, dead, live)...)
+		for _, l := range []string{"tcp", "filter", "http-reverse"} {
+			t.Run(tc.fail+"/"+l, func(t *testing.T) {
+				for i := range requests {
+					if got := getStatus(t, f.Addr(l).String()); got != http.StatusOK {
+						t.Fatalf("request %d through %s: status %d, want 200: the live server should answer", i+1, l, got)
+					}
+				}
+				if got := connects(t, f, l); got != tc.want {
+					t.Errorf("%d requests through %s made %d upstream connects, want %d", requests, l, got, tc.want)
+				}
+				wantSkipped := 0.0
+				if tc.want == requests+1 {
+					wantSkipped = 1
+				}
+				if got := skipped(f, l, poolOf(l), dead); got != wantSkipped {
+					t.Errorf("splicer_upstream_skipped of the dead server: %v, want %v", got, wantSkipped)
+				}
+				if got := skipped(f, l, poolOf(l), live); got != 0 {
+					t.Errorf("splicer_upstream_skipped of the live server: %v, want 0", got)
+				}
+			})
+		}
+	}
+}
+
+// TestEverySkippedServerIsStillTried: a list or pool whose only server is
+// skipped still tries it for every request (each fails, 502 or a closed
+// connection), rather than refusing without a connect; once the server
+// is back, the next request reaches it and it is no longer skipped.
+func TestEverySkippedServerIsStillTried(t *testing.T) {
+	addr := fwdtest.FreeAddr(t)
+	f := fwdtest.Start(t, failoverListeners(t, "max_fails: 1, fail_timeout: 1h", addr)...)
+	for _, l := range []string{"tcp", "filter", "http-reverse"} {
+		t.Run(l, func(t *testing.T) {
+			for i := range 3 {
+				if got := getStatus(t, f.Addr(l).String()); got == http.StatusOK {
+					t.Fatalf("request %d: 200 from a server that is down", i+1)
+				}
+			}
+			if got := connects(t, f, l); got != 3 {
+				t.Errorf("3 requests to a skipped server made %d connects, want 3", got)
+			}
+			if got := skipped(f, l, poolOf(l), addr); got != 1 {
+				t.Errorf("splicer_upstream_skipped: %v, want 1", got)
+			}
+		})
+	}
+	fwdtest.ServeHTTPOriginAt(t, addr)
+	for _, l := range []string{"tcp", "filter", "http-reverse"} {
+		t.Run(l+"/back", func(t *testing.T) {
+			if got := getStatus(t, f.Addr(l).String()); got != http.StatusOK {
+				t.Fatalf("status %d once the server is back, want 200", got)
+			}
+			if got := skipped(f, l, poolOf(l), addr); got != 0 {
+				t.Errorf("splicer_upstream_skipped once it connected again: %v, want 0", got)
+			}
+		})
+	}
+}
