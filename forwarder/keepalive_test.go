@@ -180,7 +180,7 @@ func TestLabVanishedClientBetweenRequests(t *testing.T) {
 	}{
 		{"http-reverse", "/obj/100", func(lc *config.Listener, server string) {
 			lc.Routes = []config.Route{{Pool: "s"}}
-			lc.Pools = []config.Pool{{Name: "s", Servers: []string{server}}}
+			lc.Pools = []config.Pool{{Name: "s", Servers: config.Servers(server)}}
 		}},
 		{"http-forward", "http://%s/obj/100", func(lc *config.Listener, server string) {
 			host, _, _ := net.SplitHostPort(server)

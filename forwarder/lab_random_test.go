@@ -91,7 +91,7 @@ var randomKinds = []randomKind{
 	{prefix: "upgrade-", listener: func(l *lab.Lab) config.Listener {
 		lc := randomListener(l, "http-reverse")
 		lc.Routes = []config.Route{{Pool: "s"}}
-		lc.Pools = []config.Pool{{Name: "s", Servers: []string{serverAddr(l, 9701)}}}
+		lc.Pools = []config.Pool{{Name: "s", Servers: config.Servers(serverAddr(l, 9701))}}
 		return lc
 	}, connect: httpUpgrade, serve: switchProtocols},
 }

@@ -54,6 +54,11 @@ type defaulter interface{ setDefaults() }
 // liner is implemented by list item types that remember their line.
 type liner interface{ setLine(int) }
 
+// shorthand is implemented by mapping types that may also be written as
+// one scalar, which fills their main key (a pool's server as "host:port"
+// for {address: "host:port"}).
+type shorthand interface{ fromScalar(string) }
+
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // decode stores n into the value ptr points to. A null node (`key:` or
@@ -82,6 +87,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
 			d.errs.undecodable(n, path, "%v", err)
 		}
+		return
+	}
+	if sh, ok := v.Addr().Interface().(shorthand); ok && n.Kind == yaml.ScalarNode {
+		sh.fromScalar(n.Value)
 		return
 	}
 	switch v.Kind() {

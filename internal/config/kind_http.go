@@ -132,12 +132,51 @@ type Pool struct {
 	Name string `yaml:"name"`
 	// Balance is one of Balances; default round_robin.
 	Balance     string       `yaml:"balance"`
-	Servers     []string     `yaml:"servers"`
+	Servers     []PoolServer `yaml:"servers"`
 	HealthCheck *HealthCheck `yaml:"health_check"`
 	// MaxFails and FailTimeout skip a server that does not connect, as
 	// the listener's keys do for an upstream list (FailPolicy).
 	MaxFails    *int     `yaml:"max_fails"`
 	FailTimeout Duration `yaml:"fail_timeout"`
+}
+
+// PoolServer is one server of a pool: its host:port and its share of the
+// requests. Written as "host:port" alone, its weight is 1.
+type PoolServer struct {
+	Address string `yaml:"address"`
+	// Weight is the server's share against the pool's other servers
+	// (HAProxy's and nginx's weight): 3 takes three times the requests
+	// of 1 under round_robin, three times the connections under
+	// least_conn, three times the clients under consistent_hash; 0 takes
+	// none (a server being drained). Default 1, at most MaxWeight.
+	Weight int `yaml:"weight"`
+}
+
+// DefaultWeight and MaxWeight bound a pool server's weight.
+const (
+	DefaultWeight = 1
+	MaxWeight     = 256
+)
+
+func (s *PoolServer) setDefaults()        { s.Weight = DefaultWeight }
+func (s *PoolServer) fromScalar(a string) { s.Address = a }
+
+// MarshalYAML writes a server of weight 1 as its address alone.
+func (s PoolServer) MarshalYAML() (any, error) {
+	if s.Weight == DefaultWeight {
+		return s.Address, nil
+	}
+	type plain PoolServer
+	return plain(s), nil
+}
+
+// Servers are pool servers of weight 1 at addrs.
+func Servers(addrs ...string) []PoolServer {
+	out := make([]PoolServer, len(addrs))
+	for i, a := range addrs {
+		out[i] = PoolServer{Address: a, Weight: DefaultWeight}
+	}
+	return out
 }
 
 // HealthCheck is an active HTTP health check of a pool's servers: GET Path
@@ -241,11 +280,7 @@ func (v *validator) http(p string, l *Listener) {
 		if len(pl.Servers) == 0 {
 			v.errorf(pp+".servers", "a pool needs at least one server host:port")
 		}
-		for j, s := range pl.Servers {
-			if _, _, err := parseAddr(s, upstreamAddr); err != nil {
-				v.errorf(pp+".servers["+itoa(j)+"]", "%v", err)
-			}
-		}
+		v.poolServers(pp+".servers", pl.Servers)
 		v.healthCheck(pp+".health_check", pl.HealthCheck)
 		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
 	}
@@ -318,6 +353,27 @@ func (v *validator) route(p string, r Route, pools map[string]bool) {
 	}
 	if rules > 1 {
 		v.errorf(p, "a route takes at most one of path, path_prefix and path_suffix")
+	}
+}
+
+// poolServers checks each server's address and weight, and that some
+// server may take requests.
+func (v *validator) poolServers(p string, servers []PoolServer) {
+	total := 0
+	for j, s := range servers {
+		sp := p + "[" + itoa(j) + "]"
+		if s.Address == "" {
+			v.errorf(sp, "missing required key \"address\" (host:port)")
+		} else if _, _, err := parseAddr(s.Address, upstreamAddr); err != nil {
+			v.errorf(sp, "%v", err)
+		}
+		if s.Weight < 0 || s.Weight > MaxWeight {
+			v.errorf(sp+".weight", "expected 0 (no requests) to %d, got %d", MaxWeight, s.Weight)
+		}
+		total += s.Weight
+	}
+	if len(servers) > 0 && total == 0 {
+		v.errorf(p, "every server has weight 0: the pool would take no request")
 	}
 }
 

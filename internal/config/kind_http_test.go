@@ -46,6 +46,27 @@ func TestHTTPReverseParses(t *testing.T) {
 	}
 }
 
+func TestPoolServersTakeAnAddressOrAWeight(t *testing.T) {
+	cfg := mustParse(t, lines(
+		"listeners:",
+		"  - name: web",
+		"    listen: ':80'",
+		"    proxy: http-reverse",
+		"    routes: [{pool: p}]",
+		"    pools:",
+		"      - name: p",
+		"        servers:",
+		"          - 10.0.0.1:80",
+		"          - {address: '10.0.0.2:80', weight: 3}",
+		"          - {address: '10.0.0.3:80', weight: 0}",
+		"          - {address: '10.0.0.4:80'}",
+	))
+	want := []PoolServer{{"10.0.0.1:80", 1}, {"10.0.0.2:80", 3}, {"10.0.0.3:80", 0}, {"10.0.0.4:80", 1}}
+	if got := cfg.Listeners[0].Pools[0].Servers; !slices.Equal(got, want) {
+		t.Errorf("servers %+v, want %+v", got, want)
+	}
+}
+
 func TestUpstreamPoolDefaults(t *testing.T) {
 	rev := "proxy: http-reverse, pools: [{name: p, servers: ['h:1']}], routes: [{pool: p}]"
 	cfg := mustParse(t, lines(
@@ -120,6 +141,21 @@ func TestHTTPErrors(t *testing.T) {
 			"    routes:",
 			"      - {path_prefix: api, pool: p}",
 		), []wantErr{{7, "listeners[0].routes[0].path_prefix", "must start with /"}}},
+		{"bad server weights", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    routes: [{pool: p}, {path: /q, pool: q}]",
+			"    pools:",
+			"      - {name: p, servers: [{address: 'h:1', weight: 300}, {address: 'h:2', wieght: 2}, {weight: 2}]}",
+			"      - {name: q, servers: [{address: 'h:1', weight: 0}]}",
+		), []wantErr{
+			{7, "listeners[0].pools[0].servers[0].weight", "expected 0 (no requests) to 256, got 300"},
+			{7, "listeners[0].pools[0].servers[1].wieght", `unknown key "wieght" (did you mean "weight"?)`},
+			{7, "listeners[0].pools[0].servers[2]", "missing"},
+			{8, "listeners[0].pools[1].servers", "every server has weight 0"},
+		}},
 		{"unknown balance and duplicate pool", lines(
 			"listeners:",
 			"  - name: a",

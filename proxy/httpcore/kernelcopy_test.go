@@ -35,8 +35,8 @@ func TestLabCopiedBodyWayFollowsCongestionControl(t *testing.T) {
 			lc.IdleTimeout = config.Duration(300 * time.Millisecond)
 			lc.Routes = []config.Route{{PathPrefix: "/short/", Pool: "short"}, {Pool: "p"}}
 			lc.Pools = []config.Pool{
-				{Name: "p", Servers: []string{httplab.ServerAddr(l, 8001)}},
-				{Name: "short", Servers: []string{httplab.ServerAddr(l, 8002)}},
+				{Name: "p", Servers: config.Servers(httplab.ServerAddr(l, 8001))},
+				{Name: "short", Servers: config.Servers(httplab.ServerAddr(l, 8002))},
 			}
 			f := httplab.Start(t, l, lc)
 			c := httplab.Dial(t, l, httplab.FwdAddr(l, 8090))

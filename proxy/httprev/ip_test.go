@@ -64,7 +64,7 @@ func testReverseIP(t *testing.T, lossPercent float64, engine string, minBody con
 	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
 	lc.Engine = engine
 	lc.Routes = []config.Route{{Pool: "ab"}}
-	lc.Pools = []config.Pool{{Name: "ab", Balance: "round_robin", Servers: []string{httplab.ServerAddr(l, portA), httplab.ServerAddr(l, portB)}}}
+	lc.Pools = []config.Pool{{Name: "ab", Balance: "round_robin", Servers: config.Servers(httplab.ServerAddr(l, portA), httplab.ServerAddr(l, portB))}}
 	engines := config.Default().Engines
 	engines.IP.MinBody = minBody
 	f := httplab.StartWith(t, l, engines, lc)
@@ -303,7 +303,7 @@ func newClientIPListener(tb testing.TB, l *lab.Lab) config.Listener {
 	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
 	lc.Engine = "ip"
 	lc.Routes = []config.Route{{Pool: "a"}}
-	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	lc.Pools = []config.Pool{{Name: "a", Servers: config.Servers(httplab.ServerAddr(l, portA))}}
 	rcvBuf := config.Size(32 << 10)
 	lc.UpstreamPool = &config.UpstreamPool{ReceiveBuffer: &rcvBuf}
 	return lc
@@ -361,7 +361,7 @@ func randomIPLab(t *testing.T, lossPercent float64) (f *httplab.Forwarder, dial 
 	httplab.ServeRandom(t, l, httplab.ServerAddr(l, portA))
 	lc := httplab.Listener("rev-ip", httplab.FwdAddr(l, proxyPort), "http-reverse")
 	lc.Routes = []config.Route{{Pool: "a"}}
-	lc.Pools = []config.Pool{{Name: "a", Servers: []string{httplab.ServerAddr(l, portA)}}}
+	lc.Pools = []config.Pool{{Name: "a", Servers: config.Servers(httplab.ServerAddr(l, portA))}}
 	engines := config.Default().Engines
 	engines.IP.MinBody = 0
 	f = httplab.StartWith(t, l, engines, lc)

@@ -65,10 +65,10 @@ func TestLabHTTPReverse(t *testing.T) {
 		{Pool: "ab"},
 	}
 	lc.Pools = []config.Pool{
-		{Name: "ab", Balance: "round_robin", Servers: []string{httplab.ServerAddr(l, portA), httplab.ServerAddr(l, portB)}},
-		{Name: "checked", Servers: []string{httplab.ServerAddr(l, portSick), httplab.ServerAddr(l, portDead), httplab.ServerAddr(l, portA)}, HealthCheck: check},
-		{Name: "dead", Servers: []string{httplab.ServerAddr(l, portDead)}, HealthCheck: check},
-		{Name: "echo", Servers: []string{httplab.ServerAddr(l, portEcho)}},
+		{Name: "ab", Balance: "round_robin", Servers: config.Servers(httplab.ServerAddr(l, portA), httplab.ServerAddr(l, portB))},
+		{Name: "checked", Servers: config.Servers(httplab.ServerAddr(l, portSick), httplab.ServerAddr(l, portDead), httplab.ServerAddr(l, portA)), HealthCheck: check},
+		{Name: "dead", Servers: config.Servers(httplab.ServerAddr(l, portDead)), HealthCheck: check},
+		{Name: "echo", Servers: config.Servers(httplab.ServerAddr(l, portEcho))},
 	}
 	shop := httplab.ExampleListener(t, "../../examples/http-reverse.yaml", "shop")
 	rl := &revLab{Forwarder: httplab.Start(t, l, lc, shop), addr: httplab.FwdAddr(l, proxyPort)}

@@ -16,7 +16,9 @@ import (
 
 // Server is one back-end of a pool.
 type Server struct {
-	Addr    string
+	Addr string
+	// Weight is the server's share of the pool's picks; 0 takes none.
+	Weight  int
 	healthy atomic.Bool
 	active  atomic.Int64 // upstream connections client connections hold to it
 	fails   proxy.Failures
@@ -47,7 +49,10 @@ type Pool struct {
 	Fail config.FailPolicy
 
 	next atomic.Uint64
-	ring []ringPoint // consistent_hash only, sorted by hash
+	// turns is round_robin's order: each server as often as its
+	// weight, spread out (smoothTurns).
+	turns []*Server
+	ring  []ringPoint // consistent_hash only, sorted by hash
 }
 
 // ringPoint is one of a server's virtual nodes on the hash ring.
@@ -56,8 +61,9 @@ type ringPoint struct {
 	srv  *Server
 }
 
-// vnodes is how many points each server has on the ring: enough that keys
-// spread evenly and a removed server's keys spread over all the others.
+// vnodes is how many points a server of weight 1 has on the ring: enough
+// that keys spread evenly and a removed server's keys spread over all the
+// others. A server has vnodes times its weight.
 const vnodes = 100
 
 // NewPool builds a pool from its configuration; every server starts healthy.
@@ -66,14 +72,15 @@ func NewPool(pc config.Pool) *Pool {
 	if p.Balance == "" {
 		p.Balance = "round_robin"
 	}
-	for _, addr := range pc.Servers {
-		s := &Server{Addr: addr}
+	for _, ps := range pc.Servers {
+		s := &Server{Addr: ps.Address, Weight: ps.Weight}
 		s.healthy.Store(true)
 		p.Servers = append(p.Servers, s)
 	}
+	p.turns = smoothTurns(p.Servers)
 	if p.Balance == "consistent_hash" {
 		for _, s := range p.Servers {
-			for i := range vnodes {
+			for i := range vnodes * s.Weight {
 				p.ring = append(p.ring, ringPoint{hash: hash64(s.Addr + "#" + strconv.Itoa(i)), srv: s})
 			}
 		}
@@ -122,27 +129,60 @@ func (p *Pool) pick(key string, retry bool, usable func(*Server) bool) *Server {
 // first look began, past the servers that failed. (Taking a turn would
 // have every request meet a dead server of two first.)
 func (p *Pool) roundRobin(retry bool, usable func(*Server) bool) *Server {
+	n := uint64(len(p.turns))
+	if n == 0 {
+		return nil
+	}
 	var start uint64
 	if retry {
 		start = p.next.Load() - 1
 	} else {
 		start = p.next.Add(1) - 1
 	}
-	n := uint64(len(p.Servers))
 	for i := range n {
-		if s := p.Servers[(start+i)%n]; usable(s) {
+		if s := p.turns[(start+i)%n]; usable(s) {
 			return s
 		}
 	}
 	return nil
 }
 
-// leastConn takes the usable server with the fewest held connections, the
-// first in configuration order among equals.
+// smoothTurns is the order round_robin takes servers in: each as many
+// times as its weight, spread as nginx's smooth weighted round robin
+// spreads them (weights 5, 1, 1 give a a b a c a a, not a a a a a b c),
+// computed once so that a pick is one atomic add.
+func smoothTurns(servers []*Server) []*Server {
+	total := 0
+	for _, s := range servers {
+		total += s.Weight
+	}
+	current := make([]int, len(servers))
+	turns := make([]*Server, 0, total)
+	for range total {
+		best := -1
+		for i, s := range servers {
+			current[i] += s.Weight
+			if s.Weight > 0 && (best < 0 || current[i] > current[best]) {
+				best = i
+			}
+		}
+		current[best] -= total
+		turns = append(turns, servers[best])
+	}
+	return turns
+}
+
+// leastConn takes the usable server with the fewest held connections for
+// its weight, the first in configuration order among equals; a server of
+// weight 0 takes none.
 func (p *Pool) leastConn(usable func(*Server) bool) *Server {
 	var best *Server
 	for _, s := range p.Servers {
-		if usable(s) && (best == nil || s.active.Load() < best.active.Load()) {
+		if s.Weight == 0 || !usable(s) {
+			continue
+		}
+		// s.active/s.Weight < best.active/best.Weight, without division.
+		if best == nil || s.active.Load()*int64(best.Weight) < best.active.Load()*int64(s.Weight) {
 			best = s
 		}
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 func pool(balance string, servers ...string) *Pool {
-	return NewPool(config.Pool{Name: "p", Balance: balance, Servers: servers})
+	return NewPool(config.Pool{Name: "p", Balance: balance, Servers: config.Servers(servers...)})
 }
 
 func TestRoundRobinTakesTurnsAndSkipsUnhealthy(t *testing.T) {
@@ -99,5 +99,59 @@ func TestRouteMatches(t *testing.T) {
 		if got := r.Matches(tc.host, tc.path); got != tc.want {
 			t.Errorf("%+v matches host %q path %q = %v, want %v", tc.route, tc.host, tc.path, got, tc.want)
 		}
+	}
+}
+
+// weighted is a pool of servers named by addr with weights.
+func weighted(balance string, servers ...config.PoolServer) *Pool {
+	return NewPool(config.Pool{Name: "p", Balance: balance, Servers: servers})
+}
+
+func TestRoundRobinSpreadsByWeight(t *testing.T) {
+	p := weighted("", config.PoolServer{Address: "a:1", Weight: 5}, config.PoolServer{Address: "b:1", Weight: 1},
+		config.PoolServer{Address: "c:1", Weight: 1}, config.PoolServer{Address: "drained:1", Weight: 0})
+	var got []string
+	for range 14 {
+		got = append(got, p.Pick("", nil).Addr[:1])
+	}
+	// nginx's smooth weighted round robin: b and c between a's, not after them.
+	if want := "[a a b a c a a a a b a c a a]"; fmt.Sprint(got) != want {
+		t.Errorf("picks %v, want %s", got, want)
+	}
+	p.Servers[0].healthy.Store(false)
+	for range 4 {
+		if s := p.Pick("", nil); s.Addr != "b:1" && s.Addr != "c:1" {
+			t.Fatalf("picked %s with a unhealthy: want b or c, never the drained server", s.Addr)
+		}
+	}
+}
+
+func TestLeastConnWeighsConnectionsByWeight(t *testing.T) {
+	p := weighted("least_conn", config.PoolServer{Address: "big:1", Weight: 4}, config.PoolServer{Address: "small:1", Weight: 1},
+		config.PoolServer{Address: "drained:1", Weight: 0})
+	p.Servers[0].active.Store(6) // 1.5 per weight
+	p.Servers[1].active.Store(2) // 2 per weight
+	if s := p.Pick("", nil); s.Addr != "big:1" {
+		t.Errorf("picked %s, want big:1 (fewer connections for its weight)", s.Addr)
+	}
+	p.Servers[0].active.Store(9) // 2.25 per weight
+	if s := p.Pick("", nil); s.Addr != "small:1" {
+		t.Errorf("picked %s, want small:1", s.Addr)
+	}
+}
+
+func TestConsistentHashGivesKeysByWeight(t *testing.T) {
+	p := weighted("consistent_hash", config.PoolServer{Address: "a:1", Weight: 3}, config.PoolServer{Address: "b:1", Weight: 1},
+		config.PoolServer{Address: "drained:1", Weight: 0})
+	count := map[string]int{}
+	for i := range 4000 {
+		count[p.Pick(fmt.Sprintf("10.%d.%d.1", i/250, i%250), nil).Addr]++
+	}
+	if count["drained:1"] != 0 {
+		t.Errorf("the server of weight 0 got %d keys", count["drained:1"])
+	}
+	// 3000 and 1000 expected; the ring's spread allows some slack.
+	if a := count["a:1"]; a < 2600 || a > 3400 {
+		t.Errorf("a (weight 3) got %d of 4000 keys, want about 3000: %v", a, count)
 	}
 }

@@ -21,7 +21,7 @@ func TestLabShutdownClosesIdleKeepAlive(t *testing.T) {
 	const originPort, port = 9601, 8601
 	httplab.ServeOrigin(t, l, httplab.ServerAddr(l, originPort))
 	lc := httplab.Listener("rev", httplab.FwdAddr(l, port), "http-reverse")
-	lc.Pools = []config.Pool{{Name: "o", Servers: []string{httplab.ServerAddr(l, originPort)}}}
+	lc.Pools = []config.Pool{{Name: "o", Servers: config.Servers(httplab.ServerAddr(l, originPort))}}
 	lc.Routes = []config.Route{{Pool: "o"}}
 	f := httplab.Start(t, l, lc)
 
