@@ -43,13 +43,6 @@ import (
 // NoSpliceReason is what /flows shows for every filter pair.
 const NoSpliceReason = "filter inspects both directions"
 
-// Defaults for the limits left at zero.
-const (
-	DefaultHeaderTimeout  = 10 * time.Second
-	DefaultMaxHeaderBytes = 64 << 10
-	DefaultMaxHeaders     = 100
-)
-
 // Proxy filters HTTP/1.1 between clients and its upstreams.
 type Proxy struct {
 	// Upstreams are host:port addresses taken in turn for each client
@@ -67,29 +60,14 @@ type Proxy struct {
 	// IdleTimeout bounds the wait for the next request and every read of a
 	// body or response; 0 waits forever.
 	IdleTimeout time.Duration
-	// HeaderTimeout bounds reading a request head once its first byte
-	// arrived (slowloris); 0 means DefaultHeaderTimeout.
-	HeaderTimeout time.Duration
 	// PathIgnoreCase and PathStripParams loosen path matching for origins
 	// that ignore case or ";params" (see config.Filter).
 	PathIgnoreCase, PathStripParams bool
-	// RequestTimeout bounds the first request's head from accept, so
-	// silent connections cannot hold the listener; 0 means none.
-	RequestTimeout time.Duration
-	// BodyTimeout bounds each wait for more of a request body (408
-	// after) where it is shorter than IdleTimeout; 0 means none.
-	BodyTimeout time.Duration
-	// ResponseTimeout bounds each wait for the upstream once a request is
-	// sent (504 before the response head) where it is shorter than
-	// IdleTimeout; 0 means none.
-	ResponseTimeout time.Duration
-	// KeepaliveTimeout bounds the wait for the next request on a kept
-	// connection where it is shorter than IdleTimeout; 0 means none.
-	KeepaliveTimeout time.Duration
-	// MaxHeaderBytes and MaxHeaders bound a head; 0 means the defaults.
-	MaxHeaderBytes, MaxHeaders int
-	// MaxBodyBytes bounds a request body (413 above); 0 sets no bound.
-	MaxBodyBytes int64
+	// Limits are the http section's, as the HTTP proxies take them: the
+	// timeouts (each 0: none; IdleTimeout, where shorter, bounds them)
+	// and the bounds of a request head and body (413, 431 above; a head
+	// bound 0 is none). Response heads get httpcore.ResponseLimits.
+	Limits httpcore.Limits
 	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
 	// each upstream before any client byte.
 	ProxyProtocol string
@@ -106,14 +84,7 @@ func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 		p.BlockPaths, p.BlockContentTypes = lc.Filter.BlockPaths, lc.Filter.BlockContentTypes
 		p.PathIgnoreCase, p.PathStripParams = lc.Filter.PathIgnoreCase, lc.Filter.PathStripParams
 	}
-	if h := lc.HTTP; h != nil {
-		p.HeaderTimeout, p.MaxHeaderBytes, p.MaxHeaders = h.HeaderTimeout.Std(), int(h.MaxHeaderBytes), h.MaxHeaders
-		p.MaxBodyBytes = int64(h.MaxBodyBytes)
-	}
-	p.RequestTimeout = lc.HTTP.WithDefaults().RequestTimeout.Std()
-	p.BodyTimeout = lc.HTTP.WithDefaults().BodyTimeout.Std()
-	p.ResponseTimeout = lc.HTTP.WithDefaults().ResponseTimeout.Std()
-	p.KeepaliveTimeout = lc.HTTP.WithDefaults().KeepaliveTimeout.Std()
+	p.Limits = httpcore.LimitsFrom(lc.HTTP.WithDefaults())
 	return p, nil
 }
 
@@ -178,8 +149,8 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		c.refuse(http.StatusForbidden, "blocked by filter: path matches "+pat)
 		return true, nil
 	}
-	if req.body.kind == sized && c.p.MaxBodyBytes > 0 && req.body.size > c.p.MaxBodyBytes {
-		err := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes larger than http.max_body_bytes (%d bytes)", req.body.size, c.p.MaxBodyBytes)}
+	if max := c.p.Limits.MaxBodyBytes; req.body.kind == sized && max > 0 && req.body.size > max {
+		err := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes larger than http.max_body_bytes (%d bytes)", req.body.size, max)}
 		c.refuse(err.status, err.msg)
 		return true, err
 	}
@@ -285,25 +256,4 @@ func errorResponse(status int, msg string, close bool) string {
 	}
 	return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n%s\r\n%s",
 		status, http.StatusText(status), len(body), conn, body)
-}
-
-func (p *Proxy) headerTimeout() time.Duration {
-	if p.HeaderTimeout > 0 {
-		return p.HeaderTimeout
-	}
-	return DefaultHeaderTimeout
-}
-
-func (p *Proxy) maxHeaderBytes() int {
-	if p.MaxHeaderBytes > 0 {
-		return p.MaxHeaderBytes
-	}
-	return DefaultMaxHeaderBytes
-}
-
-func (p *Proxy) maxHeaders() int {
-	if p.MaxHeaders > 0 {
-		return p.MaxHeaders
-	}
-	return DefaultMaxHeaders
 }

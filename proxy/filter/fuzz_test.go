@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"testing"
+
+	"github.com/splicer/splicer/proxy/httpcore"
 )
 
 func FuzzMessage(f *testing.F) {
@@ -15,7 +17,7 @@ func FuzzMessage(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), false)
 	f.Add([]byte("HTTP/1.1 204 No Content\r\n\r\n"), false)
 	f.Fuzz(func(t *testing.T, in []byte, isRequest bool) {
-		m, err := readMessage(bufio.NewReader(bytes.NewReader(in)), isRequest, "GET", 8192, 64)
+		m, err := readMessage(bufio.NewReader(bytes.NewReader(in)), isRequest, "GET", httpcore.Limits{MaxHeaderBytes: 8192, MaxHeaders: 64})
 		if err != nil {
 			return
 		}

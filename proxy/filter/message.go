@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -66,11 +67,11 @@ var errClientGone = errors.New("client closed between requests")
 // then reads its head within the header timeout.
 func (c *conn) readRequest() (*message, error) {
 	var first time.Time // the first request must arrive whole by then
-	if !c.served && c.p.RequestTimeout > 0 {
-		first = c.s.Pair().Created.Add(c.p.RequestTimeout)
+	if rt := c.p.Limits.RequestTimeout; !c.served && rt > 0 {
+		first = c.s.Pair().Created.Add(rt)
 	}
 	c.clientIn.fixed = first
-	c.clientIn.setIdle(httpcore.KeepaliveIdle(c.p.IdleTimeout, c.p.KeepaliveTimeout))
+	c.clientIn.setIdle(httpcore.KeepaliveIdle(c.p.IdleTimeout, c.p.Limits.KeepaliveTimeout))
 	err := c.peekUnlessStopping()
 	c.clientIn.setIdle(c.p.IdleTimeout)
 	if err != nil {
@@ -81,13 +82,13 @@ func (c *conn) readRequest() (*message, error) {
 		}
 		return nil, errClientGone
 	}
-	c.clientIn.fixed = time.Now().Add(c.p.headerTimeout())
+	c.clientIn.fixed = time.Now().Add(c.p.Limits.HeaderTimeout)
 	if !first.IsZero() && first.Before(c.clientIn.fixed) {
 		c.clientIn.fixed = first
 	}
 	c.served = true
 	defer func() { c.clientIn.fixed = time.Time{} }()
-	m, err := readMessage(c.cr, true, "", c.p.maxHeaderBytes(), c.p.maxHeaders())
+	m, err := readMessage(c.cr, true, "", c.p.Limits)
 	if isTimeout(err) {
 		return nil, &httpError{http.StatusRequestTimeout, "request head not received in time"}
 	}
@@ -125,8 +126,8 @@ func isTimeout(err error) bool {
 
 // readMessage reads one head and works out its body's framing. method is
 // the request's, for a response (a response to HEAD has no body).
-func readMessage(r *bufio.Reader, isRequest bool, method string, maxBytes, maxHeaders int) (*message, error) {
-	head, err := readHead(r, isRequest, maxBytes, maxHeaders)
+func readMessage(r *bufio.Reader, isRequest bool, method string, lim httpcore.Limits) (*message, error) {
+	head, err := readHead(r, isRequest, lim.MaxHeaderBytes, lim.MaxHeaders)
 	if err != nil {
 		return nil, err
 	}
@@ -240,14 +241,30 @@ func stripFields(head []byte, names ...string) []byte {
 }
 
 // readHead reads a head up to and including its empty line, enforcing the
-// limits. Empty lines before a request line are skipped (RFC 9112 2.2).
+// limits (0: none). Empty lines before a request line are skipped (RFC
+// 9112 2.2).
 func readHead(r *bufio.Reader, isRequest bool, maxBytes, maxHeaders int) ([]byte, error) {
-	var head []byte
+	if maxBytes <= 0 {
+		maxBytes = math.MaxInt
+	}
+	if maxHeaders <= 0 {
+		maxHeaders = math.MaxInt - 1
+	}
+	var head, long []byte
 	lines := 0
 	for {
 		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) || len(head)+len(line) > maxBytes {
+		if len(head)+len(long)+len(line) > maxBytes {
 			return nil, &httpError{http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("head larger than %d bytes", maxBytes)}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than r's buffer (a long cookie): kept
+			// whole, within maxBytes, as its pieces come.
+			long = append(long, line...)
+			continue
+		}
+		if long != nil {
+			line, long = append(long, line...), nil
 		}
 		if err != nil {
 			if len(head) == 0 && len(line) == 0 && errors.Is(err, io.EOF) {

@@ -43,7 +43,7 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 		}
 		go func() {
 			idle := c.bodyIdle()
-			err := copyBody(upw, c.cr, req.body, c.p.MaxBodyBytes)
+			err := copyBody(upw, c.cr, req.body, c.p.Limits.MaxBodyBytes)
 			c.clientIn.setIdle(c.p.IdleTimeout)
 			switch {
 			case err == nil:
@@ -79,7 +79,7 @@ func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done
 // request body the caller copies next, and returns the bound. The caller
 // puts IdleTimeout back.
 func (c *conn) bodyIdle() time.Duration {
-	idle := httpcore.BodyIdle(c.p.IdleTimeout, c.p.BodyTimeout)
+	idle := httpcore.BodyIdle(c.p.IdleTimeout, c.p.Limits.BodyTimeout)
 	c.clientIn.setIdle(idle)
 	return idle
 }
@@ -87,7 +87,7 @@ func (c *conn) bodyIdle() time.Duration {
 // responseIdle bounds each wait for the upstream once a request is sent,
 // as httpcore.ResponseIdle says.
 func (c *conn) responseIdle() time.Duration {
-	return httpcore.ResponseIdle(c.p.IdleTimeout, c.p.ResponseTimeout)
+	return httpcore.ResponseIdle(c.p.IdleTimeout, c.p.Limits.ResponseTimeout)
 }
 
 // clientBodyError: the client's request body was malformed or ended early,
@@ -142,7 +142,7 @@ func (c *conn) readResponse(req *message) (*message, error) {
 			}
 			return nil, fmt.Errorf("%w: %w", errNoResponse, err)
 		}
-		resp, err := readMessage(c.upr, false, req.method, c.p.maxHeaderBytes(), c.p.maxHeaders())
+		resp, err := readMessage(c.upr, false, req.method, httpcore.ResponseLimits)
 		if err != nil && c.timedOut(err) {
 			return nil, c.responseTimedOut(err)
 		}

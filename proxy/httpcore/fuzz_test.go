@@ -49,7 +49,7 @@ func FuzzResponseHead(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n"))
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\tx\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		head, err := readHead(bufio.NewReader(bytes.NewReader(in)), responseLimits)
+		head, err := readHead(bufio.NewReader(bytes.NewReader(in)), ResponseLimits)
 		if err == nil {
 			ValidateHead(head, false)
 		}

@@ -377,7 +377,7 @@ var past = time.Unix(1, 0)
 // interim 1xx responses (100 Continue, 103 Early Hints) to the client.
 func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Response, error) {
 	for {
-		head, inBuf, err := nextHead(c.up.r, responseLimits, nil)
+		head, inBuf, err := nextHead(c.up.r, ResponseLimits, nil)
 		if err != nil {
 			return nil, err
 		}

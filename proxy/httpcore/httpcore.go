@@ -96,9 +96,9 @@ func LimitsFrom(h config.HTTP) Limits {
 		MaxBodyBytes: int64(h.MaxBodyBytes)}
 }
 
-// responseLimits bound a response head from an upstream: generous, since
+// ResponseLimits bound a response head from an upstream: generous, since
 // upstreams are trusted more than clients, but still bounded.
-var responseLimits = Limits{MaxHeaderBytes: 256 << 10, MaxHeaders: 1000}
+var ResponseLimits = Limits{MaxHeaderBytes: 256 << 10, MaxHeaders: 1000}
 
 // StatusError is a request the proxy answers itself with Status and then
 // closes the client connection.
