@@ -11,13 +11,14 @@ import (
 	"github.com/splicer/splicer/forwarder/fwdtest"
 )
 
-// TestLongHeaderLinesPass: a request with a 6 KiB Cookie and a response
-// with a 6 KiB Set-Cookie go through every HTTP kind whole (the filter
-// answered 431 to the request and 502 to the response when its line
-// passed its 4 KiB read buffer); a request head of 40 KiB, over the
-// default max_header_bytes of 32 KiB, gets 431 from each.
+// TestLongHeaderLinesPass: a request with a 20 KiB Cookie and a response
+// with a 20 KiB Set-Cookie, lines longer than any of the proxies' read
+// buffers (the filter's 4 KiB, http-forward's and http-reverse's 16 KiB),
+// go through every HTTP kind whole (the filter answered 431 once a line
+// passed its buffer); a request head of 40 KiB, over the default
+// max_header_bytes of 32 KiB, gets 431 from each.
 func TestLongHeaderLinesPass(t *testing.T) {
-	cookie := strings.Repeat("c", 6<<10)
+	cookie := strings.Repeat("c", 20<<10)
 	up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		if got := r.Header.Get("Cookie"); got != "k="+cookie {
 			http.Error(w, fmt.Sprintf("the Cookie arrived as %d bytes", len(got)), http.StatusBadRequest)
@@ -30,7 +31,7 @@ func TestLongHeaderLinesPass(t *testing.T) {
 	f := fwdtest.Start(t, listeners...)
 	for _, l := range listeners {
 		addr, target := f.Addr(l.Name).String(), requestTarget(l, up, "/")
-		t.Run(l.Name+"/6 KiB lines", func(t *testing.T) {
+		t.Run(l.Name+"/20 KiB lines", func(t *testing.T) {
 			resp := exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nCookie: k=%s\r\n\r\n", target, up, cookie))
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("through %s: %s, want 200", l.Proxy, resp.Status)
