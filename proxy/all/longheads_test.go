@@ -1,12 +1,17 @@
-// Tests that a header line longer than a read buffer (a long cookie) passes every HTTP kind both ways, within max_header_bytes, and a head over it gets 431.
+// Tests of heads at the edges of what HTTP/1.x allows: a header line longer than a read buffer (a long cookie) passes every HTTP kind both ways, a head over max_header_bytes gets 431, and an HTTP/1.0 request without Host goes on without one.
 
 package all_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
 )
@@ -48,4 +53,68 @@ func TestLongHeaderLinesPass(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHTTP10WithoutHostGoesOnWithoutHost: an HTTP/1.0 request may name no
+// Host; http-reverse and the filter pass it on without one, where
+// http-reverse sent an empty "Host:" field, which nginx refuses (400).
+// (http-forward's requests name their origin.)
+func TestHTTP10WithoutHostGoesOnWithoutHost(t *testing.T) {
+	up := rawBackend(t, func(c net.Conn) {
+		head, err := readRawHead(c)
+		answer := "no Host field"
+		switch {
+		case err != nil:
+			answer = err.Error()
+		case strings.Contains(strings.ToLower(head), "\r\nhost:"):
+			answer = "a Host field: " + strconv.Quote(head)
+		}
+		fmt.Fprintf(c, "HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
+	})
+	listeners := httpListeners(t, up)
+	f := fwdtest.Start(t, listeners...)
+	for _, l := range listeners {
+		if l.Proxy == "http-forward" {
+			continue // its request names the origin, and so a Host
+		}
+		t.Run(l.Name, func(t *testing.T) {
+			resp := exchangeBody(t, f.Addr(l.Name).String(), "GET /obj HTTP/1.0\r\n\r\n")
+			if resp != "no Host field" {
+				t.Errorf("through %s the upstream got %s", l.Proxy, resp)
+			}
+		})
+	}
+}
+
+// readRawHead reads a request head from c, up to its empty line.
+func readRawHead(c net.Conn) (string, error) {
+	var head []byte
+	buf := make([]byte, 1)
+	for !strings.HasSuffix(string(head), "\r\n\r\n") {
+		if _, err := c.Read(buf); err != nil {
+			return string(head), err
+		}
+		head = append(head, buf[0])
+	}
+	return string(head), nil
+}
+
+// exchangeBody sends raw on a new connection to addr and returns the
+// response's body.
+func exchangeBody(tb testing.TB, addr, raw string) string {
+	tb.Helper()
+	c := dialFor(tb, addr, 5*time.Second)
+	if _, err := c.Write([]byte(raw)); err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		tb.Fatalf("response to %.200q: %v", raw, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(body)
 }

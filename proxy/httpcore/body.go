@@ -105,9 +105,15 @@ func appendRequestHead(b []byte, req *http.Request, upgrade string) []byte {
 	b = append(b, req.URL.RequestURI()...)
 	b = append(b, " HTTP/1."...)
 	b = strconv.AppendInt(b, int64(req.ProtoMinor), 10)
-	b = append(b, "\r\nHost: "...)
-	b = append(b, req.Host...)
 	b = append(b, "\r\n"...)
+	if req.Host != "" {
+		// An HTTP/1.0 request may come without one (1.1 may not: 400);
+		// it goes on without one, as it came: an empty Host is refused
+		// as invalid (nginx answers 400).
+		b = append(b, "Host: "...)
+		b = append(b, req.Host...)
+		b = append(b, "\r\n"...)
+	}
 	b = appendFields(b, req.Header, true, framing)
 	return append(b, "\r\n"...)
 }
