@@ -1,4 +1,4 @@
-// splicer_upstream_healthy and splicer_upstream_skipped: the health-check state of every back-end server of the running listeners, and whether failed connects have it skipped, read at scrape time.
+// splicer_upstream_healthy and splicer_upstream_skipped: the health-check state of every back-end server of the running listeners, and whether failures have it skipped, read at scrape time.
 
 package forwarder
 
@@ -13,7 +13,7 @@ var (
 		"1 if the back-end server passed its last health check (or has none), else 0, by listener, pool and server (http-reverse's pools; tcp's and filter's upstream lists as pool \"upstream\").",
 		[]string{"listener", "pool", "server"}, nil)
 	skippedDesc = prometheus.NewDesc("splicer_upstream_skipped",
-		"1 while the back-end server is skipped because its connects failed (max_fails within fail_timeout), else 0, by listener, pool and server.",
+		"1 while the back-end server is skipped for failures (max_fails within fail_timeout: connects that failed, and for http-reverse requests it did not answer), else 0, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
 )
 

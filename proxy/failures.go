@@ -1,4 +1,4 @@
-// Passive failure detection of upstream servers (nginx's max_fails and fail_timeout): a server whose connects keep failing is skipped for a while, and a listener's upstream list taken round robin around the skipped ones.
+// Passive failure detection of upstream servers (nginx's max_fails and fail_timeout): a server that keeps failing is skipped for a while, and a listener's upstream list taken round robin around the skipped ones.
 
 package proxy
 
@@ -13,7 +13,8 @@ import (
 	"github.com/splicer/splicer/internal/config"
 )
 
-// Failures is one upstream server's recent failed connects under a
+// Failures is one upstream server's recent failures (connects that
+// failed; for http-reverse, requests it did not answer) under a
 // config.FailPolicy. Down is read for every pick, so it takes no lock.
 type Failures struct {
 	mu    sync.Mutex
@@ -35,8 +36,8 @@ func (f *Failures) Down(now time.Time) bool {
 // the time.
 func (f *Failures) MayBeDown() bool { return f.until.Load() != 0 }
 
-// Failed records a failed connect at now and reports whether it made the
-// server skipped: MaxFails of them within Timeout skip it for Timeout.
+// Failed records a failure at now and reports whether it made the server
+// skipped: MaxFails of them within Timeout skip it for Timeout.
 func (f *Failures) Failed(p config.FailPolicy, now time.Time) bool {
 	if p.MaxFails <= 0 {
 		return false
@@ -55,8 +56,9 @@ func (f *Failures) Failed(p config.FailPolicy, now time.Time) bool {
 	return true
 }
 
-// Succeeded records a connect that worked: earlier failures no longer
-// count, and a server skipped no longer is.
+// Succeeded records a connect that worked (an answered request, for
+// http-reverse): earlier failures no longer count, and a server skipped
+// no longer is.
 func (f *Failures) Succeeded() {
 	if f.fails.Load() == 0 && f.until.Load() == 0 {
 		return

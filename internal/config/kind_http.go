@@ -135,7 +135,9 @@ type Pool struct {
 	Servers     []PoolServer `yaml:"servers"`
 	HealthCheck *HealthCheck `yaml:"health_check"`
 	// MaxFails and FailTimeout skip a server that does not connect, as
-	// the listener's keys do for an upstream list (FailPolicy).
+	// the listener's keys do for an upstream list (FailPolicy), or does
+	// not answer a request (no valid response head: closed, reset,
+	// response_timeout).
 	MaxFails    *int     `yaml:"max_fails"`
 	FailTimeout Duration `yaml:"fail_timeout"`
 }

@@ -5,6 +5,7 @@ package all_test
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -170,6 +171,57 @@ func TestEverySkippedServerIsStillTried(t *testing.T) {
 			}
 			if got := skipped(f, l, poolOf(l), addr); got != 0 {
 				t.Errorf("splicer_upstream_skipped once it connected again: %v, want 0", got)
+			}
+		})
+	}
+}
+
+// TestServersThatDoNotAnswerAreSkipped: http-reverse counts a server that
+// takes the connection and closes it without answering as failed, as nginx
+// does, so with max_fails 1 only the first of 10 requests that meets it
+// gets 502; a client's own fault (a body shorter than its length: 400)
+// does not count against the server it was going to. With max_fails 0
+// every other request meets the broken server.
+func TestServersThatDoNotAnswerAreSkipped(t *testing.T) {
+	live := bodyReadingOrigin(t)
+	broken := rawBackend(t, func(c net.Conn) { readRawHead(c) })
+	const requests = 10
+	for _, tc := range []struct {
+		fail string
+		want int // 502s of requests requests
+	}{{"max_fails: 1, fail_timeout: 1h", 1}, {"max_fails: 0", requests / 2}} {
+		t.Run(tc.fail, func(t *testing.T) {
+			var rev config.Listener
+			for _, l := range failoverListeners(t, tc.fail, broken, live) {
+				if l.Name == "http-reverse" {
+					rev = l
+				}
+			}
+			f := fwdtest.Start(t, rev)
+			addr := f.Addr(rev.Name).String()
+			// The client's fault first, twice, so that both servers
+			// see one: neither may be skipped for it.
+			for range 2 {
+				resp := exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort")
+				if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusBadGateway {
+					t.Fatalf("a short body: %s, want 400 (or 502 from the broken server)", resp.Status)
+				}
+			}
+			if got := skipped(f, rev.Name, "p", live); got != 0 {
+				t.Fatalf("the live server skipped after a client's short body: %v", got)
+			}
+			bad := 0
+			for range requests {
+				switch got := getStatus(t, addr); got {
+				case http.StatusOK:
+				case http.StatusBadGateway:
+					bad++
+				default:
+					t.Fatalf("status %d, want 200 or 502", got)
+				}
+			}
+			if bad != tc.want {
+				t.Errorf("%d of %d requests got 502 from the server that closes without answering, want %d", bad, requests, tc.want)
 			}
 		})
 	}

@@ -81,6 +81,9 @@ type Conn struct {
 	clientDeadline bool
 	// sendingBody: a request body goes upstream (upIdle).
 	sendingBody bool
+	// upFailed: the upstream, not the client, failed the last
+	// RoundTrip (UpstreamFailed).
+	upFailed bool
 	// head is where the heads the proxy writes are built, one at a time,
 	// each written before the next is built.
 	head []byte
@@ -157,6 +160,7 @@ func (c *Conn) interrupt() {
 
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c.up.idle = false
+	c.upFailed = false
 	c.head = appendRequestHead(c.head[:0], req, c.upgrade)
 	c.up.dl.refresh(c.upIdle(), &c.stopped)
 	if requestBody(req) == bodyNone && c.up.r.Buffered() == 0 && c.up.in.rc != nil {
@@ -165,6 +169,7 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 		c.up.in.send = c.head
 	} else {
 		if err := c.writeUp(c.head); err != nil {
+			c.upFailed = true
 			return nil, err
 		}
 		if err := c.relayRequestBody(ctx, req); err != nil {
@@ -180,6 +185,14 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 	c.up.in.send = nil // sent, unless the read failed first
 	return resp, c.upstreamTimedOut(err)
 }
+
+// UpstreamFailed reports whether the last RoundTrip failed by its
+// upstream: the connection broke under the request head or before a
+// response head came, nothing of the head came within the response
+// timeout, or what came was no valid response head. A failure of the
+// client's (a body it got wrong or stopped sending, a connection it
+// closed) is not the upstream's.
+func (c *Conn) UpstreamFailed() bool { return c.upFailed }
 
 // Relay sends the response to the client: the head, then the body, spliced
 // when its length is known. When capture is not nil and the body's length is

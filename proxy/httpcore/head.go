@@ -379,14 +379,17 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 	for {
 		head, inBuf, err := nextHead(c.up.r, ResponseLimits, nil)
 		if err != nil {
+			c.upFailed = true
 			return nil, err
 		}
 		resp, ok := fastResponse(head, req, c.mem)
 		if !ok {
 			if err := ValidateHead(head, false); err != nil {
+				c.upFailed = true
 				return nil, fmt.Errorf("upstream response: %w", err)
 			}
 			if resp, err = parseResponse(head, req); err != nil {
+				c.upFailed = true
 				return nil, err
 			}
 		}
@@ -403,6 +406,7 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 		case err != nil:
 			return nil, err
 		case resp.StatusCode == http.StatusSwitchingProtocols && !switchAccepted(c.upgrade, resp):
+			c.upFailed = true
 			return nil, errors.New("upstream switched to a protocol the request did not ask for")
 		case !interim:
 			return resp, nil

@@ -213,6 +213,12 @@ func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request,
 		return false, err
 	}
 	resp, err := c.RoundTrip(ctx, req, dialer(c.S, srv.Addr))
+	switch {
+	case err == nil:
+		srv.answered()
+	case c.UpstreamFailed() && ctx.Err() == nil:
+		srv.failed(rt.Pool, c.S.Log())
+	}
 	if err != nil {
 		return false, httpcore.UpstreamError(err)
 	}
@@ -252,11 +258,11 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *Pool, key s
 		}
 		srv.active.Add(1)
 		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), func() { srv.active.Add(-1) })
-		if ctx.Err() == nil {
-			srv.connected(pool, err, c.S.Log())
-		}
 		if err == nil {
-			return srv, nil
+			return srv, nil // answered once the response head comes (handle)
+		}
+		if ctx.Err() == nil {
+			srv.failed(pool, c.S.Log())
 		}
 		c.S.Log().Warn("back-end connect failed", "pool", pool.Name, "server", srv.Addr, "err", err)
 		failed[srv], lastErr = true, err

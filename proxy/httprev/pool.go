@@ -27,17 +27,17 @@ type Server struct {
 // Healthy reports whether the last health check passed (always, without checks).
 func (s *Server) Healthy() bool { return s.healthy.Load() }
 
-// connected records whether a connect to the server worked (err nil) for
-// the pool's Fail policy, logging when a failure makes it skipped.
-func (s *Server) connected(p *Pool, err error, log *slog.Logger) {
-	if err == nil {
-		s.fails.Succeeded()
-		return
-	}
+// failed records, for the pool's Fail policy, that the server did not
+// connect or did not answer a request, logging when that makes it skipped.
+func (s *Server) failed(p *Pool, log *slog.Logger) {
 	if s.fails.Failed(p.Fail, time.Now()) {
-		log.Warn("back-end skipped", "pool", p.Name, "server", s.Addr, "for", p.Fail.Timeout, "failed_connects", p.Fail.MaxFails)
+		log.Warn("back-end skipped", "pool", p.Name, "server", s.Addr, "for", p.Fail.Timeout, "failures", p.Fail.MaxFails)
 	}
 }
+
+// answered records that the server answered a request: its earlier
+// failures no longer count.
+func (s *Server) answered() { s.fails.Succeeded() }
 
 // Pool is a named group of servers and its balancing policy.
 type Pool struct {
