@@ -1,4 +1,4 @@
-// Tests of heads at the edges of what HTTP/1.x allows: a header line longer than a read buffer (a long cookie) passes every HTTP kind both ways, a head over max_header_bytes gets 431, and an HTTP/1.0 request without Host goes on without one.
+// Tests of heads at the edges of what HTTP/1.x allows: a header line longer than a read buffer (a long cookie) passes every HTTP kind both ways, a head over max_header_bytes gets 431, an HTTP/1.0 request without Host goes on without one, and an HTTP/1.0 answer goes on as HTTP/1.1.
 
 package all_test
 
@@ -117,4 +117,46 @@ func exchangeBody(tb testing.TB, addr, raw string) string {
 		tb.Fatal(err)
 	}
 	return string(body)
+}
+
+// TestHTTP10AnswersGoOnAsHTTP11: http-forward and http-reverse send their
+// own version, HTTP/1.1, whatever the upstream's: an HTTP/1.0 answer
+// passed on as such told an HTTP/1.1 client that the connection closes
+// after it, while the proxy kept it open for the next request. (The
+// filter passes heads on as they came.)
+func TestHTTP10AnswersGoOnAsHTTP11(t *testing.T) {
+	up := rawBackend(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(r)
+			if err != nil {
+				return
+			}
+			req.Body.Close()
+			io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
+		}
+	})
+	listeners := httpListeners(t, up)
+	f := fwdtest.Start(t, listeners...)
+	for _, l := range listeners {
+		if l.Proxy == "filter" {
+			continue
+		}
+		t.Run(l.Name, func(t *testing.T) {
+			c := dialFor(t, f.Addr(l.Name).String(), 5*time.Second)
+			r := bufio.NewReader(c)
+			for i := range 2 {
+				fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", requestTarget(l, up, "/"), up)
+				resp, err := http.ReadResponse(r, nil)
+				if err != nil {
+					t.Fatalf("request %d on one connection: %v", i+1, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.Proto != "HTTP/1.1" || resp.Close {
+					t.Fatalf("request %d through %s: %s, close %v; want HTTP/1.1 and the connection kept", i+1, l.Proxy, resp.Proto, resp.Close)
+				}
+			}
+		})
+	}
 }

@@ -144,11 +144,11 @@ func appendResponseHead(b []byte, req *http.Request, resp *http.Response, kind b
 	case req.ProtoMinor == 0:
 		framing = append(framing, headField{name: "Connection", value: "keep-alive"})
 	}
-	b = append(b, "HTTP/"...)
-	b = strconv.AppendInt(b, int64(resp.ProtoMajor), 10)
-	b = append(b, '.')
-	b = strconv.AppendInt(b, int64(resp.ProtoMinor), 10)
-	b = append(b, ' ')
+	// The proxy's own version, whatever the upstream's (RFC 9110 6.2),
+	// as nginx and HAProxy send: an HTTP/1.0 answer passed on as such
+	// would tell an HTTP/1.1 client the connection closes after it,
+	// while the proxy keeps it for the next request.
+	b = append(b, "HTTP/1.1 "...)
 	b = append(b, statusText(resp)...)
 	b = append(b, "\r\n"...)
 	b = appendFields(b, resp.Header, false, framing)
