@@ -201,27 +201,46 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 }
 
 // handle routes one request, relays it and its response. fwd holds the
-// forwarding fields' values while the request lives.
+// forwarding fields' values while the request lives. A request that can
+// be sent again (httpcore.Retryable) goes to the pool's next server when
+// its server does not answer, as nginx's proxy_next_upstream does, each
+// server once; the client sees the last failure only when none answers.
 func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request, fwd *forwarding) (bool, error) {
 	rt := p.route(req)
 	if rt == nil {
 		return false, httpcore.Errorf(http.StatusNotFound, "no route for host %q path %q", req.Host, req.URL.Path)
 	}
 	addForwarded(req, c.ClientIP(), p.trusts(c.ClientIP()), fwd)
-	srv, err := p.connect(ctx, c, rt.Pool, c.ClientIP())
-	if err != nil {
-		return false, err
-	}
-	resp, err := c.RoundTrip(ctx, req, dialer(c.S, srv.Addr))
-	switch {
-	case err == nil:
-		srv.answered()
-	case c.UpstreamFailed() && ctx.Err() == nil:
+	tried := map[*Server]bool{} // servers that failed this request
+	var unanswered error        // the last server's failure to answer
+	for {
+		srv, err := p.connect(ctx, c, rt.Pool, c.ClientIP(), tried)
+		if err != nil {
+			if unanswered != nil {
+				return false, httpcore.UpstreamError(unanswered)
+			}
+			return false, err
+		}
+		resp, err := c.RoundTrip(ctx, req, dialer(c.S, srv.Addr))
+		if err == nil {
+			srv.answered()
+			return p.relay(ctx, c, req, resp, rt, srv)
+		}
+		if !c.UpstreamFailed() || ctx.Err() != nil {
+			return false, httpcore.UpstreamError(err)
+		}
 		srv.failed(rt.Pool, c.S.Log())
+		if !httpcore.Retryable(req) {
+			return false, httpcore.UpstreamError(err)
+		}
+		c.S.Log().Warn("back-end did not answer: the request goes to the next server", "pool", rt.Pool.Name, "server", srv.Addr, "err", err)
+		c.Close() // broken under the request: closed, never kept
+		tried[srv], unanswered = true, err
 	}
-	if err != nil {
-		return false, httpcore.UpstreamError(err)
-	}
+}
+
+// relay sends the response srv gave to req on to the client.
+func (p *Proxy) relay(ctx context.Context, c *httpcore.Conn, req *http.Request, resp *http.Response, rt *Route, srv *Server) (bool, error) {
 	if log := c.S.Log(); log.Enabled(ctx, slog.LevelDebug) { // its arguments alone cost allocations
 		log.Debug("relay", "method", req.Method, "host", req.Host, "path", req.URL.Path,
 			"pool", rt.Pool.Name, "server", srv.Addr, "status", resp.StatusCode, "length", resp.ContentLength)
@@ -241,9 +260,9 @@ func (p *Proxy) route(req *http.Request) *Route {
 
 // connect makes a server of pool the current upstream, trying the next
 // pick when one cannot be reached: 503 when no server is healthy, 502 when
-// none of the healthy ones answers.
-func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *Pool, key string) (*Server, error) {
-	failed := map[*Server]bool{}
+// none of the healthy ones connects. failed holds the servers that failed
+// the request already, and takes those that do not connect.
+func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *Pool, key string, failed map[*Server]bool) (*Server, error) {
 	var lastErr error
 	for {
 		srv := pool.Pick(key, failed)
