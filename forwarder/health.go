@@ -1,4 +1,4 @@
-// splicer_upstream_healthy and splicer_upstream_skipped: the health-check state of every back-end server of the running listeners, and whether failures have it skipped, read at scrape time.
+// splicer_upstream_healthy, splicer_upstream_skipped and splicer_upstream_failures_total: the health-check state of every back-end server of the running listeners, whether failures have it skipped, and how many it had, read at scrape time.
 
 package forwarder
 
@@ -15,6 +15,9 @@ var (
 	skippedDesc = prometheus.NewDesc("splicer_upstream_skipped",
 		"1 while the back-end server is skipped for failures (max_fails within fail_timeout: connects that failed, and for http-reverse requests it did not answer), else 0, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
+	failuresDesc = prometheus.NewDesc("splicer_upstream_failures_total",
+		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse requests it did not answer), by listener, pool and server, since the listener was set up (a reload that changes it starts afresh).",
+		[]string{"listener", "pool", "server"}, nil)
 )
 
 // healthCollector asks the current listeners' proxies for their pools.
@@ -23,6 +26,7 @@ type healthCollector struct{ f *Forwarder }
 func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- healthDesc
 	ch <- skippedDesc
+	ch <- failuresDesc
 }
 
 func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -37,6 +41,7 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, h := range once(hr.Health()) {
 			ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, gauge(h.Healthy), l.cfg.Name, h.Pool, h.Server)
 			ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.GaugeValue, gauge(h.Skipped), l.cfg.Name, h.Pool, h.Server)
+			ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(h.Failures), l.cfg.Name, h.Pool, h.Server)
 		}
 	}
 }
@@ -49,18 +54,25 @@ func gauge(b bool) float64 {
 	return 0
 }
 
-// once keeps the first of the servers a pool or list names twice (a
-// server listed twice for twice the share): a series exported twice would
-// fail the whole scrape.
+// once merges the entries of a server a pool or list names twice (for
+// twice the share): a series exported twice would fail the whole scrape.
+// The server is healthy if every entry is, skipped if any is, and its
+// failures are theirs summed.
 func once(hs []proxy.ServerHealth) []proxy.ServerHealth {
 	type key struct{ pool, server string }
-	seen := make(map[key]bool, len(hs))
+	at := make(map[key]int, len(hs))
 	out := hs[:0]
 	for _, h := range hs {
-		if k := (key{h.Pool, h.Server}); !seen[k] {
-			seen[k] = true
+		k := key{h.Pool, h.Server}
+		i, seen := at[k]
+		if !seen {
+			at[k] = len(out)
 			out = append(out, h)
+			continue
 		}
+		out[i].Healthy = out[i].Healthy && h.Healthy
+		out[i].Skipped = out[i].Skipped || h.Skipped
+		out[i].Failures += h.Failures
 	}
 	return out
 }

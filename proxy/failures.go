@@ -23,7 +23,12 @@ type Failures struct {
 	// until is when the server is picked again, in Unix nanoseconds; 0:
 	// it never was skipped.
 	until atomic.Int64
+	// total counts every failure, whatever the policy.
+	total atomic.Uint64
 }
+
+// Total is how many failures were recorded since the server was set up.
+func (f *Failures) Total() uint64 { return f.total.Load() }
 
 // Down reports whether the server is skipped at now.
 func (f *Failures) Down(now time.Time) bool {
@@ -39,6 +44,7 @@ func (f *Failures) MayBeDown() bool { return f.until.Load() != 0 }
 // Failed records a failure at now and reports whether it made the server
 // skipped: MaxFails of them within Timeout skip it for Timeout.
 func (f *Failures) Failed(p config.FailPolicy, now time.Time) bool {
+	f.total.Add(1)
 	if p.MaxFails <= 0 {
 		return false
 	}
@@ -136,7 +142,7 @@ func (u *Upstreams) Health() []ServerHealth {
 	now := time.Now()
 	out := make([]ServerHealth, len(u.addrs))
 	for i, a := range u.addrs {
-		out[i] = ServerHealth{Pool: "upstream", Server: a, Healthy: true, Skipped: u.fails[i].Down(now)}
+		out[i] = ServerHealth{Pool: "upstream", Server: a, Healthy: true, Skipped: u.fails[i].Down(now), Failures: u.fails[i].Total()}
 	}
 	return out
 }

@@ -196,12 +196,13 @@ type RequestRecorder interface {
 	RecordRequest(r Request)
 }
 
-// ServerHealth is one back-end server's health-check state, and whether
-// it is skipped for failed connects (Failures).
+// ServerHealth is one back-end server's health-check state, whether it
+// is skipped for failures, and how many it had (Failures).
 type ServerHealth struct {
 	Pool, Server string
 	Healthy      bool
 	Skipped      bool
+	Failures     uint64
 }
 
 // HealthReporter is a proxy with back-end servers (http-reverse's pools,

@@ -137,6 +137,11 @@ func TestFailedServersAreSkipped(t *testing.T) {
 				if got := skipped(f, l, poolOf(l), live); got != 0 {
 					t.Errorf("splicer_upstream_skipped of the live server: %v, want 0", got)
 				}
+				// Every connect beyond one per request failed on the dead server.
+				wantFailures := float64(tc.want - requests)
+				if got := fwdtest.Metric(f, "splicer_upstream_failures_total", "listener", l, "pool", poolOf(l), "server", dead); got != wantFailures {
+					t.Errorf("splicer_upstream_failures_total of the dead server: %v, want %v", got, wantFailures)
+				}
 			})
 		}
 	}

@@ -145,7 +145,7 @@ func (p *Proxy) Health() []proxy.ServerHealth {
 		}
 		seen[r.Pool] = true
 		for _, s := range r.Pool.Servers {
-			out = append(out, proxy.ServerHealth{Pool: r.Pool.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now)})
+			out = append(out, proxy.ServerHealth{Pool: r.Pool.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total()})
 		}
 	}
 	return out
