@@ -18,7 +18,7 @@ import (
 // config.FailPolicy. Down is read for every pick, so it takes no lock.
 type Failures struct {
 	mu    sync.Mutex
-	fails atomic.Int32 // failed connects since first
+	fails atomic.Int32 // failures since first
 	first time.Time    // the first of them
 	// until is when the server is picked again, in Unix nanoseconds; 0:
 	// it never was skipped.
@@ -130,7 +130,7 @@ func (u *Upstreams) Dial(ctx context.Context, s Session) (*net.TCPConn, error) {
 		errs = append(errs, err)
 		s.Log().Warn("upstream connect failed", "upstream", u.addrs[j], "err", err)
 		if ctx.Err() == nil && u.fails[j].Failed(u.policy, time.Now()) {
-			s.Log().Warn("upstream skipped", "upstream", u.addrs[j], "for", u.policy.Timeout, "failed_connects", u.policy.MaxFails)
+			s.Log().Warn("upstream skipped", "upstream", u.addrs[j], "for", u.policy.Timeout, "failures", u.policy.MaxFails)
 		}
 	}
 	return nil, &UpstreamsError{Errs: errs}

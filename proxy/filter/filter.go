@@ -73,8 +73,8 @@ type Proxy struct {
 	ProxyProtocol string
 }
 
-// Health implements proxy.HealthReporter: the upstreams, and which are
-// skipped for failed connects.
+// Health implements proxy.HealthReporter: the upstreams, which are
+// skipped for failed connects, and how many each had.
 func (p *Proxy) Health() []proxy.ServerHealth { return p.Upstreams.Health() }
 
 // FromConfig builds the proxy of a filter listener.

@@ -86,10 +86,12 @@ func (c *Conn) Keeps(key string) bool {
 }
 
 // keptUsable reports whether the kept connection can carry the next
-// request; one idle for a while is checked as the pool checks, and closed
-// if the server closed it.
+// request; one idle for a while, or any for a request that cannot be sent
+// twice (a POST: a retry could not hide a closed connection), is checked
+// as the pool checks (a peek), and closed if the server closed it.
 func (c *Conn) keptUsable() bool {
-	if !c.up.idle || time.Since(c.up.idleSince) < recheckAfter || reusable(c.up.conn) {
+	fresh := time.Since(c.up.idleSince) < recheckAfter && (c.cur == nil || Retryable(c.cur))
+	if !c.up.idle || fresh || reusable(c.up.conn) {
 		return true
 	}
 	c.up.idle = false // closed, not pooled
@@ -198,7 +200,14 @@ func (c *Conn) responseRead(upKeep bool) {
 func (c *Conn) RoundTrip(ctx context.Context, req *http.Request, redial Dialer) (*http.Response, error) {
 	before := c.up.in.n
 	resp, err := c.roundTrip(ctx, req)
-	if err != nil && c.up.reused && c.up.in.n == before && Retryable(req) && isStale(err) && redial != nil {
+	stale := err != nil && c.up.reused && c.up.in.n == before && isStale(err)
+	retry := stale && Retryable(req) && redial != nil
+	if stale && !retry {
+		// A kept connection the server closed as the request went
+		// out: its keep-alive ending, not a failure of the server.
+		c.upFailed = false
+	}
+	if retry {
 		c.S.Log().Debug("reused upstream connection closed under the request: retrying on a new one", "err", err)
 		key, release := c.up.key, c.up.release
 		c.up.release = nil

@@ -134,8 +134,8 @@ func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
 }
 
 // Health implements proxy.HealthReporter: every pool's servers, whether
-// their last health check passed (always true without checks), and whether
-// they are skipped for failed connects.
+// their last health check passed (always true without checks), whether
+// they are skipped for failures, and how many they had.
 func (p *Proxy) Health() []proxy.ServerHealth {
 	var out []proxy.ServerHealth
 	seen, now := map[*Pool]bool{}, time.Now()

@@ -45,7 +45,7 @@ type Pool struct {
 	Balance string
 	Servers []*Server
 	Health  *config.HealthCheck
-	// Fail says when a server that does not connect is skipped.
+	// Fail says when a server that does not connect or answer is skipped.
 	Fail config.FailPolicy
 
 	next atomic.Uint64

@@ -71,8 +71,8 @@ func (p *Proxy) dial(ctx context.Context, s proxy.Session) error {
 	return proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up)
 }
 
-// Health implements proxy.HealthReporter: the upstreams, and which are
-// skipped for failed connects.
+// Health implements proxy.HealthReporter: the upstreams, which are
+// skipped for failed connects, and how many each had.
 func (p *Proxy) Health() []proxy.ServerHealth { return p.Upstreams.Health() }
 
 // remainingAfter keeps forwarding directions that already saw EOF closed: a
