@@ -220,7 +220,11 @@ type Listener struct {
 	// skips. http-reverse's pools have their own.
 	MaxFails    *int     `yaml:"max_fails,omitempty"`
 	FailTimeout Duration `yaml:"fail_timeout,omitempty"`
-	Engine      string   `yaml:"engine"` // one of EngineNames
+	// HealthCheck checks each of Upstream every interval (tcp, filter):
+	// a connect, and a GET of path where one is given; one that fails is
+	// not used until it passes again.
+	HealthCheck *HealthCheck `yaml:"health_check,omitempty"`
+	Engine      string       `yaml:"engine"` // one of EngineNames
 	// ConnectTimeout bounds the connect to an upstream.
 	ConnectTimeout Duration `yaml:"connect_timeout"`
 	// IdleTimeout closes a pair idle this long; 0 means never.

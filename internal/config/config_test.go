@@ -384,6 +384,14 @@ func TestParseErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2'], max_fails: -1}]}",
 		), []wantErr{{2, "listeners[0].pools[0].max_fails", "expected 0 (never skip a server) to 1000, got -1"}}},
+		{"health_check where nothing dials a list", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', proxy: http-forward, health_check: {interval: 1s, timeout: 1s}}",
+		), []wantErr{{2, "listeners[0].health_check", "health_check is not used by proxy http-forward"}}},
+		{"bad health_check of a list", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], health_check: {path: health, interval: 1s, timeout: 2s}}",
+		), []wantErr{{2, "listeners[0].health_check.path", "starting with /"}, {2, "listeners[0].health_check.timeout", "must not be longer than interval"}}},
 		{"negative max body bytes", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-forward, http: {max_body_bytes: -1}}",

@@ -181,9 +181,10 @@ func Servers(addrs ...string) []PoolServer {
 	return out
 }
 
-// HealthCheck is an active HTTP health check of a pool's servers: GET Path
-// every Interval; a server that does not answer 2xx or 3xx within Timeout is
-// skipped until it does again.
+// HealthCheck is an active health check of a pool's servers (or a
+// listener's upstream list): GET Path every Interval; a server that does
+// not answer 2xx or 3xx within Timeout is skipped until it does again. A
+// listener's may leave Path out: a connect within Timeout passes.
 type HealthCheck struct {
 	Path     string   `yaml:"path"`
 	Interval Duration `yaml:"interval"`
@@ -283,7 +284,7 @@ func (v *validator) http(p string, l *Listener) {
 			v.errorf(pp+".servers", "a pool needs at least one server host:port")
 		}
 		v.poolServers(pp+".servers", pl.Servers)
-		v.healthCheck(pp+".health_check", pl.HealthCheck)
+		v.healthCheck(pp+".health_check", pl.HealthCheck, true)
 		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
 	}
 	for i, r := range l.Routes {
@@ -379,11 +380,13 @@ func (v *validator) poolServers(p string, servers []PoolServer) {
 	}
 }
 
-func (v *validator) healthCheck(p string, hc *HealthCheck) {
+// healthCheck checks a health_check section; a pool's needs a path, a
+// listener's may leave it out (a connect check).
+func (v *validator) healthCheck(p string, hc *HealthCheck, needPath bool) {
 	if hc == nil {
 		return
 	}
-	if !strings.HasPrefix(hc.Path, "/") {
+	if (needPath || hc.Path != "") && !strings.HasPrefix(hc.Path, "/") {
 		v.errorf(p+".path", "a health check needs a path starting with /")
 	}
 	if hc.Interval <= 0 {

@@ -32,6 +32,7 @@ var builtinKeys = map[string][]string{
 	"upstream":       {"tcp", "filter"},
 	"max_fails":      {"tcp", "filter"},
 	"fail_timeout":   {"tcp", "filter"},
+	"health_check":   {"tcp", "filter"},
 	"proxy_protocol": {"tcp", "socks5", "filter", "http-forward", "http-reverse"},
 }
 
@@ -56,6 +57,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 			"splice_after": l.SpliceAfter != 0, "upstream": len(l.Upstream) > 0 && l.Proxy != "socks5",
 			"proxy_protocol": l.ProxyProtocol != "",
 			"max_fails":      l.MaxFails != nil, "fail_timeout": l.FailTimeout != 0,
+			"health_check": l.HealthCheck != nil,
 		}
 		for key, kinds := range builtinKeys {
 			if set[key] && !contains(kinds, l.Proxy) {

@@ -136,6 +136,7 @@ func (v *validator) listeners() {
 		v.proxyKind(p, l)
 		v.upstreams(p, l)
 		v.failKeys(p, l.MaxFails, l.FailTimeout)
+		v.healthCheck(p+".health_check", l.HealthCheck, false)
 		v.engine(p, l)
 		v.oneOf(p+".proxy_protocol", l.ProxyProtocol, ProxyProtocols)
 		v.kindSections(p, l)

@@ -34,12 +34,12 @@ type Deps struct {
 func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 	switch lc.Proxy {
 	case "tcp", "":
-		return &tcp.Proxy{Upstreams: proxy.NewUpstreams(lc.Upstream, lc.FailPolicy()), IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std(),
+		return &tcp.Proxy{Upstreams: upstreams(lc, deps), IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std(),
 			ProxyProtocol: lc.ProxyProtocol}, nil
 	case "socks5":
 		return socks5.FromConfig(lc)
 	case "filter":
-		return filter.FromConfig(lc)
+		return filter.FromConfig(lc, upstreams(lc, deps))
 	case "http-forward":
 		return httpfwd.New(lc), nil
 	case "http-reverse":
@@ -50,4 +50,18 @@ func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 		return p, nil
 	}
 	return nil, fmt.Errorf("proxy kind %q is not implemented", lc.Proxy)
+}
+
+// upstreams is the upstream list of a tcp or filter listener, its health
+// checks started if it has them (and a dialer to run them).
+func upstreams(lc config.Listener, deps Deps) *proxy.Upstreams {
+	u := proxy.NewUpstreams(lc.Upstream, lc.FailPolicy())
+	if lc.HealthCheck != nil && deps.Dial != nil {
+		log := deps.Log
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		u.Check(*lc.HealthCheck, deps.Dial, log)
+	}
+	return u
 }

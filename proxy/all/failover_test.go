@@ -15,6 +15,7 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // failoverListeners are one listener of each kind that picks among servers
@@ -295,4 +296,55 @@ func TestKeepAliveEndIsNoFailure(t *testing.T) {
 	if got := fwdtest.Metric(f, "splicer_upstream_failures_total", "listener", "http-reverse", "pool", "p", "server", up); got != 0 {
 		t.Errorf("splicer_upstream_failures_total %v after the server's keep-alive ended, want 0", got)
 	}
+}
+
+// TestHealthChecksOfUpstreamLists: a tcp listener (connect checks) and a
+// filter listener (GET /health) check their upstream lists; once the dead
+// server failed its check (splicer_upstream_healthy 0), 6 connections make
+// 6 connects, none to it. With every server failing its check, a
+// connection is closed without a connect.
+func TestHealthChecksOfUpstreamLists(t *testing.T) {
+	live, dead := fwdtest.HTTPOrigin(t), fwdtest.FreeAddr(t)
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: tcp, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: ['%[1]s', '%[2]s'], max_fails: 0,
+     health_check: {interval: 100ms, timeout: 100ms}}
+  - {name: filter, listen: '127.0.0.1:0', proxy: filter, upstream: ['%[1]s', '%[2]s'], max_fails: 0,
+     health_check: {path: /health, interval: 100ms, timeout: 100ms}}
+  - {name: alldead, listen: '127.0.0.1:0', proxy: tcp, upstream: ['%[1]s'], health_check: {interval: 100ms, timeout: 100ms}}
+`, dead, live)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fwdtest.Start(t, cfg.Listeners...)
+	healthy := func(l, server string) float64 {
+		return fwdtest.Metric(f, "splicer_upstream_healthy", "listener", l, "pool", "upstream", "server", server)
+	}
+	testenv.Eventually(t, "the dead server failing its checks, the live one passing", func() bool {
+		return healthy("tcp", dead) == 0 && healthy("filter", dead) == 0 && healthy("alldead", dead) == 0 &&
+			healthy("tcp", live) == 1 && healthy("filter", live) == 1
+	})
+	for _, l := range []string{"tcp", "filter"} {
+		t.Run(l, func(t *testing.T) {
+			for i := range 6 {
+				if got := getStatus(t, f.Addr(l).String()); got != http.StatusOK {
+					t.Fatalf("request %d: status %d, want 200 from the live server", i+1, got)
+				}
+			}
+			if got := connects(t, f, l); got != 6 {
+				t.Errorf("6 requests made %d connects, want 6: none to the server failing its checks", got)
+			}
+		})
+	}
+	t.Run("alldead", func(t *testing.T) {
+		if got := getStatus(t, f.Addr("alldead").String()); got != 0 {
+			t.Errorf("status %d with no healthy upstream, want the connection closed", got)
+		}
+		if got := connects(t, f, "alldead"); got != 0 {
+			t.Errorf("%d connects with no healthy upstream, want none", got)
+		}
+		if got := fwdtest.Metric(f, "splicer_connections_closed_total", "listener", "alldead", "reason", "upstream_unreachable"); got != 1 {
+			t.Errorf("closed with reason upstream_unreachable: %v, want 1", got)
+		}
+	})
 }

@@ -77,9 +77,14 @@ type Proxy struct {
 // skipped for failed connects, and how many each had.
 func (p *Proxy) Health() []proxy.ServerHealth { return p.Upstreams.Health() }
 
-// FromConfig builds the proxy of a filter listener.
-func FromConfig(lc config.Listener) (proxy.Proxy, error) {
-	p := &Proxy{Upstreams: proxy.NewUpstreams(lc.Upstream, lc.FailPolicy()), IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
+// Close ends the upstreams' health checks (io.Closer: the forwarder
+// closes the proxy once no pair uses it).
+func (p *Proxy) Close() error { return p.Upstreams.Close() }
+
+// FromConfig builds the proxy of a filter listener in front of ups (its
+// upstream list, health checks started).
+func FromConfig(lc config.Listener, ups *proxy.Upstreams) (proxy.Proxy, error) {
+	p := &Proxy{Upstreams: ups, IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
 	if lc.Filter != nil {
 		p.BlockPaths, p.BlockContentTypes = lc.Filter.BlockPaths, lc.Filter.BlockContentTypes
 		p.PathIgnoreCase, p.PathStripParams = lc.Filter.PathIgnoreCase, lc.Filter.PathStripParams

@@ -126,7 +126,7 @@ func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				checkHealth(ctx, pl, s, dial, log)
+				proxy.CheckHealth(ctx, *pl.Health, s.Addr, &s.healthy, proxy.CheckDialer(dial), log, "pool", pl.Name)
 			}()
 		}
 	}

@@ -71,6 +71,10 @@ func (p *Proxy) dial(ctx context.Context, s proxy.Session) error {
 	return proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up)
 }
 
+// Close ends the upstreams' health checks (io.Closer: the forwarder
+// closes the proxy once no pair uses it).
+func (p *Proxy) Close() error { return p.Upstreams.Close() }
+
 // Health implements proxy.HealthReporter: the upstreams, which are
 // skipped for failed connects, and how many each had.
 func (p *Proxy) Health() []proxy.ServerHealth { return p.Upstreams.Health() }

@@ -1,0 +1,80 @@
+// Active health checks of upstream servers: connect (and, given a path, GET it) every interval; a server that fails is marked unhealthy until it passes again.
+
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/splicer/splicer/internal/config"
+)
+
+// CheckDialer connects where the forwarder runs (its network namespace in
+// tests).
+type CheckDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// CheckHealth checks addr as hc says now and then every interval until ctx
+// ends, storing the outcome in healthy and logging each change; what names
+// the server in the log ("pool", "web", say).
+func CheckHealth(ctx context.Context, hc config.HealthCheck, addr string, healthy *atomic.Bool, dial CheckDialer, log *slog.Logger, what ...any) {
+	t := time.NewTicker(hc.Interval.Std())
+	defer t.Stop()
+	for {
+		err := Probe(ctx, addr, hc.Path, hc.Timeout.Std(), dial)
+		if ctx.Err() != nil {
+			return
+		}
+		if was := healthy.Swap(err == nil); was != (err == nil) {
+			args := append(append([]any(nil), what...), "server", addr)
+			if err != nil {
+				log.Warn("server failed its health check, skipping it", append(args, "err", err)...)
+			} else {
+				log.Info("server passed its health check again", args...)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Probe connects to addr within timeout and, if path is not empty, sends
+// GET path and wants a 2xx or 3xx answer within the same timeout.
+func Probe(ctx context.Context, addr, path string, timeout time.Duration, dial CheckDialer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if path == "" {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: splicer-health-check\r\nConnection: close\r\n\r\n"
+	if _, err := conn.Write([]byte(req)); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("health check answered %s", resp.Status)
+	}
+	return nil
+}
