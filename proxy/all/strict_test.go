@@ -1,4 +1,4 @@
-// Every HTTP kind (http-forward, http-reverse, filter) answers 400 to the heads that let two parsers frame a request differently, and still serves an ordinary request after them.
+// Every HTTP kind (http-forward, http-reverse, filter) answers 400 to the heads that let two parsers frame a request differently, 501 to a transfer coding it does not know, and still serves an ordinary request after them.
 
 package all_test
 
@@ -197,6 +197,27 @@ func TestBadRequestBodiesGet400(t *testing.T) {
 				resp := exchangeHalfClosed(t, f.Addr(l.Name).String(), raw)
 				if resp.StatusCode != http.StatusBadRequest {
 					t.Errorf("%s through %s: %s, want 400", name, l.Proxy, resp.Status)
+				}
+			})
+		}
+	}
+}
+
+// TestUnsupportedTransferCodingsGet501: a request body in a transfer
+// coding other than chunked alone gets 501 (RFC 9112 6.1) from every HTTP
+// kind, where it got 400 as a malformed request; "Chunked" in any case
+// passes.
+func TestUnsupportedTransferCodingsGet501(t *testing.T) {
+	up := bodyReadingOrigin(t)
+	listeners := httpListeners(t, up)
+	f := fwdtest.Start(t, listeners...)
+	for _, l := range listeners {
+		target := requestTarget(l, up, "/")
+		for coding, want := range map[string]int{"gzip, chunked": http.StatusNotImplemented, "gzip": http.StatusNotImplemented, "Chunked": http.StatusOK} {
+			t.Run(l.Name+"/"+coding, func(t *testing.T) {
+				raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: %s\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n", target, up, coding)
+				if resp := exchange(t, f.Addr(l.Name).String(), raw); resp.StatusCode != want {
+					t.Errorf("Transfer-Encoding: %s through %s: %s, want %d", coding, l.Proxy, resp.Status, want)
 				}
 			})
 		}

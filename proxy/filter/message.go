@@ -132,6 +132,9 @@ func readMessage(r *bufio.Reader, isRequest bool, method string, lim httpcore.Li
 		return nil, err
 	}
 	if err := httpcore.ValidateHead(head, isRequest); err != nil {
+		if isRequest && errors.Is(err, httpcore.ErrUnsupportedCoding) {
+			return nil, &httpError{http.StatusNotImplemented, err.Error()}
+		}
 		if isRequest {
 			return nil, badRequest("%v", err)
 		}

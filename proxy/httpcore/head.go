@@ -253,8 +253,11 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	req, ok := fastRequest(head, c.mem)
 	if !ok {
 		if err := ValidateHead(head, true); err != nil {
-			// A head the next hop could frame differently than we do.
-			return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
+			status := http.StatusBadRequest // a head the next hop could frame differently than we do
+			if errors.Is(err, ErrUnsupportedCoding) {
+				status = http.StatusNotImplemented
+			}
+			return nil, &StatusError{Status: status, Reason: err.Error()}
 		}
 		if req, err = parseRequest(head); err != nil {
 			return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}

@@ -24,6 +24,7 @@ func ValidateHead(head []byte, isRequest bool) error {
 	var host []byte // the first Host field's value
 	hosts := 0
 	var cl, te bool
+	var codings [][]byte // the Transfer-Encoding fields' values
 	for len(rest) > 0 {
 		var line []byte
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
@@ -54,12 +55,34 @@ func ValidateHead(head []byte, isRequest bool) error {
 			cl = true
 		case equalFold(name, "Transfer-Encoding"):
 			te = true
+			codings = append(codings, line[colon+1:])
 		}
 	}
 	if !isRequest {
 		return nil
 	}
-	return checkRequestFraming(start, host, hosts, cl, te)
+	if err := checkRequestFraming(start, host, hosts, cl, te); err != nil {
+		return err
+	}
+	return checkCodings(codings)
+}
+
+// ErrUnsupportedCoding is a request whose Transfer-Encoding is other than
+// chunked alone (gzip, chunked, say): answered 501, as RFC 9112 6.1 asks
+// of a recipient that does not understand a coding.
+var ErrUnsupportedCoding = errors.New("transfer coding not supported (only chunked is)")
+
+// checkCodings refuses Transfer-Encoding values other than chunked alone.
+func checkCodings(values [][]byte) error {
+	if len(values) == 0 {
+		return nil
+	}
+	all := bytes.Join(values, []byte(","))
+	list := bytes.Split(all, []byte(","))
+	if len(list) == 1 && equalFold(bytes.Trim(list[0], " \t"), "chunked") {
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrUnsupportedCoding, truncate(bytes.TrimSpace(all)))
 }
 
 // checkRequestFraming is ValidateHead's checks of a request's start line
