@@ -16,7 +16,8 @@
 //
 // Bad input gets a response and a close: 400 for a malformed head, a
 // request with both Content-Length and Transfer-Encoding, or a request body
-// that is malformed or ends early, 413 for a request body larger than
+// that is malformed or ends early, 501 for a transfer coding other than
+// chunked alone, 413 for a request body larger than
 // http.max_body_bytes, 431 for a head over the size or header-count
 // limit, 408 when the head does not arrive within the header timeout, 502
 // when no upstream answers.
