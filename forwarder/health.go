@@ -1,4 +1,4 @@
-// splicer_upstream_healthy, splicer_upstream_skipped and splicer_upstream_failures_total: the health-check state of every back-end server of the running listeners, whether failures have it skipped, and how many it had, read at scrape time.
+// The state of every back-end server of the running listeners, read when asked: splicer_upstream_healthy, splicer_upstream_skipped and splicer_upstream_failures_total, and GET /upstreams.
 
 package forwarder
 
@@ -30,20 +30,45 @@ func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
-	c.f.mu.Lock()
-	ls := append([]*listener(nil), c.f.listeners...)
-	c.f.mu.Unlock()
+	for _, u := range c.f.Upstreams() {
+		ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, gauge(u.Healthy), u.Listener, u.Pool, u.Server)
+		ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.GaugeValue, gauge(u.Skipped), u.Listener, u.Pool, u.Server)
+		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(u.Failures), u.Listener, u.Pool, u.Server)
+	}
+}
+
+// UpstreamState is one back-end server of a running listener (an
+// http-reverse pool's, a tcp or filter listener's upstream list, pool
+// "upstream"): whether it passed its last health check (always, without
+// checks), is skipped for failures now, and how many it had. GET
+// /upstreams lists them.
+type UpstreamState struct {
+	Listener string `json:"listener"`
+	Pool     string `json:"pool"`
+	Server   string `json:"server"`
+	Healthy  bool   `json:"healthy"`
+	Skipped  bool   `json:"skipped"`
+	Failures uint64 `json:"failures"`
+}
+
+// Upstreams is every back-end server of the running listeners, in
+// configuration order, a server named twice in one pool or list once.
+func (f *Forwarder) Upstreams() []UpstreamState {
+	f.mu.Lock()
+	ls := append([]*listener(nil), f.listeners...)
+	f.mu.Unlock()
+	out := []UpstreamState{}
 	for _, l := range ls {
 		hr, ok := l.proxy.(proxy.HealthReporter)
 		if !ok {
 			continue
 		}
 		for _, h := range once(hr.Health()) {
-			ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, gauge(h.Healthy), l.cfg.Name, h.Pool, h.Server)
-			ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.GaugeValue, gauge(h.Skipped), l.cfg.Name, h.Pool, h.Server)
-			ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(h.Failures), l.cfg.Name, h.Pool, h.Server)
+			out = append(out, UpstreamState{Listener: l.cfg.Name, Pool: h.Pool, Server: h.Server,
+				Healthy: h.Healthy, Skipped: h.Skipped, Failures: h.Failures})
 		}
 	}
+	return out
 }
 
 // gauge is 1 for true, 0 for false.

@@ -37,6 +37,14 @@ func Handler(f *forwarder.Forwarder) *http.ServeMux {
 		enc.SetIndent("", "  ")
 		enc.Encode(f.Flows().Snapshot())
 	})
+	// /upstreams: every back-end server of the running listeners, its
+	// health check, whether failures have it skipped, and how many.
+	mux.HandleFunc("GET /upstreams", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(f.Upstreams())
+	})
 	// /healthz: the process is alive and answers (a liveness probe).
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))

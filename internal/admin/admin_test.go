@@ -1,4 +1,4 @@
-// Admin endpoint tests on loopback: /metrics in Prometheus text, /flows as JSON, /healthz, and Close.
+// Admin endpoint tests on loopback: /metrics in Prometheus text, /flows and /upstreams as JSON, /healthz, and Close.
 
 package admin_test
 
@@ -97,6 +97,15 @@ func TestAdminEndpoints(t *testing.T) {
 		}
 		if t.Failed() {
 			t.Logf("/metrics:\n%s", body)
+		}
+	})
+
+	t.Run("upstreams", func(t *testing.T) {
+		var got []map[string]any
+		getJSON(t, base+"/upstreams", &got)
+		want := map[string]any{"listener": "adm", "pool": "upstream", "server": upstream, "healthy": true, "skipped": false, "failures": float64(0)}
+		if len(got) != 1 || fmt.Sprint(got[0]) != fmt.Sprint(want) {
+			t.Errorf("/upstreams = %v, want [%v]", got, want)
 		}
 	})
 
