@@ -23,8 +23,8 @@ func runCmd(args []string) error {
 		fmt.Fprint(os.Stderr, `Usage: splicer run --config FILE [--pid-file FILE]
 
 Starts every listener of FILE. Logs are structured (log.format: text|json).
-With admin set, GET /metrics serves Prometheus metrics and GET /flows the open
-pairs as JSON. Engines this host cannot run (missing root, CAP_BPF, kernel
+With admin set, GET /metrics serves Prometheus metrics, GET /flows the open
+pairs and GET /upstreams the back-end servers' state as JSON. Engines this host cannot run (missing root, CAP_BPF, kernel
 features) are reported at start and their listeners fall back to the deepest
 engine available.
 
