@@ -12,6 +12,7 @@ import (
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // httpOrigin serves the origin's HTTP protocol on loopback.
@@ -205,21 +206,24 @@ func TestBadRequestBodiesGet400(t *testing.T) {
 
 // TestUnsupportedTransferCodingsGet501: a request body in a transfer
 // coding other than chunked alone gets 501 (RFC 9112 6.1) from every HTTP
-// kind, where it got 400 as a malformed request; "Chunked" in any case
-// passes.
+// kind, where it got 400 as a malformed request, and the pair is counted
+// as the client's bad request; "Chunked" in any case passes.
 func TestUnsupportedTransferCodingsGet501(t *testing.T) {
 	up := bodyReadingOrigin(t)
 	listeners := httpListeners(t, up)
 	f := fwdtest.Start(t, listeners...)
 	for _, l := range listeners {
 		target := requestTarget(l, up, "/")
-		for coding, want := range map[string]int{"gzip, chunked": http.StatusNotImplemented, "gzip": http.StatusNotImplemented, "Chunked": http.StatusOK} {
-			t.Run(l.Name+"/"+coding, func(t *testing.T) {
+		t.Run(l.Name, func(t *testing.T) {
+			for coding, want := range map[string]int{"gzip, chunked": http.StatusNotImplemented, "gzip": http.StatusNotImplemented, "Chunked": http.StatusOK} {
 				raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: %s\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n", target, up, coding)
 				if resp := exchange(t, f.Addr(l.Name).String(), raw); resp.StatusCode != want {
 					t.Errorf("Transfer-Encoding: %s through %s: %s, want %d", coding, l.Proxy, resp.Status, want)
 				}
+			}
+			testenv.Eventually(t, "the two 501s' pairs closed with reason bad_request", func() bool {
+				return fwdtest.Metric(f, "splicer_connections_closed_total", "listener", l.Name, "reason", "bad_request") == 2
 			})
-		}
+		})
 	}
 }

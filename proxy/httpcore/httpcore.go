@@ -118,8 +118,12 @@ func (e *StatusError) Error() string {
 
 func (e *StatusError) Unwrap() error { return e.Err }
 
-// BadInput marks client errors (4xx) for the close reason bad_request.
-func (e *StatusError) BadInput() bool { return e.Status >= 400 && e.Status < 500 }
+// BadInput marks the client's errors for the close reason bad_request:
+// 4xx, and the 501 and 505 the proxy answers a transfer coding or an HTTP
+// version it does not take with (the upstream's failures are 502-504).
+func (e *StatusError) BadInput() bool {
+	return e.Status >= 400 && e.Status < 500 || e.Status == http.StatusNotImplemented || e.Status == http.StatusHTTPVersionNotSupported
+}
 
 // Errorf returns a *StatusError with a formatted reason.
 func Errorf(status int, format string, args ...any) *StatusError {
