@@ -1,4 +1,4 @@
-// Tests that a server whose connects fail is skipped for fail_timeout (max_fails), in http-reverse's pools and tcp's and filter's upstream lists, and that a pool or list whose every server is skipped is still tried.
+// Tests of how the kinds that pick among servers treat one that fails: skipped for fail_timeout after max_fails failures (connects, and requests http-reverse's server does not answer), a request that can be sent again moved to the next server, a server's keep-alive ending no failure, and active health checks of upstream lists.
 
 package all_test
 
@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,14 +26,7 @@ import (
 // request dials, as in the other two.
 func failoverListeners(tb testing.TB, fail string, servers ...string) []config.Listener {
 	tb.Helper()
-	list := "["
-	for i, s := range servers {
-		if i > 0 {
-			list += ", "
-		}
-		list += "'" + s + "'"
-	}
-	list += "]"
+	list := "['" + strings.Join(servers, "', '") + "']"
 	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
 listeners:
   - {name: tcp, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: %[1]s, %[2]s}
