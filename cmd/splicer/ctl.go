@@ -1,4 +1,4 @@
-// splicer reload and splicer upgrade: ask a running daemon, by its pid file or its admin endpoint, to reload its configuration or replace its binary.
+// splicer reload and splicer upgrade: ask a running daemon, by its pid file or its admin endpoint, to reload its configuration or replace its binary; and the admin address the commands that talk to a daemon use.
 
 package main
 
@@ -56,16 +56,10 @@ func controlCmd(c control, args []string) error {
 	case *pidFile != "":
 		return signalPid(*pidFile, c.signal)
 	case *cfgPath != "":
-		cfg, err := loadConfig(*cfgPath)
-		if err != nil {
+		if err := adminFromConfig(*cfgPath, adminAddr, token); errors.Is(err, errNoAdmin) {
+			return fmt.Errorf("%w: use --pid-file", err)
+		} else if err != nil {
 			return err
-		}
-		if cfg.Admin == "" {
-			return fmt.Errorf("%s has no admin address: use --pid-file", *cfgPath)
-		}
-		*adminAddr = cfg.Admin
-		if *token == "" {
-			*token = cfg.AdminToken
 		}
 	}
 	if *adminAddr == "" {
@@ -100,14 +94,38 @@ func signalPid(path string, sig syscall.Signal) error {
 	return nil
 }
 
+// errNoAdmin: the configuration sets no admin address.
+var errNoAdmin = errors.New("has no admin address")
+
+// adminFromConfig sets addr to the admin address of the configuration at
+// path, and token to its admin_token unless one was given.
+func adminFromConfig(path string, addr, token *string) error {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return err
+	}
+	if cfg.Admin == "" {
+		return fmt.Errorf("%s %w", path, errNoAdmin)
+	}
+	*addr = cfg.Admin
+	if *token == "" {
+		*token = cfg.AdminToken
+	}
+	return nil
+}
+
+// adminHost is addr to dial: a bare ":port" on loopback.
+func adminHost(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
+}
+
 // postControl asks the admin endpoint and prints its answer.
 func postControl(addr, path, token string) error {
-	host := addr
-	if strings.HasPrefix(host, ":") {
-		host = "127.0.0.1" + host
-	}
 	client := &http.Client{Timeout: upgradeTimeout + 10*time.Second}
-	req, err := http.NewRequest(http.MethodPost, "http://"+host+path, nil)
+	req, err := http.NewRequest(http.MethodPost, "http://"+adminHost(addr)+path, nil)
 	if err != nil {
 		return err
 	}

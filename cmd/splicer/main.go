@@ -25,6 +25,7 @@ Usage:
   splicer check FILE...          validate configurations, report every error with its line
   splicer reload --admin ADDR    re-read a running daemon's configuration (or --config, --pid-file)
   splicer upgrade --admin ADDR   replace a running daemon's binary without refusing a connection
+  splicer upstreams --admin ADDR the back-end servers: health check, skipped for failures, failures
   splicer hash-password          hash a socks5 user's password (read from stdin) for the configuration
   splicer completion bash|zsh    print a shell completion script
   splicer version                print the version (also --version)
@@ -46,6 +47,7 @@ func init() {
 		"check":         checkCmd,
 		"reload":        reloadCmd,
 		"upgrade":       upgradeCmd,
+		"upstreams":     upstreamsCmd,
 		"hash-password": hashPasswordCmd,
 		"completion":    completionCmd,
 		"demo":          func(args []string) error { return benchBinary("demo", args) },
