@@ -182,6 +182,12 @@ func (f *Forwarder) Shutdown(ctx context.Context) error {
 		l.life.stop()
 		l.close()
 	}
+	for _, l := range all {
+		// A connection accepted just before the close is counted in
+		// f.pairs (Add) before its loop returns: Wait must come after,
+		// or it could miss that pair (and the race detector says so).
+		l.life.waitServed()
+	}
 	done := make(chan struct{})
 	go func() {
 		f.pairs.Wait()
