@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
@@ -61,28 +59,17 @@ func sendPastAHole(tb testing.TB, el *engineLab, lp labPair, gap uint32, payload
 	}
 	client := netip.MustParseAddrPort(lp.client.LocalAddr().String())
 	fwd := netip.MustParseAddrPort(lp.client.RemoteAddr().String())
-	var clock int
-	err = sockopt.WithFD(lp.client, func(fd int) (err error) {
-		clock, err = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
-		return err
-	})
+	clock, err := tcprepair.TSClock(lp.client)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	// The client's TSvals may run ahead of its clock by a pacing delay
 	// (EDT): one a second ahead passes PAWS, and a segment past a hole
 	// does not become the socket's ts_recent.
-	f := segFields{ack: st.Params.RcvNxt, win: 1000, ts: true, tsVal: uint32(clock) + 1000}
+	f := segFields{ack: st.Params.RcvNxt, win: 1000, ts: true, tsVal: clock + 1000}
 	el.sendFromClient(tb, fwd.Addr(), buildSegment(make([]byte, 128), client, fwd, st.SndNxt+gap, f, payload))
 	testenv.Eventually(tb, "the segment in the forwarder's out-of-order queue", func() bool {
-		var ooo uint32
-		err := sockopt.WithFD(lp.p.Client, func(fd int) error {
-			info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-			if err == nil {
-				ooo = info.Rcv_ooopack
-			}
-			return err
-		})
-		return err == nil && ooo > 0
+		info, err := sockopt.TCPInfo(lp.p.Client)
+		return err == nil && info.Rcv_ooopack > 0
 	})
 }
