@@ -98,7 +98,7 @@ func stripPort(host string) string {
 
 // New builds the proxy for a listener configured with proxy http-reverse and
 // starts the health checks of its pools, dialling with dial.
-func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
+func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) *Proxy {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -126,7 +126,7 @@ func New(lc config.Listener, dial DialFunc, log *slog.Logger) *Proxy {
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				proxy.CheckHealth(ctx, *pl.Health, s.Addr, &s.healthy, proxy.CheckDialer(dial), log, "pool", pl.Name)
+				proxy.CheckHealth(ctx, *pl.Health, s.Addr, &s.healthy, dial, log, "pool", pl.Name)
 			}()
 		}
 	}
