@@ -1,4 +1,4 @@
-// splicer reload and splicer upgrade: ask a running daemon, by its pid file or its admin endpoint, to reload its configuration or replace its binary; and the admin address the commands that talk to a daemon use.
+// splicer reload and splicer upgrade: ask a running daemon, by its pid file or its admin endpoint, to reload its configuration or replace its binary; and the admin flags and request the commands that talk to a daemon share.
 
 package main
 
@@ -38,10 +38,8 @@ func upgradeCmd(args []string) error { return controlCmd(upgradeCtl, args) }
 // the signal to the pid in the pid file.
 func controlCmd(c control, args []string) error {
 	fs := flag.NewFlagSet(c.name, flag.ExitOnError)
-	adminAddr := fs.String("admin", "", "the daemon's admin address (host:port)")
-	cfgPath := fs.String("config", "", "the daemon's configuration file: its admin address is used")
+	adm := newAdminFlags(fs)
 	pidFile := fs.String("pid-file", "", "the daemon's pid file (as given to 'splicer run --pid-file'): send a signal")
-	token := fs.String("token", os.Getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n", c.name, c.help)
 		fmt.Fprintf(os.Stderr, "With --admin or --config it waits for the outcome and prints it; with\n--pid-file it sends %s and the daemon logs the outcome.\n\nOptions:\n", unixSignalName(c.signal))
@@ -52,21 +50,24 @@ func controlCmd(c control, args []string) error {
 		fs.Usage()
 		return errSilent
 	}
-	switch {
-	case *pidFile != "":
+	if *pidFile != "" {
 		return signalPid(*pidFile, c.signal)
-	case *cfgPath != "":
-		if err := adminFromConfig(*cfgPath, adminAddr, token); errors.Is(err, errNoAdmin) {
-			return fmt.Errorf("%w: use --pid-file", err)
-		} else if err != nil {
-			return err
-		}
 	}
-	if *adminAddr == "" {
+	if err := adm.resolve(); errors.Is(err, errNoAdmin) {
+		return fmt.Errorf("%w: use --pid-file", err)
+	} else if err != nil {
+		return err
+	}
+	if *adm.addr == "" {
 		fs.Usage()
 		return errSilent
 	}
-	return postControl(*adminAddr, c.path, *token)
+	body, err := adminRequest(http.MethodPost, *adm.addr, c.path, *adm.token, upgradeTimeout+10*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Print(string(body))
+	return nil
 }
 
 func unixSignalName(s syscall.Signal) string {
@@ -94,53 +95,63 @@ func signalPid(path string, sig syscall.Signal) error {
 	return nil
 }
 
-// errNoAdmin: the configuration sets no admin address.
-var errNoAdmin = errors.New("has no admin address")
+// adminFlags name a running daemon's admin endpoint: --admin, or
+// --config for the file's admin address, and the token.
+type adminFlags struct{ addr, config, token *string }
 
-// adminFromConfig sets addr to the admin address of the configuration at
-// path, and token to its admin_token unless one was given.
-func adminFromConfig(path string, addr, token *string) error {
-	cfg, err := loadConfig(path)
+func newAdminFlags(fs *flag.FlagSet) adminFlags {
+	return adminFlags{
+		addr:   fs.String("admin", "", "the daemon's admin address (host:port)"),
+		config: fs.String("config", "", "the daemon's configuration file: its admin address is used"),
+		token:  fs.String("token", os.Getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)"),
+	}
+}
+
+// resolve takes the admin address, and the token unless one was given,
+// from the --config file, if one was named.
+func (a adminFlags) resolve() error {
+	if *a.config == "" {
+		return nil
+	}
+	cfg, err := loadConfig(*a.config)
 	if err != nil {
 		return err
 	}
 	if cfg.Admin == "" {
-		return fmt.Errorf("%s %w", path, errNoAdmin)
+		return fmt.Errorf("%s %w", *a.config, errNoAdmin)
 	}
-	*addr = cfg.Admin
-	if *token == "" {
-		*token = cfg.AdminToken
+	*a.addr = cfg.Admin
+	if *a.token == "" {
+		*a.token = cfg.AdminToken
 	}
 	return nil
 }
 
-// adminHost is addr to dial: a bare ":port" on loopback.
-func adminHost(addr string) string {
-	if strings.HasPrefix(addr, ":") {
-		return "127.0.0.1" + addr
-	}
-	return addr
-}
+// errNoAdmin: the configuration sets no admin address.
+var errNoAdmin = errors.New("has no admin address")
 
-// postControl asks the admin endpoint and prints its answer.
-func postControl(addr, path, token string) error {
-	client := &http.Client{Timeout: upgradeTimeout + 10*time.Second}
-	req, err := http.NewRequest(http.MethodPost, "http://"+adminHost(addr)+path, nil)
+// adminRequest sends method path to the admin endpoint at addr (a bare
+// ":port" on loopback), with the token if any, and returns the answer's
+// body; an answer other than 200 is the error, its body the message.
+func adminRequest(method, addr, path, token string, timeout time.Duration) ([]byte, error) {
+	if strings.HasPrefix(addr, ":") {
+		addr = "127.0.0.1" + addr
+	}
+	req, err := http.NewRequest(method, "http://"+addr+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := client.Do(req)
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return errors.New(strings.TrimSpace(string(body)))
+		return nil, errors.New(strings.TrimSpace(string(body)))
 	}
-	fmt.Print(string(body))
-	return nil
+	return body, err
 }

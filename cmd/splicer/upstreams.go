@@ -4,13 +4,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,9 +17,7 @@ import (
 
 func upstreamsCmd(args []string) error {
 	fs := flag.NewFlagSet("upstreams", flag.ExitOnError)
-	adminAddr := fs.String("admin", "", "the daemon's admin address (host:port)")
-	cfgPath := fs.String("config", "", "the daemon's configuration file: its admin address is used")
-	token := fs.String("token", os.Getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)")
+	adm := newAdminFlags(fs)
 	asJSON := fs.Bool("json", false, "print GET /upstreams' JSON as it came")
 	fs.Usage = func() {
 		fmt.Fprint(os.Stderr, `Usage: splicer upstreams (--admin HOST:PORT | --config FILE) [--json]
@@ -40,16 +36,14 @@ Options:
 		fs.Usage()
 		return errSilent
 	}
-	if *cfgPath != "" {
-		if err := adminFromConfig(*cfgPath, adminAddr, token); err != nil {
-			return err
-		}
+	if err := adm.resolve(); err != nil {
+		return err
 	}
-	if *adminAddr == "" {
+	if *adm.addr == "" {
 		fs.Usage()
 		return errSilent
 	}
-	body, err := getAdmin(*adminAddr, "/upstreams", *token)
+	body, err := adminRequest(http.MethodGet, *adm.addr, "/upstreams", *adm.token, 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -83,28 +77,4 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-// getAdmin GETs path from the admin endpoint at addr and returns the body.
-func getAdmin(addr, path, token string) ([]byte, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+adminHost(addr)+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, errors.New(strings.TrimSpace(string(body)))
-	}
-	return body, nil
 }
