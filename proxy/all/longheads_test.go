@@ -103,14 +103,7 @@ func readRawHead(c net.Conn) (string, error) {
 // response's body.
 func exchangeBody(tb testing.TB, addr, raw string) string {
 	tb.Helper()
-	c := dialFor(tb, addr, 5*time.Second)
-	if _, err := c.Write([]byte(raw)); err != nil {
-		tb.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		tb.Fatalf("response to %.200q: %v", raw, err)
-	}
+	resp := send(tb, addr, raw, false)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {

@@ -120,6 +120,15 @@ func exchangeHalfClosed(tb testing.TB, addr, raw string) *http.Response {
 
 func exchangeThen(tb testing.TB, addr, raw string, halfClose bool) *http.Response {
 	tb.Helper()
+	resp := send(tb, addr, raw, halfClose)
+	resp.Body.Close()
+	return resp
+}
+
+// send sends raw on a new connection to addr, half-closed after it if
+// halfClose, and returns the response, its body unread.
+func send(tb testing.TB, addr, raw string, halfClose bool) *http.Response {
+	tb.Helper()
 	c := dialFor(tb, addr, 5*time.Second)
 	if _, err := c.Write([]byte(raw)); err != nil {
 		tb.Fatal(err)
@@ -131,7 +140,6 @@ func exchangeThen(tb testing.TB, addr, raw string, halfClose bool) *http.Respons
 	if err != nil {
 		tb.Fatalf("response to %.200q: %v", raw, err)
 	}
-	resp.Body.Close()
 	return resp
 }
 
