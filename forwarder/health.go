@@ -44,11 +44,7 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 // /upstreams lists them.
 type UpstreamState struct {
 	Listener string `json:"listener"`
-	Pool     string `json:"pool"`
-	Server   string `json:"server"`
-	Healthy  bool   `json:"healthy"`
-	Skipped  bool   `json:"skipped"`
-	Failures uint64 `json:"failures"`
+	proxy.ServerHealth
 }
 
 // Upstreams is every back-end server of the running listeners, in
@@ -64,8 +60,7 @@ func (f *Forwarder) Upstreams() []UpstreamState {
 			continue
 		}
 		for _, h := range once(hr.Health()) {
-			out = append(out, UpstreamState{Listener: l.cfg.Name, Pool: h.Pool, Server: h.Server,
-				Healthy: h.Healthy, Skipped: h.Skipped, Failures: h.Failures})
+			out = append(out, UpstreamState{Listener: l.cfg.Name, ServerHealth: h})
 		}
 	}
 	return out

@@ -199,10 +199,11 @@ type RequestRecorder interface {
 // ServerHealth is one back-end server's health-check state, whether it
 // is skipped for failures, and how many it had (Failures).
 type ServerHealth struct {
-	Pool, Server string
-	Healthy      bool
-	Skipped      bool
-	Failures     uint64
+	Pool     string `json:"pool"`
+	Server   string `json:"server"`
+	Healthy  bool   `json:"healthy"`
+	Skipped  bool   `json:"skipped"`
+	Failures uint64 `json:"failures"`
 }
 
 // HealthReporter is a proxy with back-end servers (http-reverse's pools,
