@@ -90,8 +90,11 @@ func (c *Conn) Keeps(key string) bool {
 // twice (a POST: a retry could not hide a closed connection), is checked
 // as the pool checks (a peek), and closed if the server closed it.
 func (c *Conn) keptUsable() bool {
+	if !c.up.idle {
+		return true
+	}
 	fresh := time.Since(c.up.idleSince) < recheckAfter && (c.cur == nil || Retryable(c.cur))
-	if !c.up.idle || fresh || reusable(c.up.conn) {
+	if fresh || reusable(c.up.conn) {
 		return true
 	}
 	c.up.idle = false // closed, not pooled
