@@ -155,10 +155,11 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		c.refuse(http.StatusForbidden, "blocked by filter: path matches "+pat)
 		return true, nil
 	}
-	if max := c.p.Limits.MaxBodyBytes; req.body.kind == sized && max > 0 && req.body.size > max {
-		err := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes larger than http.max_body_bytes (%d bytes)", req.body.size, max)}
-		c.refuse(err.status, err.msg)
-		return true, err
+	if req.body.kind == sized {
+		if err := httpcore.CheckBodySize(req.body.size, c.p.Limits.MaxBodyBytes); err != nil {
+			c.refuse(err.Status, err.Reason)
+			return true, err
+		}
 	}
 	resp, bodyDone, err := c.roundTrip(ctx, req)
 	if err != nil {

@@ -275,7 +275,7 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	c.upgrade = upgradeRequested(req)
 	StripHopByHop(req.Header)
 	c.cur, c.curStart = req, time.Now()
-	if err := CheckBodySize(req, c.Limits.MaxBodyBytes); err != nil {
+	if err := CheckBodySize(req.ContentLength, c.Limits.MaxBodyBytes); err != nil {
 		return nil, err
 	}
 	return req, nil

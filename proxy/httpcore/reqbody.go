@@ -138,14 +138,15 @@ func bodyTooLarge(what string, max int64) *StatusError {
 		Reason: what + " larger than http.max_body_bytes (" + strconv.FormatInt(max, 10) + " bytes)"}
 }
 
-// CheckBodySize is the 413 for a request whose Content-Length is larger
-// than max (0: no bound), answered before any upstream hears of it; nil
-// for any other request.
-func CheckBodySize(req *http.Request, max int64) *StatusError {
-	if max <= 0 || req.ContentLength <= max {
+// CheckBodySize is the 413 for a request whose body's length (its
+// Content-Length; -1: unknown) is larger than max (0: no bound), answered
+// before any upstream hears of it; nil for any other request. The filter
+// asks it too.
+func CheckBodySize(length, max int64) *StatusError {
+	if max <= 0 || length <= max {
 		return nil
 	}
-	return bodyTooLarge("request body of "+strconv.FormatInt(req.ContentLength, 10)+" bytes", max)
+	return bodyTooLarge("request body of "+strconv.FormatInt(length, 10)+" bytes", max)
 }
 
 // badRequestBody is the 400 for a request body the client got wrong: its
