@@ -23,7 +23,7 @@ func TestAccessLogLinePerPair(t *testing.T) {
 	up := fwdtest.Echo(t)
 	cfg := config.Default()
 	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{up}, pipe.Name
+	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(up), pipe.Name
 	cfg.Listeners = []config.Listener{l}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

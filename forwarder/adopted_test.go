@@ -40,7 +40,7 @@ func newAdopterForwarder(t *testing.T) (*forwarder.Forwarder, *adopter) {
 	cfg := config.Default()
 	for _, l := range []struct{ name, listen string }{{"other", "127.0.0.1:7000"}, {"any", ":7000"}} {
 		lc := config.DefaultListener()
-		lc.Name, lc.Listen, lc.Upstream, lc.Engine = l.name, l.listen, []string{"127.0.0.1:1"}, ip.Name
+		lc.Name, lc.Listen, lc.Upstream, lc.Engine = l.name, l.listen, config.Servers("127.0.0.1:1"), ip.Name
 		cfg.Listeners = append(cfg.Listeners, lc)
 	}
 	f, err := forwarder.New(&cfg, forwarder.Options{Engines: &all.Set{Engines: []engine.Engine{a}}})

@@ -19,7 +19,7 @@ import (
 func startForwarder(tb testing.TB, engineName, upstream string) *forwarder.Forwarder {
 	tb.Helper()
 	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{upstream}, engineName
+	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(upstream), engineName
 	return fwdtest.Start(tb, l)
 }
 

@@ -50,7 +50,7 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 			ups := acceptConns(t, ln)
 			server := ln.Addr().String()
 			l := config.DefaultListener()
-			l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", []string{server}, copyengine.Name
+			l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(server), copyengine.Name
 			l.TCPKeepalive = tc.set
 			f := fwdtest.Start(t, l)
 			c, err := net.Dial("tcp", f.Addr("t").String())
@@ -186,7 +186,7 @@ func TestLabVanishedClientBetweenRequests(t *testing.T) {
 			host, _, _ := net.SplitHostPort(server)
 			lc.Destinations = &config.Destinations{Allow: []string{host}}
 		}},
-		{"filter", "/obj/100", func(lc *config.Listener, server string) { lc.Upstream = []string{server} }},
+		{"filter", "/obj/100", func(lc *config.Listener, server string) { lc.Upstream = config.Servers(server) }},
 	} {
 		t.Run(kind.proxy, func(t *testing.T) {
 			t.Parallel()

@@ -51,7 +51,7 @@ func serverAddr(l *lab.Lab, port uint16) string {
 // tcpListener is a listener with every default but name, address and upstream.
 func tcpListener(name, listen, upstream string) config.Listener {
 	lc := config.DefaultListener()
-	lc.Name, lc.Listen, lc.Upstream = name, listen, []string{upstream}
+	lc.Name, lc.Listen, lc.Upstream = name, listen, config.Servers(upstream)
 	return lc
 }
 

@@ -32,7 +32,7 @@ func (p *panicky) Serve(ctx context.Context, s proxy.Session) error {
 func TestPanicClosesOnlyItsPair(t *testing.T) {
 	cfg := config.Default()
 	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream, l.Engine = "p", "127.0.0.1:0", []string{"127.0.0.1:9"}, copyengine.Name
+	l.Name, l.Listen, l.Upstream, l.Engine = "p", "127.0.0.1:0", config.Servers("127.0.0.1:9"), copyengine.Name
 	cfg.Listeners = []config.Listener{l}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

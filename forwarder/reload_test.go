@@ -23,7 +23,7 @@ import (
 
 func loopListener(name, addr, upstream, engineName string) config.Listener {
 	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream, l.Engine = name, addr, []string{upstream}, engineName
+	l.Name, l.Listen, l.Upstream, l.Engine = name, addr, config.Servers(upstream), engineName
 	return l
 }
 

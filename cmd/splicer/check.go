@@ -83,10 +83,27 @@ func printListeners(path string, cfg *config.Config) {
 	for _, l := range cfg.Listeners {
 		to := ""
 		if len(l.Upstream) > 0 {
-			to = fmt.Sprintf(" -> %v", l.Upstream)
+			to = " -> " + upstreamList(l)
 		}
 		fmt.Printf("  %s: %s proxy on %s%s, engine %s\n", l.Name, l.Proxy, l.Listen, to, l.Engine)
 	}
+}
+
+// upstreamList names a listener's upstream servers, with their weights
+// where they differ from 1, and its balance where not round robin.
+func upstreamList(l config.Listener) string {
+	names := make([]string, len(l.Upstream))
+	for i, u := range l.Upstream {
+		names[i] = u.Address
+		if u.Weight != config.DefaultWeight {
+			names[i] += fmt.Sprintf(" (weight %d)", u.Weight)
+		}
+	}
+	list := "[" + strings.Join(names, ", ") + "]"
+	if l.Balance != "" && l.Balance != "round_robin" {
+		list += " by " + l.Balance
+	}
+	return list
 }
 
 // printEngineChoice builds cfg's engines as the daemon would, says which

@@ -164,7 +164,7 @@ func startForwarder(tb testing.TB, upstream string) *forwarder.Forwarder {
 	tb.Helper()
 	cfg := config.Default()
 	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream = "adm", "127.0.0.1:0", []string{upstream}
+	l.Name, l.Listen, l.Upstream = "adm", "127.0.0.1:0", config.Servers(upstream)
 	cfg.Listeners = []config.Listener{l}
 	f, err := forwarder.New(&cfg, forwarder.Options{})
 	if err != nil {

@@ -211,9 +211,14 @@ type Listener struct {
 	Name   string `yaml:"name"`   // required, unique
 	Listen string `yaml:"listen"` // required, IP:port or [IPv6]:port; empty host means all addresses
 	Proxy  string `yaml:"proxy"`  // one of ProxyKinds
-	// Upstream is the round-robin list of host:port to connect to; proxy
-	// tcp needs at least one.
-	Upstream []string `yaml:"upstream"`
+	// Upstream is the list of servers to connect to (tcp, filter; tcp
+	// needs at least one), each "host:port" or {address, weight} as a
+	// pool's servers, taken as Balance says.
+	Upstream []PoolServer `yaml:"upstream"`
+	// Balance picks a server of Upstream for each client connection: one
+	// of Balances, default round_robin (HAProxy's roundrobin, leastconn,
+	// and source: consistent_hash hashes the client's address).
+	Balance string `yaml:"balance,omitempty"`
 	// MaxFails failed connects to one of Upstream within FailTimeout
 	// skip it for FailTimeout, unless every one is skipped (nginx's
 	// max_fails and fail_timeout); default 1 and 10s, max_fails 0 never

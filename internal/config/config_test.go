@@ -48,7 +48,7 @@ func parseErrors(tb testing.TB, data []byte) Errors {
 
 func listenerWith(name, listen string, upstream ...string) Listener {
 	l := DefaultListener()
-	l.Name, l.Listen, l.Upstream = name, listen, upstream
+	l.Name, l.Listen, l.Upstream = name, listen, Servers(upstream...)
 	return l
 }
 
@@ -113,7 +113,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 		},
 		Listeners: []Listener{{
 			Name: "a", Listen: ":7000", Proxy: "tcp",
-			Upstream:       []string{"10.0.0.1:80", "backend.example:80", "[fd00::1]:80"},
+			Upstream:       Servers("10.0.0.1:80", "backend.example:80", "[fd00::1]:80"),
 			Engine:         "pipe",
 			ConnectTimeout: Duration(250 * time.Millisecond),
 			IdleTimeout:    0,
@@ -380,6 +380,17 @@ func TestParseErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], max_fails: -1, fail_timeout: -1s}",
 		), []wantErr{{2, "listeners[0].max_fails", "expected 0 (never skip a server) to 1000, got -1"}, {2, "listeners[0].fail_timeout", "must not be negative"}}},
+		{"bad weights and balance of a list", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', weight: 0}, {address: 'h:3', weight: 0}], balance: random}",
+			"  - {name: b, listen: ':2', proxy: filter, upstream: [{address: 'h:2', weight: -1}, 'h:3'], balance: least_conn}",
+			"  - {name: c, listen: ':3', proxy: http-forward, balance: least_conn}",
+		), []wantErr{
+			{2, "listeners[0].upstream", "every server has weight 0"},
+			{2, "listeners[0].balance", `unknown value "random" (allowed: round_robin, least_conn, consistent_hash)`},
+			{3, "listeners[1].upstream[0].weight", "expected 0 (the server takes nothing) to 256, got -1"},
+			{4, "listeners[2].balance", "balance is not used by proxy http-forward"},
+		}},
 		{"negative max_fails in a pool", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2'], max_fails: -1}]}",

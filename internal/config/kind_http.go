@@ -360,7 +360,7 @@ func (v *validator) route(p string, r Route, pools map[string]bool) {
 }
 
 // poolServers checks each server's address and weight, and that some
-// server may take requests.
+// server may be used (a pool's, or a listener's upstream list).
 func (v *validator) poolServers(p string, servers []PoolServer) {
 	total := 0
 	for j, s := range servers {
@@ -371,12 +371,13 @@ func (v *validator) poolServers(p string, servers []PoolServer) {
 			v.errorf(sp, "%v", err)
 		}
 		if s.Weight < 0 || s.Weight > MaxWeight {
-			v.errorf(sp+".weight", "expected 0 (no requests) to %d, got %d", MaxWeight, s.Weight)
+			v.errorf(sp+".weight", "expected 0 (the server takes nothing) to %d, got %d", MaxWeight, s.Weight)
+		} else {
+			total += s.Weight
 		}
-		total += s.Weight
 	}
 	if len(servers) > 0 && total == 0 {
-		v.errorf(p, "every server has weight 0: the pool would take no request")
+		v.errorf(p, "every server has weight 0: none would ever be used")
 	}
 }
 
@@ -397,4 +398,11 @@ func (v *validator) healthCheck(p string, hc *HealthCheck, needPath bool) {
 	} else if hc.Interval > 0 && hc.Timeout > hc.Interval {
 		v.errorf(p+".timeout", "must not be longer than interval (%s)", hc.Interval)
 	}
+}
+
+// UpstreamList is the listener's upstream list (tcp, filter) as a pool
+// named "upstream": its servers, balance, health check and failure keys.
+func (l *Listener) UpstreamList() Pool {
+	return Pool{Name: "upstream", Balance: l.Balance, Servers: l.Upstream, HealthCheck: l.HealthCheck,
+		MaxFails: l.MaxFails, FailTimeout: l.FailTimeout}
 }

@@ -151,7 +151,7 @@ func TestHTTPErrors(t *testing.T) {
 			"      - {name: p, servers: [{address: 'h:1', weight: 300}, {address: 'h:2', wieght: 2}, {weight: 2}]}",
 			"      - {name: q, servers: [{address: 'h:1', weight: 0}]}",
 		), []wantErr{
-			{7, "listeners[0].pools[0].servers[0].weight", "expected 0 (no requests) to 256, got 300"},
+			{7, "listeners[0].pools[0].servers[0].weight", "expected 0 (the server takes nothing) to 256, got 300"},
 			{7, "listeners[0].pools[0].servers[1].wieght", `unknown key "wieght" (did you mean "weight"?)`},
 			{7, "listeners[0].pools[0].servers[2]", "missing"},
 			{8, "listeners[0].pools[1].servers", "every server has weight 0"},

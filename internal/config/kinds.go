@@ -30,6 +30,7 @@ var kindSections = map[string][]string{
 var builtinKeys = map[string][]string{
 	"splice_after":   {"tcp"},
 	"upstream":       {"tcp", "filter"},
+	"balance":        {"tcp", "filter"},
 	"max_fails":      {"tcp", "filter"},
 	"fail_timeout":   {"tcp", "filter"},
 	"health_check":   {"tcp", "filter"},
@@ -57,7 +58,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 			"splice_after": l.SpliceAfter != 0, "upstream": len(l.Upstream) > 0 && l.Proxy != "socks5",
 			"proxy_protocol": l.ProxyProtocol != "",
 			"max_fails":      l.MaxFails != nil, "fail_timeout": l.FailTimeout != 0,
-			"health_check": l.HealthCheck != nil,
+			"health_check": l.HealthCheck != nil, "balance": l.Balance != "",
 		}
 		for key, kinds := range builtinKeys {
 			if set[key] && !contains(kinds, l.Proxy) {

@@ -229,10 +229,9 @@ func (v *validator) upstreams(p string, l *Listener) {
 	if l.Proxy == "tcp" && len(l.Upstream) == 0 {
 		v.errorf(p+".upstream", "proxy tcp needs at least one upstream host:port")
 	}
-	for j, u := range l.Upstream {
-		if _, _, err := parseAddr(u, upstreamAddr); err != nil {
-			v.errorf(fmt.Sprintf("%s.upstream[%d]", p, j), "%v", err)
-		}
+	v.poolServers(p+".upstream", l.Upstream)
+	if l.Balance != "" {
+		v.oneOf(p+".balance", l.Balance, Balances)
 	}
 }
 

@@ -54,14 +54,12 @@ func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 
 // upstreams is the upstream list of a tcp or filter listener, its health
 // checks started if it has them (and a dialer to run them).
-func upstreams(lc config.Listener, deps Deps) *proxy.Upstreams {
-	u := proxy.NewUpstreams(lc.Upstream, lc.FailPolicy())
-	if lc.HealthCheck != nil && deps.Dial != nil {
-		log := deps.Log
-		if log == nil {
-			log = slog.New(slog.DiscardHandler)
-		}
-		u.Check(*lc.HealthCheck, deps.Dial, log)
+func upstreams(lc config.Listener, deps Deps) *proxy.Pool {
+	u := proxy.NewPool(lc.UpstreamList())
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
+	u.StartChecks(deps.Dial, log)
 	return u
 }

@@ -1,13 +1,15 @@
-// Tests that http-reverse shares requests among a pool's servers by their weights.
+// Tests that pools and upstream lists share requests and connections among their servers by weight and balance.
 
 package all_test
 
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
@@ -52,5 +54,138 @@ listeners:
 	}
 	if a, b, c := served[0].Load(), served[1].Load(), served[2].Load(); a != 30 || b != 10 || c != 0 {
 		t.Errorf("the servers of weight 3, 1 and 0 served %d, %d and %d of 40 requests, want 30, 10 and 0", a, b, c)
+	}
+}
+
+// TestUpstreamListsShareConnectionsByWeight: 40 connections (one request
+// each) through a tcp and a filter listener whose upstream lists weigh
+// three servers 3, 1 and 0 reach them 30, 10 and 0 times.
+func TestUpstreamListsShareConnectionsByWeight(t *testing.T) {
+	for _, kind := range []string{"tcp", "filter"} {
+		t.Run(kind, func(t *testing.T) {
+			var served [3]atomic.Int64
+			var addrs [3]string
+			for i := range addrs {
+				addrs[i] = httpBackend(t, func(w http.ResponseWriter, r *http.Request) { served[i].Add(1) })
+			}
+			f := fwdtest.Start(t, upstreamList(t, kind, "", fmt.Sprintf("[{address: '%s', weight: 3}, '%s', {address: '%s', weight: 0}]", addrs[0], addrs[1], addrs[2])))
+			for i := range 40 {
+				if code := getStatus(t, f.Addr("l").String()); code != http.StatusOK {
+					t.Fatalf("request %d: status %d", i+1, code)
+				}
+			}
+			if a, b, c := served[0].Load(), served[1].Load(), served[2].Load(); a != 30 || b != 10 || c != 0 {
+				t.Errorf("the servers of weight 3, 1 and 0 served %d, %d and %d of 40 connections, want 30, 10 and 0", a, b, c)
+			}
+		})
+	}
+}
+
+// upstreamList is a listener "l" of kind (tcp or filter) in front of the
+// upstream list servers (YAML) under balance ("": the default).
+func upstreamList(tb testing.TB, kind, balance, servers string) config.Listener {
+	tb.Helper()
+	if balance != "" {
+		balance = "\n    balance: " + balance
+	}
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - name: l
+    listen: '127.0.0.1:0'
+    proxy: %s
+    upstream: %s%s
+`, kind, servers, balance)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg.Listeners[0]
+}
+
+// namedServers are n servers that each write their name (a, b, ...) to
+// every connection and hold it until the client closes it.
+func namedServers(tb testing.TB, n int) []string {
+	tb.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		name := string(rune('a' + i))
+		fwdtest.ServeEach(tb, ln, time.Minute, func(c net.Conn) {
+			io.WriteString(c, name)
+			io.Copy(io.Discard, c)
+		})
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs
+}
+
+// serverOf opens a connection through addr and returns it and the name
+// of the server that answered.
+func serverOf(tb testing.TB, addr string) (net.Conn, string) {
+	tb.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(c, b); err != nil {
+		tb.Fatalf("no server name through %s: %v", addr, err)
+	}
+	return c, string(b)
+}
+
+// TestUpstreamListBalances: a tcp listener's balance key picks servers as
+// HAProxy's roundrobin, leastconn and source do. Two servers a and b; a
+// client holds a connection to a, opens a second (b) and closes it, then
+// opens a third: round_robin gives a (its turn), least_conn b (a holds one,
+// b none). consistent_hash sends every connection of one client address to
+// one server.
+func TestUpstreamListBalances(t *testing.T) {
+	for _, tc := range []struct{ balance, third string }{{"round_robin", "a"}, {"least_conn", "b"}} {
+		t.Run(tc.balance, func(t *testing.T) {
+			addrs := namedServers(t, 2)
+			f := fwdtest.Start(t, upstreamList(t, "tcp", tc.balance, fmt.Sprintf("['%s', '%s']", addrs[0], addrs[1])))
+			addr := f.Addr("l").String()
+			if _, got := serverOf(t, addr); got != "a" {
+				t.Fatalf("first connection went to %s, want a", got)
+			}
+			second, got := serverOf(t, addr)
+			if got != "b" {
+				t.Fatalf("second connection went to %s, want b", got)
+			}
+			second.Close()
+			waitFor(t, "the second pair to end", func() bool { return f.Flows().Len() == 1 })
+			if _, got := serverOf(t, addr); got != tc.third {
+				t.Errorf("third connection went to %s, want %s", got, tc.third)
+			}
+		})
+	}
+	t.Run("consistent_hash", func(t *testing.T) {
+		addrs := namedServers(t, 3)
+		f := fwdtest.Start(t, upstreamList(t, "tcp", "consistent_hash", fmt.Sprintf("['%s', '%s', '%s']", addrs[0], addrs[1], addrs[2])))
+		var first string
+		for i := range 9 {
+			c, got := serverOf(t, f.Addr("l").String())
+			c.Close()
+			if i == 0 {
+				first = got
+			} else if got != first {
+				t.Fatalf("connection %d from 127.0.0.1 went to %s, the first to %s", i+1, got, first)
+			}
+		}
+	})
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited 10s for %s", what)
+		}
 	}
 }

@@ -46,10 +46,10 @@ const NoSpliceReason = "filter inspects both directions"
 
 // Proxy filters HTTP/1.1 between clients and its upstreams.
 type Proxy struct {
-	// Upstreams are host:port addresses taken in turn for each client
+	// Upstreams are the servers one is picked from for each client
 	// connection (and again after a blocked response closed the
 	// upstream), those that do not connect skipped for a while.
-	Upstreams *proxy.Upstreams
+	Upstreams *proxy.Pool
 	// BlockPaths are path.Match patterns matched against the cleaned
 	// request path, or against its last element for a pattern without a
 	// slash; a match is answered 403 and the connection closed.
@@ -84,7 +84,7 @@ func (p *Proxy) Close() error { return p.Upstreams.Close() }
 
 // FromConfig builds the proxy of a filter listener in front of ups (its
 // upstream list, health checks started).
-func FromConfig(lc config.Listener, ups *proxy.Upstreams) (proxy.Proxy, error) {
+func FromConfig(lc config.Listener, ups *proxy.Pool) (proxy.Proxy, error) {
 	p := &Proxy{Upstreams: ups, IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
 	if lc.Filter != nil {
 		p.BlockPaths, p.BlockContentTypes = lc.Filter.BlockPaths, lc.Filter.BlockContentTypes
@@ -131,6 +131,7 @@ type conn struct {
 	clientIn deadlineReader
 	cr       *bufio.Reader
 	up       *net.TCPConn    // nil until dialled and after a blocked response
+	release  func()          // ends up's count for least_conn
 	served   bool            // a request head was read: RequestTimeout is over
 	upIn     *deadlineReader // what upr reads
 	upr      *bufio.Reader

@@ -128,7 +128,7 @@ func (c *bufConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 // filterListener is a filter listener on loopback in front of upstream.
 func filterListener(upstream string) config.Listener {
 	lc := config.DefaultListener()
-	lc.Name, lc.Listen, lc.Proxy, lc.Upstream = "filter", "127.0.0.1:0", "filter", []string{upstream}
+	lc.Name, lc.Listen, lc.Proxy, lc.Upstream = "filter", "127.0.0.1:0", "filter", config.Servers(upstream)
 	lc.Filter = &config.Filter{BlockPaths: []string{"/admin/*", "*.exe"}, BlockContentTypes: []string{"image/*", "application/zip"}}
 	return lc
 }

@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -62,14 +61,14 @@ type Proxy struct {
 	// protocol header, which names one client).
 	Idle *httpcore.UpstreamPool
 
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	// pools are the listener's pools, each once, in configuration order.
+	pools []*proxy.Pool
 }
 
 // Route sends requests that match Host and one path rule to Pool.
 type Route struct {
 	config.Route
-	Pool *Pool
+	Pool *proxy.Pool
 }
 
 // Matches reports whether a request for host and path takes this route.
@@ -109,26 +108,15 @@ func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) *Proxy {
 	if up := lc.UpstreamPool.WithDefaults(); *up.MaxIdlePerServer > 0 && p.ProxyProtocol == "" {
 		p.Idle = httpcore.NewUpstreamPool(*up.MaxIdlePerServer, up.IdleTimeout.Std())
 	}
-	pools := map[string]*Pool{}
+	pools := map[string]*proxy.Pool{}
 	for _, pc := range lc.Pools {
-		pools[pc.Name] = NewPool(pc)
+		pl := proxy.NewPool(pc)
+		pl.StartChecks(dial, log)
+		pools[pc.Name] = pl
+		p.pools = append(p.pools, pl)
 	}
 	for _, rc := range lc.Routes {
 		p.Routes = append(p.Routes, Route{Route: rc, Pool: pools[rc.Pool]})
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p.stop = cancel
-	for _, pl := range pools {
-		if pl.Health == nil || dial == nil {
-			continue
-		}
-		for _, s := range pl.Servers {
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				proxy.CheckHealth(ctx, *pl.Health, s.Addr, &s.healthy, dial, log, "pool", pl.Name)
-			}()
-		}
 	}
 	return p
 }
@@ -138,15 +126,8 @@ func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) *Proxy {
 // they are skipped for failures, and how many they had.
 func (p *Proxy) Health() []proxy.ServerHealth {
 	var out []proxy.ServerHealth
-	seen, now := map[*Pool]bool{}, time.Now()
-	for _, r := range p.Routes {
-		if r.Pool == nil || seen[r.Pool] {
-			continue
-		}
-		seen[r.Pool] = true
-		for _, s := range r.Pool.Servers {
-			out = append(out, proxy.ServerHealth{Pool: r.Pool.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total()})
-		}
+	for _, pl := range p.pools {
+		out = append(out, pl.Health()...)
 	}
 	return out
 }
@@ -178,10 +159,9 @@ func (p *Proxy) UpstreamPool() []proxy.PoolStats {
 
 // Close stops the health checks and closes the idle upstream connections.
 func (p *Proxy) Close() error {
-	if p.stop != nil {
-		p.stop()
+	for _, pl := range p.pools {
+		pl.Close()
 	}
-	p.wg.Wait()
 	if p.Idle != nil {
 		p.Idle.Close()
 	}
@@ -211,8 +191,8 @@ func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request,
 		return false, httpcore.Errorf(http.StatusNotFound, "no route for host %q path %q", req.Host, req.URL.Path)
 	}
 	addForwarded(req, c.ClientIP(), p.trusts(c.ClientIP()), fwd)
-	tried := map[*Server]bool{} // servers that failed this request
-	var unanswered error        // the last server's failure to answer
+	tried := map[*proxy.Server]bool{} // servers that failed this request
+	var unanswered error              // the last server's failure to answer
 	for {
 		srv, err := p.connect(ctx, c, rt.Pool, c.ClientIP(), tried)
 		if err != nil {
@@ -223,13 +203,13 @@ func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request,
 		}
 		resp, err := c.RoundTrip(ctx, req, dialer(c.S, srv.Addr))
 		if err == nil {
-			srv.answered()
+			rt.Pool.Succeeded(srv)
 			return p.relay(ctx, c, req, resp, rt, srv)
 		}
 		if !c.UpstreamFailed() || ctx.Err() != nil {
 			return false, httpcore.UpstreamError(err)
 		}
-		srv.failed(rt.Pool, c.S.Log())
+		rt.Pool.Failed(srv, c.S.Log())
 		if !httpcore.Retryable(req) {
 			return false, httpcore.UpstreamError(err)
 		}
@@ -240,7 +220,7 @@ func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request,
 }
 
 // relay sends the response srv gave to req on to the client.
-func (p *Proxy) relay(ctx context.Context, c *httpcore.Conn, req *http.Request, resp *http.Response, rt *Route, srv *Server) (bool, error) {
+func (p *Proxy) relay(ctx context.Context, c *httpcore.Conn, req *http.Request, resp *http.Response, rt *Route, srv *proxy.Server) (bool, error) {
 	if log := c.S.Log(); log.Enabled(ctx, slog.LevelDebug) { // its arguments alone cost allocations
 		log.Debug("relay", "method", req.Method, "host", req.Host, "path", req.URL.Path,
 			"pool", rt.Pool.Name, "server", srv.Addr, "status", resp.StatusCode, "length", resp.ContentLength)
@@ -262,7 +242,7 @@ func (p *Proxy) route(req *http.Request) *Route {
 // pick when one cannot be reached: 503 when no server is healthy, 502 when
 // none of the healthy ones connects. failed holds the servers that failed
 // the request already, and takes those that do not connect.
-func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *Pool, key string, failed map[*Server]bool) (*Server, error) {
+func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool, key string, failed map[*proxy.Server]bool) (*proxy.Server, error) {
 	var lastErr error
 	for {
 		srv := pool.Pick(key, failed)
@@ -275,13 +255,12 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *Pool, key s
 		if c.Keeps(srv.Addr) {
 			return srv, nil
 		}
-		srv.active.Add(1)
-		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), func() { srv.active.Add(-1) })
+		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv.Hold())
 		if err == nil {
 			return srv, nil // answered once the response head comes (handle)
 		}
 		if ctx.Err() == nil {
-			srv.failed(pool, c.S.Log())
+			pool.Failed(srv, c.S.Log())
 		}
 		c.S.Log().Warn("back-end connect failed", "pool", pool.Name, "server", srv.Addr, "err", err)
 		failed[srv], lastErr = true, err

@@ -59,6 +59,6 @@ func TestTCPListenerSendsHeader(t *testing.T) {
 func startTCPForwarder(tb testing.TB, upstream, version string) *forwarder.Forwarder {
 	tb.Helper()
 	lc := config.DefaultListener()
-	lc.Name, lc.Listen, lc.Upstream, lc.ProxyProtocol = "pp", "127.0.0.1:0", []string{upstream}, version
+	lc.Name, lc.Listen, lc.Upstream, lc.ProxyProtocol = "pp", "127.0.0.1:0", config.Servers(upstream), version
 	return fwdtest.Start(tb, lc)
 }

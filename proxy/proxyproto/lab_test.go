@@ -39,7 +39,7 @@ func TestLabNginxReadsHeader(t *testing.T) {
 	var listeners []config.Listener
 	for _, c := range cases {
 		lc := httplab.Listener(c.name, c.listen, "tcp")
-		lc.Upstream = []string{fmt.Sprintf("%s:%d", c.upstream, nginxPort)}
+		lc.Upstream = config.Servers(fmt.Sprintf("%s:%d", c.upstream, nginxPort))
 		lc.ProxyProtocol = c.version
 		listeners = append(listeners, lc)
 	}

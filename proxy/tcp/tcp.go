@@ -1,10 +1,9 @@
-// Package tcp is the L4 proxy (class 1 in the papers): pick an upstream round robin, connect, splice both ways.
+// Package tcp is the L4 proxy (class 1 in the papers): pick an upstream (round robin, least connections or a hash of the client's address), connect, splice both ways.
 package tcp
 
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -14,9 +13,9 @@ import (
 
 // Proxy forwards every connection to one of its upstreams.
 type Proxy struct {
-	// Upstreams are the host:port addresses taken in turn, those that
-	// do not connect skipped for a while.
-	Upstreams *proxy.Upstreams
+	// Upstreams are the servers one is picked from for each client
+	// connection, those that do not connect skipped for a while.
+	Upstreams *proxy.Pool
 	// IdleTimeout closes a pair when nothing moved for this long; 0 never.
 	IdleTimeout time.Duration
 	// SpliceAfter keeps the pair in control mode (the proxy copies) this
@@ -25,16 +24,16 @@ type Proxy struct {
 	// ProxyProtocol ("v1", "v2" or empty) sends a PROXY protocol header to
 	// the upstream before any client byte.
 	ProxyProtocol string
-
-	next atomic.Uint64
 }
 
 // Serve implements proxy.Proxy: it dials the next upstream (trying the others
 // in turn if it fails) and splices until both directions are closed.
 func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
-	if err := p.dial(ctx, s); err != nil {
+	release, err := p.dial(ctx, s)
+	if err != nil {
 		return err
 	}
+	defer release()
 	opts := engine.Both(p.IdleTimeout)
 	if p.SpliceAfter > 0 {
 		ctl := opts
@@ -55,10 +54,11 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	return proxy.EndErr(r)
 }
 
-// dial connects to the next upstream (Upstreams.Dial) and sends the
-// PROXY protocol header, if any.
-func (p *Proxy) dial(ctx context.Context, s proxy.Session) error {
-	up, err := p.Upstreams.Dial(ctx, s)
+// dial connects to the upstream the pool picks (Upstreams.Dial) and sends
+// the PROXY protocol header, if any. release ends the connection's count
+// for least_conn.
+func (p *Proxy) dial(ctx context.Context, s proxy.Session) (release func(), err error) {
+	up, release, err := p.Upstreams.Dial(ctx, s)
 	if err != nil {
 		if ue := (*proxy.UpstreamsError)(nil); errors.As(err, &ue) && errors.Is(ue.Last(), proxy.ErrUpstreamReset) {
 			// The last upstream took the connection and reset it: the
@@ -66,9 +66,13 @@ func (p *Proxy) dial(ctx context.Context, s proxy.Session) error {
 			// not by a clean end of an empty stream.
 			engine.ArmReset(s.Pair().Client)
 		}
-		return err
+		return nil, err
 	}
-	return proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up)
+	if err := proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
 }
 
 // Close ends the upstreams' health checks (io.Closer: the forwarder

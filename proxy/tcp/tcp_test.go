@@ -31,7 +31,7 @@ func TestFailedUpstreamEndsTheClient(t *testing.T) {
 			c := enginetest.NewPair(t)
 			client, served := c.Client, c.Pair.Client
 			s := &proxytest.Session{P: c.Pair, DialFunc: func(context.Context, string) (*net.TCPConn, error) { return nil, tc.err }}
-			p := &Proxy{Upstreams: proxy.NewUpstreams([]string{"192.0.2.1:80"}, config.FailPolicy{})}
+			p := &Proxy{Upstreams: proxy.NewPool(config.Pool{Name: "upstream", Servers: config.Servers("192.0.2.1:80")})}
 			err := p.Serve(context.Background(), s)
 			if got := proxy.CloseReason(err); got != tc.reason {
 				t.Errorf("close reason %q (err %v), want %q", got, err, tc.reason)

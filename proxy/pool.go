@@ -1,50 +1,48 @@
-// Pools of back-end servers and the three ways of picking one: round robin, least connections, consistent hash.
+// Pools of upstream servers (an http-reverse pool, a tcp or filter listener's upstream list) and the three ways of picking one: round robin, least connections, consistent hash.
 
-package httprev
+package proxy
 
 import (
+	"context"
 	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
-	"github.com/splicer/splicer/proxy"
 )
 
-// Server is one back-end of a pool.
+// Server is one server of a pool.
 type Server struct {
 	Addr string
 	// Weight is the server's share of the pool's picks; 0 takes none.
 	Weight  int
 	healthy atomic.Bool
-	active  atomic.Int64 // upstream connections client connections hold to it
-	fails   proxy.Failures
+	active  atomic.Int64 // upstream connections held to it (least_conn)
+	fails   Failures
 }
 
 // Healthy reports whether the last health check passed (always, without checks).
 func (s *Server) Healthy() bool { return s.healthy.Load() }
 
-// failed records, for the pool's Fail policy, that the server did not
-// connect or did not answer a request, logging when that makes it skipped.
-func (s *Server) failed(p *Pool, log *slog.Logger) {
-	if s.fails.Failed(p.Fail, time.Now()) {
-		log.Warn("back-end skipped", "pool", p.Name, "server", s.Addr, "for", p.Fail.Timeout, "failures", p.Fail.MaxFails)
-	}
+// Hold counts a connection to s for least_conn until the returned
+// function is called.
+func (s *Server) Hold() (release func()) {
+	s.active.Add(1)
+	return func() { s.active.Add(-1) }
 }
 
-// answered records that the server answered a request: its earlier
-// failures no longer count.
-func (s *Server) answered() { s.fails.Succeeded() }
-
-// Pool is a named group of servers and its balancing policy.
+// Pool is a named group of servers and its balancing policy, with the
+// servers that fail skipped as Fail says and, given a health check, those
+// that fail it not used.
 type Pool struct {
-	Name    string
-	Balance string
-	Servers []*Server
-	Health  *config.HealthCheck
+	Name        string
+	Balance     string
+	Servers     []*Server
+	HealthCheck *config.HealthCheck
 	// Fail says when a server that does not connect or answer is skipped.
 	Fail config.FailPolicy
 
@@ -53,6 +51,9 @@ type Pool struct {
 	// weight, spread out (smoothTurns).
 	turns []*Server
 	ring  []ringPoint // consistent_hash only, sorted by hash
+	// stop ends the health checks; checks waits for them.
+	stop   context.CancelFunc
+	checks sync.WaitGroup
 }
 
 // ringPoint is one of a server's virtual nodes on the hash ring.
@@ -66,9 +67,10 @@ type ringPoint struct {
 // others. A server has vnodes times its weight.
 const vnodes = 100
 
-// NewPool builds a pool from its configuration; every server starts healthy.
+// NewPool builds a pool from its configuration; every server starts
+// healthy, and none is checked until Check.
 func NewPool(pc config.Pool) *Pool {
-	p := &Pool{Name: pc.Name, Balance: pc.Balance, Health: pc.HealthCheck, Fail: pc.FailPolicy()}
+	p := &Pool{Name: pc.Name, Balance: pc.Balance, HealthCheck: pc.HealthCheck, Fail: pc.FailPolicy()}
 	if p.Balance == "" {
 		p.Balance = "round_robin"
 	}
@@ -87,6 +89,56 @@ func NewPool(pc config.Pool) *Pool {
 		slices.SortFunc(p.ring, func(a, b ringPoint) int { return cmpUint64(a.hash, b.hash) })
 	}
 	return p
+}
+
+// StartChecks starts the pool's health checks, if it has any, dialling
+// with dial, until Close.
+func (p *Pool) StartChecks(dial CheckDialer, log *slog.Logger) {
+	if p.HealthCheck == nil || dial == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
+	for _, s := range p.Servers {
+		p.checks.Add(1)
+		go func() {
+			defer p.checks.Done()
+			CheckHealth(ctx, *p.HealthCheck, s.Addr, &s.healthy, dial, log, "pool", p.Name)
+		}()
+	}
+}
+
+// Close ends the health checks, if any, and waits for them.
+func (p *Pool) Close() error {
+	if p.stop != nil {
+		p.stop()
+	}
+	p.checks.Wait()
+	return nil
+}
+
+// Failed records that s did not connect or did not answer, logging when
+// that makes it skipped.
+func (p *Pool) Failed(s *Server, log *slog.Logger) {
+	if s.fails.Failed(p.Fail, time.Now()) {
+		log.Warn("server skipped", "pool", p.Name, "server", s.Addr, "for", p.Fail.Timeout, "failures", p.Fail.MaxFails)
+	}
+}
+
+// Succeeded records that s connected (tcp, filter) or answered a request
+// (http-reverse): its earlier failures no longer count.
+func (p *Pool) Succeeded(s *Server) { s.fails.Succeeded() }
+
+// Health reports the pool's servers: whether each passed its last health
+// check (always, without checks), is skipped now, and how many failures
+// it had.
+func (p *Pool) Health() []ServerHealth {
+	now := time.Now()
+	out := make([]ServerHealth, len(p.Servers))
+	for i, s := range p.Servers {
+		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total()}
+	}
+	return out
 }
 
 // Pick returns the server for the next request, or nil when every server is

@@ -1,0 +1,77 @@
+// Connecting a client of a tcp or filter listener to a server of its upstream list, the next one tried when one does not connect.
+
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+)
+
+// ErrNoHealthyUpstream: every server of the list failed its last health
+// check (close reason upstream_unreachable).
+var ErrNoHealthyUpstream = errors.Join(ErrUpstreamUnreachable, errors.New("no upstream passed its last health check"))
+
+// UpstreamsError is every failed connect of one Pool.Dial, in the order
+// they were tried.
+type UpstreamsError struct{ Errs []error }
+
+func (e *UpstreamsError) Error() string { return errors.Join(e.Errs...).Error() }
+
+func (e *UpstreamsError) Unwrap() []error { return e.Errs }
+
+// Last is the error of the last connect tried.
+func (e *UpstreamsError) Last() error { return e.Errs[len(e.Errs)-1] }
+
+// Dial connects s to the server the pool picks for its client (Pick,
+// keyed by the client's address), trying the next pick when one does not
+// connect, each healthy server once: those not skipped for failures
+// first, so that a list whose every healthy server is skipped is still
+// tried whole. Servers that failed their health check are not tried
+// (ErrNoHealthyUpstream when none passed). It returns the connection and
+// the function to call once the client is done with it (least_conn counts
+// it until then), or an *UpstreamsError.
+func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, func(), error) {
+	var key string
+	if p.Balance == "consistent_hash" {
+		key = clientKey(s)
+	}
+	var tried map[*Server]bool
+	var errs []error
+	for {
+		srv := p.Pick(key, tried)
+		if srv == nil {
+			if errs == nil {
+				return nil, nil, ErrNoHealthyUpstream
+			}
+			return nil, nil, &UpstreamsError{Errs: errs}
+		}
+		release := srv.Hold()
+		up, err := s.Dial(ctx, srv.Addr)
+		if err == nil {
+			p.Succeeded(srv)
+			return up, release, nil
+		}
+		release()
+		errs = append(errs, err)
+		s.Log().Warn("upstream connect failed", "pool", p.Name, "server", srv.Addr, "err", err)
+		if ctx.Err() != nil {
+			return nil, nil, &UpstreamsError{Errs: errs}
+		}
+		p.Failed(srv, s.Log())
+		if tried == nil {
+			tried = map[*Server]bool{}
+		}
+		tried[srv] = true
+	}
+}
+
+// clientKey is what consistent_hash hashes for a client connection: its
+// address without the port, so that a client keeps its server across
+// connections (HAProxy's balance source).
+func clientKey(s Session) string {
+	if a, ok := s.Pair().Client.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return ""
+}
