@@ -28,12 +28,11 @@ type Server struct {
 // Healthy reports whether the last health check passed (always, without checks).
 func (s *Server) Healthy() bool { return s.healthy.Load() }
 
-// Hold counts a connection to s for least_conn until the returned
-// function is called.
-func (s *Server) Hold() (release func()) {
-	s.active.Add(1)
-	return func() { s.active.Add(-1) }
-}
+// Hold counts a connection to s for least_conn until Release.
+func (s *Server) Hold() { s.active.Add(1) }
+
+// Release ends the count of a connection Hold counted.
+func (s *Server) Release() { s.active.Add(-1) }
 
 // Pool is a named group of servers and its balancing policy, with the
 // servers that fail skipped as Fail says and, given a health check, those

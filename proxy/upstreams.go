@@ -29,9 +29,9 @@ func (e *UpstreamsError) Last() error { return e.Errs[len(e.Errs)-1] }
 // first, so that a list whose every healthy server is skipped is still
 // tried whole. Servers that failed their health check are not tried
 // (ErrNoHealthyUpstream when none passed). It returns the connection and
-// the function to call once the client is done with it (least_conn counts
-// it until then), or an *UpstreamsError.
-func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, func(), error) {
+// its server, whose Release the caller calls once done with it (least_conn
+// counts it until then), or an *UpstreamsError.
+func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, error) {
 	var key string
 	if p.Balance == "consistent_hash" {
 		key = clientKey(s)
@@ -46,13 +46,13 @@ func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, func(), error
 			}
 			return nil, nil, &UpstreamsError{Errs: errs}
 		}
-		release := srv.Hold()
+		srv.Hold()
 		up, err := s.Dial(ctx, srv.Addr)
 		if err == nil {
 			p.Succeeded(srv)
-			return up, release, nil
+			return up, srv, nil
 		}
-		release()
+		srv.Release()
 		errs = append(errs, err)
 		s.Log().Warn("upstream connect failed", "pool", p.Name, "server", srv.Addr, "err", err)
 		if ctx.Err() != nil {

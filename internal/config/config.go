@@ -219,10 +219,11 @@ type Listener struct {
 	// of Balances, default round_robin (HAProxy's roundrobin, leastconn,
 	// and source: consistent_hash hashes the client's address).
 	Balance string `yaml:"balance,omitempty"`
-	// MaxFails failed connects to one of Upstream within FailTimeout
-	// skip it for FailTimeout, unless every one is skipped (nginx's
-	// max_fails and fail_timeout); default 1 and 10s, max_fails 0 never
-	// skips. http-reverse's pools have their own.
+	// MaxFails failures of one of Upstream within FailTimeout skip it
+	// for FailTimeout, unless every one is skipped (nginx's max_fails and
+	// fail_timeout): failed connects, and for filter requests it did not
+	// answer; default 1 and 10s, max_fails 0 never skips. http-reverse's
+	// pools have their own.
 	MaxFails    *int     `yaml:"max_fails,omitempty"`
 	FailTimeout Duration `yaml:"fail_timeout,omitempty"`
 	// HealthCheck checks each of Upstream every interval (tcp, filter):

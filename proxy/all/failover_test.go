@@ -199,7 +199,7 @@ func TestServersThatDoNotAnswerAreSkipped(t *testing.T) {
 		want int64 // requests the broken server meets
 	}{{"max_fails: 1, fail_timeout: 1h", 1}, {"max_fails: 0", requests / 2}} {
 		t.Run(tc.fail, func(t *testing.T) {
-			f, addr := reverseOnly(t, tc.fail, broken, live)
+			f, addr := onlyListener(t, "http-reverse", tc.fail, broken, live)
 			// The client's fault first, twice, so that both servers
 			// see one: neither may be skipped for it.
 			for range 2 {
@@ -231,7 +231,7 @@ func TestServersThatDoNotAnswerAreSkipped(t *testing.T) {
 // broken server.
 func TestRequestsThatCannotBeSentAgainAreNotRetried(t *testing.T) {
 	broken := rawBackend(t, func(c net.Conn) { readRawHead(c) })
-	_, addr := reverseOnly(t, "max_fails: 0", broken, bodyReadingOrigin(t))
+	_, addr := onlyListener(t, "http-reverse", "max_fails: 0", broken, bodyReadingOrigin(t))
 	got := map[int]int{}
 	for range 2 {
 		got[exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx").StatusCode]++
@@ -241,18 +241,62 @@ func TestRequestsThatCannotBeSentAgainAreNotRetried(t *testing.T) {
 	}
 }
 
-// reverseOnly starts failoverListeners' http-reverse listener alone and
-// returns the forwarder and its address.
-func reverseOnly(tb testing.TB, fail string, servers ...string) (*forwarder.Forwarder, string) {
+// onlyListener starts failoverListeners' listener name (tcp, filter,
+// http-reverse) alone and returns the forwarder and its address.
+func onlyListener(tb testing.TB, name, fail string, servers ...string) (*forwarder.Forwarder, string) {
 	tb.Helper()
 	for _, l := range failoverListeners(tb, fail, servers...) {
-		if l.Name == "http-reverse" {
+		if l.Name == name {
 			f := fwdtest.Start(tb, l)
 			return f, f.Addr(l.Name).String()
 		}
 	}
-	tb.Fatal("no http-reverse listener")
+	tb.Fatalf("no %s listener", name)
 	return nil, ""
+}
+
+// TestFilterSkipsServersThatDoNotAnswer: the filter counts a server that
+// takes the request and closes without answering as failed, as
+// http-reverse does: of 10 GETs (a connection each) through it and a live
+// server, with max_fails 1 the first alone meets it (502, the filter
+// sends no request twice), with max_fails 0 every other one. A client's
+// short body (its fault) counts against neither server.
+func TestFilterSkipsServersThatDoNotAnswer(t *testing.T) {
+	live := bodyReadingOrigin(t)
+	var met atomic.Int64
+	broken := rawBackend(t, func(c net.Conn) {
+		if _, err := readRawHead(c); err == nil {
+			met.Add(1)
+		}
+	})
+	const requests = 10
+	for _, tc := range []struct {
+		fail string
+		want int64 // requests the broken server meets
+	}{{"max_fails: 1, fail_timeout: 1h", 1}, {"max_fails: 0", requests / 2}} {
+		t.Run(tc.fail, func(t *testing.T) {
+			f, addr := onlyListener(t, "filter", tc.fail, broken, live)
+			for range 2 {
+				resp := exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort")
+				if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusBadGateway {
+					t.Fatalf("a short body: %s, want 400 (or 502 from the broken server)", resp.Status)
+				}
+			}
+			if got := skipped(f, "filter", "upstream", live); got != 0 {
+				t.Fatalf("the live server skipped after a client's short body: %v", got)
+			}
+			met.Store(0)
+			ok := 0
+			for range requests {
+				if getStatus(t, addr) == http.StatusOK {
+					ok++
+				}
+			}
+			if got := met.Load(); got != tc.want || ok != requests-int(tc.want) {
+				t.Errorf("the server that closes without answering met %d of %d GETs (%d answered 200), want %d (and %d)", got, requests, ok, tc.want, requests-int(tc.want))
+			}
+		})
+	}
 }
 
 // TestKeepAliveEndIsNoFailure: a server that closes each connection after
@@ -271,7 +315,7 @@ func TestKeepAliveEndIsNoFailure(t *testing.T) {
 		io.Copy(io.Discard, req.Body)
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
-	f, addr := reverseOnly(t, "max_fails: 1, fail_timeout: 1h", up)
+	f, addr := onlyListener(t, "http-reverse", "max_fails: 1, fail_timeout: 1h", up)
 	c := dialFor(t, addr, 5*time.Second)
 	r := bufio.NewReader(c)
 	for i, raw := range []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"} {

@@ -131,7 +131,7 @@ type conn struct {
 	clientIn deadlineReader
 	cr       *bufio.Reader
 	up       *net.TCPConn    // nil until dialled and after a blocked response
-	release  func()          // ends up's count for least_conn
+	srv      *proxy.Server   // up's server, held while up is open
 	served   bool            // a request head was read: RequestTimeout is over
 	upIn     *deadlineReader // what upr reads
 	upr      *bufio.Reader
@@ -164,6 +164,7 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 	}
 	resp, bodyDone, err := c.roundTrip(ctx, req)
 	if err != nil {
+		srv := c.srv // nil when no upstream connected
 		c.closeUpstream()
 		if bodyDone != nil {
 			err = errors.Join(err, c.waitBody(bodyDone))
@@ -172,6 +173,12 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 			c.refuse(bad.refusal())
 			return true, err
 		}
+		if srv != nil && ctx.Err() == nil {
+			// The server took the request and gave no valid response
+			// head (closed, reset, response_timeout, a bad head): a
+			// failure, as a failed connect is (Pool.Dial counted those).
+			c.p.Upstreams.Failed(srv, c.s.Log())
+		}
 		if errors.Is(err, proxy.ErrResponseTimeout) {
 			c.refuse(http.StatusGatewayTimeout, "no response from the upstream in time")
 			return true, err
@@ -179,6 +186,7 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		c.refuse(http.StatusBadGateway, "no valid response from the upstream")
 		return true, err
 	}
+	c.p.Upstreams.Succeeded(c.srv)
 	if pat, blocked := c.blockedType(resp); blocked {
 		return c.blockResponse(resp, pat, bodyDone)
 	}

@@ -164,16 +164,16 @@ func (c *conn) ensureUpstream(ctx context.Context) error {
 	if c.up != nil {
 		return nil
 	}
-	up, release, err := c.p.Upstreams.Dial(ctx, c.s)
+	up, srv, err := c.p.Upstreams.Dial(ctx, c.s)
 	if err != nil {
 		return err
 	}
 	if err := proxyproto.Send(c.p.ProxyProtocol, c.client, up); err != nil {
 		up.Close()
-		release()
+		srv.Release()
 		return err
 	}
-	c.up, c.release, c.upIn = up, release, &deadlineReader{c: up}
+	c.up, c.srv, c.upIn = up, srv, &deadlineReader{c: up}
 	c.upr = bufio.NewReader(c.upIn)
 	return nil
 }
@@ -182,8 +182,8 @@ func (c *conn) ensureUpstream(ctx context.Context) error {
 func (c *conn) closeUpstream() {
 	if c.up != nil {
 		c.up.Close()
-		c.release()
-		c.up, c.release, c.upIn, c.upr = nil, nil, nil, nil
+		c.srv.Release()
+		c.up, c.srv, c.upIn, c.upr = nil, nil, nil, nil
 	}
 }
 

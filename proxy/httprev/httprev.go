@@ -255,7 +255,8 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 		if c.Keeps(srv.Addr) {
 			return srv, nil
 		}
-		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv.Hold())
+		srv.Hold()
+		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv.Release)
 		if err == nil {
 			return srv, nil // answered once the response head comes (handle)
 		}

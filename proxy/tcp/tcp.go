@@ -29,11 +29,11 @@ type Proxy struct {
 // Serve implements proxy.Proxy: it dials the next upstream (trying the others
 // in turn if it fails) and splices until both directions are closed.
 func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
-	release, err := p.dial(ctx, s)
+	srv, err := p.dial(ctx, s)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer srv.Release()
 	opts := engine.Both(p.IdleTimeout)
 	if p.SpliceAfter > 0 {
 		ctl := opts
@@ -55,10 +55,10 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 }
 
 // dial connects to the upstream the pool picks (Upstreams.Dial) and sends
-// the PROXY protocol header, if any. release ends the connection's count
-// for least_conn.
-func (p *Proxy) dial(ctx context.Context, s proxy.Session) (release func(), err error) {
-	up, release, err := p.Upstreams.Dial(ctx, s)
+// the PROXY protocol header, if any. It returns the server, to Release
+// once the pair ends.
+func (p *Proxy) dial(ctx context.Context, s proxy.Session) (*proxy.Server, error) {
+	up, srv, err := p.Upstreams.Dial(ctx, s)
 	if err != nil {
 		if ue := (*proxy.UpstreamsError)(nil); errors.As(err, &ue) && errors.Is(ue.Last(), proxy.ErrUpstreamReset) {
 			// The last upstream took the connection and reset it: the
@@ -69,10 +69,10 @@ func (p *Proxy) dial(ctx context.Context, s proxy.Session) (release func(), err 
 		return nil, err
 	}
 	if err := proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up); err != nil {
-		release()
+		srv.Release()
 		return nil, err
 	}
-	return release, nil
+	return srv, nil
 }
 
 // Close ends the upstreams' health checks (io.Closer: the forwarder
