@@ -407,6 +407,21 @@ func TestParseErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-forward, http: {max_body_bytes: -1}}",
 		), []wantErr{{2, "listeners[0].http.max_body_bytes", `invalid size "-1"`}}},
+		{"zeros that would silently mean the default", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', proxy: http-forward, http: {response_timeout: 0s, header_timeout: 0, max_headers: 0, max_header_bytes: 0, keepalive_timeout: 1m}}",
+			"  - {name: b, listen: ':2', upstream: ['h:2'], fail_timeout: 0s, max_fails: 0}",
+			"  - {name: c, listen: ':3', proxy: socks5, socks5: {auth: none, handshake_timeout: 0s}}",
+			"  - {name: d, listen: ':4', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2']}], upstream_pool: {idle_timeout: 0s}, http: {body_timeout: ~}}",
+		), []wantErr{
+			{2, "listeners[0].http.response_timeout", "must be greater than 0; leave the key out for its default (1m0s)"},
+			{2, "listeners[0].http.header_timeout", "must be greater than 0; leave the key out for its default (10s)"},
+			{2, "listeners[0].http.max_headers", "leave the key out for its default (100)"},
+			{2, "listeners[0].http.max_header_bytes", "leave the key out for its default (32KiB)"},
+			{3, "listeners[1].fail_timeout", "leave the key out for its default (10s)"},
+			{4, "listeners[2].socks5.handshake_timeout", "leave the key out for its default (10s)"},
+			{5, "listeners[3].upstream_pool.idle_timeout", "leave the key out for its default (4s)"},
+		}},
 		{"zero connect timeout", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], connect_timeout: 0s}",

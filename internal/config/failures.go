@@ -45,5 +45,5 @@ func (v *validator) failKeys(p string, maxFails *int, timeout Duration) {
 	if maxFails != nil && (*maxFails < 0 || *maxFails > maxMaxFails) {
 		v.errorf(p+".max_fails", "expected 0 (never skip a server) to %d, got %d", maxMaxFails, *maxFails)
 	}
-	v.notNegative(p+".fail_timeout", timeout)
+	v.positiveOrLeftOut(p+".fail_timeout", int64(timeout), timeout.String(), DefaultFailTimeout)
 }

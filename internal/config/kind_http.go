@@ -193,7 +193,8 @@ type HealthCheck struct {
 
 // UpstreamPool bounds the idle keep-alive connections http-reverse keeps to
 // each server for any client connection to reuse (HAProxy's http-reuse
-// safe). A key left out (or an idle_timeout of 0) takes its default;
+// safe). A key left out takes its default (an idle_timeout of 0 written
+// in a file is refused);
 // max_idle_per_server: 0 turns the pool off, which is why it is a pointer.
 type UpstreamPool struct {
 	// MaxIdlePerServer bounds the idle connections kept per server; the
@@ -307,7 +308,7 @@ func (v *validator) upstreamPool(p string, l *Listener) {
 	if n := u.MaxIdlePerServer; n != nil && (*n < 0 || *n > maxPoolIdlePerServer) {
 		v.errorf(p+".max_idle_per_server", "expected 0 (no pool) to %d, got %d", maxPoolIdlePerServer, *n)
 	}
-	v.notNegative(p+".idle_timeout", u.IdleTimeout)
+	v.positiveOrLeftOut(p+".idle_timeout", int64(u.IdleTimeout), u.IdleTimeout.String(), DefaultPoolIdleTimeout)
 	if b := u.ReceiveBuffer; b != nil && *b != 0 && (*b < minPoolReceiveBuffer || *b > maxPoolReceiveBuffer) {
 		v.errorf(p+".receive_buffer", "expected 0 (the kernel's autotuning) or %s to %s, got %d bytes", minPoolReceiveBuffer, maxPoolReceiveBuffer, int64(*b))
 	}
@@ -322,22 +323,26 @@ func (v *validator) httpSection(p string, h *HTTP) {
 			v.errorf(p+".connect_ports["+itoa(i)+"]", "port %d: expected a number from 1 to 65535", port)
 		}
 	}
-	v.notNegative(p+".header_timeout", h.HeaderTimeout)
-	v.notNegative(p+".request_timeout", h.RequestTimeout)
-	v.notNegative(p+".body_timeout", h.BodyTimeout)
-	v.notNegative(p+".response_timeout", h.ResponseTimeout)
-	v.notNegative(p+".keepalive_timeout", h.KeepaliveTimeout)
+	for _, t := range []struct {
+		key      string
+		d        Duration
+		fallback time.Duration
+	}{
+		{"header_timeout", h.HeaderTimeout, DefaultHTTPHeaderTimeout},
+		{"request_timeout", h.RequestTimeout, DefaultHTTPRequestTimeout},
+		{"body_timeout", h.BodyTimeout, DefaultHTTPBodyTimeout},
+		{"response_timeout", h.ResponseTimeout, DefaultHTTPResponseTimeout},
+		{"keepalive_timeout", h.KeepaliveTimeout, DefaultHTTPKeepaliveTimeout},
+	} {
+		v.positiveOrLeftOut(p+"."+t.key, int64(t.d), t.d.String(), t.fallback)
+	}
 	for i, c := range h.TrustedProxies {
 		if _, err := acl.ParsePrefixes([]string{c}); err != nil {
 			v.errorf(p+".trusted_proxies["+itoa(i)+"]", "%v", err)
 		}
 	}
-	if h.MaxHeaderBytes < 0 {
-		v.errorf(p+".max_header_bytes", "must not be negative")
-	}
-	if h.MaxHeaders < 0 {
-		v.errorf(p+".max_headers", "must not be negative")
-	}
+	v.positiveOrLeftOut(p+".max_header_bytes", int64(h.MaxHeaderBytes), itoa(int(h.MaxHeaderBytes)), Size(DefaultHTTPMaxHeaderBytes))
+	v.positiveOrLeftOut(p+".max_headers", int64(h.MaxHeaders), itoa(h.MaxHeaders), DefaultHTTPMaxHeaders)
 }
 
 func (v *validator) route(p string, r Route, pools map[string]bool) {

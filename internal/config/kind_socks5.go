@@ -2,11 +2,17 @@
 
 package config
 
+import "time"
+
 // CheckPasswordHash, when set, says what is wrong with a socks5 user's
 // password_hash. The socks5 proxy sets it (the hash format is its own), so
 // that this package imports no proxy; unset, hashes are not checked here
 // and the proxy refuses a bad one when it starts.
 var CheckPasswordHash func(hash string) error
+
+// DefaultSOCKS5HandshakeTimeout bounds a SOCKS5 handshake when the
+// configuration does not.
+const DefaultSOCKS5HandshakeTimeout = 10 * time.Second
 
 // SOCKS5 configures proxy socks5.
 type SOCKS5 struct {
@@ -14,7 +20,8 @@ type SOCKS5 struct {
 	// without users the proxy accepts clients offering "no authentication".
 	Users []SOCKS5User `yaml:"users"`
 	// HandshakeTimeout bounds the client's greeting, authentication and
-	// request, so a silent client cannot hold a pair open; 0 means 10s.
+	// request, so a silent client cannot hold a pair open; 0 (left out)
+	// means DefaultSOCKS5HandshakeTimeout.
 	HandshakeTimeout Duration `yaml:"handshake_timeout"`
 	// Auth is "none" for a listener that lets anyone use it without
 	// credentials, which must be said explicitly; with users it is
@@ -50,7 +57,8 @@ func (v *validator) socks5(p string, l *Listener) {
 	if l.SOCKS5.Auth == "none" && len(l.SOCKS5.Users) > 0 {
 		v.errorf(p+".socks5.auth", "auth none with users: remove one or the other")
 	}
-	v.notNegative(p+".socks5.handshake_timeout", l.SOCKS5.HandshakeTimeout)
+	t := l.SOCKS5.HandshakeTimeout
+	v.positiveOrLeftOut(p+".socks5.handshake_timeout", int64(t), t.String(), DefaultSOCKS5HandshakeTimeout)
 	seen := map[string]bool{}
 	for i, u := range l.SOCKS5.Users {
 		up := p + ".socks5.users[" + itoa(i) + "]"

@@ -258,6 +258,25 @@ func (v *validator) notNegative(path string, d Duration) {
 	}
 }
 
+// positiveOrLeftOut checks a key whose zero value stands for its default
+// def: a 0 written in the file is refused, since HAProxy's and Envoy's
+// users read it as "no limit" and would get def instead. (A Config built
+// in code has no file, and 0 is its way to ask for def.)
+func (v *validator) positiveOrLeftOut(path string, value int64, shown string, def any) {
+	switch {
+	case value < 0:
+		v.errorf(path, "must not be negative, got %s", shown)
+	case value == 0 && v.written(path):
+		v.errorf(path, "must be greater than 0; leave the key out for its default (%v)", def)
+	}
+}
+
+// written reports whether path was given a value in the file.
+func (v *validator) written(path string) bool {
+	n, ok := v.nodes[path]
+	return ok && !isNull(n)
+}
+
 // onLine says where listener i starts, when it came from a file.
 func (v *validator) onLine(i int) string {
 	if line := v.cfg.Listeners[i].Line; line > 0 {

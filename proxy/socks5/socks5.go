@@ -43,7 +43,7 @@ import (
 )
 
 // DefaultHandshakeTimeout bounds a handshake when the configuration does not.
-const DefaultHandshakeTimeout = 10 * time.Second
+const DefaultHandshakeTimeout = config.DefaultSOCKS5HandshakeTimeout
 
 // Protocol constants of RFC 1928 and RFC 1929.
 const (
