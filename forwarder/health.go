@@ -1,4 +1,4 @@
-// The state of every back-end server of the running listeners, read when asked: splicer_upstream_healthy, splicer_upstream_skipped and splicer_upstream_failures_total, and GET /upstreams.
+// The state of every back-end server of the running listeners, read when asked (splicer_upstream_healthy, _skipped, _drained, _failures_total, and GET /upstreams), and draining one at run time.
 
 package forwarder
 
@@ -15,6 +15,9 @@ var (
 	skippedDesc = prometheus.NewDesc("splicer_upstream_skipped",
 		"1 while the back-end server is skipped for failures (max_fails within fail_timeout: connects that failed, and for http-reverse requests it did not answer), else 0, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
+	drainedDesc = prometheus.NewDesc("splicer_upstream_drained",
+		"1 while an operator has the back-end server drained (POST /upstreams/drain): it gets no new connections or requests, else 0, by listener, pool and server.",
+		[]string{"listener", "pool", "server"}, nil)
 	failuresDesc = prometheus.NewDesc("splicer_upstream_failures_total",
 		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse requests it did not answer), by listener, pool and server, since the listener was set up (a reload that changes it starts afresh).",
 		[]string{"listener", "pool", "server"}, nil)
@@ -26,6 +29,7 @@ type healthCollector struct{ f *Forwarder }
 func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- healthDesc
 	ch <- skippedDesc
+	ch <- drainedDesc
 	ch <- failuresDesc
 }
 
@@ -33,6 +37,7 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range c.f.Upstreams() {
 		ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, gauge(u.Healthy), u.Listener, u.Pool, u.Server)
 		ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.GaugeValue, gauge(u.Skipped), u.Listener, u.Pool, u.Server)
+		ch <- prometheus.MustNewConstMetric(drainedDesc, prometheus.GaugeValue, gauge(u.Drained), u.Listener, u.Pool, u.Server)
 		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(u.Failures), u.Listener, u.Pool, u.Server)
 	}
 }
@@ -40,8 +45,8 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 // UpstreamState is one back-end server of a running listener (an
 // http-reverse pool's, a tcp or filter listener's upstream list, pool
 // "upstream"): whether it passed its last health check (always, without
-// checks), is skipped for failures now, and how many it had. GET
-// /upstreams lists them.
+// checks), is skipped for failures now, how many it had, and whether it
+// is drained. GET /upstreams lists them.
 type UpstreamState struct {
 	Listener string `json:"listener"`
 	proxy.ServerHealth
@@ -50,17 +55,55 @@ type UpstreamState struct {
 // Upstreams is every back-end server of the running listeners, in
 // configuration order, a server named twice in one pool or list once.
 func (f *Forwarder) Upstreams() []UpstreamState {
-	f.mu.Lock()
-	ls := append([]*listener(nil), f.listeners...)
-	f.mu.Unlock()
 	out := []UpstreamState{}
-	for _, l := range ls {
-		hr, ok := l.proxy.(proxy.HealthReporter)
+	for _, l := range f.running() {
+		po, ok := l.proxy.(proxy.PoolOwner)
 		if !ok {
 			continue
 		}
-		for _, h := range once(hr.Health()) {
+		var hs []proxy.ServerHealth
+		for _, pl := range po.Pools() {
+			hs = append(hs, pl.Health()...)
+		}
+		for _, h := range once(hs) {
 			out = append(out, UpstreamState{Listener: l.cfg.Name, ServerHealth: h})
+		}
+	}
+	return out
+}
+
+// running is the current listeners.
+func (f *Forwarder) running() []*listener {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*listener(nil), f.listeners...)
+}
+
+// DrainUpstream drains (on) or readies (!on) the back-end server at
+// address server in every running listener and pool that names it, or
+// only in listener and pool where they are not empty (Pool.Drain). It
+// returns the servers' new state, none when nothing matched.
+func (f *Forwarder) DrainUpstream(listener, pool, server string, on bool) []UpstreamState {
+	out := []UpstreamState{}
+	for _, l := range f.running() {
+		po, ok := l.proxy.(proxy.PoolOwner)
+		if !ok || (listener != "" && l.cfg.Name != listener) {
+			continue
+		}
+		for _, pl := range po.Pools() {
+			if (pool != "" && pl.Name != pool) || pl.Drain(server, on) == 0 {
+				continue
+			}
+			msg := "back-end server drained by an operator"
+			if !on {
+				msg = "back-end server ready again"
+			}
+			f.log.Info(msg, "listener", l.cfg.Name, "pool", pl.Name, "server", server)
+			for _, h := range once(pl.Health()) {
+				if h.Server == server {
+					out = append(out, UpstreamState{Listener: l.cfg.Name, ServerHealth: h})
+				}
+			}
 		}
 	}
 	return out
@@ -92,6 +135,7 @@ func once(hs []proxy.ServerHealth) []proxy.ServerHealth {
 		}
 		out[i].Healthy = out[i].Healthy && h.Healthy
 		out[i].Skipped = out[i].Skipped || h.Skipped
+		out[i].Drained = out[i].Drained || h.Drained
 		out[i].Failures += h.Failures
 	}
 	return out

@@ -21,12 +21,19 @@ type Server struct {
 	// Weight is the server's share of the pool's picks; 0 takes none.
 	Weight  int
 	healthy atomic.Bool
+	drained atomic.Bool  // by an operator (Pool.Drain): no new picks
 	active  atomic.Int64 // upstream connections held to it (least_conn)
 	fails   Failures
 }
 
 // Healthy reports whether the last health check passed (always, without checks).
 func (s *Server) Healthy() bool { return s.healthy.Load() }
+
+// Drained reports whether an operator drained the server (Pool.Drain).
+func (s *Server) Drained() bool { return s.drained.Load() }
+
+// takes reports whether s may be picked: healthy and not drained.
+func (s *Server) takes() bool { return s.healthy.Load() && !s.drained.Load() }
 
 // Hold counts a connection to s for least_conn until Release.
 func (s *Server) Hold() { s.active.Add(1) }
@@ -116,6 +123,23 @@ func (p *Pool) Close() error {
 	return nil
 }
 
+// Drain stops (on) or resumes (!on) picking every server of the pool at
+// addr, as HAProxy's "set server state drain" and "ready" do: the
+// connections and requests a drained server has carry on, and it gets no
+// new ones. A drained server's health checks go on. It reports how many
+// servers it found. The state lasts as long as the pool: a reload that
+// changes the listener builds it afresh (weight: 0 drains for good).
+func (p *Pool) Drain(addr string, on bool) int {
+	n := 0
+	for _, s := range p.Servers {
+		if s.Addr == addr {
+			s.drained.Store(on)
+			n++
+		}
+	}
+	return n
+}
+
 // Failed records that s did not connect or did not answer, logging when
 // that makes it skipped.
 func (p *Pool) Failed(s *Server, log *slog.Logger) {
@@ -135,13 +159,13 @@ func (p *Pool) Health() []ServerHealth {
 	now := time.Now()
 	out := make([]ServerHealth, len(p.Servers))
 	for i, s := range p.Servers {
-		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total()}
+		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total(), Drained: s.Drained()}
 	}
 	return out
 }
 
 // Pick returns the server for the next request, or nil when every server is
-// unhealthy or in skip. key is what consistent_hash hashes (the client IP);
+// unhealthy, drained or in skip. key is what consistent_hash hashes (the client IP);
 // skip holds servers that already failed for this request. Servers
 // skipped for failed connects (Fail) are picked only when every other
 // healthy one is too: a pool is never emptied by them.
@@ -157,10 +181,10 @@ func (p *Pool) Pick(key string, skip map[*Server]bool) *Server {
 		return !s.fails.Down(now)
 	}
 	retry := len(skip) > 0
-	if s := p.pick(key, retry, func(s *Server) bool { return s.Healthy() && !skip[s] && connects(s) }); s != nil {
+	if s := p.pick(key, retry, func(s *Server) bool { return s.takes() && !skip[s] && connects(s) }); s != nil {
 		return s
 	}
-	return p.pick(key, true, func(s *Server) bool { return s.Healthy() && !skip[s] })
+	return p.pick(key, true, func(s *Server) bool { return s.takes() && !skip[s] })
 }
 
 // pick is Pick's balancing among the servers usable says; retry is a

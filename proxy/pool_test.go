@@ -131,3 +131,33 @@ func TestConsistentHashGivesKeysByWeight(t *testing.T) {
 		t.Errorf("a (weight 3) got %d of 4000 keys, want about 3000: %v", a, count)
 	}
 }
+
+// TestDrainedServersAreNotPicked: a drained server gets no pick under any
+// balance until it is ready again; with every server drained there is
+// none to pick.
+func TestDrainedServersAreNotPicked(t *testing.T) {
+	for _, balance := range []string{"round_robin", "least_conn", "consistent_hash"} {
+		t.Run(balance, func(t *testing.T) {
+			p := pool(balance, "a:1", "b:1")
+			if n := p.Drain("a:1", true); n != 1 {
+				t.Fatalf("Drain found %d servers, want 1", n)
+			}
+			for i := range 20 {
+				if s := p.Pick(fmt.Sprintf("10.0.0.%d", i), nil); s == nil || s.Addr != "b:1" {
+					t.Fatalf("pick %d with a drained: %v, want b", i, s)
+				}
+			}
+			p.Drain("b:1", true)
+			if s := p.Pick("10.0.0.1", nil); s != nil {
+				t.Fatalf("picked %s with every server drained", s.Addr)
+			}
+			p.Drain("a:1", false)
+			if s := p.Pick("10.0.0.1", nil); s == nil || s.Addr != "a:1" {
+				t.Fatalf("pick after a is ready again: %v, want a", s)
+			}
+			if h := p.Health(); !h[1].Drained || h[0].Drained {
+				t.Errorf("Health says a drained %v, b drained %v; want false, true", h[0].Drained, h[1].Drained)
+			}
+		})
+	}
+}

@@ -197,20 +197,22 @@ type RequestRecorder interface {
 }
 
 // ServerHealth is one back-end server's health-check state, whether it
-// is skipped for failures, and how many it had (Failures).
+// is skipped for failures, how many it had (Failures), and whether an
+// operator drained it.
 type ServerHealth struct {
 	Pool     string `json:"pool"`
 	Server   string `json:"server"`
 	Healthy  bool   `json:"healthy"`
 	Skipped  bool   `json:"skipped"`
 	Failures uint64 `json:"failures"`
+	Drained  bool   `json:"drained"`
 }
 
-// HealthReporter is a proxy with back-end servers (http-reverse's pools,
-// tcp's and filter's upstream lists): the forwarder exports their health
-// at scrape time.
-type HealthReporter interface {
-	Health() []ServerHealth
+// PoolOwner is a proxy that picks among back-end servers (http-reverse's
+// pools, tcp's and filter's upstream lists): the forwarder exports their
+// health at scrape time and drains them when an operator asks.
+type PoolOwner interface {
+	Pools() []*Pool
 }
 
 // PoolStats are one back-end server's counters in a proxy's pool of idle

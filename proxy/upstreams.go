@@ -9,8 +9,8 @@ import (
 )
 
 // ErrNoHealthyUpstream: every server of the list failed its last health
-// check (close reason upstream_unreachable).
-var ErrNoHealthyUpstream = errors.Join(ErrUpstreamUnreachable, errors.New("no upstream passed its last health check"))
+// check or is drained (close reason upstream_unreachable).
+var ErrNoHealthyUpstream = errors.Join(ErrUpstreamUnreachable, errors.New("no upstream to pick: each failed its last health check or is drained"))
 
 // UpstreamsError is every failed connect of one Pool.Dial, in the order
 // they were tried.
@@ -27,8 +27,8 @@ func (e *UpstreamsError) Last() error { return e.Errs[len(e.Errs)-1] }
 // keyed by the client's address), trying the next pick when one does not
 // connect, each healthy server once: those not skipped for failures
 // first, so that a list whose every healthy server is skipped is still
-// tried whole. Servers that failed their health check are not tried
-// (ErrNoHealthyUpstream when none passed). It returns the connection and
+// tried whole. Servers that failed their health check, and drained ones,
+// are not tried (ErrNoHealthyUpstream when no other is left). It returns the connection and
 // its server, whose Release the caller calls once done with it (least_conn
 // counts it until then), or an *UpstreamsError.
 func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, error) {

@@ -1,13 +1,15 @@
-// splicer upstreams: print a running daemon's back-end servers (GET /upstreams) as a table: health check, skipped for failures, failures.
+// splicer upstreams: print a running daemon's back-end servers (GET /upstreams) as a table: health check, skipped for failures, failures, drained; or drain one, or make it ready again.
 
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -18,14 +20,25 @@ import (
 func upstreamsCmd(args []string) error {
 	fs := flag.NewFlagSet("upstreams", flag.ExitOnError)
 	adm := newAdminFlags(fs)
-	asJSON := fs.Bool("json", false, "print GET /upstreams' JSON as it came")
+	asJSON := fs.Bool("json", false, "print the admin endpoint's JSON as it came")
+	drain := fs.String("drain", "", "drain the back-end server at `HOST:PORT`: it gets no new connections or requests")
+	ready := fs.String("ready", "", "make a drained back-end server at `HOST:PORT` take connections and requests again")
+	listener := fs.String("listener", "", "with --drain or --ready: only in this listener (default: every one that has the server)")
+	pool := fs.String("pool", "", "with --drain or --ready: only in this pool (\"upstream\" for a tcp or filter listener's list)")
 	fs.Usage = func() {
 		fmt.Fprint(os.Stderr, `Usage: splicer upstreams (--admin HOST:PORT | --config FILE) [--json]
+       splicer upstreams (--admin HOST:PORT | --config FILE) (--drain | --ready) HOST:PORT [--listener NAME] [--pool NAME]
 
 Print every back-end server of a running daemon's listeners (http-reverse's
 pools, tcp's and filter's upstream lists as pool "upstream"): whether it
 passed its last health check (yes without checks), whether failures have it
-skipped now (max_fails within fail_timeout), and how many failures it had.
+skipped now (max_fails within fail_timeout), how many failures it had, and
+whether it is drained.
+
+--drain takes a server out of rotation without a reload, as HAProxy's
+"set server state drain": its connections and requests in flight carry on,
+new ones go to the others. --ready puts it back. The state lasts until a
+reload changes the listener (weight: 0 in the file drains for good).
 
 Options:
 `)
@@ -43,7 +56,26 @@ Options:
 		fs.Usage()
 		return errSilent
 	}
-	body, err := adminRequest(http.MethodGet, *adm.addr, "/upstreams", *adm.token, 10*time.Second)
+	if *drain != "" && *ready != "" {
+		return errors.New("--drain and --ready: give one")
+	}
+	method, path := http.MethodGet, "/upstreams"
+	if server, on := *drain+*ready, *drain != ""; server != "" {
+		q := url.Values{"server": {server}}
+		if *listener != "" {
+			q.Set("listener", *listener)
+		}
+		if *pool != "" {
+			q.Set("pool", *pool)
+		}
+		method, path = http.MethodPost, "/upstreams/ready?"+q.Encode()
+		if on {
+			path = "/upstreams/drain?" + q.Encode()
+		}
+	} else if *listener != "" || *pool != "" {
+		return errors.New("--listener and --pool go with --drain or --ready")
+	}
+	body, err := adminRequest(method, *adm.addr, path, *adm.token, 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -65,9 +97,9 @@ func printUpstreams(w io.Writer, ups []forwarder.UpstreamState) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LISTENER\tPOOL\tSERVER\tHEALTHY\tSKIPPED\tFAILURES")
+	fmt.Fprintln(tw, "LISTENER\tPOOL\tSERVER\tHEALTHY\tSKIPPED\tFAILURES\tDRAINED")
 	for _, u := range ups {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", u.Listener, u.Pool, u.Server, yesNo(u.Healthy), yesNo(u.Skipped), u.Failures)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", u.Listener, u.Pool, u.Server, yesNo(u.Healthy), yesNo(u.Skipped), u.Failures, yesNo(u.Drained))
 	}
 	return tw.Flush()
 }

@@ -1,4 +1,4 @@
-// Package admin serves the forwarder's admin endpoints: GET /metrics (Prometheus text), GET /flows (JSON), GET /healthz (alive), GET /ready (accepting; 503 while draining).
+// Package admin serves the forwarder's admin endpoints: GET /metrics (Prometheus text), GET /flows and /upstreams (JSON), POST /upstreams/drain and /ready, GET /healthz (alive), GET /ready (accepting; 503 while draining).
 package admin
 
 import (
@@ -45,6 +45,11 @@ func Handler(f *forwarder.Forwarder) *http.ServeMux {
 		enc.SetIndent("", "  ")
 		enc.Encode(f.Upstreams())
 	})
+	// POST /upstreams/drain and /upstreams/ready, ?server=HOST:PORT and
+	// optionally &listener=NAME&pool=NAME: stop or resume picking a
+	// back-end server at run time; 404 when no running listener has it.
+	mux.HandleFunc("POST /upstreams/drain", drainHandler(f, true))
+	mux.HandleFunc("POST /upstreams/ready", drainHandler(f, false))
 	// /healthz: the process is alive and answers (a liveness probe).
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -59,6 +64,40 @@ func Handler(f *forwarder.Forwarder) *http.ServeMux {
 		w.Write([]byte("ready\n"))
 	})
 	return mux
+}
+
+// drainHandler drains (on) or readies a server named in the query and
+// answers with its new state in each listener and pool that has it.
+func drainHandler(f *forwarder.Forwarder, on bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		server := q.Get("server")
+		if server == "" {
+			http.Error(w, "missing server=HOST:PORT", http.StatusBadRequest)
+			return
+		}
+		got := f.DrainUpstream(q.Get("listener"), q.Get("pool"), server, on)
+		if len(got) == 0 {
+			http.Error(w, "no running listener has back-end server "+server+where(q.Get("listener"), q.Get("pool")), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(got)
+	}
+}
+
+// where names the listener and pool a request was limited to, if any.
+func where(listener, pool string) string {
+	s := ""
+	if listener != "" {
+		s += " in listener " + listener
+	}
+	if pool != "" {
+		s += " in pool " + pool
+	}
+	return s
 }
 
 // Start listens on addr and serves f's admin endpoints in the background.
@@ -90,7 +129,7 @@ func ServeWith(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger, o Opti
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: time.Minute}}
 	if o.Token == "" && !loopback(ln.Addr()) {
-		log.Warn("admin endpoint reachable beyond loopback without admin_token: anyone who reaches it sees every pair and can reload or upgrade", "addr", ln.Addr().String())
+		log.Warn("admin endpoint reachable beyond loopback without admin_token: anyone who reaches it sees every pair, can reload or upgrade, and drain back-end servers", "addr", ln.Addr().String())
 	}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

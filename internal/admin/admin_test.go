@@ -103,9 +103,36 @@ func TestAdminEndpoints(t *testing.T) {
 	t.Run("upstreams", func(t *testing.T) {
 		var got []map[string]any
 		getJSON(t, base+"/upstreams", &got)
-		want := map[string]any{"listener": "adm", "pool": "upstream", "server": upstream, "healthy": true, "skipped": false, "failures": float64(0)}
+		want := map[string]any{"listener": "adm", "pool": "upstream", "server": upstream, "healthy": true, "skipped": false, "failures": float64(0), "drained": false}
 		if len(got) != 1 || fmt.Sprint(got[0]) != fmt.Sprint(want) {
 			t.Errorf("/upstreams = %v, want [%v]", got, want)
+		}
+	})
+
+	t.Run("drain and ready", func(t *testing.T) {
+		for _, tc := range []struct {
+			path    string
+			status  int
+			drained bool
+		}{
+			{"/upstreams/drain", http.StatusBadRequest, false}, // no server named
+			{"/upstreams/drain?server=" + upstream + "&pool=other", http.StatusNotFound, false},
+			{"/upstreams/drain?server=" + upstream, http.StatusOK, true},
+			{"/upstreams/ready?server=" + upstream + "&listener=adm&pool=upstream", http.StatusOK, false},
+		} {
+			resp, err := http.Post(base+tc.path, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("POST %s: %s, want %d", tc.path, resp.Status, tc.status)
+			}
+			var got []map[string]any
+			getJSON(t, base+"/upstreams", &got)
+			if len(got) != 1 || got[0]["drained"] != tc.drained {
+				t.Errorf("after POST %s, /upstreams = %v, want drained %v", tc.path, got, tc.drained)
+			}
 		}
 	})
 

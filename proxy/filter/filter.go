@@ -74,9 +74,8 @@ type Proxy struct {
 	ProxyProtocol string
 }
 
-// Health implements proxy.HealthReporter: the upstreams, which are
-// skipped for failed connects, and how many each had.
-func (p *Proxy) Health() []proxy.ServerHealth { return p.Upstreams.Health() }
+// Pools implements proxy.PoolOwner: the upstream list.
+func (p *Proxy) Pools() []*proxy.Pool { return []*proxy.Pool{p.Upstreams} }
 
 // Close ends the upstreams' health checks (io.Closer: the forwarder
 // closes the proxy once no pair uses it).

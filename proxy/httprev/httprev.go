@@ -121,16 +121,9 @@ func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) *Proxy {
 	return p
 }
 
-// Health implements proxy.HealthReporter: every pool's servers, whether
-// their last health check passed (always true without checks), whether
-// they are skipped for failures, and how many they had.
-func (p *Proxy) Health() []proxy.ServerHealth {
-	var out []proxy.ServerHealth
-	for _, pl := range p.pools {
-		out = append(out, pl.Health()...)
-	}
-	return out
-}
+// Pools implements proxy.PoolOwner: the listener's pools, in
+// configuration order.
+func (p *Proxy) Pools() []*proxy.Pool { return p.pools }
 
 // UpstreamPool implements proxy.PoolReporter: the pool's counters by
 // server, none without a pool.
@@ -250,7 +243,7 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 			if lastErr != nil {
 				return nil, httpcore.UpstreamError(lastErr)
 			}
-			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no healthy server in pool %s", pool.Name)
+			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no server in pool %s to pick: each failed its health check or is drained", pool.Name)
 		}
 		if c.Keeps(srv.Addr) {
 			return srv, nil

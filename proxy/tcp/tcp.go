@@ -79,9 +79,8 @@ func (p *Proxy) dial(ctx context.Context, s proxy.Session) (*proxy.Server, error
 // closes the proxy once no pair uses it).
 func (p *Proxy) Close() error { return p.Upstreams.Close() }
 
-// Health implements proxy.HealthReporter: the upstreams, which are
-// skipped for failed connects, and how many each had.
-func (p *Proxy) Health() []proxy.ServerHealth { return p.Upstreams.Health() }
+// Pools implements proxy.PoolOwner: the upstream list.
+func (p *Proxy) Pools() []*proxy.Pool { return []*proxy.Pool{p.Upstreams} }
 
 // remainingAfter keeps forwarding directions that already saw EOF closed: a
 // direction whose FIN was forwarded in control mode is held, not re-spliced.
