@@ -13,13 +13,13 @@ var (
 		"1 if the back-end server passed its last health check (or has none), else 0, by listener, pool and server (http-reverse's pools; tcp's and filter's upstream lists as pool \"upstream\").",
 		[]string{"listener", "pool", "server"}, nil)
 	skippedDesc = prometheus.NewDesc("splicer_upstream_skipped",
-		"1 while the back-end server is skipped for failures (max_fails within fail_timeout: connects that failed, and for http-reverse requests it did not answer), else 0, by listener, pool and server.",
+		"1 while the back-end server is skipped for failures (max_fails within fail_timeout: connects that failed, and for http-reverse and filter requests it did not answer), else 0, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
 	drainedDesc = prometheus.NewDesc("splicer_upstream_drained",
 		"1 while an operator has the back-end server drained (POST /upstreams/drain): it gets no new connections or requests, else 0, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
 	failuresDesc = prometheus.NewDesc("splicer_upstream_failures_total",
-		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse requests it did not answer), by listener, pool and server, since the listener was set up (a reload that changes it starts afresh).",
+		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse and filter requests it did not answer), by listener, pool and server, since the listener was set up (a reload that changes it starts afresh).",
 		[]string{"listener", "pool", "server"}, nil)
 )
 

@@ -74,7 +74,7 @@ type ringPoint struct {
 const vnodes = 100
 
 // NewPool builds a pool from its configuration; every server starts
-// healthy, and none is checked until Check.
+// healthy, and none is checked until StartChecks.
 func NewPool(pc config.Pool) *Pool {
 	p := &Pool{Name: pc.Name, Balance: pc.Balance, HealthCheck: pc.HealthCheck, Fail: pc.FailPolicy()}
 	if p.Balance == "" {
@@ -164,11 +164,12 @@ func (p *Pool) Health() []ServerHealth {
 	return out
 }
 
-// Pick returns the server for the next request, or nil when every server is
-// unhealthy, drained or in skip. key is what consistent_hash hashes (the client IP);
-// skip holds servers that already failed for this request. Servers
-// skipped for failed connects (Fail) are picked only when every other
-// healthy one is too: a pool is never emptied by them.
+// Pick returns the server for the next request or connection, or nil when
+// every server is unhealthy, drained or in skip. key is what
+// consistent_hash hashes (the client's IP address); skip holds servers
+// that already failed for this request. Servers skipped for failures
+// (Fail) are picked only when every other usable one is too: a pool is
+// never emptied by them.
 func (p *Pool) Pick(key string, skip map[*Server]bool) *Server {
 	var now time.Time
 	connects := func(s *Server) bool {

@@ -301,7 +301,7 @@ func TestFilterSkipsServersThatDoNotAnswer(t *testing.T) {
 
 // TestKeepAliveEndIsNoFailure: a server that closes each connection after
 // its answer, without saying so (no "Connection: close"), leaves
-// http-reverse a kept connection that is closed. A POST after a GET on one
+// http-reverse and the filter a kept connection that is closed. A POST after a GET on one
 // client connection goes to a new upstream connection and is answered,
 // rather than meeting the closed one (502: a POST is not sent twice), and
 // the server's keep-alive ending counts as no failure.
@@ -315,24 +315,28 @@ func TestKeepAliveEndIsNoFailure(t *testing.T) {
 		io.Copy(io.Discard, req.Body)
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
-	f, addr := onlyListener(t, "http-reverse", "max_fails: 1, fail_timeout: 1h", up)
-	c := dialFor(t, addr, 5*time.Second)
-	r := bufio.NewReader(c)
-	for i, raw := range []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"} {
-		time.Sleep(50 * time.Millisecond) // the server's FIN arrives
-		io.WriteString(c, raw)
-		resp, err := http.ReadResponse(r, nil)
-		if err != nil {
-			t.Fatalf("request %d: %v", i+1, err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("request %d (%.4s): %s, want 200", i+1, raw, resp.Status)
-		}
-	}
-	if got := fwdtest.Metric(f, "splicer_upstream_failures_total", "listener", "http-reverse", "pool", "p", "server", up); got != 0 {
-		t.Errorf("splicer_upstream_failures_total %v after the server's keep-alive ended, want 0", got)
+	for _, kind := range []string{"http-reverse", "filter"} {
+		t.Run(kind, func(t *testing.T) {
+			f, addr := onlyListener(t, kind, "max_fails: 1, fail_timeout: 1h", up)
+			c := dialFor(t, addr, 5*time.Second)
+			r := bufio.NewReader(c)
+			for i, raw := range []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"} {
+				time.Sleep(50 * time.Millisecond) // the server's FIN arrives
+				io.WriteString(c, raw)
+				resp, err := http.ReadResponse(r, nil)
+				if err != nil {
+					t.Fatalf("request %d: %v", i+1, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("request %d (%.4s): %s, want 200", i+1, raw, resp.Status)
+				}
+			}
+			if got := fwdtest.Metric(f, "splicer_upstream_failures_total", "listener", kind, "pool", poolOf(kind), "server", up); got != 0 {
+				t.Errorf("splicer_upstream_failures_total %v after the server's keep-alive ended, want 0", got)
+			}
+		})
 	}
 }
 

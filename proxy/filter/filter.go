@@ -48,7 +48,7 @@ const NoSpliceReason = "filter inspects both directions"
 type Proxy struct {
 	// Upstreams are the servers one is picked from for each client
 	// connection (and again after a blocked response closed the
-	// upstream), those that do not connect skipped for a while.
+	// upstream), those that fail (max_fails) skipped for a while.
 	Upstreams *proxy.Pool
 	// BlockPaths are path.Match patterns matched against the cleaned
 	// request path, or against its last element for a pattern without a
@@ -131,6 +131,7 @@ type conn struct {
 	cr       *bufio.Reader
 	up       *net.TCPConn    // nil until dialled and after a blocked response
 	srv      *proxy.Server   // up's server, held while up is open
+	answered int             // responses up carried
 	served   bool            // a request head was read: RequestTimeout is over
 	upIn     *deadlineReader // what upr reads
 	upr      *bufio.Reader
@@ -164,6 +165,9 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 	resp, bodyDone, err := c.roundTrip(ctx, req)
 	if err != nil {
 		srv := c.srv // nil when no upstream connected
+		// A kept connection the server closed as the request went out
+		// (its keep-alive ended): no failure of the server's.
+		stale := c.answered > 0 && errors.Is(err, errNoResponse)
 		c.closeUpstream()
 		if bodyDone != nil {
 			err = errors.Join(err, c.waitBody(bodyDone))
@@ -172,7 +176,7 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 			c.refuse(bad.refusal())
 			return true, err
 		}
-		if srv != nil && ctx.Err() == nil {
+		if srv != nil && !stale && ctx.Err() == nil {
 			// The server took the request and gave no valid response
 			// head (closed, reset, response_timeout, a bad head): a
 			// failure, as a failed connect is (Pool.Dial counted those).
@@ -186,6 +190,7 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		return true, err
 	}
 	c.p.Upstreams.Succeeded(c.srv)
+	c.answered++
 	if pat, blocked := c.blockedType(resp); blocked {
 		return c.blockResponse(resp, pat, bodyDone)
 	}

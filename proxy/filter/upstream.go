@@ -22,9 +22,13 @@ import (
 // reports how that ended), and reads the final response head. A request
 // without a body that finds a reused upstream connection closed (the
 // upstream's keep-alive timeout ran out while the client was idle) is sent
-// once more on a new connection.
+// once more on a new connection; one with a body, which cannot be sent
+// twice, looks first and takes a new connection if the kept one is closed.
 func (c *conn) roundTrip(ctx context.Context, req *message) (resp *message, done chan error, err error) {
 	for attempt := 0; ; attempt++ {
+		if c.up != nil && req.body.kind != noBody && !c.keptUsable() {
+			c.closeUpstream()
+		}
 		reused := c.up != nil
 		if err := c.ensureUpstream(ctx); err != nil {
 			return nil, nil, err
@@ -173,9 +177,15 @@ func (c *conn) ensureUpstream(ctx context.Context) error {
 		srv.Release()
 		return err
 	}
-	c.up, c.srv, c.upIn = up, srv, &deadlineReader{c: up}
+	c.up, c.srv, c.upIn, c.answered = up, srv, &deadlineReader{c: up}, 0
 	c.upr = bufio.NewReader(c.upIn)
 	return nil
+}
+
+// keptUsable reports whether the kept upstream connection can take a
+// request: the server has neither closed it nor sent anything unasked.
+func (c *conn) keptUsable() bool {
+	return c.upr.Buffered() == 0 && httpcore.Reusable(c.up)
 }
 
 // closeUpstream closes the current upstream, if any.

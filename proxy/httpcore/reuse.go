@@ -64,7 +64,7 @@ func (p *UpstreamPool) Get(key string) *net.TCPConn {
 		if c == nil {
 			return nil
 		}
-		if reusable(c) {
+		if Reusable(c) {
 			return c
 		}
 		c.Close()
@@ -204,10 +204,10 @@ func (p *UpstreamPool) Close() {
 	}
 }
 
-// reusable reports whether an idle connection can carry a request: nothing
+// Reusable reports whether an idle connection can carry a request: nothing
 // to read on it, checked without blocking. A server that closed it left an
 // EOF (or a reset) there; bytes would be a response nobody asked for.
-func reusable(c *net.TCPConn) bool {
+func Reusable(c *net.TCPConn) bool {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return false

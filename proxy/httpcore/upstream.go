@@ -94,7 +94,7 @@ func (c *Conn) keptUsable() bool {
 		return true
 	}
 	fresh := time.Since(c.up.idleSince) < recheckAfter && (c.cur == nil || Retryable(c.cur))
-	if fresh || reusable(c.up.conn) {
+	if fresh || Reusable(c.up.conn) {
 		return true
 	}
 	c.up.idle = false // closed, not pooled
