@@ -135,10 +135,17 @@ func printEngineChoice(cfg *config.Config) {
 			names[i] = e.Name()
 		}
 		why := "the first engine available here for " + l.Engine
-		if l.Engine != "auto" && l.Engine != "" && names[0] != l.Engine {
+		switch {
+		case l.Engine != "auto" && l.Engine != "" && names[0] != l.Engine:
 			why = l.Engine + " is unavailable: " + set.Reason(l.Engine)
+		case names[0] == l.Engine:
+			why = "as configured"
 		}
-		fmt.Printf("  listener %s: engine %s (%s; falls back to %s)\n", l.Name, names[0], why, strings.Join(names[1:], ", "))
+		fallback := "no fallback: it always runs"
+		if len(names) > 1 {
+			fallback = "falls back to " + strings.Join(names[1:], ", ")
+		}
+		fmt.Printf("  listener %s: engine %s (%s; %s)\n", l.Name, names[0], why, fallback)
 	}
 }
 

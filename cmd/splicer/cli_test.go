@@ -233,6 +233,20 @@ func TestCheckSeveralFiles(t *testing.T) {
 	}
 }
 
+// TestCheckNamesEachListenersEngine: check says which engine a listener
+// starts with and what it falls back to; copy, the last, has none to name.
+func TestCheckNamesEachListenersEngine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "engines.yaml")
+	if err := os.WriteFile(path, []byte("listeners:\n  - {name: c, listen: '127.0.0.1:1', upstream: ['127.0.0.1:2'], engine: copy}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := splicer(t, "check", path)
+	if want := "listener c: engine copy (as configured; no fallback: it always runs)"; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("check: exit %d, stdout %q, stderr %q; want a line %q", code, stdout, stderr, want)
+	}
+}
+
 // TestCompletion: the scripts name every command, and bash accepts the
 // bash one.
 func TestCompletion(t *testing.T) {
