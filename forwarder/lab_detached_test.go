@@ -8,9 +8,11 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -95,4 +97,38 @@ func TestLabDetachedPairs(t *testing.T) {
 			t.Errorf("no pair closed line for the client %v, with its upstream, reason and engine", c.LocalAddr())
 		}
 	}
+}
+
+// TestLabLeastConnCountsDetachedPairs: a tcp listener on ip with balance
+// least_conn in front of two servers. A pair spliced until it closes
+// outlives its proxy's Serve (the engine follows it), and still counts
+// for its server: the second client goes to the other server, and once
+// both pairs end, the next client goes to the first again.
+func TestLabLeastConnCountsDetachedPairs(t *testing.T) {
+	l := lab.NewT(t, lab.DefaultConfig())
+	first, second := serverConns(t, l, serverAddr(l, 9851)), serverConns(t, l, serverAddr(l, 9852))
+	lc := tcpListener("lc", fwdAddr(l, 7851), serverAddr(l, 9851))
+	lc.Upstream, lc.Balance = config.Servers(serverAddr(l, 9851), serverAddr(l, 9852)), "least_conn"
+	lf := startLabForwarder(t, l, lc)
+	lf.requireEngine(t, ip.Name)
+
+	a := dialClient(t, l, lf.Addr("lc").String())
+	sa := accept(t, first)
+	lf.waitFlow(t, "lc", "the first pair spliced by ip", func(f forwarder.Flow) bool { return f.State == "spliced" && f.Engine == ip.Name })
+	b := dialClient(t, l, lf.Addr("lc").String())
+	var sb *net.TCPConn
+	select {
+	case sb = <-second:
+	case sb = <-first:
+		t.Fatal("the second client went to the first server, which holds a pair spliced by ip")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second client reached no server")
+	}
+	for _, p := range [][2]*net.TCPConn{{a, sa}, {b, sb}} {
+		p[0].Close()
+		p[1].Close()
+	}
+	eventually(t, "both pairs closed", func() bool { fl, err := lf.flows(); return err == nil && len(fl) == 0 }, func() string { fl, _ := lf.flows(); return flowsString(fl) })
+	dialClient(t, l, lf.Addr("lc").String())
+	accept(t, first)
 }

@@ -355,6 +355,9 @@ func (l *listener) finish(s *session, err error) {
 		reason = "panic"
 	}
 	p.CloseConns()
+	for _, f := range s.atEnd {
+		f()
+	}
 	l.f.flows.remove(p)
 	m.Active.WithLabelValues(l.cfg.Name).Dec()
 	m.Closed.WithLabelValues(l.cfg.Name, reason).Inc()

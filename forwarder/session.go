@@ -36,6 +36,8 @@ type session struct {
 	detached bool
 	arrived  atomic.Int32
 	end      engine.Result
+	// atEnd are the proxy's functions to call once the pair has ended.
+	atEnd []func()
 }
 
 // arrive is called once when the proxy has returned from a detached
@@ -46,6 +48,10 @@ func (s *session) arrive() {
 		s.l.finish(s, proxy.EndErr(s.end))
 	}
 }
+
+// AtEnd implements proxy.Session: finish calls f. The proxy's goroutine
+// calls AtEnd, and finish runs after the proxy returned.
+func (s *session) AtEnd(f func()) { s.atEnd = append(s.atEnd, f) }
 
 func (s *session) Pair() *engine.Pair { return s.p }
 func (s *session) Log() *slog.Logger  { return s.log }

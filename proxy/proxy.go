@@ -50,6 +50,10 @@ type Session interface {
 	// requests (an idle keep-alive connection) should end the pair then,
 	// and one in the middle of a request should finish it first.
 	Stopping() <-chan struct{}
+	// AtEnd has f called once the pair has ended, which may be after
+	// Serve returned: an engine that follows a pair on its own (ip's
+	// detached pairs) keeps it alive past its proxy.
+	AtEnd(f func())
 }
 
 // UpstreamAdopter is a Session that can take, as its pair's upstream, a

@@ -17,6 +17,8 @@ type Session struct {
 	P *engine.Pair
 	// DialFunc connects for Dial.
 	DialFunc func(ctx context.Context, addr string) (*net.TCPConn, error)
+	// Ends are the functions AtEnd was given, for the test to call.
+	Ends []func()
 }
 
 var _ proxy.Session = (*Session)(nil)
@@ -25,6 +27,7 @@ func (s *Session) Pair() *engine.Pair        { return s.P }
 func (s *Session) Stopping() <-chan struct{} { return nil }
 func (s *Session) Log() *slog.Logger         { return slog.New(slog.DiscardHandler) }
 func (s *Session) NoSplice(string)           {}
+func (s *Session) AtEnd(f func())            { s.Ends = append(s.Ends, f) }
 
 // Dial connects with DialFunc and makes the connection the pair's upstream.
 func (s *Session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {

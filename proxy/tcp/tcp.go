@@ -33,7 +33,9 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	if err != nil {
 		return err
 	}
-	defer srv.Release()
+	// least_conn counts the pair until it ends, which with ip may be
+	// long after Serve returns.
+	s.AtEnd(srv.Release)
 	opts := engine.Both(p.IdleTimeout)
 	if p.SpliceAfter > 0 {
 		ctl := opts
@@ -55,8 +57,8 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 }
 
 // dial connects to the upstream the pool picks (Upstreams.Dial) and sends
-// the PROXY protocol header, if any. It returns the server, to Release
-// once the pair ends.
+// the PROXY protocol header, if any. It returns the server, which holds
+// the connection (Server.Release) until the pair ends.
 func (p *Proxy) dial(ctx context.Context, s proxy.Session) (*proxy.Server, error) {
 	up, srv, err := p.Upstreams.Dial(ctx, s)
 	if err != nil {
