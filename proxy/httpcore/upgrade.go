@@ -81,5 +81,11 @@ func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
 	if err != nil {
 		return err
 	}
+	if r.End == engine.EndDetached && c.up.release != nil {
+		// The engine follows the pair past Serve (ip): the connection
+		// counts for its server's least_conn until the pair ends.
+		c.S.AtEnd(c.up.release)
+		c.up.release = nil
+	}
 	return proxy.EndErr(r)
 }
