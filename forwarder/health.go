@@ -19,7 +19,7 @@ var (
 		"1 while an operator has the back-end server drained (POST /upstreams/drain): it gets no new connections or requests, else 0, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
 	failuresDesc = prometheus.NewDesc("splicer_upstream_failures_total",
-		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse and filter requests it did not answer), by listener, pool and server, since the listener was set up (a reload that changes it starts afresh).",
+		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse and filter requests it did not answer), by listener, pool and server, since the process started (a reload carries the count on).",
 		[]string{"listener", "pool", "server"}, nil)
 )
 
@@ -107,6 +107,26 @@ func (f *Forwarder) DrainUpstream(listener, pool, server string, on bool) []Upst
 		}
 	}
 	return out
+}
+
+// inheritUpstreams carries the servers' drained state and failures from
+// a listener's old proxy to the one a reload replaces it with, pool by
+// pool of the same name (Pool.Inherit).
+func inheritUpstreams(from, to proxy.Proxy) {
+	fp, ok := from.(proxy.PoolOwner)
+	tp, ok2 := to.(proxy.PoolOwner)
+	if !ok || !ok2 {
+		return
+	}
+	old := map[string]*proxy.Pool{}
+	for _, pl := range fp.Pools() {
+		old[pl.Name] = pl
+	}
+	for _, pl := range tp.Pools() {
+		if o := old[pl.Name]; o != nil {
+			pl.Inherit(o)
+		}
+	}
 }
 
 // gauge is 1 for true, 0 for false.

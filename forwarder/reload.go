@@ -89,6 +89,9 @@ func (f *Forwarder) planReload(cfg *config.Config) (*reloadPlan, error) {
 			p.abandon()
 			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
 		}
+		if old := byName[lc.Name]; old != nil {
+			inheritUpstreams(old.proxy, nl.proxy)
+		}
 		p.fresh = append(p.fresh, nl)
 		p.next = append(p.next, nl)
 	}

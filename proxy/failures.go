@@ -59,6 +59,16 @@ func (f *Failures) Failed(p config.FailPolicy, now time.Time) bool {
 	return true
 }
 
+// inherit copies old's state into f, which no one uses yet.
+func (f *Failures) inherit(old *Failures) {
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	f.fails.Store(old.fails.Load())
+	f.first = old.first
+	f.until.Store(old.until.Load())
+	f.total.Store(old.total.Load())
+}
+
 // Succeeded records a connect that worked (an answered request, for
 // http-reverse): earlier failures no longer count, and a server skipped
 // no longer is.

@@ -127,8 +127,8 @@ func (p *Pool) Close() error {
 // addr, as HAProxy's "set server state drain" and "ready" do: the
 // connections and requests a drained server has carry on, and it gets no
 // new ones. A drained server's health checks go on. It reports how many
-// servers it found. The state lasts as long as the pool: a reload that
-// changes the listener builds it afresh (weight: 0 drains for good).
+// servers it found. A reload carries the state to the listener's new
+// pool (Inherit); a restart does not (weight: 0 drains for good).
 func (p *Pool) Drain(addr string, on bool) int {
 	n := 0
 	for _, s := range p.Servers {
@@ -138,6 +138,24 @@ func (p *Pool) Drain(addr string, on bool) int {
 		}
 	}
 	return n
+}
+
+// Inherit takes over, for each of the pool's servers that old has at the
+// same address, what an operator and the traffic taught old: whether it
+// is drained, and its failures (a skip under way, the count). A reload
+// that changes a listener builds its pools afresh; without this it would
+// send clients again to a server drained for maintenance, or skipped as
+// dead. Health is not carried: the new pool's checks begin at once.
+func (p *Pool) Inherit(old *Pool) {
+	for _, s := range p.Servers {
+		for _, o := range old.Servers {
+			if o.Addr == s.Addr {
+				s.drained.Store(o.drained.Load())
+				s.fails.inherit(&o.fails)
+				break
+			}
+		}
+	}
 }
 
 // Failed records that s did not connect or did not answer, logging when

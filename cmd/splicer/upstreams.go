@@ -37,8 +37,8 @@ whether it is drained.
 
 --drain takes a server out of rotation without a reload, as HAProxy's
 "set server state drain": its connections and requests in flight carry on,
-new ones go to the others. --ready puts it back. The state lasts until a
-reload changes the listener (weight: 0 in the file drains for good).
+new ones go to the others. --ready puts it back. The state outlives a
+reload, not a restart or an upgrade (weight: 0 in the file drains for good).
 
 Options:
 `)

@@ -390,3 +390,68 @@ listeners:
 		}
 	})
 }
+
+// TestReloadKeepsWhatServersTaught: a reload that changes an http-reverse
+// listener builds its pool afresh, yet a server skipped as dead stays
+// skipped (its failure counted once) and one an operator drained stays
+// drained: the 6 GETs after the reload all reach the one server left, and
+// the dead one sees no connect.
+func TestReloadKeepsWhatServersTaught(t *testing.T) {
+	var served [2]atomic.Int64
+	var live [2]string
+	for i := range live {
+		live[i] = httpBackend(t, func(w http.ResponseWriter, r *http.Request) { served[i].Add(1) })
+	}
+	dead := fwdtest.FreeAddr(t)
+	listener := func(idle string) config.Listener {
+		cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - name: rev
+    listen: '127.0.0.1:0'
+    proxy: http-reverse
+    idle_timeout: %s
+    pools: [{name: p, servers: ['%s', '%s', '%s'], max_fails: 1, fail_timeout: 1h}]
+    routes: [{pool: p}]
+    upstream_pool: {max_idle_per_server: 0}
+`, idle, live[0], dead, live[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Listeners[0]
+	}
+	f := fwdtest.Start(t, listener("1h"))
+	for range 3 {
+		getStatus(t, f.Addr("rev").String())
+	}
+	if got := skipped(f, "rev", "p", dead); got != 1 {
+		t.Fatalf("the dead server not skipped after 3 GETs: %v", got)
+	}
+	if got := f.DrainUpstream("rev", "p", live[1], true); len(got) != 1 {
+		t.Fatalf("DrainUpstream found %d servers, want 1", len(got))
+	}
+
+	cfg := config.Default()
+	cfg.Listeners = []config.Listener{listener("2h")}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	before := connects(t, f, "rev")
+	served[0].Store(0)
+	served[1].Store(0)
+	for i := range 6 {
+		if code := getStatus(t, f.Addr("rev").String()); code != http.StatusOK {
+			t.Fatalf("GET %d after the reload: %d", i+1, code)
+		}
+	}
+	if a, b, c := served[0].Load(), served[1].Load(), connects(t, f, "rev")-before; a != 6 || b != 0 || c != 6 {
+		t.Errorf("after the reload, 6 GETs: the live server served %d, the drained one %d, %d connects; want 6, 0, 6", a, b, c)
+	}
+	for _, u := range f.Upstreams() {
+		if u.Server == dead && (!u.Skipped || u.Failures != 1) || u.Server == live[1] && !u.Drained {
+			t.Errorf("after the reload: %+v", u)
+		}
+	}
+}
