@@ -19,7 +19,9 @@ import (
 type Server struct {
 	Addr string
 	// Weight is the server's share of the pool's picks; 0 takes none.
-	Weight  int
+	Weight int
+	// Backup servers are picked only when no other can be.
+	Backup  bool
 	healthy atomic.Bool
 	drained atomic.Bool  // by an operator (Pool.Drain): no new picks
 	active  atomic.Int64 // upstream connections held to it (least_conn)
@@ -52,14 +54,23 @@ type Pool struct {
 	// Fail says when a server that does not connect or answer is skipped.
 	Fail config.FailPolicy
 
-	next atomic.Uint64
-	// turns is round_robin's order: each server as often as its
-	// weight, spread out (smoothTurns).
-	turns []*Server
+	// tiers are the servers Pick looks at in turn: the primary ones,
+	// then the backups if there are any.
+	tiers []tier
 	ring  []ringPoint // consistent_hash only, sorted by hash
 	// stop ends the health checks; checks waits for them.
 	stop   context.CancelFunc
 	checks sync.WaitGroup
+}
+
+// tier is the servers Pick looks at together: the primary ones, or the
+// backups.
+type tier struct {
+	backup bool
+	// turns is round_robin's order: each server as often as its
+	// weight, spread out (smoothTurns).
+	turns []*Server
+	next  atomic.Uint64
 }
 
 // ringPoint is one of a server's virtual nodes on the hash ring.
@@ -81,11 +92,16 @@ func NewPool(pc config.Pool) *Pool {
 		p.Balance = "round_robin"
 	}
 	for _, ps := range pc.Servers {
-		s := &Server{Addr: ps.Address, Weight: ps.Weight}
+		s := &Server{Addr: ps.Address, Weight: ps.Weight, Backup: ps.Backup}
 		s.healthy.Store(true)
 		p.Servers = append(p.Servers, s)
 	}
-	p.turns = smoothTurns(p.Servers)
+	for _, backup := range []bool{false, true} {
+		servers := slices.DeleteFunc(slices.Clone(p.Servers), func(s *Server) bool { return s.Backup != backup })
+		if len(servers) > 0 || !backup {
+			p.tiers = append(p.tiers, tier{backup: backup, turns: smoothTurns(servers)})
+		}
+	}
 	if p.Balance == "consistent_hash" {
 		for _, s := range p.Servers {
 			for i := range vnodes * s.Weight {
@@ -177,7 +193,7 @@ func (p *Pool) Health() []ServerHealth {
 	now := time.Now()
 	out := make([]ServerHealth, len(p.Servers))
 	for i, s := range p.Servers {
-		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total(), Drained: s.Drained()}
+		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total(), Drained: s.Drained(), Backup: s.Backup}
 	}
 	return out
 }
@@ -185,9 +201,10 @@ func (p *Pool) Health() []ServerHealth {
 // Pick returns the server for the next request or connection, or nil when
 // every server is unhealthy, drained or in skip. key is what
 // consistent_hash hashes (the client's IP address); skip holds servers
-// that already failed for this request. Servers skipped for failures
-// (Fail) are picked only when every other usable one is too: a pool is
-// never emptied by them.
+// that already failed for this request. Backup servers are picked only
+// when no other server can be, and servers skipped for failures (Fail)
+// only when no other usable one, backup or not, is left: a pool is never
+// emptied by them.
 func (p *Pool) Pick(key string, skip map[*Server]bool) *Server {
 	var now time.Time
 	connects := func(s *Server) bool {
@@ -199,42 +216,48 @@ func (p *Pool) Pick(key string, skip map[*Server]bool) *Server {
 		}
 		return !s.fails.Down(now)
 	}
+	open := func(s *Server) bool { return s.takes() && !skip[s] }
 	retry := len(skip) > 0
-	if s := p.pick(key, retry, func(s *Server) bool { return s.takes() && !skip[s] && connects(s) }); s != nil {
-		return s
+	for _, usable := range [...]func(*Server) bool{func(s *Server) bool { return open(s) && connects(s) }, open} {
+		for t := range p.tiers {
+			if s := p.pick(key, &p.tiers[t], retry, usable); s != nil {
+				return s
+			}
+		}
+		retry = true
 	}
-	return p.pick(key, true, func(s *Server) bool { return s.takes() && !skip[s] })
+	return nil
 }
 
-// pick is Pick's balancing among the servers usable says; retry is a
-// second look for the same request.
-func (p *Pool) pick(key string, retry bool, usable func(*Server) bool) *Server {
+// pick is Pick's balancing among the servers of tier t usable says; retry
+// is a second look for the same request.
+func (p *Pool) pick(key string, t *tier, retry bool, usable func(*Server) bool) *Server {
 	switch p.Balance {
 	case "least_conn":
-		return p.leastConn(usable)
+		return p.leastConn(func(s *Server) bool { return s.Backup == t.backup && usable(s) })
 	case "consistent_hash":
-		return p.consistentHash(key, usable)
+		return p.consistentHash(key, func(s *Server) bool { return s.Backup == t.backup && usable(s) })
 	}
-	return p.roundRobin(retry, usable)
+	return t.roundRobin(retry, usable)
 }
 
-// roundRobin takes the next usable server in turn. A retry for the same
-// request does not take a turn: it walks on from where the request's
+// roundRobin takes the tier's next usable server in turn. A retry for the
+// same request does not take a turn: it walks on from where the request's
 // first look began, past the servers that failed. (Taking a turn would
 // have every request meet a dead server of two first.)
-func (p *Pool) roundRobin(retry bool, usable func(*Server) bool) *Server {
-	n := uint64(len(p.turns))
+func (t *tier) roundRobin(retry bool, usable func(*Server) bool) *Server {
+	n := uint64(len(t.turns))
 	if n == 0 {
 		return nil
 	}
 	var start uint64
 	if retry {
-		start = p.next.Load() - 1
+		start = t.next.Load() - 1
 	} else {
-		start = p.next.Add(1) - 1
+		start = t.next.Add(1) - 1
 	}
 	for i := range n {
-		if s := p.turns[(start+i)%n]; usable(s) {
+		if s := t.turns[(start+i)%n]; usable(s) {
 			return s
 		}
 	}

@@ -5,6 +5,7 @@ package proxy
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/splicer/splicer/internal/config"
 )
@@ -159,5 +160,70 @@ func TestDrainedServersAreNotPicked(t *testing.T) {
 				t.Errorf("Health says a drained %v, b drained %v; want false, true", h[0].Drained, h[1].Drained)
 			}
 		})
+	}
+}
+
+// TestBackupsStandInForTheOthers: under every balance, backups get no
+// pick while a primary server can take it; once none can (unhealthy,
+// drained, skipped for failures), the backups share the picks, round
+// robin taking them in turn; a primary back in health takes over again.
+func TestBackupsStandInForTheOthers(t *testing.T) {
+	for _, balance := range []string{"round_robin", "least_conn", "consistent_hash"} {
+		t.Run(balance, func(t *testing.T) {
+			p := NewPool(config.Pool{Name: "p", Balance: balance, Servers: []config.PoolServer{
+				{Address: "a:1", Weight: 1}, {Address: "b:1", Weight: 1},
+				{Address: "x:1", Weight: 1, Backup: true}, {Address: "y:1", Weight: 1, Backup: true},
+			}})
+			picks := func() map[string]int {
+				got := map[string]int{}
+				for i := range 40 {
+					s := p.Pick(fmt.Sprintf("10.0.%d.1", i), nil)
+					if s == nil {
+						t.Fatal("no pick")
+					}
+					got[s.Addr[:1]]++
+					if balance == "least_conn" {
+						s.Hold() // so that least_conn spreads them
+					}
+				}
+				for _, s := range p.Servers {
+					s.active.Store(0)
+				}
+				return got
+			}
+			if got := picks(); got["x"]+got["y"] != 0 {
+				t.Errorf("with both primaries up: %v, want no backup", got)
+			}
+			p.Servers[0].healthy.Store(false)
+			p.Drain("b:1", true)
+			got := picks()
+			if got["a"]+got["b"] != 0 || got["x"]+got["y"] != 40 {
+				t.Errorf("with a unhealthy and b drained: %v, want the backups only", got)
+			}
+			if balance != "consistent_hash" && (got["x"] != 20 || got["y"] != 20) {
+				t.Errorf("the backups shared 40 picks %d and %d, want 20 each", got["x"], got["y"])
+			}
+			p.Drain("b:1", false)
+			p.Servers[1].fails.Failed(config.FailPolicy{MaxFails: 1, Timeout: time.Hour}, time.Now())
+			if got := picks(); got["x"]+got["y"] != 40 {
+				t.Errorf("with a unhealthy and b skipped for failures: %v, want the backups only", got)
+			}
+			p.Servers[1].fails.Succeeded()
+			if got := picks(); got["b"] != 40 {
+				t.Errorf("with b back: %v, want b alone", got)
+			}
+		})
+	}
+}
+
+// TestSkippedPrimariesComeBeforeNoServer: when every server is skipped
+// for failures, backups included, a primary is picked all the same.
+func TestSkippedPrimariesComeBeforeNoServer(t *testing.T) {
+	p := NewPool(config.Pool{Name: "p", Servers: []config.PoolServer{{Address: "a:1", Weight: 1}, {Address: "x:1", Weight: 1, Backup: true}}})
+	for _, s := range p.Servers {
+		s.fails.Failed(config.FailPolicy{MaxFails: 1, Timeout: time.Hour}, time.Now())
+	}
+	if s := p.Pick("", nil); s == nil || s.Addr != "a:1" {
+		t.Errorf("every server skipped: picked %v, want the primary a", s)
 	}
 }

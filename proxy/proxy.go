@@ -210,6 +210,7 @@ type ServerHealth struct {
 	Skipped  bool   `json:"skipped"`
 	Failures uint64 `json:"failures"`
 	Drained  bool   `json:"drained"`
+	Backup   bool   `json:"backup"`
 }
 
 // PoolOwner is a proxy that picks among back-end servers (http-reverse's

@@ -391,6 +391,11 @@ func TestParseErrors(t *testing.T) {
 			{3, "listeners[1].upstream[0].weight", "expected 0 (the server takes nothing) to 256, got -1"},
 			{4, "listeners[2].balance", "balance is not used by proxy http-forward"},
 		}},
+		{"only backups", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', backup: true}]}",
+			"  - {name: b, listen: ':2', upstream: ['h:1', {address: 'h:2', backup: true}]}",
+		), []wantErr{{2, "listeners[0].upstream", "every server is a backup"}}},
 		{"negative max_fails in a pool", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2'], max_fails: -1}]}",

@@ -3,6 +3,8 @@
 package config
 
 import (
+	"slices"
+
 	"github.com/splicer/splicer/internal/acl"
 
 	"strings"
@@ -152,6 +154,10 @@ type PoolServer struct {
 	// least_conn, three times the clients under consistent_hash; 0 takes
 	// none (a server being drained). Default 1, at most MaxWeight.
 	Weight int `yaml:"weight"`
+	// Backup servers are picked only when no other server can be: each
+	// other one failed its health check, is drained, or is skipped for
+	// failures (nginx's and HAProxy's backup).
+	Backup bool `yaml:"backup,omitempty"`
 }
 
 // DefaultWeight and MaxWeight bound a pool server's weight.
@@ -165,7 +171,7 @@ func (s *PoolServer) fromScalar(a string) { s.Address = a }
 
 // MarshalYAML writes a server of weight 1 as its address alone.
 func (s PoolServer) MarshalYAML() (any, error) {
-	if s.Weight == DefaultWeight {
+	if s.Weight == DefaultWeight && !s.Backup {
 		return s.Address, nil
 	}
 	type plain PoolServer
@@ -383,6 +389,9 @@ func (v *validator) poolServers(p string, servers []PoolServer) {
 	}
 	if len(servers) > 0 && total == 0 {
 		v.errorf(p, "every server has weight 0: none would ever be used")
+	}
+	if len(servers) > 0 && !slices.ContainsFunc(servers, func(s PoolServer) bool { return !s.Backup }) {
+		v.errorf(p, "every server is a backup: a backup stands in for the others, so at least one must not be")
 	}
 }
 

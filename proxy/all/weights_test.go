@@ -189,3 +189,26 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestBackupServerStandsIn: a tcp listener whose list has a primary server
+// and a backup sends every connection to the primary; with the primary
+// drained, to the backup; with it ready again, to the primary.
+func TestBackupServerStandsIn(t *testing.T) {
+	addrs := namedServers(t, 2)
+	f := fwdtest.Start(t, upstreamList(t, "tcp", "", fmt.Sprintf("['%s', {address: '%s', backup: true}]", addrs[0], addrs[1])))
+	expect := func(want string) {
+		t.Helper()
+		for i := range 4 {
+			c, got := serverOf(t, f.Addr("l").String())
+			c.Close()
+			if got != want {
+				t.Fatalf("connection %d went to %s, want %s", i+1, got, want)
+			}
+		}
+	}
+	expect("a")
+	f.DrainUpstream("l", "", addrs[0], true)
+	expect("b")
+	f.DrainUpstream("l", "", addrs[0], false)
+	expect("a")
+}
