@@ -139,8 +139,8 @@ func gauge(b bool) float64 {
 
 // once merges the entries of a server a pool or list names twice (for
 // twice the share): a series exported twice would fail the whole scrape.
-// The server is healthy if every entry is, skipped if any is, and its
-// failures are theirs summed.
+// The server is healthy if every entry is, skipped or drained if any is,
+// a backup if every entry is, and its failures are theirs summed.
 func once(hs []proxy.ServerHealth) []proxy.ServerHealth {
 	type key struct{ pool, server string }
 	at := make(map[key]int, len(hs))
@@ -156,6 +156,7 @@ func once(hs []proxy.ServerHealth) []proxy.ServerHealth {
 		out[i].Healthy = out[i].Healthy && h.Healthy
 		out[i].Skipped = out[i].Skipped || h.Skipped
 		out[i].Drained = out[i].Drained || h.Drained
+		out[i].Backup = out[i].Backup && h.Backup
 		out[i].Failures += h.Failures
 	}
 	return out
