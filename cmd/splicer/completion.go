@@ -23,7 +23,7 @@ _splicer() {
 	run) COMPREPLY=($(compgen -W "--config --pid-file" -- "$cur")) ;;
 	check) COMPREPLY=($(compgen -f -W "--config" -- "$cur")) ;;
 	reload|upgrade) COMPREPLY=($(compgen -W "--admin --config --pid-file" -- "$cur")) ;;
-	upstreams) COMPREPLY=($(compgen -W "--admin --config --token --json" -- "$cur")) ;;
+	upstreams) COMPREPLY=($(compgen -W "--admin --config --token --json --drain --ready --listener --pool" -- "$cur")) ;;
 	completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "%s" -- "$cur")) ;;
 	esac
@@ -44,7 +44,7 @@ _splicer() {
 	run) _arguments '--config[configuration file]:file:_files' '--pid-file[pid file]:file:_files' ;;
 	check) _files ;;
 	reload|upgrade) _arguments '--admin[admin address]:address:' '--config[configuration file]:file:_files' '--pid-file[pid file]:file:_files' ;;
-	upstreams) _arguments '--admin[admin address]:address:' '--config[configuration file]:file:_files' '--token[admin token]:token:' '--json[print the JSON]' ;;
+	upstreams) _arguments '--admin[admin address]:address:' '--config[configuration file]:file:_files' '--token[admin token]:token:' '--json[print the JSON]' '--drain[drain a server]:address:' '--ready[make a drained server ready]:address:' '--listener[only in this listener]:name:' '--pool[only in this pool]:name:' ;;
 	completion) _values 'shell' bash zsh ;;
 	esac
 }

@@ -25,7 +25,7 @@ Usage:
   splicer check FILE...          validate configurations, report every error with its line
   splicer reload --admin ADDR    re-read a running daemon's configuration (or --config, --pid-file)
   splicer upgrade --admin ADDR   replace a running daemon's binary without refusing a connection
-  splicer upstreams --admin ADDR the back-end servers: health check, skipped for failures, failures
+  splicer upstreams --admin ADDR the back-end servers and their state; --drain or --ready one
   splicer hash-password          hash a socks5 user's password (read from stdin) for the configuration
   splicer completion bash|zsh    print a shell completion script
   splicer version                print the version (also --version)
