@@ -1,4 +1,4 @@
-// The state of every back-end server of the running listeners, read when asked (splicer_upstream_healthy, _skipped, _drained, _failures_total, and GET /upstreams), and draining one at run time.
+// The state of every back-end server of the running listeners, read when asked (splicer_upstream_healthy, _skipped, _drained, _active, _failures_total, and GET /upstreams), and draining one at run time.
 
 package forwarder
 
@@ -18,6 +18,9 @@ var (
 	drainedDesc = prometheus.NewDesc("splicer_upstream_drained",
 		"1 while an operator has the back-end server drained (POST /upstreams/drain): it gets no new connections or requests, else 0, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
+	activeDesc = prometheus.NewDesc("splicer_upstream_active",
+		"Connections the back-end server carries now (tcp, filter: client connections; http-reverse: upstream connections in use), which max_conns bounds, by listener, pool and server.",
+		[]string{"listener", "pool", "server"}, nil)
 	failuresDesc = prometheus.NewDesc("splicer_upstream_failures_total",
 		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse and filter requests it did not answer), by listener, pool and server, since the process started (a reload carries the count on).",
 		[]string{"listener", "pool", "server"}, nil)
@@ -30,6 +33,7 @@ func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- healthDesc
 	ch <- skippedDesc
 	ch <- drainedDesc
+	ch <- activeDesc
 	ch <- failuresDesc
 }
 
@@ -38,6 +42,7 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, gauge(u.Healthy), u.Listener, u.Pool, u.Server)
 		ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.GaugeValue, gauge(u.Skipped), u.Listener, u.Pool, u.Server)
 		ch <- prometheus.MustNewConstMetric(drainedDesc, prometheus.GaugeValue, gauge(u.Drained), u.Listener, u.Pool, u.Server)
+		ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, float64(u.Active), u.Listener, u.Pool, u.Server)
 		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(u.Failures), u.Listener, u.Pool, u.Server)
 	}
 }
@@ -140,7 +145,8 @@ func gauge(b bool) float64 {
 // once merges the entries of a server a pool or list names twice (for
 // twice the share): a series exported twice would fail the whole scrape.
 // The server is healthy if every entry is, skipped or drained if any is,
-// a backup if every entry is, and its failures are theirs summed.
+// a backup if every entry is, and its failures and connections are
+// theirs summed.
 func once(hs []proxy.ServerHealth) []proxy.ServerHealth {
 	type key struct{ pool, server string }
 	at := make(map[key]int, len(hs))
@@ -158,6 +164,7 @@ func once(hs []proxy.ServerHealth) []proxy.ServerHealth {
 		out[i].Drained = out[i].Drained || h.Drained
 		out[i].Backup = out[i].Backup && h.Backup
 		out[i].Failures += h.Failures
+		out[i].Active += h.Active
 	}
 	return out
 }

@@ -21,11 +21,13 @@ type Server struct {
 	// Weight is the server's share of the pool's picks; 0 takes none.
 	Weight int
 	// Backup servers are picked only when no other can be.
-	Backup  bool
-	healthy atomic.Bool
-	drained atomic.Bool  // by an operator (Pool.Drain): no new picks
-	active  atomic.Int64 // upstream connections held to it (least_conn)
-	fails   Failures
+	Backup bool
+	// MaxConns bounds the connections held to it at once (Hold); 0: none.
+	MaxConns int64
+	healthy  atomic.Bool
+	drained  atomic.Bool  // by an operator (Pool.Drain): no new picks
+	active   atomic.Int64 // upstream connections held to it (least_conn)
+	fails    Failures
 }
 
 // Healthy reports whether the last health check passed (always, without checks).
@@ -34,11 +36,31 @@ func (s *Server) Healthy() bool { return s.healthy.Load() }
 // Drained reports whether an operator drained the server (Pool.Drain).
 func (s *Server) Drained() bool { return s.drained.Load() }
 
-// takes reports whether s may be picked: healthy and not drained.
-func (s *Server) takes() bool { return s.healthy.Load() && !s.drained.Load() }
+// takes reports whether s may be picked: healthy, not drained, not full.
+func (s *Server) takes() bool { return s.healthy.Load() && !s.drained.Load() && !s.full() }
 
-// Hold counts a connection to s for least_conn until Release.
-func (s *Server) Hold() { s.active.Add(1) }
+// full reports whether s carries MaxConns connections.
+func (s *Server) full() bool { return s.MaxConns > 0 && s.active.Load() >= s.MaxConns }
+
+// Hold counts a connection to s (for least_conn and MaxConns) until
+// Release, and reports false, counting nothing, when s is full: Pick
+// passed it over as full, but another client may have taken the last
+// place since.
+func (s *Server) Hold() bool {
+	if s.MaxConns <= 0 {
+		s.active.Add(1)
+		return true
+	}
+	for {
+		n := s.active.Load()
+		if n >= s.MaxConns {
+			return false
+		}
+		if s.active.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
 
 // Release ends the count of a connection Hold counted.
 func (s *Server) Release() { s.active.Add(-1) }
@@ -92,7 +114,7 @@ func NewPool(pc config.Pool) *Pool {
 		p.Balance = "round_robin"
 	}
 	for _, ps := range pc.Servers {
-		s := &Server{Addr: ps.Address, Weight: ps.Weight, Backup: ps.Backup}
+		s := &Server{Addr: ps.Address, Weight: ps.Weight, Backup: ps.Backup, MaxConns: int64(ps.MaxConns)}
 		s.healthy.Store(true)
 		p.Servers = append(p.Servers, s)
 	}
@@ -193,13 +215,13 @@ func (p *Pool) Health() []ServerHealth {
 	now := time.Now()
 	out := make([]ServerHealth, len(p.Servers))
 	for i, s := range p.Servers {
-		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total(), Drained: s.Drained(), Backup: s.Backup}
+		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total(), Drained: s.Drained(), Backup: s.Backup, Active: s.active.Load()}
 	}
 	return out
 }
 
 // Pick returns the server for the next request or connection, or nil when
-// every server is unhealthy, drained or in skip. key is what
+// every server is unhealthy, drained, full or in skip. key is what
 // consistent_hash hashes (the client's IP address); skip holds servers
 // that already failed for this request. Backup servers are picked only
 // when no other server can be, and servers skipped for failures (Fail)

@@ -227,3 +227,33 @@ func TestSkippedPrimariesComeBeforeNoServer(t *testing.T) {
 		t.Errorf("every server skipped: picked %v, want the primary a", s)
 	}
 }
+
+// TestFullServersArePassedOver: a server with max_conns connections held
+// is not picked, Hold refuses it a connection more, and with every server
+// full there is none to pick; a released connection makes room.
+func TestFullServersArePassedOver(t *testing.T) {
+	p := NewPool(config.Pool{Name: "p", Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 2}, {Address: "b:1", Weight: 1, MaxConns: 1}}})
+	a, b := p.Servers[0], p.Servers[1]
+	if !a.Hold() || !a.Hold() {
+		t.Fatal("a refused one of its 2 connections")
+	}
+	if a.Hold() {
+		t.Fatal("a took a third connection over max_conns 2")
+	}
+	for range 4 {
+		if s := p.Pick("", nil); s != b {
+			t.Fatalf("picked %v with a full, want b", s)
+		}
+	}
+	b.Hold()
+	if s := p.Pick("", nil); s != nil {
+		t.Fatalf("picked %s with every server full", s.Addr)
+	}
+	if h := p.Health(); h[0].Active != 2 || h[1].Active != 1 {
+		t.Errorf("Health says active %d and %d, want 2 and 1", h[0].Active, h[1].Active)
+	}
+	a.Release()
+	if s := p.Pick("", nil); s != a {
+		t.Fatalf("picked %v after a released one, want a", s)
+	}
+}

@@ -211,6 +211,8 @@ type ServerHealth struct {
 	Failures uint64 `json:"failures"`
 	Drained  bool   `json:"drained"`
 	Backup   bool   `json:"backup"`
+	// Active is the connections it carries (see config.PoolServer.MaxConns).
+	Active int64 `json:"active"`
 }
 
 // PoolOwner is a proxy that picks among back-end servers (http-reverse's

@@ -9,8 +9,8 @@ import (
 )
 
 // ErrNoHealthyUpstream: every server of the list failed its last health
-// check or is drained (close reason upstream_unreachable).
-var ErrNoHealthyUpstream = errors.Join(ErrUpstreamUnreachable, errors.New("no upstream to pick: each failed its last health check or is drained"))
+// check, is drained or is full (close reason upstream_unreachable).
+var ErrNoHealthyUpstream = errors.Join(ErrUpstreamUnreachable, errors.New("no upstream to pick: each failed its last health check, is drained or is full (max_conns)"))
 
 // UpstreamsError is every failed connect of one Pool.Dial, in the order
 // they were tried.
@@ -27,10 +27,11 @@ func (e *UpstreamsError) Last() error { return e.Errs[len(e.Errs)-1] }
 // keyed by the client's address), trying the next pick when one does not
 // connect, each healthy server once: those not skipped for failures
 // first, so that a list whose every healthy server is skipped is still
-// tried whole. Servers that failed their health check, and drained ones,
-// are not tried (ErrNoHealthyUpstream when no other is left). It returns the connection and
-// its server, whose Release the caller calls once done with it (least_conn
-// counts it until then), or an *UpstreamsError.
+// tried whole. Servers that failed their health check, drained ones and
+// full ones are not tried (ErrNoHealthyUpstream when no other is left).
+// It returns the connection and its server, whose Release the caller
+// calls once done with it (least_conn and max_conns count it until then),
+// or an *UpstreamsError.
 func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, error) {
 	var key string
 	if p.Balance == "consistent_hash" {
@@ -46,7 +47,10 @@ func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, erro
 			}
 			return nil, nil, &UpstreamsError{Errs: errs}
 		}
-		srv.Hold()
+		if !srv.Hold() {
+			tried = with(tried, srv) // full since Pick looked
+			continue
+		}
 		up, err := s.Dial(ctx, srv.Addr)
 		if err == nil {
 			p.Succeeded(srv)
@@ -59,11 +63,18 @@ func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, erro
 			return nil, nil, &UpstreamsError{Errs: errs}
 		}
 		p.Failed(srv, s.Log())
-		if tried == nil {
-			tried = map[*Server]bool{}
-		}
-		tried[srv] = true
+		tried = with(tried, srv)
 	}
+}
+
+// with adds s to the set m, made on first use: a connection whose first
+// pick connects makes none.
+func with(m map[*Server]bool, s *Server) map[*Server]bool {
+	if m == nil {
+		m = map[*Server]bool{}
+	}
+	m[s] = true
+	return m
 }
 
 // clientKey is what consistent_hash hashes for a client connection: its

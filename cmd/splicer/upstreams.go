@@ -33,7 +33,8 @@ Print every back-end server of a running daemon's listeners (http-reverse's
 pools, tcp's and filter's upstream lists as pool "upstream"): whether it
 passed its last health check (yes without checks), whether failures have it
 skipped now (max_fails within fail_timeout), how many failures it had,
-whether it is drained, and whether it is a backup.
+whether it is drained, whether it is a backup, and the connections it
+carries now (which max_conns bounds).
 
 --drain takes a server out of rotation without a reload, as HAProxy's
 "set server state drain": its connections and requests in flight carry on,
@@ -97,9 +98,9 @@ func printUpstreams(w io.Writer, ups []forwarder.UpstreamState) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LISTENER\tPOOL\tSERVER\tHEALTHY\tSKIPPED\tFAILURES\tDRAINED\tBACKUP")
+	fmt.Fprintln(tw, "LISTENER\tPOOL\tSERVER\tHEALTHY\tSKIPPED\tFAILURES\tDRAINED\tBACKUP\tACTIVE")
 	for _, u := range ups {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", u.Listener, u.Pool, u.Server, yesNo(u.Healthy), yesNo(u.Skipped), u.Failures, yesNo(u.Drained), yesNo(u.Backup))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", u.Listener, u.Pool, u.Server, yesNo(u.Healthy), yesNo(u.Skipped), u.Failures, yesNo(u.Drained), yesNo(u.Backup), u.Active)
 	}
 	return tw.Flush()
 }

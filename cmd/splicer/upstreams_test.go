@@ -52,9 +52,9 @@ listeners:
 		t.Fatalf("splicer upstreams: exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		`(?m)^LISTENER +POOL +SERVER +HEALTHY +SKIPPED +FAILURES +DRAINED +BACKUP$`,
-		`(?m)^plug +upstream +` + regexp.QuoteMeta(dead) + ` +yes +yes +1 +no +no$`,
-		`(?m)^plug +upstream +` + regexp.QuoteMeta(live) + ` +yes +no +0 +no +no$`,
+		`(?m)^LISTENER +POOL +SERVER +HEALTHY +SKIPPED +FAILURES +DRAINED +BACKUP +ACTIVE$`,
+		`(?m)^plug +upstream +` + regexp.QuoteMeta(dead) + ` +yes +yes +1 +no +no +0$`,
+		`(?m)^plug +upstream +` + regexp.QuoteMeta(live) + ` +yes +no +0 +no +no +0$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("splicer upstreams printed no line matching %s:\n%s", want, out)
@@ -123,7 +123,7 @@ listeners:
 	dial().Close() // the first server
 	held := dial() // the second, held open across the drain
 
-	drained := regexp.MustCompile(`(?m)^plug +upstream +` + regexp.QuoteMeta(addrs[1]) + ` +yes +no +0 +yes +no$`)
+	drained := regexp.MustCompile(`(?m)^plug +upstream +` + regexp.QuoteMeta(addrs[1]) + ` +yes +no +0 +yes +no +1$`)
 	out, stderr, code := splicer(t, "upstreams", "--admin", adminAddr, "--drain", addrs[1])
 	if code != 0 || !drained.MatchString(out) {
 		t.Fatalf("splicer upstreams --drain: exit %d, want the server's line saying drained: %s%s", code, out, stderr)

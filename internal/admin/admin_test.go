@@ -103,7 +103,7 @@ func TestAdminEndpoints(t *testing.T) {
 	t.Run("upstreams", func(t *testing.T) {
 		var got []map[string]any
 		getJSON(t, base+"/upstreams", &got)
-		want := map[string]any{"listener": "adm", "pool": "upstream", "server": upstream, "healthy": true, "skipped": false, "failures": float64(0), "drained": false, "backup": false}
+		want := map[string]any{"listener": "adm", "pool": "upstream", "server": upstream, "healthy": true, "skipped": false, "failures": float64(0), "drained": false, "backup": false, "active": float64(1)}
 		if len(got) != 1 || fmt.Sprint(got[0]) != fmt.Sprint(want) {
 			t.Errorf("/upstreams = %v, want [%v]", got, want)
 		}

@@ -396,6 +396,10 @@ func TestParseErrors(t *testing.T) {
 			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', backup: true}]}",
 			"  - {name: b, listen: ':2', upstream: ['h:1', {address: 'h:2', backup: true}]}",
 		), []wantErr{{2, "listeners[0].upstream", "every server is a backup"}}},
+		{"negative max_conns", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', max_conns: -1}]}",
+		), []wantErr{{2, "listeners[0].upstream[0].max_conns", "expected 0 (no bound) to 16777216, got -1"}}},
 		{"negative max_fails in a pool", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2'], max_fails: -1}]}",

@@ -158,6 +158,12 @@ type PoolServer struct {
 	// other one failed its health check, is drained, or is skipped for
 	// failures (nginx's and HAProxy's backup).
 	Backup bool `yaml:"backup,omitempty"`
+	// MaxConns bounds the connections the server carries at once (tcp
+	// and filter: client connections; http-reverse: upstream connections
+	// in use, idle kept ones aside), as nginx's max_conns and HAProxy's
+	// maxconn: a full server is passed over, and with every server full
+	// a client is refused (503; tcp closes). 0: no bound.
+	MaxConns int `yaml:"max_conns,omitempty"`
 }
 
 // DefaultWeight and MaxWeight bound a pool server's weight.
@@ -166,12 +172,15 @@ const (
 	MaxWeight     = 256
 )
 
+// maxMaxConns bounds a server's max_conns: more is no bound in practice.
+const maxMaxConns = 1 << 24
+
 func (s *PoolServer) setDefaults()        { s.Weight = DefaultWeight }
 func (s *PoolServer) fromScalar(a string) { s.Address = a }
 
 // MarshalYAML writes a server of weight 1 as its address alone.
 func (s PoolServer) MarshalYAML() (any, error) {
-	if s.Weight == DefaultWeight && !s.Backup {
+	if s.Weight == DefaultWeight && !s.Backup && s.MaxConns == 0 {
 		return s.Address, nil
 	}
 	type plain PoolServer
@@ -380,6 +389,9 @@ func (v *validator) poolServers(p string, servers []PoolServer) {
 			v.errorf(sp, "missing required key \"address\" (host:port)")
 		} else if _, _, err := parseAddr(s.Address, upstreamAddr); err != nil {
 			v.errorf(sp, "%v", err)
+		}
+		if s.MaxConns < 0 || s.MaxConns > maxMaxConns {
+			v.errorf(sp+".max_conns", "expected 0 (no bound) to %d, got %d", maxMaxConns, s.MaxConns)
 		}
 		if s.Weight < 0 || s.Weight > MaxWeight {
 			v.errorf(sp+".weight", "expected 0 (the server takes nothing) to %d, got %d", MaxWeight, s.Weight)

@@ -60,9 +60,9 @@ func TestPoolServersTakeAnAddressOrAWeight(t *testing.T) {
 		"          - {address: '10.0.0.2:80', weight: 3}",
 		"          - {address: '10.0.0.3:80', weight: 0}",
 		"          - {address: '10.0.0.4:80'}",
-		"          - {address: '10.0.0.5:80', backup: true}",
+		"          - {address: '10.0.0.5:80', backup: true, max_conns: 100}",
 	))
-	want := []PoolServer{{"10.0.0.1:80", 1, false}, {"10.0.0.2:80", 3, false}, {"10.0.0.3:80", 0, false}, {"10.0.0.4:80", 1, false}, {"10.0.0.5:80", 1, true}}
+	want := []PoolServer{{"10.0.0.1:80", 1, false, 0}, {"10.0.0.2:80", 3, false, 0}, {"10.0.0.3:80", 0, false, 0}, {"10.0.0.4:80", 1, false, 0}, {"10.0.0.5:80", 1, true, 100}}
 	if got := cfg.Listeners[0].Pools[0].Servers; !slices.Equal(got, want) {
 		t.Errorf("servers %+v, want %+v", got, want)
 	}

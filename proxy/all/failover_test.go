@@ -260,7 +260,7 @@ func onlyListener(tb testing.TB, name, fail string, servers ...string) (*forward
 // http-reverse does: of 10 GETs (a connection each) through it and a live
 // server, with max_fails 1 the first alone meets it (502, the filter
 // sends no request twice), with max_fails 0 every other one. A client's
-// short body (its fault) counts against neither server.
+// short body (its fault) does not count against the live server.
 func TestFilterSkipsServersThatDoNotAnswer(t *testing.T) {
 	live := bodyReadingOrigin(t)
 	var met atomic.Int64
@@ -275,6 +275,9 @@ func TestFilterSkipsServersThatDoNotAnswer(t *testing.T) {
 		want int64 // requests the broken server meets
 	}{{"max_fails: 1, fail_timeout: 1h", 1}, {"max_fails: 0", requests / 2}} {
 		t.Run(tc.fail, func(t *testing.T) {
+			// The short bodies go through a forwarder of their own: one
+			// of them meets the broken server, which may close before
+			// the filter sees the body end, and so count against it.
 			f, addr := onlyListener(t, "filter", tc.fail, broken, live)
 			for range 2 {
 				resp := exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort")
@@ -285,6 +288,7 @@ func TestFilterSkipsServersThatDoNotAnswer(t *testing.T) {
 			if got := skipped(f, "filter", "upstream", live); got != 0 {
 				t.Fatalf("the live server skipped after a client's short body: %v", got)
 			}
+			_, addr = onlyListener(t, "filter", tc.fail, broken, live)
 			met.Store(0)
 			ok := 0
 			for range requests {

@@ -212,3 +212,63 @@ func TestBackupServerStandsIn(t *testing.T) {
 	f.DrainUpstream("l", "", addrs[0], false)
 	expect("a")
 }
+
+// TestMaxConnsBoundsAServer: a tcp listener's two servers take one
+// connection each (max_conns: 1): two clients held open reach a and b,
+// a third is closed without reaching either (upstream_unreachable); once
+// one client leaves, the next reaches its server. Through http-reverse, a
+// request that finds its one server carrying max_conns requests gets 503.
+func TestMaxConnsBoundsAServer(t *testing.T) {
+	t.Run("tcp", func(t *testing.T) {
+		addrs := namedServers(t, 2)
+		f := fwdtest.Start(t, upstreamList(t, "tcp", "", fmt.Sprintf("[{address: '%s', max_conns: 1}, {address: '%s', max_conns: 1}]", addrs[0], addrs[1])))
+		addr := f.Addr("l").String()
+		first, a := serverOf(t, addr)
+		_, b := serverOf(t, addr)
+		if a+b != "ab" {
+			t.Fatalf("two clients reached %s and %s, want a and b", a, b)
+		}
+		c := dialFor(t, addr, 10*time.Second)
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+			t.Fatalf("a third client with both servers full read %d bytes, %v; want the connection closed", n, err)
+		}
+		waitFor(t, "the refused pair counted", func() bool {
+			return fwdtest.Metric(f, "splicer_connections_closed_total", "listener", "l", "reason", "upstream_unreachable") == 1
+		})
+		first.Close()
+		waitFor(t, "the first pair to end", func() bool { return f.Flows().Len() == 1 })
+		if _, got := serverOf(t, addr); got != "a" {
+			t.Errorf("after a's client left, the next went to %s, want a", got)
+		}
+	})
+	t.Run("http-reverse", func(t *testing.T) {
+		release := make(chan struct{})
+		up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-release
+			}
+		})
+		cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: [{address: '%s', max_conns: 1}]}]}
+`, up)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fwdtest.Start(t, cfg.Listeners...)
+		t.Cleanup(func() { close(release) }) // before the forwarder's shutdown waits for the slow pair
+		slow := dialFor(t, f.Addr("rev").String(), 10*time.Second)
+		fmt.Fprint(slow, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+		waitFor(t, "the slow request to hold the server", func() bool {
+			for _, u := range f.Upstreams() {
+				if u.Active == 1 {
+					return true
+				}
+			}
+			return false
+		})
+		if code := getStatus(t, f.Addr("rev").String()); code != http.StatusServiceUnavailable {
+			t.Errorf("a request with the one server full: %d, want 503", code)
+		}
+	})
+}

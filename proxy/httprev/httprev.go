@@ -243,12 +243,15 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 			if lastErr != nil {
 				return nil, httpcore.UpstreamError(lastErr)
 			}
-			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no server in pool %s to pick: each failed its health check or is drained", pool.Name)
+			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no server in pool %s to pick: each failed its health check, is drained or is full (max_conns)", pool.Name)
 		}
 		if c.Keeps(srv.Addr) {
 			return srv, nil
 		}
-		srv.Hold()
+		if !srv.Hold() {
+			failed[srv] = true // full since Pick looked
+			continue
+		}
 		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv.Release)
 		if err == nil {
 			return srv, nil // answered once the response head comes (handle)
