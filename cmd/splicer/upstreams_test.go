@@ -18,26 +18,34 @@ import (
 	"github.com/splicer/splicer/internal/config"
 )
 
+// plugWithAdmin starts a forwarder with a tcp listener "plug" in front of
+// upstreams, and its admin endpoint; it returns both addresses.
+func plugWithAdmin(tb testing.TB, upstreams ...string) (plug, adminAddr string) {
+	tb.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: plug, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: ['%s']}
+`, strings.Join(upstreams, "', '"))))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := fwdtest.Start(tb, cfg.Listeners...)
+	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { srv.Close() })
+	return f.Addr("plug").String(), srv.Addr().String()
+}
+
 // TestUpstreamsCommand: through a tcp listener in front of a dead and a
 // live server, one connection meets the dead one (max_fails 1); `splicer
 // upstreams --admin` then prints both, the dead one skipped with one
 // failure, and --json the endpoint's JSON.
 func TestUpstreamsCommand(t *testing.T) {
 	live, dead := fwdtest.Echo(t), fwdtest.FreeAddr(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
-listeners:
-  - {name: plug, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: ['%s', '%s']}
-`, dead, live)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fwdtest.Start(t, cfg.Listeners...)
-	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	c, err := net.Dial("tcp", f.Addr("plug").String())
+	plug, adminAddr := plugWithAdmin(t, dead, live)
+	c, err := net.Dial("tcp", plug)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +55,7 @@ listeners:
 	}
 	c.Close()
 
-	out, stderr, code := splicer(t, "upstreams", "--admin", srv.Addr().String())
+	out, stderr, code := splicer(t, "upstreams", "--admin", adminAddr)
 	if code != 0 {
 		t.Fatalf("splicer upstreams: exit %d: %s", code, stderr)
 	}
@@ -60,7 +68,7 @@ listeners:
 			t.Errorf("splicer upstreams printed no line matching %s:\n%s", want, out)
 		}
 	}
-	out, _, code = splicer(t, "upstreams", "--admin", srv.Addr().String(), "--json")
+	out, _, code = splicer(t, "upstreams", "--admin", adminAddr, "--json")
 	if code != 0 || !strings.Contains(out, `"skipped": true`) {
 		t.Errorf("splicer upstreams --json: exit %d:\n%s", code, out)
 	}
@@ -86,20 +94,7 @@ func TestDrainingAServer(t *testing.T) {
 		})
 		addrs[i] = ln.Addr().String()
 	}
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
-listeners:
-  - {name: plug, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: ['%s', '%s']}
-`, addrs[0], addrs[1])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fwdtest.Start(t, cfg.Listeners...)
-	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	adminAddr, plug := srv.Addr().String(), f.Addr("plug").String()
+	plug, adminAddr := plugWithAdmin(t, addrs[0], addrs[1])
 	echo := func(c net.Conn) {
 		t.Helper()
 		c.SetDeadline(time.Now().Add(10 * time.Second))

@@ -178,13 +178,14 @@ func TestEverySkippedServerIsStillTried(t *testing.T) {
 	}
 }
 
-// TestServersThatDoNotAnswerAreSkipped: http-reverse counts a server that
-// takes the connection and closes it without answering as failed, as nginx
-// does: with max_fails 1 only the first of 10 GETs meets it, with
-// max_fails 0 every other one does; each such GET goes on to the live
-// server (it may be sent again), so all 10 are answered 200. A client's
-// own fault (a body shorter than its length: 400) does not count against
-// the server it was going to.
+// TestServersThatDoNotAnswerAreSkipped: http-reverse and the filter count
+// a server that takes the request and closes without answering as failed,
+// as nginx does: of 10 GETs (a connection each) through it and a live
+// server, with max_fails 1 only the first meets it, with max_fails 0 every
+// other one does. Through http-reverse each such GET goes on to the live
+// server (it may be sent again), so all 10 are answered 200; the filter
+// sends no request twice, so those get 502. A client's own fault (a body
+// shorter than its length: 400) does not count against the live server.
 func TestServersThatDoNotAnswerAreSkipped(t *testing.T) {
 	live := bodyReadingOrigin(t)
 	var met atomic.Int64
@@ -194,33 +195,43 @@ func TestServersThatDoNotAnswerAreSkipped(t *testing.T) {
 		}
 	})
 	const requests = 10
-	for _, tc := range []struct {
-		fail string
-		want int64 // requests the broken server meets
-	}{{"max_fails: 1, fail_timeout: 1h", 1}, {"max_fails: 0", requests / 2}} {
-		t.Run(tc.fail, func(t *testing.T) {
-			f, addr := onlyListener(t, "http-reverse", tc.fail, broken, live)
-			// The client's fault first, twice, so that both servers
-			// see one: neither may be skipped for it.
-			for range 2 {
-				resp := exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort")
-				if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusBadGateway {
-					t.Fatalf("a short body: %s, want 400 (or 502 from the broken server)", resp.Status)
+	for _, kind := range []string{"http-reverse", "filter"} {
+		for _, tc := range []struct {
+			fail string
+			want int64 // requests the broken server meets
+		}{{"max_fails: 1, fail_timeout: 1h", 1}, {"max_fails: 0", requests / 2}} {
+			t.Run(kind+"/"+tc.fail, func(t *testing.T) {
+				// The short bodies go through a forwarder of their own:
+				// one of them meets the broken server, which may close
+				// before the proxy sees the body end, and so count
+				// against it.
+				f, addr := onlyListener(t, kind, tc.fail, broken, live)
+				for range 2 {
+					resp := exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort")
+					if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusBadGateway {
+						t.Fatalf("a short body: %s, want 400 (or 502 from the broken server)", resp.Status)
+					}
 				}
-			}
-			if got := skipped(f, "http-reverse", "p", live); got != 0 {
-				t.Fatalf("the live server skipped after a client's short body: %v", got)
-			}
-			met.Store(0)
-			for i := range requests {
-				if got := getStatus(t, addr); got != http.StatusOK {
-					t.Fatalf("GET %d: status %d, want 200 from the live server", i+1, got)
+				if got := skipped(f, kind, poolOf(kind), live); got != 0 {
+					t.Fatalf("the live server skipped after a client's short body: %v", got)
 				}
-			}
-			if got := met.Load(); got != tc.want {
-				t.Errorf("the server that closes without answering met %d of %d GETs, want %d", got, requests, tc.want)
-			}
-		})
+				_, addr = onlyListener(t, kind, tc.fail, broken, live)
+				met.Store(0)
+				ok := 0
+				for range requests {
+					if getStatus(t, addr) == http.StatusOK {
+						ok++
+					}
+				}
+				wantOK := requests
+				if kind == "filter" {
+					wantOK -= int(tc.want)
+				}
+				if got := met.Load(); got != tc.want || ok != wantOK {
+					t.Errorf("the server that closes without answering met %d of %d GETs (%d answered 200), want %d (and %d)", got, requests, ok, tc.want, wantOK)
+				}
+			})
+		}
 	}
 }
 
@@ -253,54 +264,6 @@ func onlyListener(tb testing.TB, name, fail string, servers ...string) (*forward
 	}
 	tb.Fatalf("no %s listener", name)
 	return nil, ""
-}
-
-// TestFilterSkipsServersThatDoNotAnswer: the filter counts a server that
-// takes the request and closes without answering as failed, as
-// http-reverse does: of 10 GETs (a connection each) through it and a live
-// server, with max_fails 1 the first alone meets it (502, the filter
-// sends no request twice), with max_fails 0 every other one. A client's
-// short body (its fault) does not count against the live server.
-func TestFilterSkipsServersThatDoNotAnswer(t *testing.T) {
-	live := bodyReadingOrigin(t)
-	var met atomic.Int64
-	broken := rawBackend(t, func(c net.Conn) {
-		if _, err := readRawHead(c); err == nil {
-			met.Add(1)
-		}
-	})
-	const requests = 10
-	for _, tc := range []struct {
-		fail string
-		want int64 // requests the broken server meets
-	}{{"max_fails: 1, fail_timeout: 1h", 1}, {"max_fails: 0", requests / 2}} {
-		t.Run(tc.fail, func(t *testing.T) {
-			// The short bodies go through a forwarder of their own: one
-			// of them meets the broken server, which may close before
-			// the filter sees the body end, and so count against it.
-			f, addr := onlyListener(t, "filter", tc.fail, broken, live)
-			for range 2 {
-				resp := exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort")
-				if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusBadGateway {
-					t.Fatalf("a short body: %s, want 400 (or 502 from the broken server)", resp.Status)
-				}
-			}
-			if got := skipped(f, "filter", "upstream", live); got != 0 {
-				t.Fatalf("the live server skipped after a client's short body: %v", got)
-			}
-			_, addr = onlyListener(t, "filter", tc.fail, broken, live)
-			met.Store(0)
-			ok := 0
-			for range requests {
-				if getStatus(t, addr) == http.StatusOK {
-					ok++
-				}
-			}
-			if got := met.Load(); got != tc.want || ok != requests-int(tc.want) {
-				t.Errorf("the server that closes without answering met %d of %d GETs (%d answered 200), want %d (and %d)", got, requests, ok, tc.want, requests-int(tc.want))
-			}
-		})
-	}
 }
 
 // TestKeepAliveEndIsNoFailure: a server that closes each connection after
