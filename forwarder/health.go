@@ -50,8 +50,9 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 // UpstreamState is one back-end server of a running listener (an
 // http-reverse pool's, a tcp or filter listener's upstream list, pool
 // "upstream"): whether it passed its last health check (always, without
-// checks), is skipped for failures now, how many it had, and whether it
-// is drained. GET /upstreams lists them.
+// checks), is skipped for failures now, how many failures it had, whether
+// it is drained or a backup, and the connections it carries. GET
+// /upstreams lists them.
 type UpstreamState struct {
 	Listener string `json:"listener"`
 	proxy.ServerHealth

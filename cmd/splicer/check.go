@@ -90,13 +90,24 @@ func printListeners(path string, cfg *config.Config) {
 }
 
 // upstreamList names a listener's upstream servers, with their weights
-// where they differ from 1, and its balance where not round robin.
+// where they differ from 1, backups and max_conns, and its balance where
+// not round robin.
 func upstreamList(l config.Listener) string {
 	names := make([]string, len(l.Upstream))
 	for i, u := range l.Upstream {
-		names[i] = u.Address
+		var notes []string
 		if u.Weight != config.DefaultWeight {
-			names[i] += fmt.Sprintf(" (weight %d)", u.Weight)
+			notes = append(notes, fmt.Sprintf("weight %d", u.Weight))
+		}
+		if u.Backup {
+			notes = append(notes, "backup")
+		}
+		if u.MaxConns > 0 {
+			notes = append(notes, fmt.Sprintf("max_conns %d", u.MaxConns))
+		}
+		names[i] = u.Address
+		if len(notes) > 0 {
+			names[i] += " (" + strings.Join(notes, ", ") + ")"
 		}
 	}
 	list := "[" + strings.Join(names, ", ") + "]"

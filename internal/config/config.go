@@ -212,8 +212,8 @@ type Listener struct {
 	Listen string `yaml:"listen"` // required, IP:port or [IPv6]:port; empty host means all addresses
 	Proxy  string `yaml:"proxy"`  // one of ProxyKinds
 	// Upstream is the list of servers to connect to (tcp, filter; tcp
-	// needs at least one), each "host:port" or {address, weight} as a
-	// pool's servers, taken as Balance says.
+	// needs at least one), each "host:port" or {address, weight, backup,
+	// max_conns} as a pool's servers, taken as Balance says.
 	Upstream []PoolServer `yaml:"upstream"`
 	// Balance picks a server of Upstream for each client connection: one
 	// of Balances, default round_robin (HAProxy's roundrobin, leastconn,

@@ -4,11 +4,10 @@ package config
 
 import (
 	"slices"
-
-	"github.com/splicer/splicer/internal/acl"
-
 	"strings"
 	"time"
+
+	"github.com/splicer/splicer/internal/acl"
 )
 
 func init() {
