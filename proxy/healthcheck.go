@@ -13,11 +13,38 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
 // CheckDialer connects where the forwarder runs (its network namespace in
 // tests).
 type CheckDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// SendingProxyHeader is d sending, on each connection, the PROXY protocol
+// header of version v ("v1", "v2") for a connection of the forwarder's
+// own (proxyproto.Local), as HAProxy's checks do of a server with
+// send-proxy: a back-end that takes the header on every connection would
+// refuse a check without one, and be marked down. Empty v: d itself.
+func (d CheckDialer) SendingProxyHeader(v string) CheckDialer {
+	if v == "" || d == nil {
+		return d
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		hdr, err := proxyproto.Local(v)
+		if err != nil {
+			return nil, err
+		}
+		c, err := d(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Write(hdr); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("write PROXY protocol header: %w", err)
+		}
+		return c, nil
+	}
+}
 
 // CheckHealth checks addr as hc says now and then every interval until ctx
 // ends, storing the outcome in healthy and logging each change; what names

@@ -60,6 +60,6 @@ func upstreams(lc config.Listener, deps Deps) *proxy.Pool {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	u.StartChecks(deps.Dial, log)
+	u.StartChecks(proxy.CheckDialer(deps.Dial).SendingProxyHeader(lc.ProxyProtocol), log)
 	return u
 }

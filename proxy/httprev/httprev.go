@@ -111,7 +111,7 @@ func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) *Proxy {
 	pools := map[string]*proxy.Pool{}
 	for _, pc := range lc.Pools {
 		pl := proxy.NewPool(pc)
-		pl.StartChecks(dial, log)
+		pl.StartChecks(dial.SendingProxyHeader(lc.ProxyProtocol), log)
 		pools[pc.Name] = pl
 		p.pools = append(p.pools, pl)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/lab"
@@ -58,5 +59,55 @@ func TestLabNginxReadsHeader(t *testing.T) {
 				t.Errorf("nginx read the header as %q; want client %s, some port, server %s", out, c.client, listen)
 			}
 		})
+	}
+}
+
+// TestLabHealthChecksSendTheHeader: an nginx that takes the PROXY protocol
+// on every connection refuses a health check without a header. The checks
+// of listeners with proxy_protocol send one (v1's UNKNOWN, v2's LOCAL),
+// as HAProxy's do, and find the server healthy: tcp with v1 and v2 (a GET
+// check), http-reverse with v2; curl goes through each. A listener without
+// proxy_protocol in front of the same nginx finds it unhealthy: the
+// checks ran, and the header is what passed them.
+func TestLabHealthChecksSendTheHeader(t *testing.T) {
+	l := httplab.New(t)
+	const nginxPort = 8002
+	startNginx(t, l, nginxPort)
+	server := fmt.Sprintf("10.99.2.2:%d", nginxPort)
+	check := &config.HealthCheck{Path: "/", Interval: config.Duration(200 * time.Millisecond), Timeout: config.Duration(150 * time.Millisecond)}
+	var listeners []config.Listener
+	for i, c := range []struct{ name, kind, version string }{
+		{"tcp-v1", "tcp", "v1"}, {"tcp-v2", "tcp", "v2"}, {"rev-v2", "http-reverse", "v2"}, {"tcp-none", "tcp", ""},
+	} {
+		lc := httplab.Listener(c.name, fmt.Sprintf("10.99.1.1:%d", 7111+i), c.kind)
+		lc.ProxyProtocol = c.version
+		if c.kind == "http-reverse" {
+			lc.Pools = []config.Pool{{Name: "p", Servers: config.Servers(server), HealthCheck: check}}
+			lc.Routes = []config.Route{{Pool: "p"}}
+		} else {
+			lc.Upstream, lc.HealthCheck = config.Servers(server), check
+		}
+		listeners = append(listeners, lc)
+	}
+	f := httplab.Start(t, l, listeners...)
+	healthy := func(name, pool string) float64 {
+		return f.Metric("splicer_upstream_healthy", "listener", name, "pool", pool, "server", server)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for healthy("tcp-none", "upstream") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the check without a header never failed: did the checks run?")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // more checks of every listener
+	for _, c := range []struct{ name, pool string }{{"tcp-v1", "upstream"}, {"tcp-v2", "upstream"}, {"rev-v2", "p"}} {
+		if got := healthy(c.name, c.pool); got != 1 {
+			t.Errorf("%s: splicer_upstream_healthy %v, want 1: its checks sent no header nginx took", c.name, got)
+			continue
+		}
+		if _, err := httplab.Curl(t, l, "-f", "http://"+f.Addr(c.name).String()+"/"); err != nil {
+			t.Errorf("curl through %s: %v", c.name, err)
+		}
 	}
 }

@@ -30,6 +30,7 @@ var signature = []byte("\r\n\r\n\x00\r\nQUIT\n")
 
 const (
 	v2VersionProxy = 0x21 // version 2, command PROXY
+	v2VersionLocal = 0x20 // version 2, command LOCAL
 	v2TCP4         = 0x11 // AF_INET, STREAM
 	v2TCP6         = 0x21 // AF_INET6, STREAM
 	v2Unspec       = 0x00
@@ -96,6 +97,21 @@ func v2(src, dst netip.AddrPort, known bool) []byte {
 	b = append(b, d...)
 	b = binary.BigEndian.AppendUint16(b, src.Port())
 	return binary.BigEndian.AppendUint16(b, dst.Port())
+}
+
+// Local returns the header of version v for a connection the forwarder
+// makes on its own account, a health check: v2's LOCAL command, v1's
+// UNKNOWN. The server keeps the connection's own addresses, as the
+// specification asks of it; a server that wants a header on every
+// connection (nginx's "listen ... proxy_protocol") refuses one without.
+func Local(v string) ([]byte, error) {
+	switch v {
+	case "v1":
+		return []byte("PROXY UNKNOWN\r\n"), nil
+	case "v2":
+		return append(append([]byte(nil), signature...), v2VersionLocal, v2Unspec, 0, 0), nil
+	}
+	return nil, fmt.Errorf("unknown PROXY protocol version %q (want v1 or v2)", v)
 }
 
 // Send writes the header of version v for client's connection to upstream;

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -97,5 +98,28 @@ func TestSendNothingWhenOff(t *testing.T) {
 	var buf bytes.Buffer
 	if err := Send("", nil, &buf); err != nil || buf.Len() != 0 {
 		t.Errorf("Send(\"\") wrote %q, %v", buf.Bytes(), err)
+	}
+}
+
+// TestLocalHeadersReadAsUnknown: a health check's header (Local) reads
+// back whole as one without addresses, in both versions, and an unknown
+// version is an error.
+func TestLocalHeadersReadAsUnknown(t *testing.T) {
+	for _, v := range []string{"v1", "v2"} {
+		hdr, err := Local(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(bytes.NewReader(append(hdr, "GET /"...)))
+		info, err := Read(r)
+		if err != nil || info.Source.IsValid() || info.Destination.IsValid() {
+			t.Errorf("%s: Read = %+v, %v; want a header without addresses", v, info, err)
+		}
+		if rest, _ := io.ReadAll(r); string(rest) != "GET /" {
+			t.Errorf("%s: after the header %q, want the request", v, rest)
+		}
+	}
+	if _, err := Local("v3"); err == nil {
+		t.Error("Local(v3): no error")
 	}
 }
