@@ -47,22 +47,37 @@ func (d CheckDialer) SendingProxyHeader(v string) CheckDialer {
 }
 
 // CheckHealth checks addr as hc says now and then every interval until ctx
-// ends, storing the outcome in healthy and logging each change; what names
-// the server in the log ("pool", "web", say).
+// ends: hc's fall checks failed in a row mark a healthy server unhealthy in
+// healthy, its rise checks passed in a row healthy again, each change
+// logged; what names the server in the log ("pool", "web", say).
 func CheckHealth(ctx context.Context, hc config.HealthCheck, addr string, healthy *atomic.Bool, dial CheckDialer, log *slog.Logger, what ...any) {
 	t := time.NewTicker(hc.Interval.Std())
 	defer t.Stop()
+	fall, rise := hc.Thresholds()
+	streak := 0 // checks in a row that disagree with healthy
 	for {
 		err := Probe(ctx, addr, hc.Path, hc.Timeout.Std(), dial)
 		if ctx.Err() != nil {
 			return
 		}
-		if was := healthy.Swap(err == nil); was != (err == nil) {
+		was := healthy.Load()
+		if was == (err == nil) {
+			streak = 0
+		} else {
+			streak++
+		}
+		need := rise
+		if was {
+			need = fall
+		}
+		if streak >= need {
+			streak = 0
+			healthy.Store(!was)
 			args := append(append([]any(nil), what...), "server", addr)
 			if err != nil {
-				log.Warn("server failed its health check, skipping it", append(args, "err", err)...)
+				log.Warn("server failed its health check, skipping it", append(args, "err", err, "checks", fall)...)
 			} else {
-				log.Info("server passed its health check again", args...)
+				log.Info("server passed its health check again", append(args, "checks", rise)...)
 			}
 		}
 		select {

@@ -396,6 +396,14 @@ func TestParseErrors(t *testing.T) {
 			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', backup: true}]}",
 			"  - {name: b, listen: ':2', upstream: ['h:1', {address: 'h:2', backup: true}]}",
 		), []wantErr{{2, "listeners[0].upstream", "every server is a backup"}}},
+		{"bad fall and rise", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], health_check: {interval: 2s, timeout: 1s, fall: 0, rise: 101}}",
+			"  - {name: b, listen: ':2', upstream: ['h:2'], health_check: {interval: 2s, timeout: 1s, fall: 3, rise: 2}}",
+		), []wantErr{
+			{2, "listeners[0].health_check.fall", "must be greater than 0; leave the key out for its default (1)"},
+			{2, "listeners[0].health_check.rise", "expected 1 to 100 checks in a row, got 101"},
+		}},
 		{"negative max_conns", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', max_conns: -1}]}",

@@ -203,7 +203,23 @@ type HealthCheck struct {
 	Path     string   `yaml:"path"`
 	Interval Duration `yaml:"interval"`
 	Timeout  Duration `yaml:"timeout"`
+	// Fall is how many checks in a row a healthy server must fail to be
+	// marked unhealthy, Rise how many in a row an unhealthy one must pass
+	// to be healthy again (HAProxy's fall and rise, Envoy's unhealthy and
+	// healthy thresholds): more than 1 keeps one lost probe from taking a
+	// server out. Default 1 each (left out: 0).
+	Fall int `yaml:"fall,omitempty"`
+	Rise int `yaml:"rise,omitempty"`
 }
+
+// Thresholds are the check's fall and rise, their defaults filled in.
+func (hc HealthCheck) Thresholds() (fall, rise int) {
+	return max(hc.Fall, 1), max(hc.Rise, 1)
+}
+
+// maxThreshold bounds fall and rise: more would take a server out, or
+// back in, only after minutes of checks.
+const maxThreshold = 100
 
 // UpstreamPool bounds the idle keep-alive connections http-reverse keeps to
 // each server for any client connection to reuse (HAProxy's http-reuse
@@ -422,6 +438,15 @@ func (v *validator) healthCheck(p string, hc *HealthCheck, needPath bool) {
 		v.errorf(p+".timeout", "must be more than 0")
 	} else if hc.Interval > 0 && hc.Timeout > hc.Interval {
 		v.errorf(p+".timeout", "must not be longer than interval (%s)", hc.Interval)
+	}
+	for _, t := range []struct {
+		key string
+		n   int
+	}{{"fall", hc.Fall}, {"rise", hc.Rise}} {
+		v.positiveOrLeftOut(p+"."+t.key, int64(t.n), itoa(t.n), 1)
+		if t.n > maxThreshold {
+			v.errorf(p+"."+t.key, "expected 1 to %d checks in a row, got %d", maxThreshold, t.n)
+		}
 	}
 }
 
