@@ -69,8 +69,11 @@ func (s *Server) Release() { s.active.Add(-1) }
 // servers that fail skipped as Fail says and, given a health check, those
 // that fail it not used.
 type Pool struct {
-	Name        string
-	Balance     string
+	Name    string
+	Balance string
+	// HashOn is what consistent_hash hashes for an HTTP request
+	// (config.Pool.HashOn); the caller computes the key (HashKey).
+	HashOn      string
 	Servers     []*Server
 	HealthCheck *config.HealthCheck
 	// Fail says when a server that does not connect or answer is skipped.
@@ -109,7 +112,7 @@ const vnodes = 100
 // NewPool builds a pool from its configuration; every server starts
 // healthy, and none is checked until StartChecks.
 func NewPool(pc config.Pool) *Pool {
-	p := &Pool{Name: pc.Name, Balance: pc.Balance, HealthCheck: pc.HealthCheck, Fail: pc.FailPolicy()}
+	p := &Pool{Name: pc.Name, Balance: pc.Balance, HashOn: pc.HashOn, HealthCheck: pc.HealthCheck, Fail: pc.FailPolicy()}
 	if p.Balance == "" {
 		p.Balance = "round_robin"
 	}

@@ -3,9 +3,12 @@
 package config
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/splicer/splicer/internal/acl"
 )
@@ -132,7 +135,13 @@ type Route struct {
 type Pool struct {
 	Name string `yaml:"name"`
 	// Balance is one of Balances; default round_robin.
-	Balance     string       `yaml:"balance"`
+	Balance string `yaml:"balance"`
+	// HashOn is what consistent_hash hashes for a request: "client_ip"
+	// (the default: a client keeps its server), "uri" (path and query,
+	// nginx's hash $request_uri, HAProxy's balance uri: each object
+	// stays on one cache server), or "header:NAME" (HAProxy's balance
+	// hdr(NAME); a request without the field hashes its client's address).
+	HashOn      string       `yaml:"hash_on,omitempty"`
 	Servers     []PoolServer `yaml:"servers"`
 	HealthCheck *HealthCheck `yaml:"health_check"`
 	// MaxFails and FailTimeout skip a server that does not connect, as
@@ -311,6 +320,7 @@ func (v *validator) http(p string, l *Listener) {
 		if pl.Balance != "" {
 			v.oneOf(pp+".balance", pl.Balance, Balances)
 		}
+		v.hashOn(pp+".hash_on", pl)
 		if len(pl.Servers) == 0 {
 			v.errorf(pp+".servers", "a pool needs at least one server host:port")
 		}
@@ -391,6 +401,22 @@ func (v *validator) route(p string, r Route, pools map[string]bool) {
 	}
 	if rules > 1 {
 		v.errorf(p, "a route takes at most one of path, path_prefix and path_suffix")
+	}
+}
+
+// hashOn checks a pool's hash_on: one of client_ip, uri, header:NAME
+// (a valid field name), and only under consistent_hash.
+func (v *validator) hashOn(p string, pl Pool) {
+	name, isHeader := strings.CutPrefix(pl.HashOn, "header:")
+	switch {
+	case pl.HashOn == "":
+		return
+	case pl.Balance != "consistent_hash":
+		v.errorf(p, "hash_on is for balance consistent_hash (this pool balances %s)", cmp.Or(pl.Balance, "round_robin"))
+	case isHeader && !httpguts.ValidHeaderFieldName(name):
+		v.errorf(p, "%q is not a header field name", name)
+	case !isHeader && pl.HashOn != "client_ip" && pl.HashOn != "uri":
+		v.errorf(p, "unknown value %q (allowed: client_ip, uri, header:NAME)", pl.HashOn)
 	}
 }
 

@@ -157,6 +157,21 @@ func TestHTTPErrors(t *testing.T) {
 			{7, "listeners[0].pools[0].servers[2]", "missing"},
 			{8, "listeners[0].pools[1].servers", "every server has weight 0"},
 		}},
+		{"bad hash_on", lines(
+			"listeners:",
+			"  - name: a",
+			"    listen: ':1'",
+			"    proxy: http-reverse",
+			"    routes: [{pool: p}, {path: /q, pool: q}, {path: /r, pool: r}]",
+			"    pools:",
+			"      - {name: p, hash_on: uri, servers: ['h:1']}",
+			"      - {name: q, balance: consistent_hash, hash_on: cookie, servers: ['h:1']}",
+			"      - {name: r, balance: consistent_hash, hash_on: 'header:X User', servers: ['h:1']}",
+		), []wantErr{
+			{7, "listeners[0].pools[0].hash_on", "hash_on is for balance consistent_hash (this pool balances round_robin)"},
+			{8, "listeners[0].pools[1].hash_on", `unknown value "cookie" (allowed: client_ip, uri, header:NAME)`},
+			{9, "listeners[0].pools[2].hash_on", `"X User" is not a header field name`},
+		}},
 		{"unknown balance and duplicate pool", lines(
 			"listeners:",
 			"  - name: a",

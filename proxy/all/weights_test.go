@@ -272,3 +272,68 @@ listeners:
 		}
 	})
 }
+
+// TestHashOnURIAndHeader: an http-reverse pool balanced by
+// consistent_hash with hash_on uri sends each URI to one server, and the
+// 12 URIs to more than one; with hash_on header:X-User, each user's
+// requests to one server and 12 users to more than one; with the default
+// (the client's address), every request from this one client to one
+// server.
+func TestHashOnURIAndHeader(t *testing.T) {
+	var addrs [3]string
+	for i := range addrs {
+		addrs[i] = httpBackend(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, i) })
+	}
+	for _, tc := range []struct {
+		hashOn string
+		key    func(i int) (path, user string)
+		spread bool // the 12 keys reach more than one server
+	}{
+		{"uri", func(i int) (string, string) { return fmt.Sprintf("/obj/%d?v=1", i), "" }, true},
+		{"header:X-User", func(i int) (string, string) { return "/", fmt.Sprintf("user%d", i) }, true},
+		{"client_ip", func(i int) (string, string) { return fmt.Sprintf("/obj/%d", i), fmt.Sprintf("user%d", i) }, false},
+	} {
+		t.Run(tc.hashOn, func(t *testing.T) {
+			cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - name: rev
+    listen: '127.0.0.1:0'
+    proxy: http-reverse
+    routes: [{pool: p}]
+    pools: [{name: p, balance: consistent_hash, hash_on: '%s', servers: ['%s', '%s', '%s']}]
+`, tc.hashOn, addrs[0], addrs[1], addrs[2])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := fwdtest.Start(t, cfg.Listeners...)
+			client := &http.Client{}
+			t.Cleanup(client.CloseIdleConnections)
+			servers := map[string]bool{}
+			for i := range 12 {
+				path, user := tc.key(i)
+				var first string
+				for j := range 3 {
+					req, _ := http.NewRequest(http.MethodGet, "http://"+f.Addr("rev").String()+path, nil)
+					if user != "" {
+						req.Header.Set("X-User", user)
+					}
+					resp, err := client.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if j == 0 {
+						first = string(b)
+					} else if string(b) != first {
+						t.Fatalf("key %d went to server %s, then %s", i, first, b)
+					}
+				}
+				servers[first] = true
+			}
+			if spread := len(servers) > 1; spread != tc.spread {
+				t.Errorf("12 keys reached servers %v; want spread over several %v", servers, tc.spread)
+			}
+		})
+	}
+}

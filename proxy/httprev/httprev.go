@@ -187,7 +187,7 @@ func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request,
 	tried := map[*proxy.Server]bool{} // servers that failed this request
 	var unanswered error              // the last server's failure to answer
 	for {
-		srv, err := p.connect(ctx, c, rt.Pool, c.ClientIP(), tried)
+		srv, err := p.connect(ctx, c, rt.Pool, hashKey(rt.Pool, req, c.ClientIP()), tried)
 		if err != nil {
 			if unanswered != nil {
 				return false, httpcore.UpstreamError(unanswered)
@@ -262,6 +262,25 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 		c.S.Log().Warn("back-end connect failed", "pool", pool.Name, "server", srv.Addr, "err", err)
 		failed[srv], lastErr = true, err
 	}
+}
+
+// hashKey is what the pool's consistent_hash hashes for req from
+// clientIP (Pool.HashOn): the client's address, the request's URI, or a
+// header field's value (the client's address when the field is absent).
+// Other balances hash nothing.
+func hashKey(pool *proxy.Pool, req *http.Request, clientIP string) string {
+	if pool.Balance != "consistent_hash" {
+		return ""
+	}
+	switch on := pool.HashOn; {
+	case on == "uri":
+		return req.URL.RequestURI()
+	case strings.HasPrefix(on, "header:"):
+		if v := req.Header.Get(on[len("header:"):]); v != "" {
+			return v
+		}
+	}
+	return clientIP
 }
 
 // dialer dials addr through the session, making it the pair's upstream.
