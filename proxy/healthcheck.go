@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -56,7 +57,7 @@ func CheckHealth(ctx context.Context, hc config.HealthCheck, addr string, health
 	fall, rise := hc.Thresholds()
 	streak := 0 // checks in a row that disagree with healthy
 	for {
-		err := Probe(ctx, addr, hc.Path, hc.Timeout.Std(), dial)
+		err := Probe(ctx, addr, hc, dial)
 		if ctx.Err() != nil {
 			return
 		}
@@ -88,17 +89,18 @@ func CheckHealth(ctx context.Context, hc config.HealthCheck, addr string, health
 	}
 }
 
-// Probe connects to addr within timeout and, if path is not empty, sends
-// GET path and wants a 2xx or 3xx answer within the same timeout.
-func Probe(ctx context.Context, addr, path string, timeout time.Duration, dial CheckDialer) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// Probe connects to addr within hc's timeout and, if hc has a path,
+// sends GET path (with hc's Host, or addr) and wants a 2xx or 3xx answer
+// within the same timeout.
+func Probe(ctx context.Context, addr string, hc config.HealthCheck, dial CheckDialer) error {
+	ctx, cancel := context.WithTimeout(ctx, hc.Timeout.Std())
 	defer cancel()
 	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if path == "" {
+	if hc.Path == "" {
 		return nil
 	}
 	if dl, ok := ctx.Deadline(); ok {
@@ -106,7 +108,8 @@ func Probe(ctx context.Context, addr, path string, timeout time.Duration, dial C
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: splicer-health-check\r\nConnection: close\r\n\r\n"
+	host := cmp.Or(hc.Host, addr)
+	req := "GET " + hc.Path + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: splicer-health-check\r\nConnection: close\r\n\r\n"
 	if _, err := conn.Write([]byte(req)); err != nil {
 		return err
 	}

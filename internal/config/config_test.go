@@ -396,6 +396,14 @@ func TestParseErrors(t *testing.T) {
 			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', backup: true}]}",
 			"  - {name: b, listen: ':2', upstream: ['h:1', {address: 'h:2', backup: true}]}",
 		), []wantErr{{2, "listeners[0].upstream", "every server is a backup"}}},
+		{"bad health check host", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], health_check: {host: app.example, interval: 2s, timeout: 1s}}",
+			"  - {name: b, listen: ':2', upstream: ['h:2'], health_check: {path: /, host: \"a\\r\\nX-Evil: 1\", interval: 2s, timeout: 1s}}",
+		), []wantErr{
+			{2, "listeners[0].health_check.host", "give a path too"},
+			{3, "listeners[1].health_check.host", "no host: spaces and control characters are not allowed"},
+		}},
 		{"bad fall and rise", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], health_check: {interval: 2s, timeout: 1s, fall: 0, rise: 101}}",

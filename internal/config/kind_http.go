@@ -209,7 +209,11 @@ func Servers(addrs ...string) []PoolServer {
 // not answer 2xx or 3xx within Timeout is skipped until it does again. A
 // listener's may leave Path out: a connect within Timeout passes.
 type HealthCheck struct {
-	Path     string   `yaml:"path"`
+	Path string `yaml:"path"`
+	// Host is the Host field of the GET (HAProxy's http-check send hdr
+	// Host): a server that serves names picks the one checked. Default:
+	// the server's own host:port.
+	Host     string   `yaml:"host,omitempty"`
 	Interval Duration `yaml:"interval"`
 	Timeout  Duration `yaml:"timeout"`
 	// Fall is how many checks in a row a healthy server must fail to be
@@ -456,6 +460,12 @@ func (v *validator) healthCheck(p string, hc *HealthCheck, needPath bool) {
 	}
 	if (needPath || hc.Path != "") && !strings.HasPrefix(hc.Path, "/") {
 		v.errorf(p+".path", "a health check needs a path starting with /")
+	}
+	switch {
+	case hc.Host != "" && hc.Path == "":
+		v.errorf(p+".host", "host is the Host field of a GET check: give a path too")
+	case strings.ContainsFunc(hc.Host, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		v.errorf(p+".host", "%q is no host: spaces and control characters are not allowed", hc.Host)
 	}
 	if hc.Interval <= 0 {
 		v.errorf(p+".interval", "must be more than 0")

@@ -422,3 +422,40 @@ listeners:
 		}
 	}
 }
+
+// TestHealthCheckHost: a server that answers only for its name (404 to
+// any other Host, as a virtual-host server without a default does) passes
+// checks that send that name (health_check host) and fails those that
+// send its address, the default.
+func TestHealthCheckHost(t *testing.T) {
+	var checked atomic.Int64
+	up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		checked.Add(1)
+		if r.Host != "app.example" {
+			http.NotFound(w, r)
+		}
+	})
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - name: named
+    listen: '127.0.0.1:0'
+    proxy: http-reverse
+    routes: [{pool: p}]
+    pools: [{name: p, servers: ['%[1]s'], health_check: {path: /health, host: app.example, interval: 100ms, timeout: 100ms}}]
+  - name: bare
+    listen: '127.0.0.1:0'
+    proxy: http-reverse
+    routes: [{pool: p}]
+    pools: [{name: p, servers: ['%[1]s'], health_check: {path: /health, interval: 100ms, timeout: 100ms}}]
+`, up)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fwdtest.Start(t, cfg.Listeners...)
+	waitFor(t, "checks of both listeners", func() bool { return checked.Load() >= 6 })
+	for _, u := range f.Upstreams() {
+		if want := u.Listener == "named"; u.Healthy != want {
+			t.Errorf("%s: healthy %v, want %v", u.Listener, u.Healthy, want)
+		}
+	}
+}
