@@ -27,7 +27,7 @@ import (
 func failoverListeners(tb testing.TB, fail string, servers ...string) []config.Listener {
 	tb.Helper()
 	list := "['" + strings.Join(servers, "', '") + "']"
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(tb, `
 listeners:
   - {name: tcp, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: %[1]s, %[2]s}
   - {name: filter, listen: '127.0.0.1:0', proxy: filter, upstream: %[1]s, %[2]s}
@@ -38,10 +38,7 @@ listeners:
     pools: [{name: p, servers: %[1]s, %[2]s}]
     routes: [{pool: p}]
     upstream_pool: {max_idle_per_server: 0}
-`, list, fail)))
-	if err != nil {
-		tb.Fatal(err)
-	}
+`, list, fail)
 	return cfg.Listeners
 }
 
@@ -314,17 +311,14 @@ func TestKeepAliveEndIsNoFailure(t *testing.T) {
 // connection is closed without a connect.
 func TestHealthChecksOfUpstreamLists(t *testing.T) {
 	live, dead := fwdtest.HTTPOrigin(t), fwdtest.FreeAddr(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - {name: tcp, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: ['%[1]s', '%[2]s'], max_fails: 0,
      health_check: {interval: 100ms, timeout: 100ms}}
   - {name: filter, listen: '127.0.0.1:0', proxy: filter, upstream: ['%[1]s', '%[2]s'], max_fails: 0,
      health_check: {path: /health, interval: 100ms, timeout: 100ms}}
   - {name: alldead, listen: '127.0.0.1:0', proxy: tcp, upstream: ['%[1]s'], health_check: {interval: 100ms, timeout: 100ms}}
-`, dead, live)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, dead, live)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	healthy := func(l, server string) float64 {
 		return fwdtest.Metric(f, "splicer_upstream_healthy", "listener", l, "pool", "upstream", "server", server)
@@ -371,7 +365,7 @@ func TestReloadKeepsWhatServersTaught(t *testing.T) {
 	}
 	dead := fwdtest.FreeAddr(t)
 	listener := func(idle string) config.Listener {
-		cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+		cfg := parseYAML(t, `
 listeners:
   - name: rev
     listen: '127.0.0.1:0'
@@ -380,10 +374,7 @@ listeners:
     pools: [{name: p, servers: ['%s', '%s', '%s'], max_fails: 1, fail_timeout: 1h}]
     routes: [{pool: p}]
     upstream_pool: {max_idle_per_server: 0}
-`, idle, live[0], dead, live[1])))
-		if err != nil {
-			t.Fatal(err)
-		}
+`, idle, live[0], dead, live[1])
 		return cfg.Listeners[0]
 	}
 	f := fwdtest.Start(t, listener("1h"))
@@ -435,7 +426,7 @@ func TestHealthCheckHost(t *testing.T) {
 			http.NotFound(w, r)
 		}
 	})
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - name: named
     listen: '127.0.0.1:0'
@@ -447,10 +438,7 @@ listeners:
     proxy: http-reverse
     routes: [{pool: p}]
     pools: [{name: p, servers: ['%[1]s'], health_check: {path: /health, interval: 100ms, timeout: 100ms}}]
-`, up)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, up)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	waitFor(t, "checks of both listeners", func() bool { return checked.Load() >= 6 })
 	for _, u := range f.Upstreams() {

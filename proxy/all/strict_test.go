@@ -64,6 +64,17 @@ func httpBackend(tb testing.TB, h http.HandlerFunc) string {
 	return ln.Addr().String()
 }
 
+// parseYAML parses a configuration made of format and args, failing tb
+// on any error.
+func parseYAML(tb testing.TB, format string, args ...any) *config.Config {
+	tb.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(format, args...)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
+}
+
 // httpListeners are one listener of each HTTP kind in front of up.
 func httpListeners(tb testing.TB, up string) []config.Listener {
 	tb.Helper()

@@ -28,7 +28,7 @@ func TestPoolServersShareRequestsByWeight(t *testing.T) {
 			fmt.Fprint(w, i)
 		})
 	}
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - name: rev
     listen: '127.0.0.1:0'
@@ -37,10 +37,7 @@ listeners:
     pools:
       - name: p
         servers: [{address: '%s', weight: 3}, '%s', {address: '%s', weight: 0}]
-`, addrs[0], addrs[1], addrs[2])))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, addrs[0], addrs[1], addrs[2])
 	f := fwdtest.Start(t, cfg.Listeners...)
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	t.Cleanup(client.CloseIdleConnections)
@@ -88,16 +85,13 @@ func upstreamList(tb testing.TB, kind, balance, servers string) config.Listener 
 	if balance != "" {
 		balance = "\n    balance: " + balance
 	}
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(tb, `
 listeners:
   - name: l
     listen: '127.0.0.1:0'
     proxy: %s
     upstream: %s%s
-`, kind, servers, balance)))
-	if err != nil {
-		tb.Fatal(err)
-	}
+`, kind, servers, balance)
 	return cfg.Listeners[0]
 }
 
@@ -248,13 +242,10 @@ func TestMaxConnsBoundsAServer(t *testing.T) {
 				<-release
 			}
 		})
-		cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+		cfg := parseYAML(t, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: [{address: '%s', max_conns: 1}]}]}
-`, up)))
-		if err != nil {
-			t.Fatal(err)
-		}
+`, up)
 		f := fwdtest.Start(t, cfg.Listeners...)
 		t.Cleanup(func() { close(release) }) // before the forwarder's shutdown waits for the slow pair
 		slow := dialFor(t, f.Addr("rev").String(), 10*time.Second)
@@ -294,17 +285,14 @@ func TestHashOnURIAndHeader(t *testing.T) {
 		{"client_ip", func(i int) (string, string) { return fmt.Sprintf("/obj/%d", i), fmt.Sprintf("user%d", i) }, false},
 	} {
 		t.Run(tc.hashOn, func(t *testing.T) {
-			cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+			cfg := parseYAML(t, `
 listeners:
   - name: rev
     listen: '127.0.0.1:0'
     proxy: http-reverse
     routes: [{pool: p}]
     pools: [{name: p, balance: consistent_hash, hash_on: '%s', servers: ['%s', '%s', '%s']}]
-`, tc.hashOn, addrs[0], addrs[1], addrs[2])))
-			if err != nil {
-				t.Fatal(err)
-			}
+`, tc.hashOn, addrs[0], addrs[1], addrs[2])
 			f := fwdtest.Start(t, cfg.Listeners...)
 			client := &http.Client{}
 			t.Cleanup(client.CloseIdleConnections)
