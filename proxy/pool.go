@@ -169,7 +169,8 @@ func (p *Pool) Close() error {
 // connections and requests a drained server has carry on, and it gets no
 // new ones. A drained server's health checks go on. It reports how many
 // servers it found. A reload carries the state to the listener's new
-// pool (Inherit); a restart does not (weight: 0 drains for good).
+// pool (Inherit), and an upgrade to the new process (cmd/splicer's
+// passDrained); a restart does not (weight: 0 drains for good).
 func (p *Pool) Drain(addr string, on bool) int {
 	n := 0
 	for _, s := range p.Servers {

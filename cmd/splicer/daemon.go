@@ -80,6 +80,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	if d.f, err = forwarder.New(cfg, forwarder.Options{Log: log, AccessLog: access, Inherit: in.Listener}); err != nil {
 		return nil, err
 	}
+	takeDrained(d.f, log) // before serving: not one client to a drained server
 	if err := d.f.Start(); err != nil {
 		d.f.ShutdownTimeout()
 		return nil, err
@@ -232,7 +233,9 @@ func (d *daemon) upgradeLogged(by string) (int, error) {
 			return 0, err
 		}
 	}
+	restore := passDrained(d.f)
 	child, err := handoff.Start(d.exe, os.Args[1:], files, upgradeTimeout)
+	restore()
 	if err != nil {
 		d.log.Error("upgrade failed: this process keeps serving", "err", err)
 		return 0, err

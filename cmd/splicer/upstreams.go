@@ -39,7 +39,8 @@ carries now (which max_conns bounds).
 --drain takes a server out of rotation without a reload, as HAProxy's
 "set server state drain": its connections and requests in flight carry on,
 new ones go to the others. --ready puts it back. The state outlives a
-reload, not a restart or an upgrade (weight: 0 in the file drains for good).
+reload and an upgrade, not a restart (weight: 0 in the file drains for
+good).
 
 Options:
 `)
