@@ -14,7 +14,6 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 )
 
 // socksConnect greets addr without authentication, asks for dest and
@@ -73,15 +72,12 @@ func deniedCount(f *forwarder.Forwarder, listener string) float64 {
 
 func TestProtectedDestinationsRefused(t *testing.T) {
 	allowed := httpOrigin(t) // on 127.0.0.1: reachable only by an explicit rule
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - {name: fwd, listen: '127.0.0.1:0', proxy: http-forward}
   - {name: socks, listen: '127.0.0.1:0', proxy: socks5, socks5: {auth: none}}
   - {name: fwd-allowing, listen: '127.0.0.1:0', proxy: http-forward, destinations: {allow: ['%s']}}
-`, allowed)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, allowed)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	fwd, socks := f.Addr("fwd").String(), f.Addr("socks").String()
 	_, originPort, _ := net.SplitHostPort(allowed)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 )
 
 // headerEcho answers every request with its Forwarded and X-Forwarded-For.
@@ -34,15 +33,12 @@ func headerEcho(tb testing.TB) string {
 
 func TestForwardedFields(t *testing.T) {
 	backend := headerEcho(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, pools: [{name: p, servers: ['%[1]s']}], routes: [{pool: p}]}
   - {name: trusting, listen: '127.0.0.1:0', proxy: http-reverse, http: {trusted_proxies: ['127.0.0.1']},
      pools: [{name: p, servers: ['%[1]s']}], routes: [{pool: p}]}
-`, backend)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, backend)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	get := func(listener, extra string) string {
 		c := dialFor(t, f.Addr(listener).String(), 5*time.Second)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
@@ -38,7 +37,7 @@ func proxyProtoBackend(tb testing.TB) string {
 
 func TestHTTPKindsSendProxyProtocol(t *testing.T) {
 	backend := proxyProtoBackend(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - name: rev
     listen: '127.0.0.1:0'
@@ -47,10 +46,7 @@ listeners:
     pools: [{name: p, servers: ['%[1]s']}]
     routes: [{pool: p}]
   - {name: fwd, listen: '127.0.0.1:0', proxy: http-forward, proxy_protocol: v1, destinations: {allow: ['%[1]s']}}
-`, backend)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, backend)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	for name, want := range map[string]string{"rev": "v2", "fwd": "v1"} {
 		c := dialFor(t, f.Addr(name).String(), 5*time.Second)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
@@ -105,13 +104,10 @@ func objectBody(size int) []byte {
 // of servers, round robin, with extra YAML flow-map keys.
 func reverseProxy(tb testing.TB, engine, extra string, servers ...string) *forwarder.Forwarder {
 	tb.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(tb, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: %s, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]%s}
-`, engine, strings.Join(servers, "', '"), extra)))
-	if err != nil {
-		tb.Fatal(err)
-	}
+`, engine, strings.Join(servers, "', '"), extra)
 	return fwdtest.Start(tb, cfg.Listeners...)
 }
 

@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 )
 
 func TestSilentConnectionsTimeOut(t *testing.T) {
 	up := httpOrigin(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward, max_connections: 5,
      http: {request_timeout: 500ms}, destinations: {allow: ['127.0.0.1']}}
@@ -24,10 +23,7 @@ listeners:
      http: {request_timeout: 500ms}, pools: [{name: p, servers: ['%[1]s']}], routes: [{pool: p}]}
   - {name: filter, listen: '127.0.0.1:0', proxy: filter, max_connections: 5,
      http: {request_timeout: 500ms}, upstream: ['%[1]s']}
-`, up)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, up)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	for _, l := range cfg.Listeners {
 		t.Run(l.Name, func(t *testing.T) {

@@ -12,20 +12,16 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 )
 
 func TestStalledChunkedBodyTimesOut(t *testing.T) {
 	up := httpOrigin(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward, idle_timeout: 300ms, destinations: {allow: ['127.0.0.1']}}
   - {name: http-reverse, listen: '127.0.0.1:0', proxy: http-reverse, idle_timeout: 300ms, pools: [{name: p, servers: ['%[1]s']}], routes: [{pool: p}]}
   - {name: filter, listen: '127.0.0.1:0', proxy: filter, idle_timeout: 300ms, upstream: ['%[1]s']}
-`, up)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, up)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	for _, l := range cfg.Listeners {
 		t.Run(l.Name, func(t *testing.T) {
@@ -62,13 +58,10 @@ func TestStalledLengthBodyTimesOut(t *testing.T) {
 		c.Write(make([]byte, sent))
 		time.Sleep(8 * time.Second) // silence, the connection open
 	})
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, idle_timeout: 300ms, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, up)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, up)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	c, err := net.Dial("tcp", f.Addr("rev").String())
 	if err != nil {

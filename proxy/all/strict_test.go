@@ -22,13 +22,10 @@ func httpOrigin(tb testing.TB) string { return fwdtest.HTTPOrigin(tb) }
 // upstream and returns a connection to it, closed when the test ends.
 func dialReverse(tb testing.TB, engine, upstream string) net.Conn {
 	tb.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(tb, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: %s, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, engine, upstream)))
-	if err != nil {
-		tb.Fatal(err)
-	}
+`, engine, upstream)
 	f := fwdtest.Start(tb, cfg.Listeners...)
 	c, err := net.Dial("tcp", f.Addr("rev").String())
 	if err != nil {
@@ -78,7 +75,7 @@ func parseYAML(tb testing.TB, format string, args ...any) *config.Config {
 // httpListeners are one listener of each HTTP kind in front of up.
 func httpListeners(tb testing.TB, up string) []config.Listener {
 	tb.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(tb, `
 listeners:
   - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward, destinations: {allow: ['127.0.0.1']}}
   - name: http-reverse
@@ -87,10 +84,7 @@ listeners:
     pools: [{name: p, servers: ['%[1]s']}]
     routes: [{pool: p}]
   - {name: filter, listen: '127.0.0.1:0', proxy: filter, upstream: ['%[1]s']}
-`, up)))
-	if err != nil {
-		tb.Fatal(err)
-	}
+`, up)
 	return cfg.Listeners
 }
 

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 )
 
 // wsEcho serves a WebSocket echo at /echo on loopback.
@@ -44,7 +42,7 @@ func wsEcho(tb testing.TB) string {
 
 func TestWebSocketSpliced(t *testing.T) {
 	origin := wsEcho(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+	cfg := parseYAML(t, `
 listeners:
   - name: http-reverse
     listen: '127.0.0.1:0'
@@ -52,10 +50,7 @@ listeners:
     pools: [{name: p, servers: ['%[1]s']}]
     routes: [{pool: p}]
   - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward, destinations: {allow: ['%[1]s']}}
-`, origin)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`, origin)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	for _, l := range cfg.Listeners {
 		t.Run(l.Name, func(t *testing.T) {
