@@ -3,14 +3,9 @@
 package main
 
 import (
-	"io"
-	"net"
 	"regexp"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/splicer/splicer/forwarder/fwdtest"
 )
 
 // TestRunUpgradeKeepsDrainedServers: a tcp listener in front of two echo
@@ -20,19 +15,7 @@ import (
 func TestRunUpgradeKeepsDrainedServers(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
-	var accepted [2]atomic.Int64
-	var ups [2]string
-	for i := range ups {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		fwdtest.ServeEach(t, ln, time.Minute, func(c net.Conn) {
-			accepted[i].Add(1)
-			io.Copy(c, c)
-		})
-		ups[i] = ln.Addr().String()
-	}
+	ups, accepted := countingEchoes(t)
 	plug := freeLoopback(t)
 	d := s.startRun(t, daemonYAML(s, "5s", listenerYAML("plug", plug, ups[0]+", "+ups[1], "copy")))
 	oldPid := d.pid()

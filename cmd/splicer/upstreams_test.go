@@ -18,6 +18,25 @@ import (
 	"github.com/splicer/splicer/internal/config"
 )
 
+// countingEchoes are two echo servers on loopback, their addresses and
+// how many connections each accepted.
+func countingEchoes(tb testing.TB) (addrs [2]string, accepted *[2]atomic.Int64) {
+	tb.Helper()
+	accepted = new([2]atomic.Int64)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		fwdtest.ServeEach(tb, ln, time.Minute, func(c net.Conn) {
+			accepted[i].Add(1)
+			io.Copy(c, c)
+		})
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs, accepted
+}
+
 // plugWithAdmin starts a forwarder with a tcp listener "plug" in front of
 // upstreams, and its admin endpoint; it returns both addresses.
 func plugWithAdmin(tb testing.TB, upstreams ...string) (plug, adminAddr string) {
@@ -81,19 +100,7 @@ func TestUpstreamsCommand(t *testing.T) {
 // reach each server once. A server no listener has is refused with a
 // message.
 func TestDrainingAServer(t *testing.T) {
-	var accepted [2]atomic.Int64
-	var addrs [2]string
-	for i := range addrs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		fwdtest.ServeEach(t, ln, time.Minute, func(c net.Conn) {
-			accepted[i].Add(1)
-			io.Copy(c, c)
-		})
-		addrs[i] = ln.Addr().String()
-	}
+	addrs, accepted := countingEchoes(t)
 	plug, adminAddr := plugWithAdmin(t, addrs[0], addrs[1])
 	echo := func(c net.Conn) {
 		t.Helper()
