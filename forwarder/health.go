@@ -63,19 +63,22 @@ type UpstreamState struct {
 func (f *Forwarder) Upstreams() []UpstreamState {
 	out := []UpstreamState{}
 	for _, l := range f.running() {
-		po, ok := l.proxy.(proxy.PoolOwner)
-		if !ok {
-			continue
-		}
-		var hs []proxy.ServerHealth
-		for _, pl := range po.Pools() {
-			hs = append(hs, pl.Health()...)
-		}
-		for _, h := range once(hs) {
-			out = append(out, UpstreamState{Listener: l.cfg.Name, ServerHealth: h})
+		for _, pl := range pools(l.proxy) {
+			for _, h := range once(pl.Health()) {
+				out = append(out, UpstreamState{Listener: l.cfg.Name, ServerHealth: h})
+			}
 		}
 	}
 	return out
+}
+
+// pools are p's pools of back-end servers, none for a proxy without
+// (proxy.PoolOwner).
+func pools(p proxy.Proxy) []*proxy.Pool {
+	if po, ok := p.(proxy.PoolOwner); ok {
+		return po.Pools()
+	}
+	return nil
 }
 
 // running is the current listeners.
@@ -92,11 +95,10 @@ func (f *Forwarder) running() []*listener {
 func (f *Forwarder) DrainUpstream(listener, pool, server string, on bool) []UpstreamState {
 	out := []UpstreamState{}
 	for _, l := range f.running() {
-		po, ok := l.proxy.(proxy.PoolOwner)
-		if !ok || (listener != "" && l.cfg.Name != listener) {
+		if listener != "" && l.cfg.Name != listener {
 			continue
 		}
-		for _, pl := range po.Pools() {
+		for _, pl := range pools(l.proxy) {
 			if (pool != "" && pl.Name != pool) || pl.Drain(server, on) == 0 {
 				continue
 			}
@@ -119,16 +121,11 @@ func (f *Forwarder) DrainUpstream(listener, pool, server string, on bool) []Upst
 // a listener's old proxy to the one a reload replaces it with, pool by
 // pool of the same name (Pool.Inherit).
 func inheritUpstreams(from, to proxy.Proxy) {
-	fp, ok := from.(proxy.PoolOwner)
-	tp, ok2 := to.(proxy.PoolOwner)
-	if !ok || !ok2 {
-		return
-	}
 	old := map[string]*proxy.Pool{}
-	for _, pl := range fp.Pools() {
+	for _, pl := range pools(from) {
 		old[pl.Name] = pl
 	}
-	for _, pl := range tp.Pools() {
+	for _, pl := range pools(to) {
 		if o := old[pl.Name]; o != nil {
 			pl.Inherit(o)
 		}

@@ -18,24 +18,20 @@ type FailPolicy struct {
 	Timeout  time.Duration
 }
 
-// failPolicy fills in the defaults of a max_fails (nil: left out) and a
-// fail_timeout (0: left out).
-func failPolicy(maxFails *int, timeout Duration) FailPolicy {
+// FailPolicy is the policy of the pool's servers (an http-reverse pool, or
+// a listener's upstream list as Listener.UpstreamList makes it a pool):
+// max_fails (nil: left out) and fail_timeout (0: left out) with their
+// defaults filled in.
+func (pl *Pool) FailPolicy() FailPolicy {
 	p := FailPolicy{MaxFails: DefaultMaxFails, Timeout: DefaultFailTimeout}
-	if maxFails != nil {
-		p.MaxFails = *maxFails
+	if pl.MaxFails != nil {
+		p.MaxFails = *pl.MaxFails
 	}
-	if timeout > 0 {
-		p.Timeout = timeout.Std()
+	if pl.FailTimeout > 0 {
+		p.Timeout = pl.FailTimeout.Std()
 	}
 	return p
 }
-
-// FailPolicy is the policy of the listener's upstream list (tcp, filter).
-func (l *Listener) FailPolicy() FailPolicy { return failPolicy(l.MaxFails, l.FailTimeout) }
-
-// FailPolicy is the policy of the pool's servers (http-reverse).
-func (p *Pool) FailPolicy() FailPolicy { return failPolicy(p.MaxFails, p.FailTimeout) }
 
 // maxMaxFails bounds max_fails: more would never skip a server in practice.
 const maxMaxFails = 1000
