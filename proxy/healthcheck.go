@@ -30,10 +30,10 @@ func (d CheckDialer) SendingProxyHeader(v string) CheckDialer {
 	if v == "" || d == nil {
 		return d
 	}
+	hdr, herr := proxyproto.Local(v) // the same for every check
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		hdr, err := proxyproto.Local(v)
-		if err != nil {
-			return nil, err
+		if herr != nil {
+			return nil, herr
 		}
 		c, err := d(ctx, network, addr)
 		if err != nil {
