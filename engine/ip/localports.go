@@ -60,9 +60,15 @@ func (e *Engine) releasePorts(keep bool) {
 }
 
 // portsRecord is where the process of an upgrade that leaves its range
-// reserved says so to the next (ports.Reservation.Handover).
+// reserved says so to the next (ports.Reservation.Handover), per network
+// namespace and range: the workers of one master each hold a share of
+// the range, and each upgrade hands on its own. "" without a range.
 func (e *Engine) portsRecord() string {
-	return fmt.Sprintf("%s/reserved-ports-%d", stateDir, e.home.ino)
+	a := e.ports.Load()
+	if a == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s/reserved-ports-%d-%d", stateDir, e.home.ino, a.Range().Low)
 }
 
 // takeOverPorts reserves the range at once when a previous process

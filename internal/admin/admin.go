@@ -124,11 +124,16 @@ type Options struct {
 
 // ServeWith is Serve with options.
 func ServeWith(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger, o Options) *Server {
-	mux := Handler(f)
+	return ServeMux(ln, Handler(f), log, o)
+}
+
+// ServeMux serves mux as the admin endpoint on ln, with the options'
+// hardening (a master serves its workers' endpoints this way).
+func ServeMux(ln net.Listener, mux *http.ServeMux, log *slog.Logger, o Options) *Server {
 	s := &Server{ln: ln, log: log, mux: mux, srv: &http.Server{Handler: requireToken(o.Token, mux),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: time.Minute}}
-	if o.Token == "" && !loopback(ln.Addr()) {
+	if o.Token == "" && network(ln.Addr()) {
 		log.Warn("admin endpoint reachable beyond loopback without admin_token: anyone who reaches it sees every pair, can reload or upgrade, and drain back-end servers", "addr", ln.Addr().String())
 	}
 	go func() {
@@ -158,10 +163,11 @@ func requireToken(token string, next http.Handler) http.Handler {
 	})
 }
 
-// loopback reports whether a is a loopback address.
-func loopback(a net.Addr) bool {
+// network reports whether a is reachable beyond this host: a TCP address
+// other than loopback (not a worker's unix socket, say).
+func network(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
+	return ok && !ta.IP.IsLoopback()
 }
 
 // Handle adds an endpoint, e.g. the daemon's POST /reload.

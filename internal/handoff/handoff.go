@@ -26,8 +26,8 @@ import (
 	"time"
 )
 
-// env carries the manifest from the old process to the new one.
-const env = "SPLICER_HANDOFF"
+// handoffEnv carries the manifest from the old process to the new one.
+const handoffEnv = "SPLICER_HANDOFF"
 
 // readyWord is what the new process writes to the pipe once it serves.
 const readyWord = "ready"
@@ -63,8 +63,10 @@ type Identity struct {
 	Caps     []uintptr
 }
 
-// StartAs is Start with the new process running as id (nil: as this one).
-func StartAs(path string, args []string, files map[string]*os.File, timeout time.Duration, id *Identity) (*Child, error) {
+// StartAs is Start with the new process running as id (nil: as this one)
+// and with env ("KEY=value") added to this process's environment, a key
+// given there replacing this process's value.
+func StartAs(path string, args []string, files map[string]*os.File, timeout time.Duration, id *Identity, env ...string) (*Child, error) {
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -80,7 +82,7 @@ func StartAs(path string, args []string, files map[string]*os.File, timeout time
 	m.Ready = 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, readyW)
 	js, _ := json.Marshal(m)
-	cmd.Env = append(withoutHandoff(os.Environ()), env+"="+string(js))
+	cmd.Env = append(append(withoutHandoff(os.Environ()), env...), handoffEnv+"="+string(js))
 	if id != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{
 			Credential:  &syscall.Credential{Uid: id.UID, Gid: id.GID, Groups: []uint32{}},
@@ -137,7 +139,7 @@ func sortedNames(files map[string]*os.File) []string {
 func withoutHandoff(environ []string) []string {
 	out := environ[:0:0]
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, env+"=") {
+		if !strings.HasPrefix(kv, handoffEnv+"=") {
 			out = append(out, kv)
 		}
 	}
@@ -154,14 +156,14 @@ type Inherited struct {
 // not started by Start. It clears the variable so that processes this one
 // starts do not see it.
 func FromEnv() (*Inherited, error) {
-	js, ok := os.LookupEnv(env)
+	js, ok := os.LookupEnv(handoffEnv)
 	if !ok {
 		return nil, nil
 	}
-	os.Unsetenv(env)
+	os.Unsetenv(handoffEnv)
 	var m manifest
 	if err := json.Unmarshal([]byte(js), &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", env, err)
+		return nil, fmt.Errorf("%s: %w", handoffEnv, err)
 	}
 	in := &Inherited{files: map[string]*os.File{}, ready: os.NewFile(uintptr(m.Ready), "handoff-ready")}
 	for name, fd := range m.Sockets {
@@ -174,6 +176,20 @@ func FromEnv() (*Inherited, error) {
 // addr, or nil (the caller binds a new one). A socket whose address no
 // longer matches the configuration is closed.
 func (in *Inherited) Listener(name, addr string) (net.Listener, error) {
+	ln, err := in.Socket(name)
+	if ln == nil || err != nil {
+		return nil, err
+	}
+	if !sameAddr(ln.Addr(), addr) {
+		ln.Close()
+		return nil, nil
+	}
+	return ln, nil
+}
+
+// Socket returns the inherited listening socket called name, whatever it
+// listens on (a unix socket, say), or nil.
+func (in *Inherited) Socket(name string) (net.Listener, error) {
 	if in == nil {
 		return nil, nil
 	}
@@ -186,10 +202,6 @@ func (in *Inherited) Listener(name, addr string) (net.Listener, error) {
 	ln, err := net.FileListener(f)
 	if err != nil {
 		return nil, fmt.Errorf("inherited socket %s: %w", name, err)
-	}
-	if !sameAddr(ln.Addr(), addr) {
-		ln.Close()
-		return nil, nil
 	}
 	return ln, nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // SysctlPath is the ports the kernel never picks for a connect or a bind
@@ -55,6 +56,8 @@ func Reserve(r Range, do func(func() error) error, state string) (*Reservation, 
 		}
 	}
 	err := do(func() error {
+		unlock := lockSysctl()
+		defer unlock()
 		cur, err := readSysctl()
 		if err != nil {
 			return err
@@ -99,6 +102,8 @@ func (res *Reservation) Release() error {
 		return nil
 	}
 	return res.do(func() error {
+		unlock := lockSysctl()
+		defer unlock()
 		cur, err := readSysctl()
 		if err != nil {
 			return err
@@ -118,6 +123,29 @@ func (res *Reservation) Handover() error {
 		return err
 	}
 	return os.WriteFile(res.state, []byte(res.added.String()+"\n"), 0o644)
+}
+
+// lockPath is a file the processes that edit the sysctl lock around each
+// read and write, so that two workers of one master (each reserving its
+// share of ports) do not overwrite each other's edit.
+const lockPath = "/run/splicer/reserved-ports.lock"
+
+// lockSysctl takes lockPath and returns its release. Where the file cannot
+// be made or locked (no privilege to write /run), the edit goes on
+// unlocked: a lone process needs no lock.
+func lockSysctl() (unlock func()) {
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
+		return func() {}
+	}
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return func() {}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { f.Close() } // closing releases the lock
 }
 
 func readSysctl() (Set, error) {
