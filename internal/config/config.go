@@ -67,7 +67,17 @@ type Config struct {
 	// kernel and do not count against it; what it bounds is control mode
 	// (reading and rewriting HTTP heads, copied bodies). A reload applies
 	// a change at once.
-	Threads   int        `yaml:"threads"`
+	Threads int `yaml:"threads"`
+	// Workers is how many processes serve the listeners (nginx's
+	// worker_processes): left out, one. With more, `splicer run` is a
+	// master that binds every listener once per worker (SO_REUSEPORT:
+	// the kernel spreads new connections over them), starts the
+	// workers, restarts one that dies, passes on signals and serves the
+	// admin endpoint for all of them. Each worker runs Go on `threads`
+	// threads, by default its share of the CPUs; limits that count
+	// (max_connections, a server's max_conns, max_fails) hold per
+	// worker. "auto": one per CPU the process may use.
+	Workers   Workers    `yaml:"workers,omitempty"`
 	Engines   Engines    `yaml:"engines"`
 	Listeners []Listener `yaml:"listeners"`
 }

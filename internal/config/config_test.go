@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -238,6 +239,28 @@ func TestParseErrors(t *testing.T) {
 			"threads: 100000",
 			"listeners:", okListener,
 		), []wantErr{{1, "threads", "got 100000"}}},
+		{"workers written 0", lines(
+			"workers: 0",
+			"listeners:", okListener,
+		), []wantErr{{1, "workers", "leave the key out for its default (one process)"}}},
+		{"workers neither a count nor auto", lines(
+			"workers: many",
+			"listeners:", okListener,
+		), []wantErr{{1, "workers", `must be a count of processes or auto, got "many"`}}},
+		{"workers past any host", lines(
+			"workers: 1000",
+			"listeners:", okListener,
+		), []wantErr{{1, "workers", "must be auto or a count up to 256, got 1000"}}},
+		{"workers with user", lines(
+			"workers: 2",
+			"user: nobody",
+			"listeners:", okListener,
+		), []wantErr{{2, "user", "cannot be set with workers (2 processes)"}}},
+		{"workers with a per-client limit", lines(
+			"workers: 2",
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], max_connections_per_client: 4}",
+		), []wantErr{{3, "listeners[0].max_connections_per_client", "cannot hold with workers (2 processes)"}}},
 
 		// Type errors.
 		{"string where a duration is expected", lines(
@@ -799,5 +822,23 @@ func TestLocalPorts(t *testing.T) {
 	}
 	if _, _, on, err := cfg.Engines.IP.PortRange(); on || err != nil {
 		t.Errorf("local_ports: off is on (%v)", err)
+	}
+}
+
+func TestWorkersCount(t *testing.T) {
+	for _, tc := range []struct {
+		line   string
+		want   int
+		master bool
+	}{
+		{"", 1, false},
+		{"workers: 1", 1, false},
+		{"workers: 3", 3, true},
+		{"workers: auto", runtime.NumCPU(), runtime.NumCPU() > 1},
+	} {
+		cfg := mustParse(t, lines(tc.line, "listeners:", okListener))
+		if got := cfg.Workers.Count(); got != tc.want || cfg.Workers.Master() != tc.master {
+			t.Errorf("%q: %d workers (master %v), want %d (%v)", tc.line, got, cfg.Workers.Master(), tc.want, tc.master)
+		}
 	}
 }

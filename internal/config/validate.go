@@ -83,6 +83,36 @@ func (v *validator) top() {
 	if t := v.cfg.Threads; t < 0 || t > MaxThreads {
 		v.errorf("threads", "must be 0 (one per CPU) or a count up to %d, got %d", MaxThreads, t)
 	}
+	v.workers()
+}
+
+// workers checks the count, and refuses what the processes cannot honour
+// together: a per-client limit (the kernel spreads one client's
+// connections over the workers, each counting only its own) and user
+// (the master would have to drop privileges for processes it starts
+// later; run it as the user under systemd instead).
+func (v *validator) workers() {
+	w := v.cfg.Workers
+	if w != WorkersAuto {
+		v.positiveOrLeftOut("workers", int64(w), strconv.Itoa(int(w)), "one process")
+	}
+	if w > MaxWorkers {
+		v.errorf("workers", "must be auto or a count up to %d, got %d", MaxWorkers, w)
+	}
+	if !w.Master() {
+		return
+	}
+	if v.cfg.User != "" {
+		v.errorf("user", "cannot be set with workers (%d processes): start splicer as that user with the engines' capabilities (packaging/systemd/splicer.service: User= and AmbientCapabilities=), or leave workers out", w.Count())
+	}
+	if low, high, ok, err := v.cfg.Engines.IP.PortRange(); ok && err == nil && int(high)-int(low)+1 < w.Count() {
+		v.errorf("engines.ip.local_ports", "%q has fewer ports than workers (%d): each worker takes its own share", v.cfg.Engines.IP.LocalPorts, w.Count())
+	}
+	for i, l := range v.cfg.Listeners {
+		if l.MaxConnectionsPerClient > 0 {
+			v.errorf("listeners["+itoa(i)+"].max_connections_per_client", "cannot hold with workers (%d processes): a client's connections are spread over them and each counts its own; leave workers out or the limit", w.Count())
+		}
+	}
 }
 
 func (v *validator) engines() {
