@@ -25,6 +25,9 @@ type Flow struct {
 	// (ip with a pin directory); it has no ID, and AgeS counts from the
 	// adoption.
 	Adopted bool `json:"adopted,omitempty"`
+	// Worker is the worker process that carries the pair, when a
+	// master serves with workers (its /flows sets it).
+	Worker *int `json:"worker,omitempty"`
 }
 
 // Flows is the set of open pairs, and the bytes of the closed ones.

@@ -80,6 +80,9 @@ Options:
 
 func printListeners(path string, cfg *config.Config) {
 	fmt.Printf("%s: ok, %d listener(s)\n", path, len(cfg.Listeners))
+	if n := cfg.Workers.Count(); n > 1 {
+		fmt.Printf("  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns and max_fails count per worker\n", n)
+	}
 	for _, l := range cfg.Listeners {
 		to := ""
 		if len(l.Upstream) > 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/handoff"
 	"github.com/splicer/splicer/internal/sdnotify"
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // adminSocket names the admin endpoint's socket among those handed to a new
@@ -42,6 +43,12 @@ type daemon struct {
 	adm           *admin.Server
 	accessFile    *os.File // the access log's file, closed at the end
 
+	// worker is this process's place among a master's workers, when
+	// isWorker (worker.go).
+	worker     worker
+	isWorker   bool
+	masterGone <-chan struct{} // a worker's master has ended (worker.go)
+
 	mu       sync.Mutex // one reload or upgrade at a time
 	upgraded chan struct{}
 	done     bool
@@ -54,8 +61,18 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	defaultPinDir(cfg, path)
+	w, isWorker, err := workerFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{path: path, pidFile: pidFile, worker: w, isWorker: isWorker, upgraded: make(chan struct{})}
+	d.prepare(cfg)
 	log := newLogger(cfg.Log)
+	if isWorker {
+		log = log.With("worker", w.index)
+		d.masterGone = masterGone()
+	}
+	d.log = log
 	in, err := handoff.FromEnv()
 	if err != nil {
 		return nil, err
@@ -72,12 +89,18 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{path: path, pidFile: pidFile, exe: exe, log: log, upgraded: make(chan struct{})}
+	d.exe = exe
 	access, err := d.openAccessLog(cfg.AccessLog)
 	if err != nil {
 		return nil, fmt.Errorf("access_log: %w", err)
 	}
-	if d.f, err = forwarder.New(cfg, forwarder.Options{Log: log, AccessLog: access, Inherit: in.Listener}); err != nil {
+	opts := forwarder.Options{Log: log, AccessLog: access, Inherit: in.Listener}
+	if isWorker {
+		// A listener a reload adds: this worker's own socket beside
+		// the other workers'.
+		opts.Listen = sockopt.ListenReusePort
+	}
+	if d.f, err = forwarder.New(cfg, opts); err != nil {
 		return nil, err
 	}
 	takeDrained(d.f, log) // before serving: not one client to a drained server
@@ -92,7 +115,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	if err := d.writePid(); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
 		d.log.Warn("pid file", "path", pidFile, "err", err)
 	}
-	if in != nil {
+	if in != nil && !(isWorker && startedByMaster()) {
 		log.Info("took over from the previous process", "pid", os.Getpid())
 	}
 	if err := in.Ready(); err != nil {
@@ -100,6 +123,15 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	}
 	notify(log, sdnotify.Ready)
 	return d, nil
+}
+
+// prepare completes a loaded configuration for this process: the
+// default pin directory, and a worker's own share (worker.adjust).
+func (d *daemon) prepare(cfg *config.Config) {
+	defaultPinDir(cfg, d.path)
+	if d.isWorker {
+		d.worker.adjust(cfg)
+	}
 }
 
 // defaultPinDir fills in engines.ip.pin_dir when the file leaves it empty:
@@ -135,10 +167,22 @@ func (d *daemon) openAccessLog(c config.AccessLog) (*slog.Logger, error) {
 // startAdmin serves the admin endpoint, on the inherited socket if any,
 // with the daemon's POST /reload and POST /upgrade.
 func (d *daemon) startAdmin(addr, token string, in *handoff.Inherited) error {
-	if addr == "" {
+	var ln net.Listener
+	var err error
+	switch {
+	case d.isWorker:
+		// The master serves addr; a worker answers it on the unix
+		// socket the master handed it, which only the master reaches.
+		ln, err = in.Socket(adminSocket)
+		if ln == nil && err == nil {
+			err = errors.New("a worker needs the admin socket its master hands it")
+		}
+		token = ""
+	case addr == "":
 		return nil
+	default:
+		ln, err = in.Listener(adminSocket, addr)
 	}
-	ln, err := in.Listener(adminSocket, addr)
 	if err != nil {
 		return err
 	}
@@ -183,17 +227,10 @@ func (d *daemon) reloadLogged(by string) ([]string, error) {
 	d.log.Info("reloading", "config", d.path, "by", by)
 	cfg, err := config.Load(d.path)
 	if err != nil {
-		var errs config.Errors
-		if errors.As(err, &errs) {
-			for _, e := range errs {
-				d.log.Error("reload refused: configuration error", "err", e.Error())
-			}
-		} else {
-			d.log.Error("reload refused", "err", err)
-		}
+		logRefused(d.log, err)
 		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
 	}
-	defaultPinDir(cfg, d.path)
+	d.prepare(cfg)
 	notes, err := d.f.Reload(cfg)
 	if err != nil {
 		d.log.Error("reload refused", "err", err)
@@ -205,6 +242,19 @@ func (d *daemon) reloadLogged(by string) ([]string, error) {
 	logThreads(d.log, cfg.Threads)
 	d.log.Info("reloaded", "listeners", len(cfg.Listeners))
 	return notes, nil
+}
+
+// logRefused logs why a reload's file was refused: each configuration
+// error on its own line, as 'splicer check' prints them.
+func logRefused(log *slog.Logger, err error) {
+	var errs config.Errors
+	if !errors.As(err, &errs) {
+		log.Error("reload refused", "err", err)
+		return
+	}
+	for _, e := range errs {
+		log.Error("reload refused: configuration error", "err", e.Error())
+	}
 }
 
 // upgradeLogged starts the binary at d.exe with the same arguments and

@@ -43,6 +43,13 @@ Signals:
             stop accepting and let open connections finish for
             shutdown_timeout; a second signal closes them at once.
 
+With workers: N (or auto: one per CPU), this process is a master: it binds
+every listener once per worker (SO_REUSEPORT), starts N worker processes
+that serve them, restarts a worker that dies, passes the signals above on to
+every worker (an upgrade replaces each worker in turn, then the master's own
+binary in place, keeping its pid), and serves the admin endpoint for all of
+them (/metrics with a worker label, /flows naming each pair's worker).
+
 Engine ip pins its BPF maps and links in engines.ip.pin_dir (default
 /sys/fs/bpf/splicer/<FILE's name without extension>): its spliced pairs
 outlive a SIGKILL, a crash or an upgrade, and the next 'splicer run' with the
@@ -56,6 +63,18 @@ process of an upgrade. See examples/ for configurations.
 	if *path == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return errSilent
+	}
+	if js, ok := os.LookupEnv(masterStateEnv); ok {
+		return resumeMaster(*path, *pidFile, js) // a master's upgrade
+	}
+	if _, isWorker := os.LookupEnv(workerEnv); !isWorker {
+		cfg, err := loadConfig(*path)
+		if err != nil {
+			return err
+		}
+		if cfg.Workers.Master() {
+			return runMaster(*path, *pidFile, cfg)
+		}
 	}
 	d, err := startDaemon(*path, *pidFile)
 	if errors.Is(err, errHandedOver) {
@@ -84,6 +103,8 @@ func (d *daemon) wait() error {
 				continue
 			}
 			d.log.Info("shutting down", "signal", sig.String(), "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
+		case <-d.masterGone:
+			d.log.Warn("the master is gone: shutting down", "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
 		case <-d.upgraded:
 			// ip pairs still spliced when the grace period ends stay
 			// pinned for the new process, which adopts them once this
