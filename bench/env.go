@@ -193,7 +193,7 @@ const (
 )
 
 var targetPorts = map[string]int{
-	"copy": 7100, "pipe": 7200, "sockmap": 7300, "ip": 7400, "auto": 7500,
+	"copy": 7100, "pipe": 7200, "sockmap": 7300, "ip": 7400, "auto": 7500, "auto-workers": 7600,
 	"haproxy": 8100, "haproxy-splice": 8200, "socat": 8300, "nginx": 8400,
 	"haproxy-buf256k": 8500,
 }
@@ -273,6 +273,7 @@ func (e *Env) build(ctx context.Context, opts Options) error {
 	if err := e.startSplicer(ctx, opts.Splicer, a); err != nil {
 		return err
 	}
+	e.startWorkersSwitch(ctx, a, opts.Pin)
 	e.startPeers(ctx, a, opts.Pin)
 	e.ccFwd, e.ccServer = e.readCC(ctx)
 	return nil

@@ -99,7 +99,7 @@ type sizePlot struct {
 
 // wrkPlotTargets are the README's rows of the wrk table: splicer's default
 // engine beside the peers and no proxy at all.
-var wrkPlotTargets = []string{"route", "auto", "haproxy", "haproxy-buf256k", "nginx"}
+var wrkPlotTargets = []string{"route", "auto", "auto-workers", "haproxy", "haproxy-buf256k", "nginx"}
 
 var sizePlots = []sizePlot{
 	{"web", "web_get_rps", "web_get_rps.png", "GET through the forward proxy, a connection per request", "requests/s", false, nil},

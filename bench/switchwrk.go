@@ -97,18 +97,20 @@ func SwitchWrk(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	for i := range res.Rows {
 		res.Rows[i].Tool = "wrk"
 	}
-	for _, peer := range []string{"haproxy", "haproxy-buf256k"} {
-		if v := versusNote(res, s.SwitchSizes, "auto", peer); v != "" {
-			res.Notes = append(res.Notes, v)
+	for _, ours := range []string{"auto", "auto-workers"} {
+		for _, peer := range []string{"haproxy", "haproxy-buf256k"} {
+			if v := versusNote(res, s.SwitchSizes, ours, peer); v != "" {
+				res.Notes = append(res.Notes, v)
+			}
 		}
 	}
-	if c := ceilingNote(res, s.SwitchSizes, "route", "auto", "haproxy", "haproxy-buf256k", "nginx"); c != "" {
+	if c := ceilingNote(res, s.SwitchSizes, "route", "auto", "auto-workers", "haproxy", "haproxy-buf256k", "nginx"); c != "" {
 		res.Notes = append(res.Notes, c)
 	}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("wrk -t%d -c%d -d%v --latency from the client namespace, %d run(s), targets interleaved, %s; cells are median (min–max); %s", wrkThreads, wrkConns, dur, s.Runs, describeWarmup(s.Warmup), cpus.describe()),
-		"route: no proxy, wrk asks the origin itself through the forwarder namespace's kernel routing; engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip for a body from engines.ip.min_body, "+config.DefaultMinBody.String()+" by default, pipe below it or where ip cannot), which copies a body below 512 KiB itself whatever the engine, so the engine rows differ from there; ip: engine ip, whose listener hands a body below engines.ip.min_body to the next engine of its chain (pipe, as auto does), so its rows are ip's only for bodies past that; haproxy, haproxy-splice: mode http with keep-alive, HAProxy's default 16 KiB buffer; haproxy-buf256k: haproxy's switch with tune.bufsize 262144; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
-		"wrk_cpu_us: every CPU's busy time per request (wrk and the origin included, as is the time around wrk's run: its start and exit); wrk_proc_cpu_us: the forwarder process's own (splicer's one process, HAProxy's, nginx's master and workers)",
+		"route: no proxy, wrk asks the origin itself through the forwarder namespace's kernel routing; engines: splicer's http-reverse listener with that engine (auto: engine auto, what a configuration without an engine gets: ip for a body from engines.ip.min_body, "+config.DefaultMinBody.String()+" by default, pipe below it or where ip cannot), which copies a body below 512 KiB itself whatever the engine, so the engine rows differ from there; auto-workers: auto in a splicer of its own with workers, a process per forwarder CPU each on one thread (nginx's process model; auto is one process with a thread per CPU, HAProxy's); ip: engine ip, whose listener hands a body below engines.ip.min_body to the next engine of its chain (pipe, as auto does), so its rows are ip's only for bodies past that; haproxy, haproxy-splice: mode http with keep-alive, HAProxy's default 16 KiB buffer; haproxy-buf256k: haproxy's switch with tune.bufsize 262144; nginx: proxy_pass with upstream keepalive 64; each peer adds what http-reverse adds by default (Forwarded, X-Forwarded-For, X-Forwarded-Proto naming the client, the client's own dropped)",
+		"wrk_cpu_us: every CPU's busy time per request (wrk and the origin included, as is the time around wrk's run: its start and exit); wrk_proc_cpu_us: the forwarder process's own (splicer's one process, auto-workers' master and workers, HAProxy's, nginx's master and workers)",
 		"unlike loadgen (a closed loop of Go goroutines sharing the CPUs with the forwarder), wrk is an event-loop C load generator others run: the two differ in client cost, so compare rows within one tool")
 	return res, nil
 }
