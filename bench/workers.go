@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // workersLocalPorts keeps the workers' ip port shares apart from the
@@ -49,25 +48,10 @@ func (e *Env) startWorkersSwitch(ctx context.Context, a addressing, pin bool) {
 	}
 	cmd, err := e.startListening(ctx, e.fwd, "workers", t.switchAddr, e.splicer, "run", "--config", path)
 	if cmd != nil {
-		master := cmd.Process.Pid
-		t.pids = func() []int { return append([]int{master}, childPids(master)...) }
+		// The master: CPU time and pinning take a process's tree.
+		t.pids = func() []int { return []int{cmd.Process.Pid} }
 	}
 	if err != nil {
 		t.Unavailable = err.Error()
 	}
-}
-
-// childPids are the processes whose parent is pid.
-func childPids(pid int) []int {
-	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	var out []int
-	for _, f := range files {
-		b, _ := os.ReadFile(f)
-		for _, field := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(field); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
 }
