@@ -150,6 +150,15 @@ func TestWorkersShareAListener(t *testing.T) {
 		t.Errorf("/upstreams: %v, want the one server once", servers)
 	}
 	held.Close()
+	if err := s.adminOK("POST", "/upstreams/drain?server="+up); err != nil {
+		t.Fatal(err)
+	}
+	if drained := s.metricByWorker(t, "splicer_upstream_drained", ""); drained["0"] != 1 || drained["1"] != 1 {
+		t.Errorf("splicer_upstream_drained by worker after a drain through the master: %v, want 1 in both", drained)
+	}
+	if err := s.adminOK("POST", "/upstreams/ready?server="+up); err != nil {
+		t.Fatal(err)
+	}
 
 	syscall.Kill(pids[0], syscall.SIGKILL)
 	waitUntil(t, "the killed worker restarted", d.exited, func() bool {
