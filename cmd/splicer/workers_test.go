@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/splicer/splicer/lab"
 )
 
@@ -275,12 +273,7 @@ func TestWorkersLeaveWithTheirMaster(t *testing.T) {
 func TestLabWorkersSpliceWithIP(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
 	s := labSite(l)
-	fs := t.TempDir()
-	if err := unix.Mount("bpf", fs, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mount bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(fs, unix.MNT_DETACH) })
-	pinDir := filepath.Join(fs, "splicer", "workers")
+	pinDir := filepath.Join(mountBPFFS(t), "splicer", "workers")
 	up := s.echoUpstream(t)
 	addr := net.JoinHostPort(s.fwdIP, "17400")
 	d := s.startWorkers(t, workersYAML(s, 2, "5s", listenerYAML("ip", addr, up, "ip"))+
