@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
@@ -44,7 +42,7 @@ func TestRunIPPairSurvivesUpgrade(t *testing.T) { testIPPairSurvives(t, true) }
 func testIPPairSurvives(t *testing.T, upgrade bool) {
 	l := lab.NewT(t, lab.DefaultConfig())
 	s := labSite(l)
-	pinDir := filepath.Join(mountBPFFS(t), "splicer", "survive")
+	pinDir := filepath.Join(testenv.MountBPFFS(t), "splicer", "survive")
 
 	const size = 256 << 20
 	srvLn, err := s.listenUp(net.JoinHostPort(s.upIP, "0"))
@@ -202,19 +200,6 @@ func (s *site) adoptedFlow() map[string]any {
 }
 
 // findFlow is the first pair of /flows that match accepts, or nil.
-// mountBPFFS mounts a BPF file system of the test's own, which the
-// daemons (in mount namespaces of their own under `ip netns exec`)
-// inherit; unmounting it at cleanup drops whatever is still pinned.
-func mountBPFFS(tb testing.TB) string {
-	tb.Helper()
-	fs := tb.TempDir()
-	if err := unix.Mount("bpf", fs, "bpf", 0, "mode=0700"); err != nil {
-		tb.Fatalf("mount bpffs: %v", err)
-	}
-	tb.Cleanup(func() { unix.Unmount(fs, unix.MNT_DETACH) })
-	return fs
-}
-
 func (s *site) findFlow(match func(map[string]any) bool) map[string]any {
 	resp, err := s.admin.Get("http://" + s.adminAddr + "/flows")
 	if err != nil {

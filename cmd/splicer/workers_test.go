@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -273,7 +274,7 @@ func TestWorkersLeaveWithTheirMaster(t *testing.T) {
 func TestLabWorkersSpliceWithIP(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
 	s := labSite(l)
-	pinDir := filepath.Join(mountBPFFS(t), "splicer", "workers")
+	pinDir := filepath.Join(testenv.MountBPFFS(t), "splicer", "workers")
 	up := s.echoUpstream(t)
 	addr := net.JoinHostPort(s.fwdIP, "17400")
 	d := s.startWorkers(t, workersYAML(s, 2, "5s", listenerYAML("ip", addr, up, "ip"))+
