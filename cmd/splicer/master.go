@@ -20,6 +20,7 @@ import (
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/handoff"
+	"github.com/splicer/splicer/internal/reuseport"
 	"github.com/splicer/splicer/internal/sdnotify"
 	"github.com/splicer/splicer/internal/sockopt"
 )
@@ -135,8 +136,11 @@ func (m *master) bind(cfg *config.Config) error {
 }
 
 // bindListener binds addr once per worker with SO_REUSEPORT; port 0 is
-// chosen by the first bind and taken by the others.
+// chosen by the first bind and taken by the others. New connections then
+// go to the workers in turn (internal/reuseport), or where the program
+// cannot load (no CAP_BPF), by the kernel's hash of their addresses.
 func (m *master) bindListener(name, addr string) error {
+	group := make([]*os.File, 0, len(m.files))
 	for i := range m.files {
 		ln, err := sockopt.ListenReusePort("tcp", addr)
 		if err != nil {
@@ -149,6 +153,10 @@ func (m *master) bindListener(name, addr string) error {
 			return fmt.Errorf("listener %s: %w", name, err)
 		}
 		m.files[i][name] = f
+		group = append(group, f)
+	}
+	if err := reuseport.Spread(group); err != nil {
+		m.log.Warn("new connections go to the workers by the kernel's hash of their addresses, not in turn", "listener", name, "err", err)
 	}
 	return nil
 }
