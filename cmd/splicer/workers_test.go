@@ -302,6 +302,37 @@ func TestLabWorkersSpliceWithIP(t *testing.T) {
 		}
 	}
 
+	// An upgrade in the middle of long transfers spliced by ip in both
+	// workers: each arrives intact.
+	transfers = nil
+	for range 4 {
+		transfers = append(transfers, s.startTransfer(t, addr, 96<<20))
+	}
+	splicedIn := func(worker float64) bool {
+		return s.findFlow(func(f map[string]any) bool {
+			return f["worker"] == worker && f["engine"] == "ip" && f["state"] == "spliced"
+		}) != nil
+	}
+	waitUntil(t, "transfers spliced by ip in both workers", d.exited, func() bool { return splicedIn(0) && splicedIn(1) })
+	if out, err := s.command(context.Background(), splicerBinary(t), "upgrade", "--admin", s.adminAddr).CombinedOutput(); err != nil {
+		t.Fatalf("splicer upgrade: %v: %s", err, out)
+	}
+	for _, tr := range transfers {
+		tr.wait(t, 120*time.Second)
+	}
+	waitUntil(t, "the master on its new binary", d.exited, func() bool { return strings.Contains(d.logs(), `msg="master upgraded"`) })
+	s.pingN(t, addr, 10)
+	// A retired worker leaves what it still forwards pinned; its
+	// successor adopts it once it has gone, and unpins it once over.
+	waitUntil(t, "each worker's pin directory holding only its own datapath", d.exited, func() bool {
+		for _, w := range []string{"worker-0", "worker-1"} {
+			if dirs, _ := os.ReadDir(filepath.Join(pinDir, w)); len(dirs) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.exited:
