@@ -46,7 +46,9 @@ func (e *Env) startWorkersSwitch(ctx context.Context, a addressing, pin bool) {
 		t.Unavailable = err.Error()
 		return
 	}
-	cmd, err := e.startListening(ctx, e.fwd, "workers", t.switchAddr, e.splicer, "run", "--config", path)
+	// TMPDIR: the master's directory of worker sockets goes with the
+	// Env's directory, as the master is killed at the end.
+	cmd, err := e.startListening(ctx, e.fwd, "workers", t.switchAddr, "env", "TMPDIR="+e.dir, e.splicer, "run", "--config", path)
 	if cmd != nil {
 		// The master: CPU time and pinning take a process's tree.
 		t.pids = func() []int { return []int{cmd.Process.Pid} }

@@ -3,14 +3,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +48,8 @@ type master struct {
 	// worker and a restarted one takes up the same socket.
 	files []map[string]*os.File
 	admin *masterAdmin
+	// adminLn is the admin endpoint's socket until serveAdmin serves it.
+	adminLn net.Listener
 	// exited receives the end of every worker process.
 	exited chan workerExit
 
@@ -70,8 +73,9 @@ type workerExit struct {
 // until a signal stops it.
 func runMaster(path, pidFile string, cfg *config.Config) error {
 	log := newLogger(cfg.Log)
-	if in, err := handoff.FromEnv(); in != nil || err != nil {
-		return errors.New("workers cannot be turned on by an upgrade: the process that runs now has one set of sockets to hand over; restart splicer")
+	in, err := handoff.FromEnv()
+	if err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -86,36 +90,57 @@ func runMaster(path, pidFile string, cfg *config.Config) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		log.Warn("cannot adopt the workers an upgrade starts (PR_SET_CHILD_SUBREAPER)", "err", err)
 	}
-	if err := m.bind(cfg); err != nil {
-		m.closeFiles()
+	if in != nil {
+		err = m.takeSockets(in) // from the root master of handToUser
+	} else {
+		err = m.bind(cfg)
+	}
+	if err != nil {
+		m.closeFiles(true)
 		return err
 	}
-	if err := m.serveAdmin(cfg, nil); err != nil {
-		m.closeFiles()
+	if in == nil && needsDrop(cfg) {
+		err := m.handToUser()
+		m.closeFiles(err != nil) // the user's master has them, and the directory
+		return err
+	}
+	lockPrivileges(cfg, log)
+	if err := m.serveAdmin(cfg, m.adminLn); err != nil {
+		m.closeFiles(true)
 		return fmt.Errorf("admin: %w", err)
 	}
 	for i := range m.count {
 		if err := m.start(i); err != nil {
 			m.stopWorkers(syscall.SIGKILL)
 			m.admin.close()
-			m.closeFiles()
+			m.closeFiles(true)
 			return fmt.Errorf("worker %d: %w", i, err)
 		}
 	}
-	if pidFile != "" {
-		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-			log.Warn("pid file", "path", pidFile, "err", err)
-		}
+	if err := in.Ready(); err != nil {
+		log.Warn("telling the root process we serve", "err", err)
+	}
+	if err := m.writePid(); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
+		log.Warn("pid file", "path", pidFile, "err", err)
 	}
 	log.Info("master serves", "workers", m.count, "pid", os.Getpid())
 	notify(log, sdnotify.Ready)
 	return m.loop()
 }
 
-// bind opens every listener's socket once per worker, the admin sockets,
-// and the directory that holds them.
+// bind opens every listener's socket once per worker, the workers'
+// admin sockets and the directory that holds them, and the admin
+// endpoint's socket.
 func (m *master) bind(cfg *config.Config) error {
-	dir, err := os.MkdirTemp("", "splicer-workers-")
+	if cfg.Admin != "" {
+		ln, err := net.Listen("tcp", cfg.Admin)
+		if err != nil {
+			return fmt.Errorf("admin: %w", err)
+		}
+		m.adminLn = ln
+	}
+	removeStaleDirs()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", workersDirPrefix, os.Getpid()))
 	if err != nil {
 		return err
 	}
@@ -133,6 +158,23 @@ func (m *master) bind(cfg *config.Config) error {
 		}
 	}
 	return nil
+}
+
+// workersDirPrefix begins the name of a master's directory of admin
+// sockets in the temporary directory, followed by the master's pid.
+const workersDirPrefix = "splicer-workers-"
+
+// removeStaleDirs removes the directories of masters that are gone
+// without removing their own (killed): a master that stops removes its
+// own.
+func removeStaleDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), workersDirPrefix+"*"))
+	for _, d := range dirs {
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), workersDirPrefix), "-")
+		if pid, err := strconv.Atoi(pidText); err == nil && syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // bindListener binds addr once per worker with SO_REUSEPORT; port 0 is
@@ -174,15 +216,27 @@ func bindUnix(path string) (*os.File, error) {
 
 func (m *master) adminPath(i int) string { return fmt.Sprintf("%s/worker-%d.sock", m.dir, i) }
 
-func (m *master) closeFiles() {
+// closeFiles closes the master's sockets and, with removeDir, the
+// directory of the workers' admin sockets.
+func (m *master) closeFiles(removeDir bool) {
 	for _, fs := range m.files {
 		for _, f := range fs {
 			f.Close()
 		}
 	}
-	if m.dir != "" {
+	if m.adminLn != nil {
+		m.adminLn.Close()
+	}
+	if removeDir && m.dir != "" {
 		os.RemoveAll(m.dir)
 	}
+}
+
+func (m *master) writePid() error {
+	if m.pidFile == "" {
+		return nil
+	}
+	return os.WriteFile(m.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
 }
 
 // start runs worker i on its sockets and waits until it serves.
@@ -293,7 +347,7 @@ func (m *master) shutdown(sigs <-chan os.Signal) error {
 		}
 	}
 	m.admin.close()
-	m.closeFiles()
+	m.closeFiles(true)
 	if m.pidFile != "" {
 		if b, err := os.ReadFile(m.pidFile); err == nil && string(b) == strconv.Itoa(os.Getpid())+"\n" {
 			os.Remove(m.pidFile)

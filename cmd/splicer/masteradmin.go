@@ -41,9 +41,10 @@ func (a *masterAdmin) close() {
 	}
 }
 
-// serveAdmin serves cfg.Admin, on ln if not nil (the socket an upgrade
-// handed over), for every worker. Without an admin address the master
-// still talks to each worker on its admin socket.
+// serveAdmin serves the admin endpoint on ln (bound by the master, or
+// handed over by its upgrade or its root parent) for every worker; with
+// ln nil (no admin address), the master still talks to each worker on
+// its admin socket.
 func (m *master) serveAdmin(cfg *config.Config, ln net.Listener) error {
 	m.admin = &masterAdmin{}
 	for i := range m.count {
@@ -58,14 +59,8 @@ func (m *master) serveAdmin(cfg *config.Config, ln net.Listener) error {
 		Help: "Worker processes the master restarted after they ended unasked."})
 	reg.MustRegister(m.restarts, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "splicer_workers",
 		Help: "Worker processes the master keeps running (workers)."}, func() float64 { return float64(m.count) }))
-	if cfg.Admin == "" {
-		return nil
-	}
 	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", cfg.Admin); err != nil {
-			return err
-		}
+		return nil // no admin endpoint
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, workerMetrics{m}},

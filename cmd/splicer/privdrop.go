@@ -11,10 +11,11 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/handoff"
 	"github.com/splicer/splicer/internal/sdnotify"
-	"golang.org/x/sys/unix"
 )
 
 // engineCaps are the capabilities the engines use after start: tc programs

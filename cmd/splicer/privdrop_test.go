@@ -1,4 +1,4 @@
-// Least privilege in the lab: `splicer run` started as root with `user: nobody` serves as uid 65534 without CAP_SYS_ADMIN, with no_new_privs, and still splices with engine ip.
+// Least privilege in the lab: `splicer run` started as root with `user: nobody` serves as uid 65534 without CAP_SYS_ADMIN, with no_new_privs, and still splices with engine ip, with one process or a master and workers.
 
 package main
 
@@ -15,16 +15,30 @@ import (
 	"github.com/splicer/splicer/lab"
 )
 
-func TestRunAsUserStillSplicesWithIP(t *testing.T) {
+func TestRunAsUserStillSplicesWithIP(t *testing.T) { testRunAsUser(t, 0) }
+
+// TestRunAsUserWithWorkers: the same with two workers: the root process
+// binds every socket and steps aside, and the master and both workers
+// run as the user with only the engines' capabilities.
+func TestRunAsUserWithWorkers(t *testing.T) { testRunAsUser(t, 2) }
+
+func testRunAsUser(t *testing.T, workers int) {
 	testenv.RequireRoot(t)
 	l := lab.NewT(t, lab.DefaultConfig())
 	s := labSite(l)
 	up := s.echoUpstream(t)
 	addr := "10.99.1.1:17400"
 	cfg := "user: nobody\n" + daemonYAML(s, "5s", listenerYAML("ip", addr, up, "ip"))
+	if workers > 0 {
+		cfg = fmt.Sprintf("workers: %d\n", workers) + cfg
+	}
 	// nobody must read the configuration and run the binary.
 	os.Chmod(filepath.Dir(splicerBinary(t)), 0o755)
 	d := s.startRunReadable(t, cfg)
+	if workers > 0 {
+		t.Cleanup(func() { stopMaster(t, d.pid()) })
+		waitUntil(t, "every worker ready", make(chan error), func() bool { return s.adminOK("GET", "/ready") == nil })
+	}
 
 	tr := s.startTransfer(t, addr, 64<<20)
 	// The root process exits once the user's process serves: wait on
@@ -32,32 +46,15 @@ func TestRunAsUserStillSplicesWithIP(t *testing.T) {
 	waitUntil(t, "the transfer spliced by ip", make(chan error), func() bool { return s.splicedBy("ip") })
 	tr.wait(t, 60*time.Second)
 
-	pid := d.pid()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("the serving process (pid %d): %v", pid, err)
-	}
-	fields := map[string]string{}
-	for _, line := range strings.Split(string(status), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			fields[k] = strings.TrimSpace(v)
+	pids := []int{d.pid()}
+	if workers > 0 {
+		pids = append(pids, workerPids(t, d.pid())...)
+		if len(pids) != 1+workers {
+			t.Fatalf("master %d and workers %v, want %d workers", pids[0], pids[1:], workers)
 		}
 	}
-	if uid := strings.Fields(fields["Uid"]); len(uid) < 2 || uid[1] != "65534" {
-		t.Errorf("serving process Uid %q, want 65534 (nobody)", fields["Uid"])
-	}
-	eff, err := strconv.ParseUint(fields["CapEff"], 16, 64)
-	if err != nil {
-		t.Fatalf("CapEff %q: %v", fields["CapEff"], err)
-	}
-	if eff&(1<<21) != 0 {
-		t.Errorf("CapEff %s has CAP_SYS_ADMIN", fields["CapEff"])
-	}
-	if eff&(1<<12) == 0 || eff&(1<<39) == 0 {
-		t.Errorf("CapEff %s lacks CAP_NET_ADMIN or CAP_BPF, which engine ip needs", fields["CapEff"])
-	}
-	if fields["NoNewPrivs"] != "1" {
-		t.Errorf("NoNewPrivs %q, want 1", fields["NoNewPrivs"])
+	for _, pid := range pids {
+		checkRunsAsNobody(t, pid)
 	}
 	// The root process stepped aside.
 	select {
@@ -67,5 +64,37 @@ func TestRunAsUserStillSplicesWithIP(t *testing.T) {
 		}
 	default:
 		t.Error("the root process is still running after handing over")
+	}
+}
+
+// checkRunsAsNobody checks that process pid runs as nobody with
+// CAP_NET_ADMIN and CAP_BPF but not CAP_SYS_ADMIN, and no_new_privs.
+func checkRunsAsNobody(tb testing.TB, pid int) {
+	tb.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatalf("the serving process (pid %d): %v", pid, err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	if uid := strings.Fields(fields["Uid"]); len(uid) < 2 || uid[1] != "65534" {
+		tb.Errorf("process %d: Uid %q, want 65534 (nobody)", pid, fields["Uid"])
+	}
+	eff, err := strconv.ParseUint(fields["CapEff"], 16, 64)
+	if err != nil {
+		tb.Fatalf("process %d: CapEff %q: %v", pid, fields["CapEff"], err)
+	}
+	if eff&(1<<21) != 0 {
+		tb.Errorf("process %d: CapEff %s has CAP_SYS_ADMIN", pid, fields["CapEff"])
+	}
+	if eff&(1<<12) == 0 || eff&(1<<39) == 0 {
+		tb.Errorf("process %d: CapEff %s lacks CAP_NET_ADMIN or CAP_BPF, which engine ip needs", pid, fields["CapEff"])
+	}
+	if fields["NoNewPrivs"] != "1" {
+		tb.Errorf("process %d: NoNewPrivs %q, want 1", pid, fields["NoNewPrivs"])
 	}
 }

@@ -126,6 +126,9 @@ func (s *site) startRun(tb testing.TB, cfg string) *daemonProc {
 	writeFile(tb, cfgPath, []byte(cfg))
 	d := &daemonProc{logFile: filepath.Join(dir, "splicer.log"), exited: make(chan error, 1), pidFile: filepath.Join(dir, "splicer.pid")}
 	d.cmd = s.command(context.Background(), splicerBinary(tb), "run", "--config", cfgPath, "--pid-file", d.pidFile)
+	// A master's directory of worker sockets goes with the test, even
+	// when the master is killed.
+	d.cmd.Env = append(os.Environ(), "TMPDIR="+dir)
 	logFile, err := os.OpenFile(d.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		tb.Fatal(err)

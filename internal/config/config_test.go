@@ -251,11 +251,6 @@ func TestParseErrors(t *testing.T) {
 			"workers: 1000",
 			"listeners:", okListener,
 		), []wantErr{{1, "workers", "must be auto or a count up to 256, got 1000"}}},
-		{"workers with user", lines(
-			"workers: 2",
-			"user: nobody",
-			"listeners:", okListener,
-		), []wantErr{{2, "user", "cannot be set with workers (2 processes)"}}},
 		{"workers with a per-client limit", lines(
 			"workers: 2",
 			"listeners:",

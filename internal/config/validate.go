@@ -88,9 +88,7 @@ func (v *validator) top() {
 
 // workers checks the count, and refuses what the processes cannot honour
 // together: a per-client limit (the kernel spreads one client's
-// connections over the workers, each counting only its own) and user
-// (the master would have to drop privileges for processes it starts
-// later; run it as the user under systemd instead).
+// connections over the workers, each counting only its own).
 func (v *validator) workers() {
 	w := v.cfg.Workers
 	if w != WorkersAuto {
@@ -101,9 +99,6 @@ func (v *validator) workers() {
 	}
 	if !w.Master() {
 		return
-	}
-	if v.cfg.User != "" {
-		v.errorf("user", "cannot be set with workers (%d processes): start splicer as that user with the engines' capabilities (packaging/systemd/splicer.service: User= and AmbientCapabilities=), or leave workers out", w.Count())
 	}
 	if low, high, ok, err := v.cfg.Engines.IP.PortRange(); ok && err == nil && int(high)-int(low)+1 < w.Count() {
 		v.errorf("engines.ip.local_ports", "%q has fewer ports than workers (%d): each worker takes its own share", v.cfg.Engines.IP.LocalPorts, w.Count())

@@ -187,6 +187,17 @@ func (in *Inherited) Listener(name, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// File takes the inherited file called name out of what Ready closes, as
+// it came (nil if none): a master passes it on to a worker.
+func (in *Inherited) File(name string) *os.File {
+	if in == nil {
+		return nil
+	}
+	f := in.files[name]
+	delete(in.files, name)
+	return f
+}
+
 // Socket returns the inherited listening socket called name, whatever it
 // listens on (a unix socket, say), or nil.
 func (in *Inherited) Socket(name string) (net.Listener, error) {

@@ -1,0 +1,122 @@
+// A master started as root with `user:` binds every socket, hands them to a copy of itself running as that user with only the engines' capabilities, and steps aside; the copy starts the workers as itself.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/handoff"
+	"github.com/splicer/splicer/internal/sdnotify"
+)
+
+// workerSocket names worker i's socket called name among those a root
+// master hands to the master that runs as the user.
+func workerSocket(i int, name string) string { return strconv.Itoa(i) + "/" + name }
+
+// handToUser starts this binary as cfg.User on every socket the master
+// bound, and returns once it serves: the caller, root, then exits.
+func (m *master) handToUser() error {
+	id, err := lookupUser(m.cfg.User)
+	if err != nil {
+		return err
+	}
+	// The user's master reaches its workers' admin sockets through the
+	// directory: it must be theirs.
+	for _, p := range append([]string{m.dir}, m.adminPaths()...) {
+		if err := os.Chown(p, int(id.UID), int(id.GID)); err != nil {
+			return err
+		}
+	}
+	files := map[string]*os.File{}
+	for i, fs := range m.files {
+		for name, f := range fs {
+			files[workerSocket(i, name)] = f
+		}
+	}
+	if m.adminLn != nil {
+		f, err := handoff.Dup(m.adminLn.(*net.TCPListener))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		files[adminSocket] = f
+	}
+	child, err := handoff.StartAs(m.exe, os.Args[1:], files, time.Minute, id)
+	if err != nil {
+		return fmt.Errorf("start as user %s: %w", m.cfg.User, err)
+	}
+	pid := child.Process.Pid
+	if m.pidFile != "" {
+		if err := os.WriteFile(m.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+			m.log.Warn("pid file", "path", m.pidFile, "err", err)
+		}
+	}
+	m.log.Info("sockets bound as root; the master runs as "+m.cfg.User, "pid", pid, "uid", id.UID, "workers", m.count)
+	notify(m.log, "MAINPID="+strconv.Itoa(pid)+"\n"+sdnotify.Ready)
+	return nil
+}
+
+func (m *master) adminPaths() []string {
+	out := make([]string, m.count)
+	for i := range out {
+		out[i] = m.adminPath(i)
+	}
+	return out
+}
+
+// takeSockets takes what a root master handed over: each worker's
+// sockets, the directory of their admin sockets, and the admin
+// endpoint's socket. Sockets from anything else (the single process of
+// an upgrade) are refused: they are one set, not one per worker.
+func (m *master) takeSockets(in *handoff.Inherited) error {
+	m.files = make([]map[string]*os.File, m.count)
+	for i := range m.files {
+		m.files[i] = map[string]*os.File{}
+		f := in.File(workerSocket(i, adminSocket))
+		if f == nil {
+			return errors.New("workers cannot be turned on by an upgrade: the process that runs now has one set of sockets to hand over; restart splicer")
+		}
+		m.files[i][adminSocket] = f
+		for _, l := range m.cfg.Listeners {
+			if f := in.File(workerSocket(i, l.Name)); f != nil {
+				m.files[i][l.Name] = f
+			}
+		}
+	}
+	path, err := unixPath(m.files[0][adminSocket])
+	if err != nil {
+		return err
+	}
+	m.dir = filepath.Dir(path)
+	m.adminLn, err = in.Listener(adminSocket, m.cfg.Admin)
+	return err
+}
+
+// unixPath is where the unix socket f is bound.
+func unixPath(f *os.File) (string, error) {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	var sa unix.Sockaddr
+	var serr error
+	if err := sc.Control(func(fd uintptr) { sa, serr = unix.Getsockname(int(fd)) }); err != nil {
+		return "", err
+	}
+	if serr != nil {
+		return "", serr
+	}
+	u, ok := sa.(*unix.SockaddrUnix)
+	if !ok || u.Name == "" {
+		return "", fmt.Errorf("not a bound unix socket: %T", sa)
+	}
+	return u.Name, nil
+}
