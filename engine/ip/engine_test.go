@@ -284,9 +284,18 @@ func TestEngineSpliceMidStream(t *testing.T) {
 		size = 32 << 20
 	}
 	el := newEngineLab(t, Options{MaxPairs: 64})
-	n := midStream(t, el, 20, 2, size, 0)
-	if n != 20 {
-		t.Errorf("%d of 20 pairs spliced", n)
+	allSpliced(t, midStream(t, el, 20, 2, size, 0))
+}
+
+// allSpliced fails the test unless every pair of a lab without loss was
+// spliced, but for one or two that fell back because the forwarder's
+// socket held segments past a hole: a packet the busy host dropped (a
+// full backlog; seen once in CI, with the client's SACK off), which the
+// splice rightly refuses (outOfOrder) and no translation caused.
+func allSpliced(tb testing.TB, m midStreamResult) {
+	tb.Helper()
+	if m.spliced+m.outOfOrder != m.pairs || m.outOfOrder > 2 {
+		tb.Errorf("%d of %d pairs spliced, %d fell back for out-of-order segments", m.spliced, m.pairs, m.outOfOrder)
 	}
 }
 
@@ -304,9 +313,8 @@ func TestEngineSpliceMidStreamLossy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n := midStream(t, el, 20, 4, 4<<20, 3*time.Second)
-	if n < 18 {
-		t.Errorf("%d of 20 pairs spliced", n)
+	if m := midStream(t, el, 20, 4, 4<<20, 3*time.Second); m.spliced < 18 {
+		t.Errorf("%d of 20 pairs spliced", m.spliced)
 	}
 }
 
@@ -326,17 +334,18 @@ func TestEngineSpliceMidStreamPlainClient(t *testing.T) {
 	if err := el.l.Fwd.Sysctl("net.ipv4.tcp_timestamps", "0"); err != nil {
 		t.Fatal(err)
 	}
-	n := midStream(t, el, 20, 4, 8<<20, 0)
-	if n != 20 {
-		t.Errorf("%d of 20 pairs spliced", n)
-	}
+	allSpliced(t, midStream(t, el, 20, 4, 8<<20, 0))
 }
+
+// midStreamResult counts midStream's pairs: all, those ip spliced, and
+// those that fell back because a socket held out-of-order segments.
+type midStreamResult struct{ pairs, spliced, outOfOrder int }
 
 // midStream runs pairs stream-protocol pairs, parallel at a time, each
 // spliced by ip at a random offset, and returns how many ip spliced (the
 // others fell back to pipe, which the test accepts only when the caller
 // does). Pairs that had bytes to drain are logged.
-func midStream(t *testing.T, el *engineLab, pairs, parallel int, size int64, idle time.Duration) int {
+func midStream(t *testing.T, el *engineLab, pairs, parallel int, size int64, idle time.Duration) midStreamResult {
 	pp := pipe.New(0)
 	defer pp.Close()
 	seed := rand.Uint64()
@@ -349,18 +358,21 @@ func midStream(t *testing.T, el *engineLab, pairs, parallel int, size int64, idl
 	drained0, bytes0 := el.e.drainedPairs.Load(), el.e.drainedBytes.Load()
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	var spliced atomic.Int64
+	var spliced, outOfOrder atomic.Int64
 	for i, k := range offsets {
 		lp := el.pair(t, origin.Stream)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ok, err := spliceAt(t, el, pp, lp, size, k, idle)
+			ok, fellBack, err := spliceAt(t, el, pp, lp, size, k, idle)
 			if err != nil {
 				t.Errorf("pair %d spliced after %d bytes up: %v", i, k, err)
 			}
 			if ok {
 				spliced.Add(1)
+			}
+			if fellBack != nil && strings.Contains(fellBack.Error(), "out-of-order segments") {
+				outOfOrder.Add(1)
 			}
 		})
 	}
@@ -371,7 +383,7 @@ func midStream(t *testing.T, el *engineLab, pairs, parallel int, size int64, idl
 		t.Error("no pair had bytes buffered at splice time: the test did not test draining")
 	}
 	el.checkDrops(t, "malformed", "mtu_exceeded", "rewrite_failed")
-	return int(spliced.Load())
+	return midStreamResult{pairs: pairs, spliced: int(spliced.Load()), outOfOrder: int(outOfOrder.Load())}
 }
 
 // checkStreamAsync runs the client side of the stream protocol (size
@@ -390,40 +402,42 @@ func checkStreamAsync(ctx context.Context, c *net.TCPConn, size int64) <-chan er
 
 // spliceAt runs the stream protocol over lp: pipe forwards exactly k bytes
 // up (and what it may down), then ip takes the pair over to the end, or, if
-// it falls back, pipe does; it reports whether ip spliced.
-func spliceAt(tb testing.TB, el *engineLab, pp *pipe.Engine, lp labPair, size, k int64, idle time.Duration) (bool, error) {
+// it falls back, pipe does; it reports whether ip spliced, and why it fell
+// back if it did.
+func spliceAt(tb testing.TB, el *engineLab, pp *pipe.Engine, lp labPair, size, k int64, idle time.Duration) (spliced bool, fellBack, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	checked := checkStreamAsync(ctx, lp.client, size)
 	r, err := pp.Splice(ctx, lp.p, engine.Options{Up: engine.DirOptions{Limit: k}})
 	if err != nil || r.End != engine.EndLimit || r.Moved[engine.Up] != k {
-		return false, fmt.Errorf("control mode: %+v, %v", r, err)
+		return false, nil, fmt.Errorf("control mode: %+v, %v", r, err)
 	}
 	down := r.Moved[engine.Down]
 	local, remote, err := tcprepair.Addrs(lp.p.Client)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	// A pair that stops moving while spliced has its state captured, for
 	// the failure to explain itself.
 	watch := el.watchStall(lp, datapath.Tuple{Src: remote, Dst: local})
 	res, err := el.e.Splice(ctx, lp.p, engine.Both(idle))
 	stall := watch.report()
-	spliced := err == nil
+	spliced = err == nil
 	if engine.IsFallback(err) {
 		tb.Logf("ip fell back after %d bytes down: %v", down, err)
+		fellBack = err
 		res, err = pp.Splice(ctx, lp.p, engine.Both(0))
 	}
 	if err != nil || res.End != engine.EndEOF {
-		return spliced, fmt.Errorf("after %d bytes down: %+v, %v%s", down, res, err, watch.explain(stall))
+		return spliced, fellBack, fmt.Errorf("after %d bytes down: %+v, %v%s", down, res, err, watch.explain(stall))
 	}
 	if err := <-checked; err != nil {
-		return spliced, fmt.Errorf("after %d bytes down: %w%s", down, err, watch.explain(stall))
+		return spliced, fellBack, fmt.Errorf("after %d bytes down: %w%s", down, err, watch.explain(stall))
 	}
 	if got, want := [2]int64{lp.p.Bytes(engine.Up), lp.p.Bytes(engine.Down)}, [2]int64{size + 16, size + 32}; got != want {
-		return spliced, fmt.Errorf("pair counted %v, want %v (%d bytes down before)%s", got, want, down, watch.explain(stall))
+		return spliced, fellBack, fmt.Errorf("pair counted %v, want %v (%d bytes down before)%s", got, want, down, watch.explain(stall))
 	}
-	return spliced, nil
+	return spliced, fellBack, nil
 }
 
 // TestEngineManyPairs: 100 idle pairs spliced at once (sharing grace
