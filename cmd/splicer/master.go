@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -256,9 +255,8 @@ func (m *master) start(i int) error {
 
 // loop handles signals and worker ends until a shutdown.
 func (m *master) loop() error {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
+	sigs, stop := controlSignals()
+	defer stop()
 	for {
 		select {
 		case sig := <-sigs:

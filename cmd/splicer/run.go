@@ -88,9 +88,8 @@ process of an upgrade. See examples/ for configurations.
 
 // wait handles signals until the daemon stops, then shuts it down.
 func (d *daemon) wait() error {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
+	sigs, stop := controlSignals()
+	defer stop()
 	for {
 		select {
 		case sig := <-sigs:
@@ -114,6 +113,15 @@ func (d *daemon) wait() error {
 		}
 		return d.shutdown(sigs)
 	}
+}
+
+// controlSignals delivers the signals 'splicer run' acts on, as a single
+// process or as a master: SIGHUP (reload), SIGUSR2 (upgrade), SIGINT and
+// SIGTERM (stop); stop stops the delivery.
+func controlSignals() (sigs chan os.Signal, stop func()) {
+	sigs = make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2)
+	return sigs, func() { signal.Stop(sigs) }
 }
 
 // newLogger builds the slog logger the configuration asks for, on stderr.
