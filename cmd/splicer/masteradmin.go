@@ -24,6 +24,7 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/admin"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/metrics"
 )
 
 // workerAnswerTimeout bounds a worker's answer to the master's admin
@@ -54,16 +55,13 @@ func (m *master) serveAdmin(cfg *config.Config, ln net.Listener) error {
 				return (&net.Dialer{}).DialContext(ctx, "unix", path)
 			}}})
 	}
-	reg := prometheus.NewRegistry()
-	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "splicer_worker_restarts_total",
-		Help: "Worker processes the master restarted after they ended unasked."})
-	reg.MustRegister(m.restarts, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "splicer_workers",
-		Help: "Worker processes the master keeps running (workers)."}, func() float64 { return float64(m.count) }))
+	own := metrics.NewMaster(m.count)
+	m.restarts = own.Restarts
 	if ln == nil {
 		return nil // no admin endpoint
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, workerMetrics{m}},
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{own.Registry, workerMetrics{m}},
 		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ErrorLog: slogPrinter{m}}))
 	mux.HandleFunc("GET /flows", m.flows)
 	mux.HandleFunc("GET /upstreams", m.upstreams)

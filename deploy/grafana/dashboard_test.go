@@ -12,6 +12,7 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/metrics"
 )
 
 // dashboard is the part of Grafana's JSON model the test reads.
@@ -31,14 +32,16 @@ type dashboard struct {
 
 var metricRE = regexp.MustCompile(`\bsplicer_[a-z0-9_]+`)
 
-// exported lists what a running forwarder can export.
+// exported lists what a running forwarder, or a master of workers, can
+// export.
 func exported(t *testing.T) []string {
 	cfg := config.Default()
 	f, err := forwarder.New(&cfg, forwarder.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f.Metrics().Names()
+	// With workers, a master exports its own beside its workers'.
+	return append(f.Metrics().Names(), metrics.NewMaster(2).Names()...)
 }
 
 func TestDashboardUsesExportedMetrics(t *testing.T) {

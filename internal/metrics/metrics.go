@@ -51,10 +51,13 @@ var fqNameRE = regexp.MustCompile(`fqName: "([^"]+)"`)
 // Names lists every metric name the registered collectors can export,
 // whether or not a series exists yet (dashboards and alerts are checked
 // against it).
-func (m *Metrics) Names() []string {
+func (m *Metrics) Names() []string { return collectorNames(m.registered) }
+
+// collectorNames lists the metric names collectors describe.
+func collectorNames(cs []prometheus.Collector) []string {
 	ch := make(chan *prometheus.Desc)
 	go func() {
-		for _, c := range m.registered {
+		for _, c := range cs {
 			c.Describe(ch)
 		}
 		close(ch)
