@@ -19,6 +19,7 @@ import (
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/sdnotify"
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // reloadLogged re-reads the configuration and has every worker apply it.
@@ -182,15 +183,12 @@ func (m *master) state() (*masterState, error) {
 	// Not f.Fd(), which would put the socket, shared with the workers,
 	// in blocking mode: their accepts would then block in the kernel.
 	keep := func(f *os.File) (fd int, err error) {
-		sc, err := f.SyscallConn()
-		if err != nil {
-			return 0, err
-		}
-		cerr := sc.Control(func(raw uintptr) {
-			fd = int(raw)
-			_, err = unix.FcntlInt(raw, unix.F_SETFD, 0)
+		err = sockopt.WithFD(f, func(raw int) error {
+			fd = raw
+			_, err := unix.FcntlInt(uintptr(raw), unix.F_SETFD, 0)
+			return err
 		})
-		return fd, errors.Join(cerr, err)
+		return fd, err
 	}
 	for _, files := range m.files {
 		fds := map[string]int{}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/splicer/splicer/internal/handoff"
 	"github.com/splicer/splicer/internal/sdnotify"
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // workerSocket names worker i's socket called name among those a root
@@ -102,17 +103,13 @@ func (m *master) takeSockets(in *handoff.Inherited) error {
 
 // unixPath is where the unix socket f is bound.
 func unixPath(f *os.File) (string, error) {
-	sc, err := f.SyscallConn()
+	var sa unix.Sockaddr
+	err := sockopt.WithFD(f, func(fd int) (err error) {
+		sa, err = unix.Getsockname(fd)
+		return err
+	})
 	if err != nil {
 		return "", err
-	}
-	var sa unix.Sockaddr
-	var serr error
-	if err := sc.Control(func(fd uintptr) { sa, serr = unix.Getsockname(int(fd)) }); err != nil {
-		return "", err
-	}
-	if serr != nil {
-		return "", serr
 	}
 	u, ok := sa.(*unix.SockaddrUnix)
 	if !ok || u.Name == "" {

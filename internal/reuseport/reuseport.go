@@ -20,6 +20,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // Spread attaches the program to the reuseport group of sockets, one per
@@ -36,7 +38,7 @@ func Spread(sockets []*os.File) error {
 	}
 	defer objs.Close() // the group keeps the program, the program its map
 	for i, f := range sockets {
-		err := withFd(f, func(fd int) error { return objs.Sockets.Update(uint32(i), uint64(fd), 0) })
+		err := sockopt.WithFD(f, func(fd int) error { return objs.Sockets.Update(uint32(i), uint64(fd), 0) })
 		if err != nil {
 			return fmt.Errorf("socket %d into the map: %w", i, err)
 		}
@@ -44,25 +46,11 @@ func Spread(sockets []*os.File) error {
 	if err := objs.Workers.Set(uint32(len(sockets))); err != nil {
 		return err
 	}
-	err := withFd(sockets[0], func(fd int) error {
+	err := sockopt.WithFD(sockets[0], func(fd int) error {
 		return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_EBPF, objs.Spread.FD())
 	})
 	if err != nil {
 		return fmt.Errorf("attach sk_reuseport program (SO_ATTACH_REUSEPORT_EBPF): %w", err)
 	}
 	return nil
-}
-
-// withFd runs fn with f's descriptor. Not f.Fd(), which would put the
-// socket, shared with the workers, in blocking mode.
-func withFd(f *os.File, fn func(fd int) error) error {
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := sc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return ferr
 }
