@@ -112,7 +112,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 		d.f.ShutdownTimeout()
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	if err := d.writePid(); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
+	if err := writePidFile(pidFile, os.Getpid()); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
 		d.log.Warn("pid file", "path", pidFile, "err", err)
 	}
 	if in != nil && !(isWorker && startedByMaster()) {
@@ -321,28 +321,10 @@ func (d *daemon) shutdown(sigs <-chan os.Signal) error {
 	if err != nil {
 		d.log.Warn("shutdown", "err", err)
 	}
-	d.removePid()
+	removePidFile(d.pidFile)
 	if d.accessFile != nil {
 		d.accessFile.Close()
 	}
 	d.log.Info("stopped")
 	return nil
-}
-
-func (d *daemon) writePid() error {
-	if d.pidFile == "" {
-		return nil
-	}
-	return os.WriteFile(d.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-}
-
-// removePid removes the pid file unless a new process (an upgrade) has
-// written its own.
-func (d *daemon) removePid() {
-	if d.pidFile == "" {
-		return
-	}
-	if b, err := os.ReadFile(d.pidFile); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
-		os.Remove(d.pidFile)
-	}
 }

@@ -119,7 +119,7 @@ func runMaster(path, pidFile string, cfg *config.Config) error {
 	if err := in.Ready(); err != nil {
 		log.Warn("telling the root process we serve", "err", err)
 	}
-	if err := m.writePid(); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
+	if err := writePidFile(pidFile, os.Getpid()); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
 		log.Warn("pid file", "path", pidFile, "err", err)
 	}
 	log.Info("master serves", "workers", m.count, "pid", os.Getpid())
@@ -231,13 +231,6 @@ func (m *master) closeFiles(removeDir bool) {
 	}
 }
 
-func (m *master) writePid() error {
-	if m.pidFile == "" {
-		return nil
-	}
-	return os.WriteFile(m.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-}
-
 // start runs worker i on its sockets and waits until it serves.
 func (m *master) start(i int) error {
 	w := worker{index: i, count: m.count}
@@ -346,11 +339,7 @@ func (m *master) shutdown(sigs <-chan os.Signal) error {
 	}
 	m.admin.close()
 	m.closeFiles(true)
-	if m.pidFile != "" {
-		if b, err := os.ReadFile(m.pidFile); err == nil && string(b) == strconv.Itoa(os.Getpid())+"\n" {
-			os.Remove(m.pidFile)
-		}
-	}
+	removePidFile(m.pidFile)
 	m.log.Info("stopped")
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/internal/handoff"
-	"github.com/splicer/splicer/internal/sdnotify"
 	"github.com/splicer/splicer/internal/sockopt"
 )
 
@@ -55,13 +54,8 @@ func (m *master) handToUser() error {
 		return fmt.Errorf("start as user %s: %w", m.cfg.User, err)
 	}
 	pid := child.Process.Pid
-	if m.pidFile != "" {
-		if err := os.WriteFile(m.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-			m.log.Warn("pid file", "path", m.pidFile, "err", err)
-		}
-	}
 	m.log.Info("sockets bound as root; the master runs as "+m.cfg.User, "pid", pid, "uid", id.UID, "workers", m.count)
-	notify(m.log, "MAINPID="+strconv.Itoa(pid)+"\n"+sdnotify.Ready)
+	announceSuccessor(m.log, m.pidFile, pid)
 	return nil
 }
 

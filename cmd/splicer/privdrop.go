@@ -15,7 +15,6 @@ import (
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/handoff"
-	"github.com/splicer/splicer/internal/sdnotify"
 )
 
 // engineCaps are the capabilities the engines use after start: tc programs
@@ -93,13 +92,8 @@ func dropPrivileges(cfg *config.Config, pidFile string, log *slog.Logger) error 
 		return fmt.Errorf("start as user %s: %w", cfg.User, err)
 	}
 	pid := child.Process.Pid
-	if pidFile != "" {
-		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-			log.Warn("pid file", "path", pidFile, "err", err)
-		}
-	}
 	log.Info("sockets bound as root; running as "+cfg.User, "pid", pid, "uid", id.UID, "capabilities", "CAP_NET_ADMIN CAP_BPF CAP_PERFMON CAP_NET_RAW CAP_NET_BIND_SERVICE")
-	notify(log, "MAINPID="+strconv.Itoa(pid)+"\n"+sdnotify.Ready)
+	announceSuccessor(log, pidFile, pid)
 	return nil
 }
 
