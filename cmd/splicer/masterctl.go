@@ -263,49 +263,41 @@ func resumeMaster(path, pidFile, js string) error {
 
 // watch reports the end of worker i's process pid, which the master may
 // not have started (an upgrade's new worker; any worker after the
-// master's own execve), through a pidfd; it reaps the process once it is
-// the master's child.
+// master's own execve).
 func (m *master) watch(i, pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		m.exited <- workerExit{index: i, pid: pid, err: err}
-		return
-	}
-	defer unix.Close(fd)
-	waitPidfd(fd)
-	var ws unix.WaitStatus
-	end := errors.New("ended")
-	if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid && err == nil {
-		end = waitError(ws)
-	}
-	m.exited <- workerExit{index: i, pid: pid, err: end}
+	m.exited <- workerExit{index: i, pid: pid, err: waitEnd(pid)}
 }
 
 // reap waits for a retired worker, started by this process before its
 // execve, to end, and reaps it: no Go code of the old binary is left to.
 func (m *master) reap(pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return // gone and reaped already
-	}
-	defer unix.Close(fd)
-	waitPidfd(fd)
-	var ws unix.WaitStatus
-	unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	waitEnd(pid)
 	m.log.Debug("retired worker process ended", "pid", pid)
 	m.mu.Lock()
 	m.retired = slices.DeleteFunc(m.retired, func(p int) bool { return p == pid })
 	m.mu.Unlock()
 }
 
-// waitPidfd blocks until the process of the pidfd has ended.
-func waitPidfd(fd int) {
+// waitEnd blocks until process pid has ended, through a pidfd (it need
+// not be this process's child), reaps it if it is, and says how it
+// ended where it could tell.
+func waitEnd(pid int) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return err // gone, and reaped, already
+	}
+	defer unix.Close(fd)
 	for {
 		_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
 		if err != unix.EINTR {
-			return
+			break
 		}
 	}
+	var ws unix.WaitStatus
+	if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid && err == nil {
+		return waitError(ws)
+	}
+	return errors.New("ended")
 }
 
 // waitError says how a process ended, as exec.ExitError would; nil for
