@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -89,19 +90,27 @@ func (p slogPrinter) Println(v ...any) { p.m.log.Warn("metrics: " + fmt.Sprint(v
 // ask sends a request to worker i's admin endpoint and returns the body
 // of its answer with the status.
 func (m *master) ask(ctx context.Context, i int, method, path string, timeout time.Duration) ([]byte, int, error) {
+	body, _, status, err := m.askWith(ctx, i, method, path, nil, timeout)
+	return body, status, err
+}
+
+// askWith is ask with the request's header h, returning the answer's
+// header too.
+func (m *master) askWith(ctx context.Context, i int, method, path string, h http.Header, timeout time.Duration) ([]byte, http.Header, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "http://worker"+path, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
+	maps.Copy(req.Header, h)
 	resp, err := m.admin.clients[i].Do(req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("worker %d: %w", i, err)
+		return nil, nil, 0, fmt.Errorf("worker %d: %w", i, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return body, resp.StatusCode, err
+	return body, resp.Header, resp.StatusCode, err
 }
 
 // askEach asks every worker, in order, and returns the answers that came
@@ -155,16 +164,12 @@ func (g workerMetrics) Gather() ([]*dto.MetricFamily, error) {
 
 // workerFamilies reads worker i's metrics in the protocol buffer format.
 func (m *master) workerFamilies(i int) ([]*dto.MetricFamily, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), workerAnswerTimeout)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://worker/metrics", nil)
-	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeProtoDelim)))
-	resp, err := m.admin.clients[i].Do(req)
+	accept := http.Header{"Accept": {string(expfmt.NewFormat(expfmt.TypeProtoDelim))}}
+	body, h, _, err := m.askWith(context.Background(), i, http.MethodGet, "/metrics", accept, workerAnswerTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("worker %d: %w", i, err)
+		return nil, err
 	}
-	defer resp.Body.Close()
-	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
+	dec := expfmt.NewDecoder(bytes.NewReader(body), expfmt.ResponseFormat(h))
 	var out []*dto.MetricFamily
 	for {
 		mf := &dto.MetricFamily{}
