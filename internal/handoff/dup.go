@@ -3,11 +3,12 @@
 package handoff
 
 import (
-	"errors"
 	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // Dup returns a duplicate of c's socket for Start. It is not net's File:
@@ -21,18 +22,12 @@ import (
 // descriptor Dup returns came to os.NewFile non-blocking, so Fd leaves it
 // as it is.
 func Dup(c syscall.Conn) (*os.File, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	dup, dupErr := -1, error(nil)
-	err = rc.Control(func(fd uintptr) {
-		dup, dupErr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	var dup int
+	err := sockopt.WithFD(c, func(fd int) (err error) {
+		dup, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		return err
 	})
-	if err = errors.Join(err, dupErr); err != nil {
-		if dup >= 0 {
-			unix.Close(dup)
-		}
+	if err != nil {
 		return nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
 	}
 	return os.NewFile(uintptr(dup), "handoff"), nil
