@@ -81,14 +81,7 @@ func testRunInLab(t *testing.T, engine string) {
 	if err := fwd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("splicer run after SIGTERM: %v, want exit status 0", err)
-		}
-	case <-time.After(grace + 2*time.Second):
-		t.Fatalf("splicer run still running %v after SIGTERM", grace+2*time.Second)
-	}
+	waitExitZero(t, "splicer run after SIGTERM", exited, grace+2*time.Second)
 	for _, want := range []string{"msg=\"shutting down\" signal=terminated", "msg=stopped"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s", want)
@@ -340,6 +333,20 @@ func waitUntil(tb testing.TB, what string, exited <-chan error, cond func() bool
 			tb.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitExitZero waits up to within for a process to exit, and wants exit
+// status 0; who names it in the failure.
+func waitExitZero(tb testing.TB, who string, exited <-chan error, within time.Duration) {
+	tb.Helper()
+	select {
+	case err := <-exited:
+		if err != nil {
+			tb.Errorf("%s: %v, want exit status 0", who, err)
+		}
+	case <-time.After(within):
+		tb.Fatalf("%s: still running after %v", who, within)
 	}
 }
 

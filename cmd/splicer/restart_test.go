@@ -466,14 +466,7 @@ func testUpgrade(t *testing.T, s *site, engines []string) {
 	for _, tr := range transfers {
 		tr.wait(t, 90*time.Second)
 	}
-	select {
-	case err := <-d.exited:
-		if err != nil {
-			t.Errorf("old process: %v, want exit 0", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("old process still running after its pairs finished")
-	}
+	waitExitZero(t, "the old process, its pairs finished", d.exited, 30*time.Second)
 	if pid := d.pid(); pid == 0 || pid == oldPid {
 		t.Fatalf("pid file names %d after the upgrade (old %d)", pid, oldPid)
 	}

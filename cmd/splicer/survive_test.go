@@ -91,14 +91,7 @@ func testIPPairSurvives(t *testing.T, upgrade bool) {
 		if out, err := s.command(ctx, splicerBinary(t), "upgrade", "--admin", s.adminAddr).CombinedOutput(); err != nil {
 			t.Fatalf("splicer upgrade: %v: %s", err, out)
 		}
-		select {
-		case err := <-first.exited:
-			if err != nil {
-				t.Errorf("the old process: %v, want exit 0", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the old process still runs 30 s after the upgrade")
-		}
+		waitExitZero(t, "the old process after the upgrade", first.exited, 30*time.Second)
 		if !strings.Contains(first.logs(), `msg="leaving spliced pairs pinned for the next process"`) {
 			t.Errorf("the old process did not log that it left the pair pinned")
 		}

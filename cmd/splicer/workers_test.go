@@ -179,14 +179,7 @@ func TestWorkersShareAListener(t *testing.T) {
 	}
 
 	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.exited:
-		if err != nil {
-			t.Errorf("master: %v, want exit 0", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("master still running 20 s after SIGTERM")
-	}
+	waitExitZero(t, "the master after SIGTERM", d.exited, 20*time.Second)
 	for _, pid := range workerPids(t, master) {
 		t.Errorf("worker %d outlived its master", pid)
 	}
