@@ -16,10 +16,11 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	spreadMapSockets = "sockets"
-	spreadProgSpread = "spread"
-	spreadVarTurn    = "turn"
-	spreadVarWorkers = "workers"
+	spreadMapByClient = "by_client"
+	spreadMapSockets  = "sockets"
+	spreadProgSpread  = "spread"
+	spreadVarTurn     = "turn"
+	spreadVarWorkers  = "workers"
 )
 
 // loadSpread returns the embedded CollectionSpec for spread.
@@ -71,7 +72,8 @@ type spreadProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spreadMapSpecs struct {
-	Sockets *ebpf.MapSpec `ebpf:"sockets"`
+	ByClient *ebpf.MapSpec `ebpf:"by_client"`
+	Sockets  *ebpf.MapSpec `ebpf:"sockets"`
 }
 
 // spreadVariableSpecs contains global variables before they are loaded into the kernel.
@@ -102,11 +104,13 @@ func (o *spreadObjects) Close() error {
 //
 // It can be passed to loadSpreadObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spreadMaps struct {
-	Sockets *ebpf.Map `ebpf:"sockets"`
+	ByClient *ebpf.Map `ebpf:"by_client"`
+	Sockets  *ebpf.Map `ebpf:"sockets"`
 }
 
 func (m *spreadMaps) Close() error {
 	return _SpreadClose(
+		m.ByClient,
 		m.Sockets,
 	)
 }
