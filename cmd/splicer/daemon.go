@@ -96,8 +96,9 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	}
 	opts := forwarder.Options{Log: log, AccessLog: access, Inherit: in.Listener}
 	if isWorker {
-		// A listener a reload adds: this worker's own socket beside
-		// the other workers'.
+		opts.Inherit = d.workerSockets(in)
+		// Where the master has no socket for a listener a reload adds:
+		// this worker's own beside the other workers'.
 		opts.Listen = sockopt.ListenReusePort
 	}
 	if d.f, err = forwarder.New(cfg, opts); err != nil {
@@ -123,6 +124,19 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	}
 	notify(log, sdnotify.Ready)
 	return d, nil
+}
+
+// workerSockets finds a worker's socket of a listener: the one its
+// master handed it at its start, else, for a listener a reload adds or
+// moves, the one the master bound for it then (socketFromMaster).
+func (d *daemon) workerSockets(in *handoff.Inherited) forwarder.InheritFunc {
+	service := os.Getenv(masterSocketsEnv)
+	return func(name, addr string) (net.Listener, error) {
+		if ln, err := in.Listener(name, addr); ln != nil || err != nil {
+			return ln, err
+		}
+		return socketFromMaster(service, d.worker, name, addr, d.log)
+	}
 }
 
 // prepare completes a loaded configuration for this process: the

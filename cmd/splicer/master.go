@@ -51,8 +51,18 @@ type master struct {
 	adminLn net.Listener
 	// exited receives the end of every worker process.
 	exited chan workerExit
+	// spread is each listener's program, by name (internal/reuseport).
+	spread map[string]*reuseport.Group
+	// socketsLn serves the sockets of listeners a reload adds
+	// (serveSockets); offers are those of the reload under way.
+	socketsLn *net.UnixListener
+	offersMu  sync.Mutex
+	offers    map[string]offer
 
 	restarts prometheus.Counter
+	// restarted counts what restarts counts, for the master's next
+	// binary (masterState.Restarts).
+	restarted int
 
 	mu       sync.Mutex // one reload, upgrade or restart at a time
 	cfg      *config.Config
@@ -68,6 +78,13 @@ type workerExit struct {
 	err        error
 }
 
+// newMaster is a master of count workers, none started yet.
+func newMaster(path, pidFile, exe string, log *slog.Logger, cfg *config.Config, count int) *master {
+	return &master{path: path, pidFile: pidFile, exe: exe, log: log, cfg: cfg, count: count,
+		pids: make([]int, count), started: make([]time.Time, count),
+		spread: map[string]*reuseport.Group{}, exited: make(chan workerExit, 16)}
+}
+
 // runMaster serves cfg, read from path, with cfg.Workers processes
 // until a signal stops it.
 func runMaster(path, pidFile string, cfg *config.Config) error {
@@ -80,10 +97,7 @@ func runMaster(path, pidFile string, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	m := &master{path: path, pidFile: pidFile, exe: exe, log: log, count: cfg.Workers.Count(), cfg: cfg,
-		exited: make(chan workerExit, 16)}
-	m.pids = make([]int, m.count)
-	m.started = make([]time.Time, m.count)
+	m := newMaster(path, pidFile, exe, log, cfg, cfg.Workers.Count())
 	// Processes a worker's upgrade starts become the master's children
 	// once the worker that started them exits: the master reaps them.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -108,9 +122,14 @@ func runMaster(path, pidFile string, cfg *config.Config) error {
 		m.closeFiles(true)
 		return fmt.Errorf("admin: %w", err)
 	}
+	if err := m.serveSockets(); err != nil {
+		m.admin.close()
+		m.closeFiles(true)
+		return err
+	}
 	for i := range m.count {
 		if err := m.start(i); err != nil {
-			m.stopWorkers(syscall.SIGKILL)
+			m.stopWorkers(syscall.SIGKILL, false)
 			m.admin.close()
 			m.closeFiles(true)
 			return fmt.Errorf("worker %d: %w", i, err)
@@ -152,9 +171,11 @@ func (m *master) bind(cfg *config.Config) error {
 		}
 	}
 	for _, l := range cfg.Listeners {
-		if err := m.bindListener(l.Name, l.Listen); err != nil {
+		g, err := m.bindGroup(l)
+		if err != nil {
 			return err
 		}
+		m.install(l.Name, g)
 	}
 	return nil
 }
@@ -176,30 +197,91 @@ func removeStaleDirs() {
 	}
 }
 
-// bindListener binds addr once per worker with SO_REUSEPORT; port 0 is
-// chosen by the first bind and taken by the others. New connections then
-// go to the workers in turn (internal/reuseport), or where the program
-// cannot load (no CAP_BPF), by the kernel's hash of their addresses.
-func (m *master) bindListener(name, addr string) error {
-	group := make([]*os.File, 0, len(m.files))
-	for i := range m.files {
+// group is a listener's sockets, one per worker, bound to one address
+// with SO_REUSEPORT, and the program that picks among them.
+type group struct {
+	files  []*os.File
+	spread *reuseport.Group // nil where the program could not load
+}
+
+// bindGroup binds l's address once per worker with SO_REUSEPORT; port 0
+// is chosen by the first bind and taken by the others. New connections
+// then go to the workers in turn, or with max_connections_per_client by
+// the client's address, so that one worker counts all of a client's
+// (internal/reuseport); where the program cannot load (no CAP_BPF), by
+// the kernel's hash of their addresses and ports.
+func (m *master) bindGroup(l config.Listener) (group, error) {
+	var g group
+	fail := func(err error) (group, error) {
+		g.close()
+		return group{}, fmt.Errorf("listener %s: %w", l.Name, err)
+	}
+	addr := l.Listen
+	for range m.count {
 		ln, err := sockopt.ListenReusePort("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("listener %s: %w", name, err)
+			return fail(err)
 		}
 		addr = ln.Addr().String()
 		f, err := handoff.Dup(ln.(*net.TCPListener))
 		ln.Close()
 		if err != nil {
-			return fmt.Errorf("listener %s: %w", name, err)
+			return fail(err)
+		}
+		g.files = append(g.files, f)
+	}
+	spread, err := reuseport.Spread(g.files, spreadMode(l))
+	if err != nil {
+		m.log.Warn("new connections go to the workers by the kernel's hash of their addresses and ports", "listener", l.Name, "err", err)
+		if l.MaxConnectionsPerClient > 0 {
+			m.log.Warn("max_connections_per_client holds per worker: a client's connections may reach several", "listener", l.Name)
+		}
+	}
+	g.spread = spread
+	return g, nil
+}
+
+// takeSpread takes over listener name's program from the process that
+// attached it, by its file (closed here), so that a reload may still
+// change its mode.
+func (m *master) takeSpread(name string, f *os.File) {
+	defer f.Close()
+	g, err := reuseport.FromFile(f)
+	if err != nil {
+		m.log.Warn("a reload cannot change how this listener's connections are spread", "listener", name, "err", err)
+		return
+	}
+	m.spread[name] = g
+}
+
+// spreadMode is how l's new connections are given to the workers.
+func spreadMode(l config.Listener) reuseport.Mode {
+	if l.MaxConnectionsPerClient > 0 {
+		return reuseport.ByClient
+	}
+	return reuseport.InTurn
+}
+
+// install makes g the sockets of listener name, closing those it
+// replaces.
+func (m *master) install(name string, g group) {
+	for i, f := range g.files {
+		if old := m.files[i][name]; old != nil {
+			old.Close()
 		}
 		m.files[i][name] = f
-		group = append(group, f)
 	}
-	if err := reuseport.Spread(group); err != nil {
-		m.log.Warn("new connections go to the workers by the kernel's hash of their addresses, not in turn", "listener", name, "err", err)
+	m.spread[name].Close()
+	m.spread[name] = g.spread
+}
+
+// close closes the master's copies of g's sockets and its handle of
+// the program.
+func (g group) close() {
+	for _, f := range g.files {
+		f.Close()
 	}
-	return nil
+	g.spread.Close()
 }
 
 // bindUnix listens on a unix socket at path and returns it as a file.
@@ -226,6 +308,9 @@ func (m *master) closeFiles(removeDir bool) {
 	if m.adminLn != nil {
 		m.adminLn.Close()
 	}
+	if m.socketsLn != nil {
+		m.socketsLn.Close()
+	}
 	if removeDir && m.dir != "" {
 		os.RemoveAll(m.dir)
 	}
@@ -235,7 +320,8 @@ func (m *master) closeFiles(removeDir bool) {
 func (m *master) start(i int) error {
 	w := worker{index: i, count: m.count}
 	child, err := handoff.StartAs(m.exe, []string{"run", "--config", m.path}, m.files[i], upgradeTimeout, nil,
-		w.env(), masterPidEnv+"="+strconv.Itoa(os.Getpid()), "NOTIFY_SOCKET=")
+		w.env(), masterPidEnv+"="+strconv.Itoa(os.Getpid()), masterSocketsEnv+"="+filepath.Join(m.dir, socketServiceName),
+		"NOTIFY_SOCKET=")
 	if err != nil {
 		return err
 	}
@@ -280,6 +366,7 @@ func (m *master) workerEnded(e workerExit) {
 	}
 	m.pids[e.index] = 0
 	m.restarts.Inc()
+	m.restarted++
 	delay := time.Duration(0)
 	if time.Since(m.started[e.index]) < restartDelay {
 		delay = restartDelay
@@ -309,31 +396,33 @@ func errText(err error) string {
 }
 
 // shutdown has every worker drain and stop (SIGTERM: each lets its pairs
-// finish for shutdown_timeout); a signal meanwhile passes on and closes
-// them at once.
+// finish for shutdown_timeout), and waits as well for the workers an
+// upgrade retired, already draining: under systemd (KillMode=mixed) what
+// is left when the master exits is killed. A signal meanwhile passes on
+// to all and closes their pairs at once.
 func (m *master) shutdown(sigs <-chan os.Signal) error {
 	m.mu.Lock()
 	m.stopping = true
 	grace := m.cfg.ShutdownTimeout.Std()
 	m.mu.Unlock()
 	notify(m.log, sdnotify.Stopping)
-	m.stopWorkers(syscall.SIGTERM)
+	m.stopWorkers(syscall.SIGTERM, false)
 	// Past the workers' own grace, and some time for them to close.
 	deadline := time.After(grace + 10*time.Second)
-	for m.running() > 0 {
+	// Retired workers the new binary reaps (reap) end unannounced.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for m.left() > 0 {
 		select {
 		case e := <-m.exited:
-			m.mu.Lock()
-			if m.pids[e.index] == e.pid {
-				m.pids[e.index] = 0
-			}
-			m.mu.Unlock()
+			m.ended(e)
+		case <-tick.C:
 		case sig := <-sigs:
 			m.log.Warn("second signal: workers close their pairs now", "signal", sig.String())
-			m.stopWorkers(syscall.SIGTERM)
+			m.stopWorkers(syscall.SIGTERM, true)
 		case <-deadline:
 			m.log.Error("workers still running past shutdown_timeout: killing them")
-			m.stopWorkers(syscall.SIGKILL)
+			m.stopWorkers(syscall.SIGKILL, true)
 			deadline = nil
 		}
 	}
@@ -344,11 +433,23 @@ func (m *master) shutdown(sigs <-chan os.Signal) error {
 	return nil
 }
 
-// running counts the workers whose process has not ended.
-func (m *master) running() int {
+// ended notes the end of a worker's process, current or retired.
+func (m *master) ended(e workerExit) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
+	if m.pids[e.index] == e.pid {
+		m.pids[e.index] = 0
+		return
+	}
+	m.retired = slices.DeleteFunc(m.retired, func(pid int) bool { return pid == e.pid })
+}
+
+// left counts the worker processes that have not ended, retired ones
+// included.
+func (m *master) left() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(m.retired)
 	for _, pid := range m.pids {
 		if pid != 0 {
 			n++
@@ -357,11 +458,16 @@ func (m *master) running() int {
 	return n
 }
 
-// stopWorkers sends sig to every worker's current process.
-func (m *master) stopWorkers(sig syscall.Signal) {
+// stopWorkers sends sig to every worker's current process, and with
+// retired to those an upgrade replaced that still drain.
+func (m *master) stopWorkers(sig syscall.Signal, retired bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, pid := range m.pids {
+	pids := m.pids
+	if retired {
+		pids = append(slices.Clone(m.pids), m.retired...)
+	}
+	for _, pid := range pids {
 		if pid != 0 {
 			syscall.Kill(pid, sig)
 		}

@@ -42,6 +42,40 @@ func (m *master) reloadLogged(by string) ([]string, error) {
 	if cfg.Workers.Count() != m.count {
 		notes = append(notes, fmt.Sprintf("workers: %d until a restart (a reload neither starts nor stops workers)", m.count))
 	}
+	fresh, err := m.bindAdded(cfg)
+	if err != nil {
+		m.log.Error("reload refused", "err", err)
+		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
+	}
+	m.offer(fresh)
+	took, answered, err := m.reloadWorkers()
+	m.offer(nil)
+	notes = append(notes, answered...)
+	if took == 0 {
+		for _, o := range fresh {
+			o.close()
+		}
+		return notes, err
+	}
+	// A worker that restarts reads the file: what the master holds
+	// follows it once one worker has.
+	m.retireSockets(cfg)
+	m.respread(cfg, fresh)
+	for name, o := range fresh {
+		m.install(name, o.group)
+	}
+	m.cfg = cfg
+	if err != nil {
+		return notes, err
+	}
+	m.log.Info("reloaded", "listeners", len(cfg.Listeners))
+	return notes, nil
+}
+
+// reloadWorkers has each worker reload, in turn, until one fails: how
+// many took the new configuration, and what the first said it did not
+// apply.
+func (m *master) reloadWorkers() (took int, notes []string, err error) {
 	for i := range m.count {
 		body, status, err := m.ask(context.Background(), i, "POST", "/reload", upgradeTimeout)
 		if err == nil && status != 200 {
@@ -49,16 +83,36 @@ func (m *master) reloadLogged(by string) ([]string, error) {
 		}
 		if err != nil {
 			m.log.Error("reload failed in a worker", "worker", i, "err", err)
-			return notes, fmt.Errorf("worker %d: %w (workers before it took the new configuration)", i, err)
+			return i, notes, fmt.Errorf("worker %d: %w (workers before it took the new configuration)", i, err)
 		}
 		if i == 0 { // the workers run one file: the first says what it did not apply
-			notes = append(notes, answerNotes(body)...)
+			notes = answerNotes(body)
 		}
 	}
-	m.retireSockets(cfg)
-	m.cfg = cfg
-	m.log.Info("reloaded", "listeners", len(cfg.Listeners))
-	return notes, nil
+	return m.count, notes, nil
+}
+
+// bindAdded binds a group of sockets, one per worker, for each listener
+// of cfg the master holds none for at its address: new listeners, and
+// those cfg moves. A listener that cannot bind refuses the reload before
+// any worker sees it.
+func (m *master) bindAdded(cfg *config.Config) (map[string]offer, error) {
+	held := m.listenAddrs()
+	fresh := map[string]offer{}
+	for _, l := range cfg.Listeners {
+		if addr, ok := held[l.Name]; ok && addr == l.Listen {
+			continue
+		}
+		g, err := m.bindGroup(l)
+		if err != nil {
+			for _, o := range fresh {
+				o.close()
+			}
+			return nil, err
+		}
+		fresh[l.Name] = offer{listen: l.Listen, group: g}
+	}
+	return fresh, nil
 }
 
 // answerNotes are the lines after "ok" of a control request's answer.
@@ -87,6 +141,26 @@ func (m *master) retireSockets(cfg *config.Config) {
 		for _, files := range m.files {
 			files[name].Close()
 			delete(files, name)
+		}
+		m.spread[name].Close()
+		delete(m.spread, name)
+	}
+}
+
+// respread sets the program of each listener the master keeps (not in
+// fresh) to the mode cfg asks for: a reload may set or clear
+// max_connections_per_client.
+func (m *master) respread(cfg *config.Config, fresh map[string]offer) {
+	for _, l := range cfg.Listeners {
+		if _, ok := fresh[l.Name]; ok {
+			continue
+		}
+		g := m.spread[l.Name]
+		if g == nil && l.MaxConnectionsPerClient > 0 {
+			m.log.Warn("max_connections_per_client holds per worker: the listener's connections go by the kernel's hash, and a client's may reach several", "listener", l.Name)
+		}
+		if err := g.SetMode(spreadMode(l)); err != nil {
+			m.log.Warn("spreading new connections", "listener", l.Name, "mode", spreadMode(l).String(), "err", err)
 		}
 	}
 }
@@ -150,6 +224,11 @@ type masterState struct {
 	// Retired are workers an upgrade replaced that may still drain:
 	// the next binary reaps them.
 	Retired []int `json:"retired"`
+	// Spread is each listener's program's mode map (reuseport.File),
+	// by listener name: a reload may still flip it.
+	Spread map[string]int `json:"spread"`
+	// Restarts is splicer_worker_restarts_total, which goes on counting.
+	Restarts int `json:"restarts"`
 }
 
 // reexec replaces this process's binary with m.exe, handing it the
@@ -161,7 +240,8 @@ func (m *master) reexec() {
 	if m.stopping {
 		return
 	}
-	st, err := m.state()
+	var passed passedOn
+	st, err := m.state(&passed)
 	if err == nil {
 		var js []byte
 		js, _ = json.Marshal(st)
@@ -169,42 +249,79 @@ func (m *master) reexec() {
 		m.log.Info("master: running the new binary", "binary", m.exe)
 		err = syscall.Exec(m.exe, os.Args, env)
 	}
+	passed.undo() // or the workers it starts next would inherit them
 	m.log.Error("master keeps the old binary (its workers run the new one)", "err", err)
 }
 
-// state is what the master hands its next binary, every fd made to
-// survive the execve.
-func (m *master) state() (*masterState, error) {
+// passedOn are the descriptors state made to survive the execve: the
+// master's own, and duplicates made for it.
+type passedOn struct{ kept, dups []*os.File }
+
+// keep clears f's close-on-exec flag and returns its descriptor; with
+// dup, f is a duplicate that undo closes. Not f.Fd(), which would put a
+// socket shared with the workers in blocking mode: their accepts would
+// then block in the kernel.
+func (p *passedOn) keep(f *os.File, dup bool) (fd int, err error) {
+	if dup {
+		p.dups = append(p.dups, f)
+	}
+	err = sockopt.WithFD(f, func(raw int) error {
+		fd = raw
+		_, err := unix.FcntlInt(uintptr(raw), unix.F_SETFD, 0)
+		return err
+	})
+	if err == nil && !dup {
+		p.kept = append(p.kept, f)
+	}
+	return fd, err
+}
+
+// undo takes the descriptors back when the execve failed.
+func (p *passedOn) undo() {
+	for _, f := range p.kept {
+		sockopt.WithFD(f, func(fd int) error {
+			syscall.CloseOnExec(fd)
+			return nil
+		})
+	}
+	for _, f := range p.dups {
+		f.Close()
+	}
+}
+
+// state is what the master hands its next binary, every descriptor made
+// to survive the execve (passed).
+func (m *master) state(passed *passedOn) (*masterState, error) {
 	cfg, err := yaml.Marshal(m.cfg)
 	if err != nil {
 		return nil, err
 	}
-	st := &masterState{Config: cfg, Dir: m.dir, Admin: -1, Pids: m.pids, Retired: m.retired}
-	// Not f.Fd(), which would put the socket, shared with the workers,
-	// in blocking mode: their accepts would then block in the kernel.
-	keep := func(f *os.File) (fd int, err error) {
-		err = sockopt.WithFD(f, func(raw int) error {
-			fd = raw
-			_, err := unix.FcntlInt(uintptr(raw), unix.F_SETFD, 0)
-			return err
-		})
-		return fd, err
-	}
+	st := &masterState{Config: cfg, Dir: m.dir, Admin: -1, Pids: m.pids, Retired: m.retired, Spread: map[string]int{},
+		Restarts: m.restarted}
 	for _, files := range m.files {
 		fds := map[string]int{}
 		for name, f := range files {
-			if fds[name], err = keep(f); err != nil {
+			if fds[name], err = passed.keep(f, false); err != nil {
 				return nil, err
 			}
 		}
 		st.Files = append(st.Files, fds)
+	}
+	for name, g := range m.spread {
+		f, err := g.File()
+		if err != nil {
+			continue // no program: nothing to flip
+		}
+		if st.Spread[name], err = passed.keep(f, true); err != nil {
+			return nil, err
+		}
 	}
 	if m.admin.srv != nil {
 		f, err := m.admin.srv.File()
 		if err != nil {
 			return nil, err
 		}
-		if st.Admin, err = keep(f); err != nil {
+		if st.Admin, err = passed.keep(f, true); err != nil {
 			return nil, err
 		}
 	}
@@ -227,8 +344,8 @@ func resumeMaster(path, pidFile, js string) error {
 	if err != nil {
 		return err
 	}
-	m := &master{path: path, pidFile: pidFile, exe: exe, log: newLogger(cfg.Log), count: len(st.Pids), cfg: cfg,
-		dir: st.Dir, pids: st.Pids, started: make([]time.Time, len(st.Pids)), exited: make(chan workerExit, 16)}
+	m := newMaster(path, pidFile, exe, newLogger(cfg.Log), cfg, len(st.Pids))
+	m.dir, m.pids, m.retired = st.Dir, st.Pids, st.Retired
 	for _, fds := range st.Files {
 		files := map[string]*os.File{}
 		for name, fd := range fds {
@@ -236,6 +353,10 @@ func resumeMaster(path, pidFile, js string) error {
 			files[name] = os.NewFile(uintptr(fd), name)
 		}
 		m.files = append(m.files, files)
+	}
+	for name, fd := range st.Spread {
+		syscall.CloseOnExec(fd)
+		m.takeSpread(name, os.NewFile(uintptr(fd), name))
 	}
 	var ln net.Listener
 	if st.Admin >= 0 {
@@ -248,6 +369,11 @@ func resumeMaster(path, pidFile, js string) error {
 	}
 	if err := m.serveAdmin(cfg, ln); err != nil {
 		return fmt.Errorf("admin: %w", err)
+	}
+	m.restarted = st.Restarts
+	m.restarts.Add(float64(st.Restarts))
+	if err := m.serveSockets(); err != nil {
+		return err
 	}
 	for i, pid := range m.pids {
 		m.started[i] = time.Now()

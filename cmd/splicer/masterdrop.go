@@ -17,6 +17,10 @@ import (
 	"github.com/splicer/splicer/internal/sockopt"
 )
 
+// spreadFile names listener name's program among what a root master
+// hands to the master that runs as the user.
+func spreadFile(name string) string { return "spread/" + name }
+
 // workerSocket names worker i's socket called name among those a root
 // master hands to the master that runs as the user.
 func workerSocket(i int, name string) string { return strconv.Itoa(i) + "/" + name }
@@ -39,6 +43,12 @@ func (m *master) handToUser() error {
 	for i, fs := range m.files {
 		for name, f := range fs {
 			files[workerSocket(i, name)] = f
+		}
+	}
+	for name, g := range m.spread {
+		if f, err := g.File(); err == nil {
+			defer f.Close()
+			files[spreadFile(name)] = f
 		}
 	}
 	if m.adminLn != nil {
@@ -84,6 +94,11 @@ func (m *master) takeSockets(in *handoff.Inherited) error {
 			if f := in.File(workerSocket(i, l.Name)); f != nil {
 				m.files[i][l.Name] = f
 			}
+		}
+	}
+	for _, l := range m.cfg.Listeners {
+		if f := in.File(spreadFile(l.Name)); f != nil {
+			m.takeSpread(l.Name, f)
 		}
 	}
 	path, err := unixPath(m.files[0][adminSocket])

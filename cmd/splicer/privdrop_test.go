@@ -3,7 +3,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,10 +30,14 @@ func testRunAsUser(t *testing.T, workers int) {
 	s := labSite(l)
 	up := s.echoUpstream(t)
 	addr := "10.99.1.1:17400"
-	cfg := "user: nobody\n" + daemonYAML(s, "5s", listenerYAML("ip", addr, up, "ip"))
-	if workers > 0 {
-		cfg = fmt.Sprintf("workers: %d\n", workers) + cfg
+	config := func(listenerKeys string) string {
+		cfg := "user: nobody\n" + daemonYAML(s, "5s", listenerYAML("ip", addr, up, "ip")+listenerKeys)
+		if workers > 0 {
+			cfg = fmt.Sprintf("workers: %d\n", workers) + cfg
+		}
+		return cfg
 	}
+	cfg := config("")
 	// nobody must read the configuration and run the binary.
 	os.Chmod(filepath.Dir(splicerBinary(t)), 0o755)
 	d := s.startRunReadable(t, cfg)
@@ -64,6 +70,32 @@ func testRunAsUser(t *testing.T, workers int) {
 		}
 	default:
 		t.Error("the root process is still running after handing over")
+	}
+
+	if workers > 0 {
+		// The master running as the user took each listener's program
+		// over from the root process: a reload that sets a per-client
+		// limit still has one worker see all of a client's connections.
+		writeFile(t, d.configPath(), []byte(config("    max_connections_per_client: 1\n")))
+		if err := s.adminOK("POST", "/reload"); err != nil {
+			t.Fatal(err)
+		}
+		dial := func() net.Conn {
+			c, err := s.dial(context.Background(), "tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		if !served(t, dial()) {
+			t.Fatal("the client's first connection refused under a limit of 1")
+		}
+		for i := range 3 {
+			if served(t, dial()) {
+				t.Errorf("the client's connection %d served under a limit of 1", i+2)
+			}
+		}
 	}
 }
 

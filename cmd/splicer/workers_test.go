@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,12 +71,44 @@ func workerPids(tb testing.TB, master int) []int {
 	return pids
 }
 
+// listeningHeldBy counts the sockets process pid holds that listen on
+// addr (IPv4), from /proc: its descriptors' inodes among the listening
+// sockets of its network namespace.
+func listeningHeldBy(tb testing.TB, pid int, addr string) int {
+	tb.Helper()
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ip := ap.Addr().As4()
+	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ap.Port())
+	table, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	listening := map[string]bool{}
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		// sl local_address rem_address st ... inode (the tenth field)
+		if f := strings.Fields(line); len(f) > 9 && f[1] == want && f[3] == "0A" {
+			listening["socket:["+f[9]+"]"] = true
+		}
+	}
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && listening[target] {
+			n++
+		}
+	}
+	return n
+}
+
 // gone reports whether no process has pid.
 func gone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
 
 // metricByWorker reads a metric from the admin endpoint: its value per
-// worker label, summed over the other labels, for series whose labels
-// contain match.
+// worker label ("" for none: the master's own), summed over the other
+// labels, for series whose labels contain match.
 func (s *site) metricByWorker(tb testing.TB, name, match string) map[string]float64 {
 	tb.Helper()
 	resp, err := s.admin.Get("http://" + s.adminAddr + "/metrics")
@@ -87,7 +120,7 @@ func (s *site) metricByWorker(tb testing.TB, name, match string) map[string]floa
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, match) {
+		if !(strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) || !strings.Contains(line, match) {
 			continue
 		}
 		_, rest, _ := strings.Cut(line, `worker="`)
@@ -169,8 +202,8 @@ func TestWorkersShareAListener(t *testing.T) {
 		now := workerPids(t, master)
 		return len(now) == 2 && !slices.Contains(now, pids[0])
 	})
-	if r := s.metricByWorker(t, "splicer_worker_restarts_total", ""); len(r) != 0 {
-		t.Errorf("restarts per worker %v: the master's own counter has no worker label", r)
+	if r := s.metricByWorker(t, "splicer_worker_restarts_total", ""); len(r) != 1 || r[""] != 1 {
+		t.Errorf("restarts per worker %v, want 1 on the master's own counter, which has no worker label", r)
 	}
 	waitUntil(t, "every worker ready again", d.exited, func() bool { return s.adminOK("GET", "/ready") == nil })
 	s.pingN(t, addr, 20)
@@ -216,6 +249,11 @@ func TestWorkersReloadAndUpgrade(t *testing.T) {
 	s.pingN(t, added, 30)
 	if got := s.metricByWorker(t, "splicer_connections_accepted_total", `listener="added"`); got["0"] == 0 || got["1"] == 0 {
 		t.Errorf("the added listener's connections by worker: %v, want both workers", got)
+	}
+	// The master bound the added listener for each worker, as at the
+	// start: its queue outlives a worker, its program spreads it.
+	if n := listeningHeldBy(t, master, added); n != 2 {
+		t.Errorf("the master holds %d sockets listening on the added %s, want one per worker", n, added)
 	}
 	if err := s.ping(removed); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("the removed listener: %v, want connection refused", err)
@@ -341,5 +379,138 @@ func TestLabWorkersSpliceWithIP(t *testing.T) {
 	})
 	if len(left) > 0 {
 		t.Errorf("still pinned after the workers stopped: %v", left)
+	}
+}
+
+// dialFrom connects to addr from the local address from (port chosen by
+// the kernel), closed at the test's end.
+func dialFrom(tb testing.TB, from, addr string) net.Conn {
+	tb.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// served reports whether the echo behind c answers, false where the
+// forwarder closed c unanswered (refused).
+func served(tb testing.TB, c net.Conn) bool {
+	tb.Helper()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte("x")); err != nil {
+		return false
+	}
+	_, err := c.Read(make([]byte, 1))
+	return err == nil
+}
+
+// TestWorkersLimitEachClient: with max_connections_per_client, every
+// connection of one client address reaches one worker, so the limit holds
+// across the workers; a reload that clears it spreads connections in turn
+// again, and one after an upgrade of the master sets it again.
+func TestWorkersLimitEachClient(t *testing.T) {
+	testenv.RequireRoot(t) // the sk_reuseport program
+	t.Parallel()
+	s := loopbackSite(t)
+	up := s.echoUpstream(t)
+	addr := freeLoopback(t)
+	limited := func(n int) string {
+		return workersYAML(s, 2, "5s", listenerYAML("limited", addr, up, "copy")+fmt.Sprintf("    max_connections_per_client: %d\n", n))
+	}
+	d := s.startWorkers(t, limited(2))
+	master := d.cmd.Process.Pid
+	limitHolds := func(from string) {
+		t.Helper()
+		for i := range 2 {
+			if !served(t, dialFrom(t, from, addr)) {
+				t.Fatalf("connection %d of 2 from %s refused under a limit of 2", i+1, from)
+			}
+		}
+		for i := range 3 {
+			if served(t, dialFrom(t, from, addr)) {
+				t.Errorf("connection %d past the limit of 2 from %s served: the workers each counted their own", i+3, from)
+			}
+		}
+	}
+	limitHolds("127.0.0.2")
+	limitHolds("127.0.0.3")
+	if got := s.metricByWorker(t, "splicer_connections_closed_total", `reason="max_connections_per_client"`); got["0"]+got["1"] != 6 {
+		t.Errorf("refused for max_connections_per_client by worker: %v, want 6 in all", got)
+	}
+
+	reload := func(cfg string) {
+		t.Helper()
+		writeFile(t, d.configPath(), []byte(cfg))
+		if out, err := s.command(context.Background(), splicerBinary(t), "reload", "--admin", s.adminAddr).CombinedOutput(); err != nil {
+			t.Fatalf("splicer reload: %v: %s", err, out)
+		}
+	}
+	reload(limited(0))
+	before := s.metricByWorker(t, "splicer_connections_accepted_total", `listener="limited"`)
+	s.pingN(t, addr, 20)
+	after := s.metricByWorker(t, "splicer_connections_accepted_total", `listener="limited"`)
+	if a, b := after["0"]-before["0"], after["1"]-before["1"]; a != 10 || b != 10 {
+		t.Errorf("without the limit, 20 connections from one client reached the workers %v and %v, want 10 each, in turn", a, b)
+	}
+
+	if out, err := s.command(context.Background(), splicerBinary(t), "upgrade", "--admin", s.adminAddr).CombinedOutput(); err != nil {
+		t.Fatalf("splicer upgrade: %v: %s", err, out)
+	}
+	waitUntil(t, "the master on its new binary", d.exited, func() bool { return strings.Contains(d.logs(), `msg="master upgraded"`) })
+	waitUntil(t, "every worker ready after the upgrade", d.exited, func() bool { return s.adminOK("GET", "/ready") == nil })
+	reload(limited(2))
+	limitHolds("127.0.0.4")
+	if pid := d.pid(); pid != master {
+		t.Errorf("pid file names %d, want the master's %d", pid, master)
+	}
+}
+
+// TestMasterWaitsForRetiredWorkers: on SIGTERM the master stays until
+// the workers an upgrade retired have drained their pairs too, not only
+// its current ones: under systemd what a master leaves behind is killed.
+// The count of restarts outlives the master's upgrade.
+func TestMasterWaitsForRetiredWorkers(t *testing.T) {
+	t.Parallel()
+	s := loopbackSite(t)
+	up := s.echoUpstream(t)
+	addr := freeLoopback(t)
+	d := s.startWorkers(t, workersYAML(s, 2, "30s", listenerYAML("echo", addr, up, "copy")))
+	master := d.cmd.Process.Pid
+	syscall.Kill(workerPids(t, master)[0], syscall.SIGKILL)
+	waitUntil(t, "the killed worker restarted", d.exited, func() bool { return s.metricByWorker(t, "splicer_worker_restarts_total", "")[""] == 1 })
+	waitUntil(t, "every worker ready again", d.exited, func() bool { return s.adminOK("GET", "/ready") == nil })
+	before := workerPids(t, master)
+	held := dialFrom(t, "127.0.0.1", addr)
+	if !served(t, held) {
+		t.Fatal("the held connection is not served")
+	}
+	if out, err := s.command(context.Background(), splicerBinary(t), "upgrade", "--admin", s.adminAddr).CombinedOutput(); err != nil {
+		t.Fatalf("splicer upgrade: %v: %s", err, out)
+	}
+	waitUntil(t, "the master on its new binary", d.exited, func() bool { return strings.Contains(d.logs(), `msg="master upgraded"`) })
+	waitUntil(t, "the retired worker without pairs gone", d.exited, func() bool { return gone(before[0]) != gone(before[1]) })
+	if r := s.metricByWorker(t, "splicer_worker_restarts_total", ""); r[""] != 1 {
+		t.Errorf("splicer_worker_restarts_total after the master's upgrade: %v, want the 1 restart before it", r[""])
+	}
+
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+		t.Fatal("the master exited while a retired worker still drained its pair")
+	case <-time.After(2 * time.Second):
+	}
+	if !served(t, held) {
+		t.Error("the retired worker's pair broke before its grace ended")
+	}
+	held.Close()
+	waitExitZero(t, "the master once the retired worker drained", d.exited, 20*time.Second)
+	for _, pid := range before {
+		if !gone(pid) {
+			t.Errorf("retired worker %d outlived its master", pid)
+		}
 	}
 }

@@ -251,11 +251,6 @@ func TestParseErrors(t *testing.T) {
 			"workers: 1000",
 			"listeners:", okListener,
 		), []wantErr{{1, "workers", "must be auto or a count up to 256, got 1000"}}},
-		{"workers with a per-client limit", lines(
-			"workers: 2",
-			"listeners:",
-			"  - {name: a, listen: ':1', upstream: ['h:2'], max_connections_per_client: 4}",
-		), []wantErr{{3, "listeners[0].max_connections_per_client", "cannot hold with workers (2 processes)"}}},
 
 		// Type errors.
 		{"string where a duration is expected", lines(

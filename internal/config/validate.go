@@ -103,11 +103,6 @@ func (v *validator) workers() {
 	if low, high, ok, err := v.cfg.Engines.IP.PortRange(); ok && err == nil && int(high)-int(low)+1 < w.Count() {
 		v.errorf("engines.ip.local_ports", "%q has fewer ports than workers (%d): each worker takes its own share", v.cfg.Engines.IP.LocalPorts, w.Count())
 	}
-	for i, l := range v.cfg.Listeners {
-		if l.MaxConnectionsPerClient > 0 {
-			v.errorf("listeners["+itoa(i)+"].max_connections_per_client", "cannot hold with workers (%d processes): a client's connections are spread over them and each counts its own; leave workers out or the limit", w.Count())
-		}
-	}
 }
 
 func (v *validator) engines() {
