@@ -19,8 +19,11 @@ var (
 		"1 while an operator has the back-end server drained (POST /upstreams/drain): it gets no new connections or requests, else 0, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
 	activeDesc = prometheus.NewDesc("splicer_upstream_active",
-		"Connections the back-end server carries now (tcp, filter: client connections; http-reverse: upstream connections in use), which max_conns bounds, by listener, pool and server.",
+		"Connections the back-end server carries now (tcp, filter: client connections; http-reverse: requests in flight on upstream connections), which max_conns bounds, by listener, pool and server.",
 		[]string{"listener", "pool", "server"}, nil)
+	queuedDesc = prometheus.NewDesc("splicer_upstream_queued",
+		"Clients (tcp, filter) or requests (http-reverse) waiting now for a place in the pool, every usable server of which is full (max_conns), up to queue_timeout, by listener and pool.",
+		[]string{"listener", "pool"}, nil)
 	failuresDesc = prometheus.NewDesc("splicer_upstream_failures_total",
 		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse and filter requests it did not answer), by listener, pool and server, since the process started (a reload carries the count on).",
 		[]string{"listener", "pool", "server"}, nil)
@@ -35,6 +38,7 @@ func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- drainedDesc
 	ch <- activeDesc
 	ch <- failuresDesc
+	ch <- queuedDesc
 }
 
 func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -44,6 +48,13 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(drainedDesc, prometheus.GaugeValue, gauge(u.Drained), u.Listener, u.Pool, u.Server)
 		ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, float64(u.Active), u.Listener, u.Pool, u.Server)
 		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(u.Failures), u.Listener, u.Pool, u.Server)
+	}
+	for _, l := range c.f.running() {
+		for _, pl := range pools(l.proxy) {
+			if pl.QueueTimeout > 0 {
+				ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(pl.Waiting()), l.cfg.Name, pl.Name)
+			}
+		}
 	}
 }
 

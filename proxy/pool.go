@@ -28,6 +28,7 @@ type Server struct {
 	drained  atomic.Bool  // by an operator (Pool.Drain): no new picks
 	active   atomic.Int64 // upstream connections held to it (least_conn)
 	fails    Failures
+	queue    *queue // its pool's, woken when a full server frees a place
 }
 
 // Healthy reports whether the last health check passed (always, without checks).
@@ -62,8 +63,13 @@ func (s *Server) Hold() bool {
 	}
 }
 
-// Release ends the count of a connection Hold counted.
-func (s *Server) Release() { s.active.Add(-1) }
+// Release ends the count of a connection Hold counted; a client waiting
+// in the pool's queue for a place tries again.
+func (s *Server) Release() {
+	if s.active.Add(-1) == s.MaxConns-1 && s.MaxConns > 0 {
+		s.queue.wake()
+	}
+}
 
 // Pool is a named group of servers and its balancing policy, with the
 // servers that fail skipped as Fail says and, given a health check, those
@@ -78,6 +84,10 @@ type Pool struct {
 	HealthCheck *config.HealthCheck
 	// Fail says when a server that does not connect or answer is skipped.
 	Fail config.FailPolicy
+	// QueueTimeout is how long a client waits for a place when every
+	// server it could use is full (max_conns); 0: refused at once.
+	QueueTimeout time.Duration
+	queue        queue
 
 	// tiers are the servers Pick looks at in turn: the primary ones,
 	// then the backups if there are any.
@@ -112,12 +122,13 @@ const vnodes = 100
 // NewPool builds a pool from its configuration; every server starts
 // healthy, and none is checked until StartChecks.
 func NewPool(pc config.Pool) *Pool {
-	p := &Pool{Name: pc.Name, Balance: pc.Balance, HashOn: pc.HashOn, HealthCheck: pc.HealthCheck, Fail: pc.FailPolicy()}
+	p := &Pool{Name: pc.Name, Balance: pc.Balance, HashOn: pc.HashOn, HealthCheck: pc.HealthCheck, Fail: pc.FailPolicy(),
+		QueueTimeout: pc.QueueTimeout.Std()}
 	if p.Balance == "" {
 		p.Balance = "round_robin"
 	}
 	for _, ps := range pc.Servers {
-		s := &Server{Addr: ps.Address, Weight: ps.Weight, Backup: ps.Backup, MaxConns: int64(ps.MaxConns)}
+		s := &Server{Addr: ps.Address, Weight: ps.Weight, Backup: ps.Backup, MaxConns: int64(ps.MaxConns), queue: &p.queue}
 		s.healthy.Store(true)
 		p.Servers = append(p.Servers, s)
 	}
@@ -178,6 +189,9 @@ func (p *Pool) Drain(addr string, on bool) int {
 			s.drained.Store(on)
 			n++
 		}
+	}
+	if !on && n > 0 {
+		p.queue.wake() // a server back in service may take a waiting client
 	}
 	return n
 }

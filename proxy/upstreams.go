@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"time"
 )
 
 // ErrNoHealthyUpstream: every server of the list failed its last health
-// check, is drained or is full (close reason upstream_unreachable).
-var ErrNoHealthyUpstream = errors.Join(ErrUpstreamUnreachable, errors.New("no upstream to pick: each failed its last health check, is drained or is full (max_conns)"))
+// check, is drained or is full, past the queue's timeout if it has one
+// (close reason upstream_unreachable).
+var ErrNoHealthyUpstream = errors.Join(ErrUpstreamUnreachable, errors.New("no upstream to pick: each failed its last health check, is drained or is full (max_conns, past queue_timeout)"))
 
 // UpstreamsError is every failed connect of one Pool.Dial, in the order
 // they were tried.
@@ -28,8 +30,9 @@ func (e *UpstreamsError) Last() error { return e.Errs[len(e.Errs)-1] }
 // connect, each healthy server once: those not skipped for failures
 // first, so that a list whose every healthy server is skipped is still
 // tried whole. Servers that failed their health check, drained ones and
-// full ones are not tried (ErrNoHealthyUpstream when no other is left).
-// It returns the connection and its server, whose Release the caller
+// full ones are not tried (ErrNoHealthyUpstream when no other is left);
+// with every usable server full, it waits for a place up to the pool's
+// QueueTimeout. It returns the connection and its server, whose Release the caller
 // calls once done with it (least_conn and max_conns count it until then),
 // or an *UpstreamsError.
 func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, error) {
@@ -39,17 +42,20 @@ func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, erro
 	}
 	var tried map[*Server]bool
 	var errs []error
+	var queued time.Time
 	for {
 		srv := p.Pick(key, tried)
 		if srv == nil {
+			if errs == nil && p.WaitForPlace(ctx, &queued) {
+				continue
+			}
 			if errs == nil {
 				return nil, nil, ErrNoHealthyUpstream
 			}
 			return nil, nil, &UpstreamsError{Errs: errs}
 		}
 		if !srv.Hold() {
-			tried = with(tried, srv) // full since Pick looked
-			continue
+			continue // full since Pick looked: the next Pick sees it full
 		}
 		up, err := s.Dial(ctx, srv.Addr)
 		if err == nil {

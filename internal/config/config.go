@@ -236,6 +236,12 @@ type Listener struct {
 	// pools have their own.
 	MaxFails    *int     `yaml:"max_fails,omitempty"`
 	FailTimeout Duration `yaml:"fail_timeout,omitempty"`
+	// QueueTimeout: with every usable server of Upstream full
+	// (max_conns), a client waits this long for one to free a place
+	// before it is refused (HAProxy's timeout queue); left out, it is
+	// refused at once (nginx's max_conns). http-reverse's pools have
+	// their own.
+	QueueTimeout Duration `yaml:"queue_timeout,omitempty"`
 	// HealthCheck checks each of Upstream every interval (tcp, filter):
 	// a connect, and a GET of path where one is given; one that fails is
 	// not used until it passes again.

@@ -429,6 +429,20 @@ func TestParseErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', max_conns: -1}]}",
 		), []wantErr{{2, "listeners[0].upstream[0].max_conns", "expected 0 (no bound) to 16777216, got -1"}}},
+		{"queue_timeout where nothing is ever full", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: ['h:2'], queue_timeout: 5s}",
+			"  - {name: b, listen: ':2', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2'], queue_timeout: 5s}]}",
+			"  - {name: c, listen: ':3', upstream: [{address: 'h:2', max_conns: 10}], queue_timeout: -1s}",
+			"  - {name: d, listen: ':4', proxy: http-forward, queue_timeout: 5s}",
+			"  - {name: e, listen: ':5', upstream: [{address: 'h:2', max_conns: 10}], queue_timeout: 0s}",
+		), []wantErr{
+			{2, "listeners[0].queue_timeout", "waits for a full server to free a place, but no server here has max_conns: nothing is ever full"},
+			{3, "listeners[1].pools[0].queue_timeout", "waits for a full server to free a place, but no server here has max_conns"},
+			{4, "listeners[2].queue_timeout", "must not be negative, got -1s"},
+			{5, "listeners[3].queue_timeout", "queue_timeout is not used by proxy http-forward"},
+			{6, "listeners[4].queue_timeout", "must be greater than 0; leave the key out for its default (none: refused at once)"},
+		}},
 		{"negative max_fails in a pool", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2'], max_fails: -1}]}",

@@ -1,4 +1,4 @@
-// Passive failure detection keys (max_fails, fail_timeout) of upstream lists and pools: when a server that does not connect is skipped.
+// Keys of upstream lists and pools about their servers' failures and fullness: passive failure detection (max_fails, fail_timeout), when a server that does not connect is skipped, and the queue (queue_timeout) of a pool whose servers are full.
 
 package config
 
@@ -42,4 +42,20 @@ func (v *validator) failKeys(p string, maxFails *int, timeout Duration) {
 		v.errorf(p+".max_fails", "expected 0 (never skip a server) to %d, got %d", maxMaxFails, *maxFails)
 	}
 	v.positiveOrLeftOut(p+".fail_timeout", int64(timeout), timeout.String(), DefaultFailTimeout)
+}
+
+// queueTimeout checks a queue_timeout at p, which waits for a place that
+// only a server's max_conns can make scarce.
+func (v *validator) queueTimeout(p string, timeout Duration, servers []PoolServer) {
+	p += ".queue_timeout"
+	v.positiveOrLeftOut(p, int64(timeout), timeout.String(), "none: refused at once")
+	if timeout <= 0 {
+		return
+	}
+	for _, s := range servers {
+		if s.MaxConns > 0 {
+			return
+		}
+	}
+	v.errorf(p, "waits for a full server to free a place, but no server here has max_conns: nothing is ever full")
 }

@@ -150,6 +150,10 @@ type Pool struct {
 	// response_timeout).
 	MaxFails    *int     `yaml:"max_fails"`
 	FailTimeout Duration `yaml:"fail_timeout"`
+	// QueueTimeout: with every usable server full (max_conns), a request
+	// waits this long for one to free a place before it is answered 503
+	// (HAProxy's timeout queue); left out, at once (nginx's max_conns).
+	QueueTimeout Duration `yaml:"queue_timeout,omitempty"`
 }
 
 // PoolServer is one server of a pool: its host:port and its share of the
@@ -167,10 +171,11 @@ type PoolServer struct {
 	// failures (nginx's and HAProxy's backup).
 	Backup bool `yaml:"backup,omitempty"`
 	// MaxConns bounds the connections the server carries at once (tcp
-	// and filter: client connections; http-reverse: upstream connections
-	// in use, idle kept ones aside), as nginx's max_conns and HAProxy's
-	// maxconn: a full server is passed over, and with every server full
-	// a client is refused (503; tcp closes). 0: no bound.
+	// and filter: client connections; http-reverse: requests in flight,
+	// a connection kept idle between requests giving its place back), as
+	// nginx's max_conns and HAProxy's maxconn: a full server is passed
+	// over, and with every server full a client waits up to the pool's
+	// QueueTimeout, then is refused (503; tcp closes). 0: no bound.
 	MaxConns int `yaml:"max_conns,omitempty"`
 }
 
@@ -331,6 +336,7 @@ func (v *validator) http(p string, l *Listener) {
 		v.poolServers(pp+".servers", pl.Servers)
 		v.healthCheck(pp+".health_check", pl.HealthCheck, true)
 		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
+		v.queueTimeout(pp, pl.QueueTimeout, pl.Servers)
 	}
 	for i, r := range l.Routes {
 		v.route(p+".routes["+itoa(i)+"]", r, pools)
@@ -487,8 +493,9 @@ func (v *validator) healthCheck(p string, hc *HealthCheck, needPath bool) {
 }
 
 // UpstreamList is the listener's upstream list (tcp, filter) as a pool
-// named "upstream": its servers, balance, health check and failure keys.
+// named "upstream": its servers, balance, health check, failure keys and
+// queue.
 func (l *Listener) UpstreamList() Pool {
 	return Pool{Name: "upstream", Balance: l.Balance, Servers: l.Upstream, HealthCheck: l.HealthCheck,
-		MaxFails: l.MaxFails, FailTimeout: l.FailTimeout}
+		MaxFails: l.MaxFails, FailTimeout: l.FailTimeout, QueueTimeout: l.QueueTimeout}
 }

@@ -33,6 +33,7 @@ var builtinKeys = map[string][]string{
 	"balance":        {"tcp", "filter"},
 	"max_fails":      {"tcp", "filter"},
 	"fail_timeout":   {"tcp", "filter"},
+	"queue_timeout":  {"tcp", "filter"},
 	"health_check":   {"tcp", "filter"},
 	"proxy_protocol": {"tcp", "socks5", "filter", "http-forward", "http-reverse"},
 }
@@ -57,7 +58,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 		set := map[string]bool{
 			"splice_after": l.SpliceAfter != 0, "upstream": len(l.Upstream) > 0 && l.Proxy != "socks5",
 			"proxy_protocol": l.ProxyProtocol != "",
-			"max_fails":      l.MaxFails != nil, "fail_timeout": l.FailTimeout != 0,
+			"max_fails":      l.MaxFails != nil, "fail_timeout": l.FailTimeout != 0, "queue_timeout": l.QueueTimeout != 0,
 			"health_check": l.HealthCheck != nil, "balance": l.Balance != "",
 		}
 		for key, kinds := range builtinKeys {

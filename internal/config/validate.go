@@ -156,6 +156,9 @@ func (v *validator) listeners() {
 		v.proxyKind(p, l)
 		v.upstreams(p, l)
 		v.failKeys(p, l.MaxFails, l.FailTimeout)
+		if contains(builtinKeys["queue_timeout"], l.Proxy) { // else kindSections says it is not used
+			v.queueTimeout(p, l.QueueTimeout, l.Upstream)
+		}
 		v.healthCheck(p+".health_check", l.HealthCheck, false)
 		v.engine(p, l)
 		v.oneOf(p+".proxy_protocol", l.ProxyProtocol, ProxyProtocols)

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 )
@@ -260,6 +262,87 @@ listeners:
 		})
 		if code := getStatus(t, f.Addr("rev").String()); code != http.StatusServiceUnavailable {
 			t.Errorf("a request with the one server full: %d, want 503", code)
+		}
+	})
+}
+
+// TestQueueWaitsForAPlace: with queue_timeout, a client that finds every
+// server full (max_conns) waits, counted in splicer_upstream_queued, and
+// is served once a place frees; one that waits past queue_timeout is
+// refused as without a queue. Through http-reverse, the request waits
+// for the slow one to end and gets its answer, not 503.
+func TestQueueWaitsForAPlace(t *testing.T) {
+	queued := func(f *forwarder.Forwarder, listener, pool string) float64 {
+		return fwdtest.Metric(f, "splicer_upstream_queued", "listener", listener, "pool", pool)
+	}
+	t.Run("tcp", func(t *testing.T) {
+		addrs := namedServers(t, 1)
+		l := upstreamList(t, "tcp", "", fmt.Sprintf("[{address: '%s', max_conns: 1}]", addrs[0]))
+		l.QueueTimeout = config.Duration(20 * time.Second)
+		f := fwdtest.Start(t, l)
+		addr := f.Addr("l").String()
+		first, _ := serverOf(t, addr)
+		second := dialFor(t, addr, 30*time.Second)
+		waitFor(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
+		first.Close()
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(second, b); err != nil || b[0] != 'a' {
+			t.Fatalf("the queued client, once the first left: %q, %v; want served by a", b, err)
+		}
+		if q := queued(f, "l", "upstream"); q != 0 {
+			t.Errorf("splicer_upstream_queued %v once served, want 0", q)
+		}
+	})
+	t.Run("tcp past queue_timeout", func(t *testing.T) {
+		addrs := namedServers(t, 1)
+		l := upstreamList(t, "tcp", "", fmt.Sprintf("[{address: '%s', max_conns: 1}]", addrs[0]))
+		l.QueueTimeout = config.Duration(200 * time.Millisecond)
+		f := fwdtest.Start(t, l)
+		addr := f.Addr("l").String()
+		serverOf(t, addr)
+		c := dialFor(t, addr, 10*time.Second)
+		start := time.Now()
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+			t.Fatalf("a client queued past queue_timeout read %d bytes, %v; want the connection closed", n, err)
+		}
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Errorf("refused after %v, before queue_timeout 200ms", d)
+		}
+		waitFor(t, "the refused pair counted", func() bool {
+			return fwdtest.Metric(f, "splicer_connections_closed_total", "listener", "l", "reason", "upstream_unreachable") == 1
+		})
+	})
+	t.Run("http-reverse", func(t *testing.T) {
+		release := make(chan struct{})
+		up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-release
+			}
+		})
+		cfg := parseYAML(t, `
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, queue_timeout: 20s, servers: [{address: '%s', max_conns: 1}]}]}
+`, up)
+		f := fwdtest.Start(t, cfg.Listeners...)
+		var once sync.Once
+		done := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(done)
+		slow := dialFor(t, f.Addr("rev").String(), 10*time.Second)
+		fmt.Fprint(slow, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+		waitFor(t, "the slow request to hold the server", func() bool {
+			for _, u := range f.Upstreams() {
+				if u.Active == 1 {
+					return true
+				}
+			}
+			return false
+		})
+		status := make(chan int, 1)
+		go func() { status <- getStatus(t, f.Addr("rev").String()) }()
+		waitFor(t, "the second request queued", func() bool { return queued(f, "rev", "p") == 1 })
+		done()
+		if code := <-status; code != http.StatusOK {
+			t.Errorf("a request queued for the one full server: %d, want 200 once the slow one ended", code)
 		}
 	})
 }

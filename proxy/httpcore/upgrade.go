@@ -81,11 +81,11 @@ func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
 	if err != nil {
 		return err
 	}
-	if r.End == engine.EndDetached && c.up.release != nil {
+	if r.End == engine.EndDetached && c.up.counted {
 		// The engine follows the pair past Serve (ip): the connection
 		// counts for its server's least_conn until the pair ends.
-		c.S.AtEnd(c.up.release)
-		c.up.release = nil
+		c.S.AtEnd(c.up.place.Release)
+		c.up.counted = false
 	}
 	return proxy.EndErr(r)
 }

@@ -25,11 +25,15 @@ const recheckAfter = time.Second
 // upstream is the upstream connection the current request goes to, kept for
 // the next request to the same place.
 type upstream struct {
-	key     string
-	conn    *net.TCPConn
-	in      *idleReader // what r reads from
-	r       *bufio.Reader
-	release func()
+	key  string
+	conn *net.TCPConn
+	in   *idleReader // what r reads from
+	r    *bufio.Reader
+	// place counts the connection against its server's bound
+	// (max_conns) while counted: from the request it carries until its
+	// response is read whole, or it is given up.
+	place   Place
+	counted bool
 	reused  bool // it already carried a request, for this client or another
 	// idle: the last response on it was read whole and the server keeps
 	// the connection open, so it may carry another request; since when.
@@ -43,19 +47,28 @@ type upstream struct {
 // Dialer connects to one upstream through the Session.
 type Dialer func(ctx context.Context) (*net.TCPConn, error)
 
+// Place is a connection's place at its server (max_conns), taken by the
+// caller before Use; Release gives it back.
+type Place interface{ Release() }
+
 // Use makes the upstream named key current: the kept connection when the
 // last request went to key too, else an idle one from Pool, else a new one
-// from dial. The one it replaces goes back to Pool or is closed. release, if
-// not nil, runs when the connection is given up.
+// from dial. The one it replaces goes back to Pool or is closed. place, if
+// not nil, is released once the response is read whole, or when the
+// connection is given up.
 //
 // As with HAProxy's http-reuse safe, a client connection's first request
 // takes no pooled connection unless it could be retried (Retryable): a
 // server may close an idle connection just as the request goes out, and
 // only a retry hides that from a client that has never been answered.
-func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func()) error {
+func (c *Conn) Use(ctx context.Context, key string, dial Dialer, place Place) error {
 	if c.Keeps(key) {
-		if release != nil {
-			release() // the kept connection's own release still stands
+		switch {
+		case place == nil:
+		case c.up.counted:
+			place.Release() // the kept connection's own place still stands
+		default:
+			c.CountBy(place)
 		}
 		return nil
 	}
@@ -63,18 +76,18 @@ func (c *Conn) Use(ctx context.Context, key string, dial Dialer, release func())
 	if c.Pool != nil && (c.requests > 1 || (c.cur != nil && Retryable(c.cur))) {
 		if conn := c.Pool.Get(c.poolKey(key)); conn != nil {
 			c.adopt(conn)
-			c.attach(key, conn, release, true)
+			c.attach(key, conn, place, true)
 			return nil
 		}
 	}
 	conn, err := c.dialNew(ctx, dial)
 	if err != nil {
-		if release != nil {
-			release()
+		if place != nil {
+			place.Release()
 		}
 		return err
 	}
-	c.attach(key, conn, release, false)
+	c.attach(key, conn, place, false)
 	return nil
 }
 
@@ -116,8 +129,8 @@ func (c *Conn) dialNew(ctx context.Context, dial Dialer) (*net.TCPConn, error) {
 
 // attach makes conn the current upstream, reading it through the
 // connection's one upstream reader.
-func (c *Conn) attach(key string, conn *net.TCPConn, release func(), reused bool) {
-	c.up = &upstream{key: key, conn: conn, in: &c.upIn, release: release, reused: reused}
+func (c *Conn) attach(key string, conn *net.TCPConn, place Place, reused bool) {
+	c.up = &upstream{key: key, conn: conn, in: &c.upIn, place: place, counted: place != nil, reused: reused}
 	c.up.dl.conn = conn
 	c.upIn = idleReader{dl: &c.up.dl, idle: c.responseIdle(), stopped: &c.stopped, pair: c.S.Pair()}
 	if rc, err := conn.SyscallConn(); err == nil {
@@ -152,7 +165,7 @@ func (c *Conn) poolKey(key string) string {
 }
 
 // Close gives up the current upstream: back to the pool when it may carry
-// another request, else closed. Its release function runs.
+// another request, else closed. Its place is released.
 func (c *Conn) Close() {
 	up := c.up
 	if up == nil {
@@ -162,8 +175,8 @@ func (c *Conn) Close() {
 	if !c.park(up) {
 		up.conn.Close()
 	}
-	if up.release != nil {
-		up.release()
+	if up.counted {
+		up.place.Release()
 	}
 }
 
@@ -192,7 +205,23 @@ func (c *Conn) responseRead(upKeep bool) {
 		return
 	}
 	c.up.idle, c.up.idleSince = true, time.Now()
+	// A server's place (max_conns) is for a request in flight: a kept
+	// connection gives it back while idle, and the next request on it
+	// takes one again (Counted, CountBy).
+	if c.up.counted {
+		c.up.place.Release()
+		c.up.counted = false
+	}
 }
+
+// Counted reports whether the current upstream connection holds a place
+// at its server: it carries a request.
+func (c *Conn) Counted() bool { return c.up != nil && c.up.counted }
+
+// CountBy has the current upstream connection hold place, which the
+// caller took, until its response is read whole: a kept connection
+// taking the next request.
+func (c *Conn) CountBy(place Place) { c.up.place, c.up.counted = place, true }
 
 // RoundTrip sends req to the current upstream (head, then body) and reads
 // the response head. When a reused connection fails before a byte of the
@@ -212,17 +241,21 @@ func (c *Conn) RoundTrip(ctx context.Context, req *http.Request, redial Dialer) 
 	}
 	if retry {
 		c.S.Log().Debug("reused upstream connection closed under the request: retrying on a new one", "err", err)
-		key, release := c.up.key, c.up.release
-		c.up.release = nil
+		key := c.up.key
+		var place Place
+		if c.up.counted {
+			place = c.up.place
+		}
+		c.up.counted = false
 		c.Close() // not idle: closed
 		conn, derr := c.dialNew(ctx, redial)
 		if derr != nil {
-			if release != nil {
-				release()
+			if place != nil {
+				place.Release()
 			}
 			return nil, derr
 		}
-		c.attach(key, conn, release, false)
+		c.attach(key, conn, place, false)
 		resp, err = c.roundTrip(ctx, req)
 	}
 	if err != nil {

@@ -237,22 +237,31 @@ func (p *Proxy) route(req *http.Request) *Route {
 // the request already, and takes those that do not connect.
 func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool, key string, failed map[*proxy.Server]bool) (*proxy.Server, error) {
 	var lastErr error
+	var queued time.Time
 	for {
 		srv := pool.Pick(key, failed)
 		if srv == nil {
+			if lastErr == nil && pool.WaitForPlace(ctx, &queued) {
+				continue
+			}
 			if lastErr != nil {
 				return nil, httpcore.UpstreamError(lastErr)
 			}
-			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no server in pool %s to pick: each failed its health check, is drained or is full (max_conns)", pool.Name)
+			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no server in pool %s to pick: each failed its health check, is drained or is full (max_conns, past queue_timeout)", pool.Name)
 		}
 		if c.Keeps(srv.Addr) {
+			if !c.Counted() {
+				if !srv.Hold() {
+					continue // full since Pick looked: the next Pick sees it full
+				}
+				c.CountBy(srv)
+			}
 			return srv, nil
 		}
 		if !srv.Hold() {
-			failed[srv] = true // full since Pick looked
-			continue
+			continue // full since Pick looked: the next Pick sees it full
 		}
-		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv.Release)
+		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv)
 		if err == nil {
 			return srv, nil // answered once the response head comes (handle)
 		}

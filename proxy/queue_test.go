@@ -1,0 +1,117 @@
+// A client waiting in a full pool's queue gets a place as soon as one frees, or gives up at queue_timeout; a pool without a queue, or with no full server, does not wait.
+
+package proxy
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/internal/config"
+)
+
+// fullPool is a pool of one server with max_conns 1, already held, whose
+// queue waits up to timeout.
+func fullPool(tb testing.TB, timeout time.Duration) (*Pool, *Server) {
+	tb.Helper()
+	p := NewPool(config.Pool{Name: "p", QueueTimeout: config.Duration(timeout),
+		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}}})
+	s := p.Servers[0]
+	if !s.Hold() {
+		tb.Fatal("the empty server refused its first connection")
+	}
+	return p, s
+}
+
+func TestQueueWakesAWaiterWhenAPlaceFrees(t *testing.T) {
+	p, s := fullPool(t, 10*time.Second)
+	woke := make(chan bool)
+	go func() {
+		var deadline time.Time
+		woke <- p.WaitForPlace(context.Background(), &deadline)
+	}()
+	for p.Waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	s.Release()
+	if !<-woke {
+		t.Fatal("the waiter gave up when a place freed")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the waiter woke %v after the place freed", d)
+	}
+	if p.Waiting() != 0 {
+		t.Errorf("Waiting() = %d after the waiter left, want 0", p.Waiting())
+	}
+	if got := p.Pick("", nil); got != s {
+		t.Errorf("Pick after the release: %v, want the freed server", got)
+	}
+}
+
+func TestQueueGivesUpAtItsTimeout(t *testing.T) {
+	p, _ := fullPool(t, 100*time.Millisecond)
+	var deadline time.Time
+	start := time.Now()
+	if p.WaitForPlace(context.Background(), &deadline) {
+		t.Fatal("the waiter was woken with no place freed")
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("gave up after %v, before queue_timeout 100ms", d)
+	}
+	// A second wait for the same client does not start the clock again.
+	if p.WaitForPlace(context.Background(), &deadline) {
+		t.Error("a second wait past the deadline waited")
+	}
+}
+
+func TestQueueEndsWithTheClient(t *testing.T) {
+	p, _ := fullPool(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var deadline time.Time
+	if p.WaitForPlace(ctx, &deadline) {
+		t.Error("a waiter whose client went away was told to pick again")
+	}
+}
+
+func TestNoQueueWithoutTimeoutOrFullServer(t *testing.T) {
+	p, _ := fullPool(t, 0)
+	var deadline time.Time
+	if p.WaitForPlace(context.Background(), &deadline) || !deadline.IsZero() {
+		t.Error("a pool without queue_timeout waited")
+	}
+	// Not full, but drained: no release would make room.
+	q := NewPool(config.Pool{Name: "q", QueueTimeout: config.Duration(time.Minute),
+		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}}})
+	q.Drain("a:1", true)
+	done := make(chan bool, 1)
+	go func() { done <- q.WaitForPlace(context.Background(), &deadline) }()
+	select {
+	case waited := <-done:
+		if waited {
+			t.Error("a pool with no full server was told to pick again")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a pool whose only server is drained, not full, queued the client")
+	}
+}
+
+func TestQueueWakesWhenAServerIsReadied(t *testing.T) {
+	p := NewPool(config.Pool{Name: "p", QueueTimeout: config.Duration(10 * time.Second),
+		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}, {Address: "b:1", Weight: 1}}})
+	p.Drain("b:1", true)
+	p.Servers[0].Hold()
+	woke := make(chan bool)
+	go func() {
+		var deadline time.Time
+		woke <- p.WaitForPlace(context.Background(), &deadline)
+	}()
+	for p.Waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Drain("b:1", false)
+	if !<-woke {
+		t.Fatal("the waiter was not woken when a drained server came back")
+	}
+}
