@@ -23,9 +23,10 @@ func fullPool(tb testing.TB, timeout time.Duration) (*Pool, *Server) {
 	return p, s
 }
 
-func TestQueueWakesAWaiterWhenAPlaceFrees(t *testing.T) {
-	p, s := fullPool(t, 10*time.Second)
-	woke := make(chan bool)
+// waitInQueue has a client wait in p's queue, and returns once it does
+// what WaitForPlace will say.
+func waitInQueue(p *Pool) <-chan bool {
+	woke := make(chan bool, 1)
 	go func() {
 		var deadline time.Time
 		woke <- p.WaitForPlace(context.Background(), &deadline)
@@ -33,6 +34,12 @@ func TestQueueWakesAWaiterWhenAPlaceFrees(t *testing.T) {
 	for p.Waiting() != 1 {
 		time.Sleep(time.Millisecond)
 	}
+	return woke
+}
+
+func TestQueueWakesAWaiterWhenAPlaceFrees(t *testing.T) {
+	p, s := fullPool(t, 10*time.Second)
+	woke := waitInQueue(p)
 	start := time.Now()
 	s.Release()
 	if !<-woke {
@@ -102,14 +109,7 @@ func TestQueueWakesWhenAServerIsReadied(t *testing.T) {
 		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}, {Address: "b:1", Weight: 1}}})
 	p.Drain("b:1", true)
 	p.Servers[0].Hold()
-	woke := make(chan bool)
-	go func() {
-		var deadline time.Time
-		woke <- p.WaitForPlace(context.Background(), &deadline)
-	}()
-	for p.Waiting() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	woke := waitInQueue(p)
 	p.Drain("b:1", false)
 	if !<-woke {
 		t.Fatal("the waiter was not woken when a drained server came back")

@@ -197,15 +197,10 @@ func TestWorkersShareAListener(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	syscall.Kill(pids[0], syscall.SIGKILL)
-	waitUntil(t, "the killed worker restarted", d.exited, func() bool {
-		now := workerPids(t, master)
-		return len(now) == 2 && !slices.Contains(now, pids[0])
-	})
+	s.killWorker(t, d, pids[0])
 	if r := s.metricByWorker(t, "splicer_worker_restarts_total", ""); len(r) != 1 || r[""] != 1 {
 		t.Errorf("restarts per worker %v, want 1 on the master's own counter, which has no worker label", r)
 	}
-	waitUntil(t, "every worker ready again", d.exited, func() bool { return s.adminOK("GET", "/ready") == nil })
 	s.pingN(t, addr, 20)
 	if !strings.Contains(d.logs(), `msg="worker exited: restarting it" worker=`) {
 		t.Errorf("the master did not log the restart")
@@ -219,6 +214,20 @@ func TestWorkersShareAListener(t *testing.T) {
 	if _, err := os.Stat(d.pidFile); !os.IsNotExist(err) {
 		t.Errorf("pid file after the master stopped: %v", err)
 	}
+}
+
+// killWorker kills worker pid of the master d runs and waits until the
+// master has restarted it and every worker is ready.
+func (s *site) killWorker(tb testing.TB, d *daemonProc, pid int) {
+	tb.Helper()
+	master := d.cmd.Process.Pid
+	n := len(workerPids(tb, master))
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitUntil(tb, "the killed worker restarted", d.exited, func() bool {
+		now := workerPids(tb, master)
+		return len(now) == n && !slices.Contains(now, pid)
+	})
+	waitUntil(tb, "every worker ready again", d.exited, func() bool { return s.adminOK("GET", "/ready") == nil })
 }
 
 // decodeJSON decodes an admin answer.
@@ -480,9 +489,7 @@ func TestMasterWaitsForRetiredWorkers(t *testing.T) {
 	addr := freeLoopback(t)
 	d := s.startWorkers(t, workersYAML(s, 2, "30s", listenerYAML("echo", addr, up, "copy")))
 	master := d.cmd.Process.Pid
-	syscall.Kill(workerPids(t, master)[0], syscall.SIGKILL)
-	waitUntil(t, "the killed worker restarted", d.exited, func() bool { return s.metricByWorker(t, "splicer_worker_restarts_total", "")[""] == 1 })
-	waitUntil(t, "every worker ready again", d.exited, func() bool { return s.adminOK("GET", "/ready") == nil })
+	s.killWorker(t, d, workerPids(t, master)[0])
 	before := workerPids(t, master)
 	held := dialFrom(t, "127.0.0.1", addr)
 	if !served(t, held) {

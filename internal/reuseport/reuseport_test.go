@@ -176,9 +176,29 @@ func TestSpreadByClientIPv6(t *testing.T) {
 }
 
 // SetMode switches a running group from in turn to by client and back.
+// switchesModes sets g, a group of the sockets lns spreading in turn, to
+// spread by client, then back in turn, checking the connections follow.
+func switchesModes(tb testing.TB, g *Group, lns []net.Listener) {
+	tb.Helper()
+	const rounds, clients, perClient = 3, 8, 3
+	addr := lns[0].Addr().String()
+	if err := g.SetMode(ByClient); err != nil {
+		tb.Fatal(err)
+	}
+	for i := 1; i <= clients; i++ {
+		dial(tb, addr, loopback(i), perClient)
+	}
+	checkByClient(tb, accepted(tb, lns), clients, perClient)
+	if err := g.SetMode(InTurn); err != nil {
+		tb.Fatal(err)
+	}
+	dial(tb, addr, loopback(1), len(lns)*rounds)
+	checkInTurn(tb, accepted(tb, lns), rounds)
+}
+
 func TestSetModeSwitchesARunningGroup(t *testing.T) {
 	testenv.RequireRoot(t)
-	const n, rounds, clients, perClient = 4, 3, 8, 3
+	const n, rounds = 4, 3
 	lns, files := group(t, "127.0.0.1:0", n)
 	g := spread(t, files, InTurn)
 	addr := lns[0].Addr().String()
@@ -186,32 +206,18 @@ func TestSetModeSwitchesARunningGroup(t *testing.T) {
 	dial(t, addr, loopback(1), n*rounds)
 	checkInTurn(t, accepted(t, lns), rounds)
 
-	if err := g.SetMode(ByClient); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= clients; i++ {
-		dial(t, addr, loopback(i), perClient)
-	}
-	checkByClient(t, accepted(t, lns), clients, perClient)
-
-	if err := g.SetMode(InTurn); err != nil {
-		t.Fatal(err)
-	}
-	dial(t, addr, loopback(1), n*rounds)
-	checkInTurn(t, accepted(t, lns), rounds)
+	switchesModes(t, g, lns)
 
 	if err := g.SetMode(Mode(7)); err == nil {
 		t.Error("SetMode of an unknown mode succeeded")
 	}
 }
 
-// Closing the Group leaves the program attached, in its last mode.
 // A group handed over by its file (as a master hands it across its
 // execve) changes the mode of the program the first process attached.
 func TestFromFileTakesOverTheMode(t *testing.T) {
 	testenv.RequireRoot(t)
-	const n, rounds, clients, perClient = 4, 3, 8, 3
-	lns, files := group(t, "127.0.0.1:0", n)
+	lns, files := group(t, "127.0.0.1:0", 4)
 	first := spread(t, files, InTurn)
 	f, err := first.File()
 	if err != nil {
@@ -224,25 +230,14 @@ func TestFromFileTakesOverTheMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if err := g.SetMode(ByClient); err != nil {
-		t.Fatal(err)
-	}
-	addr := lns[0].Addr().String()
-	for i := 1; i <= clients; i++ {
-		dial(t, addr, loopback(i), perClient)
-	}
-	checkByClient(t, accepted(t, lns), clients, perClient)
-	if err := g.SetMode(InTurn); err != nil {
-		t.Fatal(err)
-	}
-	dial(t, addr, loopback(1), n*rounds)
-	checkInTurn(t, accepted(t, lns), rounds)
+	switchesModes(t, g, lns)
 
 	if _, err := FromFile(files[0]); err == nil {
 		t.Error("FromFile of a listening socket succeeded")
 	}
 }
 
+// Closing the Group leaves the program attached, in its last mode.
 func TestGroupCloseLeavesTheProgram(t *testing.T) {
 	testenv.RequireRoot(t)
 	const n, rounds = 4, 2

@@ -238,32 +238,44 @@ func TestMaxConnsBoundsAServer(t *testing.T) {
 		}
 	})
 	t.Run("http-reverse", func(t *testing.T) {
-		release := make(chan struct{})
-		up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/slow" {
-				<-release
-			}
-		})
-		cfg := parseYAML(t, `
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: [{address: '%s', max_conns: 1}]}]}
-`, up)
-		f := fwdtest.Start(t, cfg.Listeners...)
-		t.Cleanup(func() { close(release) }) // before the forwarder's shutdown waits for the slow pair
-		slow := dialFor(t, f.Addr("rev").String(), 10*time.Second)
-		fmt.Fprint(slow, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-		waitFor(t, "the slow request to hold the server", func() bool {
-			for _, u := range f.Upstreams() {
-				if u.Active == 1 {
-					return true
-				}
-			}
-			return false
-		})
+		f, _ := slowRequestHolds(t, "")
 		if code := getStatus(t, f.Addr("rev").String()); code != http.StatusServiceUnavailable {
 			t.Errorf("a request with the one server full: %d, want 503", code)
 		}
 	})
+}
+
+// slowRequestHolds starts an http-reverse listener "rev" whose pool "p"
+// (with poolKeys, "key: value, " each) has one server of max_conns 1, and
+// has a request the server answers only once done is called hold it.
+// done runs at the latest before the forwarder's shutdown waits for it.
+func slowRequestHolds(tb testing.TB, poolKeys string) (f *forwarder.Forwarder, done func()) {
+	tb.Helper()
+	release := make(chan struct{})
+	up := httpBackend(tb, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+	})
+	cfg := parseYAML(tb, `
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, %sservers: [{address: '%s', max_conns: 1}]}]}
+`, poolKeys, up)
+	f = fwdtest.Start(tb, cfg.Listeners...)
+	var once sync.Once
+	done = func() { once.Do(func() { close(release) }) }
+	tb.Cleanup(done)
+	slow := dialFor(tb, f.Addr("rev").String(), 10*time.Second)
+	fmt.Fprint(slow, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitFor(tb, "the slow request to hold the server", func() bool {
+		for _, u := range f.Upstreams() {
+			if u.Active == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	return f, done
 }
 
 // TestQueueWaitsForAPlace: with queue_timeout, a client that finds every
@@ -313,30 +325,7 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 		})
 	})
 	t.Run("http-reverse", func(t *testing.T) {
-		release := make(chan struct{})
-		up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/slow" {
-				<-release
-			}
-		})
-		cfg := parseYAML(t, `
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, queue_timeout: 20s, servers: [{address: '%s', max_conns: 1}]}]}
-`, up)
-		f := fwdtest.Start(t, cfg.Listeners...)
-		var once sync.Once
-		done := func() { once.Do(func() { close(release) }) }
-		t.Cleanup(done)
-		slow := dialFor(t, f.Addr("rev").String(), 10*time.Second)
-		fmt.Fprint(slow, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-		waitFor(t, "the slow request to hold the server", func() bool {
-			for _, u := range f.Upstreams() {
-				if u.Active == 1 {
-					return true
-				}
-			}
-			return false
-		})
+		f, done := slowRequestHolds(t, "queue_timeout: 20s, ")
 		status := make(chan int, 1)
 		go func() { status <- getStatus(t, f.Addr("rev").String()) }()
 		waitFor(t, "the second request queued", func() bool { return queued(f, "rev", "p") == 1 })
