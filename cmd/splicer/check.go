@@ -81,7 +81,7 @@ Options:
 func printListeners(path string, cfg *config.Config) {
 	fmt.Printf("%s: ok, %d listener(s)\n", path, len(cfg.Listeners))
 	if n := cfg.Workers.Count(); n > 1 {
-		fmt.Printf("  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns and max_fails count per worker\n", n)
+		fmt.Printf("  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns and max_fails count per worker, max_connections_per_client across them (a client's connections reach one worker)\n", n)
 	}
 	for _, l := range cfg.Listeners {
 		to := ""
@@ -93,8 +93,8 @@ func printListeners(path string, cfg *config.Config) {
 }
 
 // upstreamList names a listener's upstream servers, with their weights
-// where they differ from 1, backups and max_conns, and its balance where
-// not round robin.
+// where they differ from 1, backups and max_conns, its balance where not
+// round robin, and its queue.
 func upstreamList(l config.Listener) string {
 	names := make([]string, len(l.Upstream))
 	for i, u := range l.Upstream {
@@ -116,6 +116,9 @@ func upstreamList(l config.Listener) string {
 	list := "[" + strings.Join(names, ", ") + "]"
 	if l.Balance != "" && l.Balance != "round_robin" {
 		list += " by " + l.Balance
+	}
+	if l.QueueTimeout > 0 {
+		list += ", every one full: queued up to " + l.QueueTimeout.Std().String()
 	}
 	return list
 }

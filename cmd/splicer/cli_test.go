@@ -170,6 +170,33 @@ func TestCheckValidConfig(t *testing.T) {
 	}
 }
 
+// TestCheckSummarisesWorkersAndQueue: check says how workers count the
+// limits, and how long a client waits for a full upstream list.
+func TestCheckSummarisesWorkersAndQueue(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "queue.yaml")
+	writeFile(t, path, []byte(`workers: 2
+listeners:
+  - name: db
+    listen: 127.0.0.1:7000
+    upstream: [{address: 10.0.0.1:5432, max_conns: 20}, 10.0.0.2:5432]
+    queue_timeout: 5s
+    max_connections_per_client: 8
+`))
+	stdout, stderr, code := splicer(t, "check", "--engines=false", path)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"workers: 2 processes share every listener (SO_REUSEPORT); max_connections, max_conns and max_fails count per worker, max_connections_per_client across them",
+		"db: tcp proxy on 127.0.0.1:7000 -> [10.0.0.1:5432 (max_conns 20), 10.0.0.2:5432], every one full: queued up to 5s",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("check output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
 // TestCheckMissingFile: a configuration that cannot be read is an error
 // naming the file.
 func TestCheckMissingFile(t *testing.T) {
