@@ -42,16 +42,20 @@ func (q *queue) next() <-chan struct{} {
 func (p *Pool) Waiting() int64 { return p.queue.waiting.Load() }
 
 // WaitForPlace waits, until deadline (set to QueueTimeout from now on the
-// first wait), for a full server of the pool to free a place, and reports
-// whether the caller should pick again: false once the deadline or ctx
-// has passed, or when nothing would free a place (no queue configured, or
-// no usable server is full: every one failed its check or is drained).
-func (p *Pool) WaitForPlace(ctx context.Context, deadline *time.Time) bool {
+// first wait), for a full server of the pool not in skip to free a place,
+// and reports whether the caller should pick again (Pick with skip):
+// false once the deadline or ctx has passed, or when nothing would free a
+// place (no queue configured, or no server it could pick is full: each
+// failed its check, is drained or is in skip).
+func (p *Pool) WaitForPlace(ctx context.Context, deadline *time.Time, skip map[*Server]bool) bool {
 	if p.QueueTimeout <= 0 {
 		return false
 	}
-	freed := p.queue.next() // before looking: a place freed meanwhile wakes it
-	if !p.someFull() {
+	freed := p.queue.next() // before looking: a place freed from now on wakes it
+	switch p.places(skip) {
+	case placeFree:
+		return true // freed since the caller's Pick looked
+	case noneToWaitFor:
 		return false
 	}
 	if deadline.IsZero() {
@@ -74,13 +78,27 @@ func (p *Pool) WaitForPlace(ctx context.Context, deadline *time.Time) bool {
 	return false
 }
 
-// someFull reports whether a server that could otherwise be picked is
-// full: only then may waiting give a client a place.
-func (p *Pool) someFull() bool {
+// placeState is what waiting may give a client.
+type placeState int
+
+const (
+	placeFree     placeState = iota // a server Pick would take has room
+	allFull                         // none has, and a full one may free a place
+	noneToWaitFor                   // none has, and none is full
+)
+
+// places says whether a server Pick could take (outside skip, weighted,
+// healthy and not drained) has room, or is full.
+func (p *Pool) places(skip map[*Server]bool) placeState {
+	state := noneToWaitFor
 	for _, s := range p.Servers {
-		if s.healthy.Load() && !s.drained.Load() && s.full() {
-			return true
+		if s.Weight == 0 || skip[s] || !s.healthy.Load() || s.drained.Load() {
+			continue // Pick would not take it
 		}
+		if !s.full() {
+			return placeFree
+		}
+		state = allFull
 	}
-	return false
+	return state
 }

@@ -29,7 +29,7 @@ func waitInQueue(p *Pool) <-chan bool {
 	woke := make(chan bool, 1)
 	go func() {
 		var deadline time.Time
-		woke <- p.WaitForPlace(context.Background(), &deadline)
+		woke <- p.WaitForPlace(context.Background(), &deadline, nil)
 	}()
 	for p.Waiting() != 1 {
 		time.Sleep(time.Millisecond)
@@ -60,14 +60,14 @@ func TestQueueGivesUpAtItsTimeout(t *testing.T) {
 	p, _ := fullPool(t, 100*time.Millisecond)
 	var deadline time.Time
 	start := time.Now()
-	if p.WaitForPlace(context.Background(), &deadline) {
+	if p.WaitForPlace(context.Background(), &deadline, nil) {
 		t.Fatal("the waiter was woken with no place freed")
 	}
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Errorf("gave up after %v, before queue_timeout 100ms", d)
 	}
 	// A second wait for the same client does not start the clock again.
-	if p.WaitForPlace(context.Background(), &deadline) {
+	if p.WaitForPlace(context.Background(), &deadline, nil) {
 		t.Error("a second wait past the deadline waited")
 	}
 }
@@ -77,7 +77,7 @@ func TestQueueEndsWithTheClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var deadline time.Time
-	if p.WaitForPlace(ctx, &deadline) {
+	if p.WaitForPlace(ctx, &deadline, nil) {
 		t.Error("a waiter whose client went away was told to pick again")
 	}
 }
@@ -85,7 +85,7 @@ func TestQueueEndsWithTheClient(t *testing.T) {
 func TestNoQueueWithoutTimeoutOrFullServer(t *testing.T) {
 	p, _ := fullPool(t, 0)
 	var deadline time.Time
-	if p.WaitForPlace(context.Background(), &deadline) || !deadline.IsZero() {
+	if p.WaitForPlace(context.Background(), &deadline, nil) || !deadline.IsZero() {
 		t.Error("a pool without queue_timeout waited")
 	}
 	// Not full, but drained: no release would make room.
@@ -93,7 +93,7 @@ func TestNoQueueWithoutTimeoutOrFullServer(t *testing.T) {
 		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}}})
 	q.Drain("a:1", true)
 	done := make(chan bool, 1)
-	go func() { done <- q.WaitForPlace(context.Background(), &deadline) }()
+	go func() { done <- q.WaitForPlace(context.Background(), &deadline, nil) }()
 	select {
 	case waited := <-done:
 		if waited {
@@ -113,5 +113,50 @@ func TestQueueWakesWhenAServerIsReadied(t *testing.T) {
 	p.Drain("b:1", false)
 	if !<-woke {
 		t.Fatal("the waiter was not woken when a drained server came back")
+	}
+}
+
+// A place freed after the caller's Pick and before its wait is not lost:
+// the client picks again at once.
+func TestQueueSeesAPlaceFreedBeforeItWaits(t *testing.T) {
+	p, s := fullPool(t, time.Minute)
+	s.Release()
+	done := make(chan bool, 1)
+	go func() {
+		var deadline time.Time
+		done <- p.WaitForPlace(context.Background(), &deadline, nil)
+	}()
+	select {
+	case again := <-done:
+		if !again {
+			t.Error("a client with a place free was refused")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a client waited for a place that was already free")
+	}
+}
+
+// Servers Pick would not take neither count as room (no client is told
+// to pick again for them) nor as full (none waits for them).
+func TestQueueIgnoresServersPickSkips(t *testing.T) {
+	p := NewPool(config.Pool{Name: "p", QueueTimeout: config.Duration(time.Minute),
+		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}, {Address: "b:1", Weight: 0}, {Address: "c:1", Weight: 1}}})
+	a, c := p.Servers[0], p.Servers[2]
+	a.Hold()
+	var deadline time.Time
+	// c has room but failed this request already; b has room but weight 0.
+	done := make(chan bool, 1)
+	go func() { done <- p.WaitForPlace(context.Background(), &deadline, map[*Server]bool{c: true}) }()
+	for p.Waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	a.Release()
+	if !<-done {
+		t.Error("the waiter was not woken by a's place")
+	}
+	// Only a skipped server is full: nothing to wait for.
+	a.Hold()
+	if p.WaitForPlace(context.Background(), &deadline, map[*Server]bool{a: true, c: true}) {
+		t.Error("told to pick again with every server it could take skipped")
 	}
 }

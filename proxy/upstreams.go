@@ -46,7 +46,7 @@ func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, erro
 	for {
 		srv := p.Pick(key, tried)
 		if srv == nil {
-			if errs == nil && p.WaitForPlace(ctx, &queued) {
+			if errs == nil && p.WaitForPlace(ctx, &queued, tried) {
 				continue
 			}
 			if errs == nil {

@@ -241,7 +241,7 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 	for {
 		srv := pool.Pick(key, failed)
 		if srv == nil {
-			if lastErr == nil && pool.WaitForPlace(ctx, &queued) {
+			if lastErr == nil && pool.WaitForPlace(ctx, &queued, failed) {
 				continue
 			}
 			if lastErr != nil {
