@@ -263,11 +263,16 @@ func spreadMode(l config.Listener) reuseport.Mode {
 }
 
 // install makes g the sockets of listener name, closing those it
-// replaces.
+// replaces; a worker whose socket is nil has none (it did not take the
+// reload that added the listener).
 func (m *master) install(name string, g group) {
 	for i, f := range g.files {
 		if old := m.files[i][name]; old != nil {
 			old.Close()
+		}
+		if f == nil {
+			delete(m.files[i], name)
+			continue
 		}
 		m.files[i][name] = f
 	}
@@ -279,7 +284,9 @@ func (m *master) install(name string, g group) {
 // the program.
 func (g group) close() {
 	for _, f := range g.files {
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 	}
 	g.spread.Close()
 }

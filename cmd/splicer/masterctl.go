@@ -58,7 +58,15 @@ func (m *master) reloadLogged(by string) ([]string, error) {
 		return notes, err
 	}
 	// A worker that restarts reads the file: what the master holds
-	// follows it once one worker has.
+	// follows it once one worker has. The sockets of the workers that
+	// did not reload are closed: nobody would accept on them, and the
+	// program would keep picking them.
+	for _, o := range fresh {
+		for i := took; i < m.count; i++ {
+			o.files[i].Close()
+			o.files[i] = nil
+		}
+	}
 	m.retireSockets(cfg)
 	m.respread(cfg, fresh)
 	for name, o := range fresh {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/splicer/splicer/internal/handoff"
@@ -111,21 +112,32 @@ func (m *master) offer(groups map[string]offer) {
 
 // socketFromMaster asks the master's service (path) for worker w's
 // socket of listener name at addr. A nil listener and nil error: the
-// master has none (no service: an older master, or a reload the master
-// did not start, such as a SIGHUP sent to the worker itself), and the
-// worker binds its own.
+// master has none (no service: an older master; or it says it bound
+// none), and the worker binds its own. Any other failure is an error: a
+// socket of its own beside a group the master bound would never be
+// picked by its program, and the master's would have nobody accepting.
 func socketFromMaster(path string, w worker, name, addr string, log *slog.Logger) (net.Listener, error) {
 	if path == "" {
 		return nil, nil
 	}
 	f, err := askMasterSocket(path, socketRequest{Worker: w.index, Name: name, Listen: addr})
-	if err != nil {
+	var none errNoSocket
+	switch {
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &none):
 		log.Warn("the master has no socket for this listener: this worker binds its own, and new connections reach it by the kernel's hash", "listener", name, "err", err)
 		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("listener %s: its socket from the master: %w", name, err)
 	}
 	defer f.Close() // FileListener dups it
 	return net.FileListener(f)
 }
+
+// errNoSocket is the master's answer that it bound no socket for the
+// listener asked for.
+type errNoSocket string
+
+func (e errNoSocket) Error() string { return string(e) }
 
 // askMasterSocket sends req to the service at path and returns the
 // socket it answers with.
@@ -149,7 +161,7 @@ func askMasterSocket(path string, req socketRequest) (*os.File, error) {
 		if f != nil {
 			f.Close()
 		}
-		return nil, errors.New(text)
+		return nil, errNoSocket(text)
 	}
 	return f, nil
 }

@@ -93,11 +93,18 @@ func (d *daemon) wait() error {
 	for {
 		select {
 		case sig := <-sigs:
-			switch sig {
-			case syscall.SIGHUP:
+			switch {
+			case (sig == syscall.SIGHUP || sig == syscall.SIGUSR2) && d.isWorker:
+				// The master reloads and upgrades its workers itself,
+				// with the sockets it binds for them; a worker doing
+				// so on its own would bind its own, which the master's
+				// program never picks (as nginx's workers ignore HUP).
+				d.log.Warn("signal ignored: a worker reloads and upgrades when its master does; signal the master", "signal", sig.String(), "master", masterPid())
+				continue
+			case sig == syscall.SIGHUP:
 				d.reloadLogged("signal")
 				continue
-			case syscall.SIGUSR2:
+			case sig == syscall.SIGUSR2:
 				d.upgradeLogged("signal")
 				continue
 			}

@@ -240,9 +240,10 @@ func decodeJSON(tb testing.TB, resp *http.Response, v any) {
 }
 
 // TestWorkersReloadAndUpgrade: a SIGHUP reaches both workers (a listener
-// added serves in each, one removed refuses), and 'splicer upgrade'
-// replaces every worker and the master's binary (same pid) while a
-// transfer runs and 100 connections a second arrive: none refused.
+// added serves in each, bound by the master, one removed refuses), and
+// 'splicer upgrade' replaces every worker and the master's binary (same
+// pid) while a transfer runs and 100 connections a second arrive: none
+// refused; a reload after it adds a listener the same way.
 func TestWorkersReloadAndUpgrade(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
@@ -287,6 +288,20 @@ func TestWorkersReloadAndUpgrade(t *testing.T) {
 	})
 	s.pingN(t, keep, 10)
 	s.pingN(t, added, 10)
+
+	// The master on its new binary serves its workers their sockets too.
+	late := freeLoopback(t)
+	writeFile(t, d.configPath(), []byte(workersYAML(s, 2, "30s", listenerYAML("keep", keep, up, "copy"), listenerYAML("added", added, up, "pipe"), listenerYAML("late", late, up, "copy"))))
+	if err := s.adminOK("POST", "/reload"); err != nil {
+		t.Fatal(err)
+	}
+	s.pingN(t, late, 10)
+	if n := listeningHeldBy(t, master, late); n != 2 {
+		t.Errorf("after its upgrade the master holds %d sockets listening on the added %s, want one per worker", n, late)
+	}
+	if strings.Contains(d.logs(), "binds its own") {
+		t.Errorf("a worker bound a listener's socket of its own:\n%s", d.logs())
+	}
 }
 
 // TestWorkersLeaveWithTheirMaster: a master killed outright leaves no
@@ -519,5 +534,38 @@ func TestMasterWaitsForRetiredWorkers(t *testing.T) {
 		if !gone(pid) {
 			t.Errorf("retired worker %d outlived its master", pid)
 		}
+	}
+}
+
+// TestWorkersLeaveSignalsToTheirMaster: a SIGHUP or SIGUSR2 sent to a
+// worker (pkill -HUP splicer) is ignored, logged: a worker reloading on
+// its own would bind a socket the master's program never picks. The
+// master's reload then adds the listener in every worker.
+func TestWorkersLeaveSignalsToTheirMaster(t *testing.T) {
+	t.Parallel()
+	s := loopbackSite(t)
+	up := s.echoUpstream(t)
+	keep, added := freeLoopback(t), freeLoopback(t)
+	d := s.startWorkers(t, workersYAML(s, 2, "5s", listenerYAML("keep", keep, up, "copy")))
+	master := d.cmd.Process.Pid
+	workers := workerPids(t, master)
+	writeFile(t, d.configPath(), []byte(workersYAML(s, 2, "5s", listenerYAML("keep", keep, up, "copy"), listenerYAML("added", added, up, "copy"))))
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR2} {
+		syscall.Kill(workers[0], sig)
+	}
+	waitUntil(t, "the worker to log both signals ignored", d.exited, func() bool {
+		return strings.Count(d.logs(), "signal ignored: a worker reloads and upgrades when its master does") == 2
+	})
+	if err := s.ping(added); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("the listener a worker's own SIGHUP would have added: %v, want connection refused", err)
+	}
+	if now := workerPids(t, master); !slices.Equal(now, workers) {
+		t.Errorf("workers %v after SIGUSR2 to one, want %v unchanged", now, workers)
+	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, "the added listener to serve", d.exited, func() bool { return s.ping(added) == nil })
+	s.pingN(t, added, 10)
+	if n := listeningHeldBy(t, master, added); n != 2 {
+		t.Errorf("the master holds %d sockets listening on %s, want one per worker", n, added)
 	}
 }
