@@ -196,13 +196,13 @@ func (m *master) flows(w http.ResponseWriter, r *http.Request) {
 		}
 		all = append(all, fl...)
 	}
-	writeJSON(w, all)
+	admin.WriteJSON(w, all)
 }
 
 // upstreams is every back-end server once, as the workers together see
 // it (mergeUpstreams).
 func (m *master) upstreams(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, mergeUpstreams(m.askEach(r, http.MethodGet, "/upstreams")))
+	admin.WriteJSON(w, mergeUpstreams(m.askEach(r, http.MethodGet, "/upstreams")))
 }
 
 // mergeUpstreams joins the workers' tables: a server is healthy and
@@ -259,7 +259,7 @@ func (m *master) drain(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, string(bytes.TrimSpace(refused)), refusedStatus)
 		return
 	}
-	writeJSON(w, mergeUpstreams(answers))
+	admin.WriteJSON(w, mergeUpstreams(answers))
 }
 
 // ready is 200 while the master serves and every worker is ready.
@@ -278,11 +278,4 @@ func (m *master) ready(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Write([]byte("ready\n"))
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
 }

@@ -32,18 +32,12 @@ func Handler(f *forwarder.Forwarder) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(f.Metrics().Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /flows", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(f.Flows().Snapshot())
+		WriteJSON(w, f.Flows().Snapshot())
 	})
 	// /upstreams: every back-end server of the running listeners, its
 	// health check, whether failures have it skipped, and how many.
 	mux.HandleFunc("GET /upstreams", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(f.Upstreams())
+		WriteJSON(w, f.Upstreams())
 	})
 	// POST /upstreams/drain and /upstreams/ready, ?server=HOST:PORT and
 	// optionally &listener=NAME&pool=NAME: stop or resume picking a
@@ -66,6 +60,16 @@ func Handler(f *forwarder.Forwarder) *http.ServeMux {
 	return mux
 }
 
+// WriteJSON answers with v as indented JSON, as every admin route that
+// returns a document does (the master's, which gathers its workers',
+// too).
+func WriteJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
 // drainHandler drains (on) or readies a server named in the query and
 // answers with its new state in each listener and pool that has it.
 func drainHandler(f *forwarder.Forwarder, on bool) http.HandlerFunc {
@@ -81,10 +85,7 @@ func drainHandler(f *forwarder.Forwarder, on bool) http.HandlerFunc {
 			http.Error(w, "no running listener has back-end server "+server+where(q.Get("listener"), q.Get("pool")), http.StatusNotFound)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(got)
+		WriteJSON(w, got)
 	}
 }
 
