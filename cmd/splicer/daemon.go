@@ -239,10 +239,9 @@ func (d *daemon) reloadLogged(by string) ([]string, error) {
 	notify(d.log, sdnotify.Reloading)
 	defer notify(d.log, sdnotify.Ready)
 	d.log.Info("reloading", "config", d.path, "by", by)
-	cfg, err := config.Load(d.path)
+	cfg, err := loadForReload(d.log, d.path)
 	if err != nil {
-		logRefused(d.log, err)
-		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
+		return nil, err
 	}
 	d.prepare(cfg)
 	notes, err := d.f.Reload(cfg)
@@ -256,6 +255,18 @@ func (d *daemon) reloadLogged(by string) ([]string, error) {
 	logThreads(d.log, cfg.Threads)
 	d.log.Info("reloaded", "listeners", len(cfg.Listeners))
 	return notes, nil
+}
+
+// loadForReload reads the file a reload applies; one with errors is
+// refused, each error logged (logRefused), and the running
+// configuration stays.
+func loadForReload(log *slog.Logger, path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		logRefused(log, err)
+		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
+	}
+	return cfg, nil
 }
 
 // logRefused logs why a reload's file was refused: each configuration

@@ -60,9 +60,6 @@ type master struct {
 	offers    map[string]offer
 
 	restarts prometheus.Counter
-	// restarted counts what restarts counts, for the master's next
-	// binary (masterState.Restarts).
-	restarted int
 
 	mu       sync.Mutex // one reload, upgrade or restart at a time
 	cfg      *config.Config
@@ -368,12 +365,11 @@ func (m *master) workerEnded(e workerExit) {
 	defer m.mu.Unlock()
 	if m.pids[e.index] != e.pid || m.stopping {
 		m.log.Debug("retired worker process ended", "worker", e.index, "pid", e.pid)
-		m.retired = slices.DeleteFunc(m.retired, func(pid int) bool { return pid == e.pid })
+		m.forgetRetired(e.pid)
 		return
 	}
 	m.pids[e.index] = 0
 	m.restarts.Inc()
-	m.restarted++
 	delay := time.Duration(0)
 	if time.Since(m.started[e.index]) < restartDelay {
 		delay = restartDelay
@@ -448,7 +444,12 @@ func (m *master) ended(e workerExit) {
 		m.pids[e.index] = 0
 		return
 	}
-	m.retired = slices.DeleteFunc(m.retired, func(pid int) bool { return pid == e.pid })
+	m.forgetRetired(e.pid)
+}
+
+// forgetRetired drops a retired worker that ended; m.mu is held.
+func (m *master) forgetRetired(pid int) {
+	m.retired = slices.DeleteFunc(m.retired, func(p int) bool { return p == pid })
 }
 
 // left counts the worker processes that have not ended, retired ones

@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
@@ -33,10 +34,9 @@ func (m *master) reloadLogged(by string) ([]string, error) {
 	notify(m.log, sdnotify.Reloading)
 	defer notify(m.log, sdnotify.Ready)
 	m.log.Info("reloading", "config", m.path, "by", by, "workers", m.count)
-	cfg, err := config.Load(m.path)
+	cfg, err := loadForReload(m.log, m.path)
 	if err != nil {
-		logRefused(m.log, err)
-		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
+		return nil, err
 	}
 	var notes []string
 	if cfg.Workers.Count() != m.count {
@@ -261,6 +261,13 @@ func (m *master) reexec() {
 	m.log.Error("master keeps the old binary (its workers run the new one)", "err", err)
 }
 
+// counterValue is c's count.
+func counterValue(c prometheus.Counter) float64 {
+	var mt dto.Metric
+	c.Write(&mt)
+	return mt.GetCounter().GetValue()
+}
+
 // passedOn are the descriptors state made to survive the execve: the
 // master's own, and duplicates made for it.
 type passedOn struct{ kept, dups []*os.File }
@@ -305,7 +312,7 @@ func (m *master) state(passed *passedOn) (*masterState, error) {
 		return nil, err
 	}
 	st := &masterState{Config: cfg, Dir: m.dir, Admin: -1, Pids: m.pids, Retired: m.retired, Spread: map[string]int{},
-		Restarts: m.restarted}
+		Restarts: int(counterValue(m.restarts))}
 	for _, files := range m.files {
 		fds := map[string]int{}
 		for name, f := range files {
@@ -378,7 +385,6 @@ func resumeMaster(path, pidFile, js string) error {
 	if err := m.serveAdmin(cfg, ln); err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
-	m.restarted = st.Restarts
 	m.restarts.Add(float64(st.Restarts))
 	if err := m.serveSockets(); err != nil {
 		return err
@@ -408,7 +414,7 @@ func (m *master) reap(pid int) {
 	waitEnd(pid)
 	m.log.Debug("retired worker process ended", "pid", pid)
 	m.mu.Lock()
-	m.retired = slices.DeleteFunc(m.retired, func(p int) bool { return p == pid })
+	m.forgetRetired(pid)
 	m.mu.Unlock()
 }
 
