@@ -278,6 +278,18 @@ listeners:
 	return f, done
 }
 
+// queuedList starts a tcp listener "l" whose upstream list is one server,
+// "a", of max_conns 1, with a queue of timeout; it returns the forwarder
+// and the listener's address.
+func queuedList(tb testing.TB, timeout time.Duration) (*forwarder.Forwarder, string) {
+	tb.Helper()
+	addrs := namedServers(tb, 1)
+	l := upstreamList(tb, "tcp", "", fmt.Sprintf("[{address: '%s', max_conns: 1}]", addrs[0]))
+	l.QueueTimeout = config.Duration(timeout)
+	f := fwdtest.Start(tb, l)
+	return f, f.Addr("l").String()
+}
+
 // TestQueueWaitsForAPlace: with queue_timeout, a client that finds every
 // server full (max_conns) waits, counted in splicer_upstream_queued, and
 // is served once a place frees; one that waits past queue_timeout is
@@ -288,11 +300,7 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 		return fwdtest.Metric(f, "splicer_upstream_queued", "listener", listener, "pool", pool)
 	}
 	t.Run("tcp", func(t *testing.T) {
-		addrs := namedServers(t, 1)
-		l := upstreamList(t, "tcp", "", fmt.Sprintf("[{address: '%s', max_conns: 1}]", addrs[0]))
-		l.QueueTimeout = config.Duration(20 * time.Second)
-		f := fwdtest.Start(t, l)
-		addr := f.Addr("l").String()
+		f, addr := queuedList(t, 20*time.Second)
 		first, _ := serverOf(t, addr)
 		second := dialFor(t, addr, 30*time.Second)
 		waitFor(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
@@ -306,11 +314,7 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 		}
 	})
 	t.Run("tcp past queue_timeout", func(t *testing.T) {
-		addrs := namedServers(t, 1)
-		l := upstreamList(t, "tcp", "", fmt.Sprintf("[{address: '%s', max_conns: 1}]", addrs[0]))
-		l.QueueTimeout = config.Duration(200 * time.Millisecond)
-		f := fwdtest.Start(t, l)
-		addr := f.Addr("l").String()
+		f, addr := queuedList(t, 200*time.Millisecond)
 		serverOf(t, addr)
 		c := dialFor(t, addr, 10*time.Second)
 		start := time.Now()
