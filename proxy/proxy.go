@@ -127,6 +127,8 @@ func CloseReason(err error) string {
 		return "upstream_timeout"
 	case errors.Is(err, ErrUpstreamReset):
 		return "reset"
+	case errors.Is(err, ErrClientLeft):
+		return "client_left"
 	case errors.Is(err, ErrDestinationDenied):
 		return "destination_denied"
 	case errors.Is(err, ErrClientTimeout):

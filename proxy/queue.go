@@ -4,9 +4,15 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // queue wakes the clients waiting for a place in a pool.
@@ -41,39 +47,120 @@ func (q *queue) next() <-chan struct{} {
 // Waiting is how many clients wait in the pool's queue now.
 func (p *Pool) Waiting() int64 { return p.queue.waiting.Load() }
 
+// ErrClientLeft: the client went away while it waited in a queue for a
+// place (close reason client_left), and nothing was dialled for it.
+var ErrClientLeft = errors.New("the client left while it waited in the queue for a place")
+
+// Leaving is what tells that a waiting client has gone.
+type Leaving int
+
+const (
+	// AtReset: only a reset. A TCP client that half-closes may still wait
+	// for the server's answer (nc -N, a protocol whose request ends with a
+	// FIN), as it would over a direct connection.
+	AtReset Leaving = iota
+	// AtClose: a reset, or a FIN: an HTTP client that closes has given up
+	// its request (nginx logs it as 499 and closes the upstream).
+	AtClose
+)
+
+// Waiter is the client that waits for a place, watched while it waits so
+// that one that leaves does not hold a place in the queue (HAProxy's
+// abortonclose): a client that gives up at its own timeout would
+// otherwise be dialled a server once a place freed, ahead of those still
+// waiting, and an attacker could fill the queue with connections it
+// closes at once. A nil Conn is not watched.
+type Waiter struct {
+	Conn    *net.TCPConn
+	Leaving Leaving
+}
+
 // WaitForPlace waits, until deadline (set to QueueTimeout from now on the
 // first wait), for a full server of the pool not in skip to free a place,
 // and reports whether the caller should pick again (Pick with skip):
 // false once the deadline or ctx has passed, or when nothing would free a
 // place (no queue configured, or no server it could pick is full: each
-// failed its check, is drained or is in skip).
-func (p *Pool) WaitForPlace(ctx context.Context, deadline *time.Time, skip map[*Server]bool) bool {
+// failed its check, is drained or is in skip). It returns ErrClientLeft
+// when w's client leaves first.
+func (p *Pool) WaitForPlace(ctx context.Context, deadline *time.Time, skip map[*Server]bool, w Waiter) (bool, error) {
 	if p.QueueTimeout <= 0 {
-		return false
+		return false, nil
 	}
 	freed := p.queue.next() // before looking: a place freed from now on wakes it
 	switch p.places(skip) {
 	case placeFree:
-		return true // freed since the caller's Pick looked
+		return true, nil // freed since the caller's Pick looked
 	case noneToWaitFor:
-		return false
+		return false, nil
 	}
 	if deadline.IsZero() {
 		*deadline = time.Now().Add(p.QueueTimeout)
 	}
 	wait := time.Until(*deadline)
 	if wait <= 0 {
-		return false
+		return false, nil
 	}
 	p.queue.waiting.Add(1)
 	defer p.queue.waiting.Add(-1)
+	left, stop := w.watch()
+	defer stop()
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-freed:
-		return true
+		return true, nil
+	case <-left:
+		return false, ErrClientLeft
 	case <-t.C:
 	case <-ctx.Done():
+	}
+	return false, nil
+}
+
+// leftEvery is how often a waiting client's connection is looked at.
+const leftEvery = 50 * time.Millisecond
+
+// watch closes left once w's client has gone; stop ends the watch. It
+// reads the connection's state (TCP_INFO) every leftEvery rather than
+// wait on the poller for it to become readable: bytes the client sent
+// ahead (a TLS hello, a pipelined request) keep it readable, and a peek
+// cannot tell a FIN behind them, nor may it take them.
+func (w Waiter) watch() (left <-chan struct{}, stop func()) {
+	if w.Conn == nil {
+		return nil, func() {}
+	}
+	gone, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		t := time.NewTicker(leftEvery)
+		defer t.Stop()
+		for {
+			if w.hasLeft() {
+				close(gone)
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return gone, func() { close(done) }
+}
+
+// hasLeft reports whether w's client reset its connection, or with
+// AtClose closed it. A connection the proxy closed itself says nothing:
+// what closed it ends the wait.
+func (w Waiter) hasLeft() bool {
+	info, err := sockopt.TCPInfo(w.Conn)
+	if err != nil {
+		return false
+	}
+	switch info.State {
+	case unix.BPF_TCP_CLOSE: // a reset: nothing can reach the client any more
+		return true
+	case unix.BPF_TCP_CLOSE_WAIT: // a FIN
+		return w.Leaving == AtClose
 	}
 	return false
 }

@@ -4,6 +4,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -23,13 +25,19 @@ func fullPool(tb testing.TB, timeout time.Duration) (*Pool, *Server) {
 	return p, s
 }
 
+// waits is WaitForPlace for a client nobody watches.
+func waits(ctx context.Context, p *Pool, deadline *time.Time, skip map[*Server]bool) bool {
+	again, _ := p.WaitForPlace(ctx, deadline, skip, Waiter{})
+	return again
+}
+
 // waitInQueue has a client wait in p's queue, and returns once it does
 // what WaitForPlace will say.
 func waitInQueue(p *Pool) <-chan bool {
 	woke := make(chan bool, 1)
 	go func() {
 		var deadline time.Time
-		woke <- p.WaitForPlace(context.Background(), &deadline, nil)
+		woke <- waits(context.Background(), p, &deadline, nil)
 	}()
 	for p.Waiting() != 1 {
 		time.Sleep(time.Millisecond)
@@ -60,14 +68,14 @@ func TestQueueGivesUpAtItsTimeout(t *testing.T) {
 	p, _ := fullPool(t, 100*time.Millisecond)
 	var deadline time.Time
 	start := time.Now()
-	if p.WaitForPlace(context.Background(), &deadline, nil) {
+	if waits(context.Background(), p, &deadline, nil) {
 		t.Fatal("the waiter was woken with no place freed")
 	}
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Errorf("gave up after %v, before queue_timeout 100ms", d)
 	}
 	// A second wait for the same client does not start the clock again.
-	if p.WaitForPlace(context.Background(), &deadline, nil) {
+	if waits(context.Background(), p, &deadline, nil) {
 		t.Error("a second wait past the deadline waited")
 	}
 }
@@ -77,7 +85,7 @@ func TestQueueEndsWithTheClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var deadline time.Time
-	if p.WaitForPlace(ctx, &deadline, nil) {
+	if waits(ctx, p, &deadline, nil) {
 		t.Error("a waiter whose client went away was told to pick again")
 	}
 }
@@ -85,7 +93,7 @@ func TestQueueEndsWithTheClient(t *testing.T) {
 func TestNoQueueWithoutTimeoutOrFullServer(t *testing.T) {
 	p, _ := fullPool(t, 0)
 	var deadline time.Time
-	if p.WaitForPlace(context.Background(), &deadline, nil) || !deadline.IsZero() {
+	if waits(context.Background(), p, &deadline, nil) || !deadline.IsZero() {
 		t.Error("a pool without queue_timeout waited")
 	}
 	// Not full, but drained: no release would make room.
@@ -93,7 +101,7 @@ func TestNoQueueWithoutTimeoutOrFullServer(t *testing.T) {
 		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}}})
 	q.Drain("a:1", true)
 	done := make(chan bool, 1)
-	go func() { done <- q.WaitForPlace(context.Background(), &deadline, nil) }()
+	go func() { done <- waits(context.Background(), q, &deadline, nil) }()
 	select {
 	case waited := <-done:
 		if waited {
@@ -124,7 +132,7 @@ func TestQueueSeesAPlaceFreedBeforeItWaits(t *testing.T) {
 	done := make(chan bool, 1)
 	go func() {
 		var deadline time.Time
-		done <- p.WaitForPlace(context.Background(), &deadline, nil)
+		done <- waits(context.Background(), p, &deadline, nil)
 	}()
 	select {
 	case again := <-done:
@@ -146,7 +154,7 @@ func TestQueueIgnoresServersPickSkips(t *testing.T) {
 	var deadline time.Time
 	// c has room but failed this request already; b has room but weight 0.
 	done := make(chan bool, 1)
-	go func() { done <- p.WaitForPlace(context.Background(), &deadline, map[*Server]bool{c: true}) }()
+	go func() { done <- waits(context.Background(), p, &deadline, map[*Server]bool{c: true}) }()
 	for p.Waiting() != 1 {
 		time.Sleep(time.Millisecond)
 	}
@@ -156,7 +164,81 @@ func TestQueueIgnoresServersPickSkips(t *testing.T) {
 	}
 	// Only a skipped server is full: nothing to wait for.
 	a.Hold()
-	if p.WaitForPlace(context.Background(), &deadline, map[*Server]bool{a: true, c: true}) {
+	if waits(context.Background(), p, &deadline, map[*Server]bool{a: true, c: true}) {
 		t.Error("told to pick again with every server it could take skipped")
+	}
+}
+
+// tcpPair is a connected loopback pair: the proxy's end of a client's
+// connection, and the client's.
+func tcpPair(tb testing.TB) (proxySide, client *net.TCPConn) {
+	tb.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	proxySide, err = ln.AcceptTCP()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { client.Close(); proxySide.Close() })
+	return proxySide, client
+}
+
+// A waiting client that leaves ends its wait with ErrClientLeft: a reset
+// always, a FIN only where it gives the request up (AtClose). A TCP
+// client that half-closes, having sent bytes ahead, still waits.
+func TestQueueNoticesAClientThatLeaves(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		leaving Leaving
+		leave   func(*net.TCPConn)
+		leaves  bool
+	}{
+		{"reset", AtReset, func(c *net.TCPConn) { c.SetLinger(0); c.Close() }, true},
+		{"close, http", AtClose, func(c *net.TCPConn) { c.Write([]byte("GET / HTTP/1.1\r\n\r\n")); c.Close() }, true},
+		{"half-close, tcp", AtReset, func(c *net.TCPConn) { c.Write([]byte("hello")); c.CloseWrite() }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := fullPool(t, time.Minute)
+			proxySide, client := tcpPair(t)
+			type result struct {
+				again bool
+				err   error
+			}
+			done := make(chan result, 1)
+			go func() {
+				var deadline time.Time
+				again, err := p.WaitForPlace(context.Background(), &deadline, nil, Waiter{Conn: proxySide, Leaving: tc.leaving})
+				done <- result{again, err}
+			}()
+			for p.Waiting() != 1 {
+				time.Sleep(time.Millisecond)
+			}
+			tc.leave(client)
+			select {
+			case r := <-done:
+				if !tc.leaves {
+					t.Fatalf("WaitForPlace = %v, %v before a place freed; want the client still waiting", r.again, r.err)
+				}
+				if r.again || !errors.Is(r.err, ErrClientLeft) {
+					t.Fatalf("WaitForPlace = %v, %v; want false, ErrClientLeft", r.again, r.err)
+				}
+				return
+			case <-time.After(10 * leftEvery):
+				if tc.leaves {
+					t.Fatalf("the client left and still waited %v", 10*leftEvery)
+				}
+			}
+			s.Release()
+			if r := <-done; !r.again || r.err != nil {
+				t.Errorf("a client that stayed, once a place freed: %v, %v; want to pick again", r.again, r.err)
+			}
+		})
 	}
 }

@@ -32,10 +32,11 @@ func (e *UpstreamsError) Last() error { return e.Errs[len(e.Errs)-1] }
 // tried whole. Servers that failed their health check, drained ones and
 // full ones are not tried (ErrNoHealthyUpstream when no other is left);
 // with every usable server full, it waits for a place up to the pool's
-// QueueTimeout. It returns the connection and its server, whose Release the caller
-// calls once done with it (least_conn and max_conns count it until then),
-// or an *UpstreamsError.
-func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, error) {
+// QueueTimeout, as long as its client does not leave (leaving: what tells
+// it has, ErrClientLeft). It returns the connection and its server, whose
+// Release the caller calls once done with it (least_conn and max_conns
+// count it until then), or an *UpstreamsError.
+func (p *Pool) Dial(ctx context.Context, s Session, leaving Leaving) (*net.TCPConn, *Server, error) {
 	var key string
 	if p.Balance == "consistent_hash" {
 		key = clientKey(s)
@@ -46,13 +47,17 @@ func (p *Pool) Dial(ctx context.Context, s Session) (*net.TCPConn, *Server, erro
 	for {
 		srv := p.Pick(key, tried)
 		if srv == nil {
-			if errs == nil && p.WaitForPlace(ctx, &queued, tried) {
+			if errs != nil {
+				return nil, nil, &UpstreamsError{Errs: errs}
+			}
+			again, err := p.WaitForPlace(ctx, &queued, tried, Waiter{Conn: s.Pair().Client, Leaving: leaving})
+			if err != nil {
+				return nil, nil, err
+			}
+			if again {
 				continue
 			}
-			if errs == nil {
-				return nil, nil, ErrNoHealthyUpstream
-			}
-			return nil, nil, &UpstreamsError{Errs: errs}
+			return nil, nil, ErrNoHealthyUpstream
 		}
 		if !srv.Hold() {
 			continue // full since Pick looked: the next Pick sees it full

@@ -340,6 +340,67 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 	})
 }
 
+// TestQueueLetsAClientThatLeavesGo: a queued client that resets its
+// connection (tcp), or closes it (http-reverse: the request is given up),
+// leaves the queue at once, long before queue_timeout, counted as
+// client_left, and nothing is dialled for it. A tcp client that only
+// half-closes stays queued, and is served once a place frees: over a
+// direct connection, the server's answer would still reach it.
+func TestQueueLetsAClientThatLeavesGo(t *testing.T) {
+	queued := func(f *forwarder.Forwarder, listener, pool string) float64 {
+		return fwdtest.Metric(f, "splicer_upstream_queued", "listener", listener, "pool", pool)
+	}
+	left := func(f *forwarder.Forwarder, listener string) float64 {
+		return fwdtest.Metric(f, "splicer_connections_closed_total", "listener", listener, "reason", "client_left")
+	}
+	t.Run("tcp reset", func(t *testing.T) {
+		f, addr := queuedList(t, time.Minute)
+		first, _ := serverOf(t, addr)
+		leaver := dialFor(t, addr, 30*time.Second)
+		waitFor(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
+		leaver.(*net.TCPConn).SetLinger(0)
+		leaver.Close()
+		waitFor(t, "the client that reset counted as client_left", func() bool { return left(f, "l") == 1 })
+		if q := queued(f, "l", "upstream"); q != 0 {
+			t.Errorf("splicer_upstream_queued %v once the client left, want 0", q)
+		}
+		first.Close()
+		if _, got := serverOf(t, addr); got != "a" {
+			t.Errorf("the next client went to %q, want a", got)
+		}
+		if n := connects(t, f, "l"); n != 2 {
+			t.Errorf("%d upstream connects, want 2: the first and the last client's, none for the one that left", n)
+		}
+	})
+	t.Run("tcp half-close", func(t *testing.T) {
+		f, addr := queuedList(t, time.Minute)
+		first, _ := serverOf(t, addr)
+		second := dialFor(t, addr, 30*time.Second)
+		waitFor(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
+		second.(*net.TCPConn).CloseWrite()
+		time.Sleep(300 * time.Millisecond) // six looks at its socket
+		if q, n := queued(f, "l", "upstream"), left(f, "l"); q != 1 || n != 0 {
+			t.Fatalf("a half-closed client: queued %v, client_left %v; want still queued", q, n)
+		}
+		first.Close()
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(second, b); err != nil || b[0] != 'a' {
+			t.Fatalf("the half-closed client, once a place freed: %q, %v; want served by a", b, err)
+		}
+	})
+	t.Run("http-reverse close", func(t *testing.T) {
+		f, _ := slowRequestHolds(t, "queue_timeout: 1m, ")
+		c := dialFor(t, f.Addr("rev").String(), 30*time.Second)
+		fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		waitFor(t, "the request queued", func() bool { return queued(f, "rev", "p") == 1 })
+		c.Close()
+		waitFor(t, "the client that closed counted as client_left", func() bool { return left(f, "rev") == 1 })
+		if q := queued(f, "rev", "p"); q != 0 {
+			t.Errorf("splicer_upstream_queued %v once the client left, want 0", q)
+		}
+	})
+}
+
 // TestHashOnURIAndHeader: an http-reverse pool balanced by
 // consistent_hash with hash_on uri sends each URI to one server, and the
 // 12 URIs to more than one; with hash_on header:X-User, each user's

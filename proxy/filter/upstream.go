@@ -168,7 +168,7 @@ func (c *conn) ensureUpstream(ctx context.Context) error {
 	if c.up != nil {
 		return nil
 	}
-	up, srv, err := c.p.Upstreams.Dial(ctx, c.s)
+	up, srv, err := c.p.Upstreams.Dial(ctx, c.s, proxy.AtClose)
 	if err != nil {
 		return err
 	}

@@ -241,11 +241,15 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 	for {
 		srv := pool.Pick(key, failed)
 		if srv == nil {
-			if lastErr == nil && pool.WaitForPlace(ctx, &queued, failed) {
-				continue
-			}
 			if lastErr != nil {
 				return nil, httpcore.UpstreamError(lastErr)
+			}
+			again, err := pool.WaitForPlace(ctx, &queued, failed, proxy.Waiter{Conn: c.S.Pair().Client, Leaving: proxy.AtClose})
+			if err != nil {
+				return nil, err
+			}
+			if again {
+				continue
 			}
 			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no server in pool %s to pick: each failed its health check, is drained or is full (max_conns, past queue_timeout)", pool.Name)
 		}

@@ -60,7 +60,7 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 // the PROXY protocol header, if any. It returns the server, which holds
 // the connection (Server.Release) until the pair ends.
 func (p *Proxy) dial(ctx context.Context, s proxy.Session) (*proxy.Server, error) {
-	up, srv, err := p.Upstreams.Dial(ctx, s)
+	up, srv, err := p.Upstreams.Dial(ctx, s, proxy.AtReset)
 	if err != nil {
 		if ue := (*proxy.UpstreamsError)(nil); errors.As(err, &ue) && errors.Is(ue.Last(), proxy.ErrUpstreamReset) {
 			// The last upstream took the connection and reset it: the
