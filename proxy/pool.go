@@ -87,7 +87,9 @@ type Pool struct {
 	// QueueTimeout is how long a client waits for a place when every
 	// server it could use is full (max_conns); 0: refused at once.
 	QueueTimeout time.Duration
-	queue        queue
+	// MaxQueue bounds the clients waiting at once; 0: no bound.
+	MaxQueue int64
+	queue    queue
 
 	// tiers are the servers Pick looks at in turn: the primary ones,
 	// then the backups if there are any.
@@ -123,7 +125,7 @@ const vnodes = 100
 // healthy, and none is checked until StartChecks.
 func NewPool(pc config.Pool) *Pool {
 	p := &Pool{Name: pc.Name, Balance: pc.Balance, HashOn: pc.HashOn, HealthCheck: pc.HealthCheck, Fail: pc.FailPolicy(),
-		QueueTimeout: pc.QueueTimeout.Std()}
+		QueueTimeout: pc.QueueTimeout.Std(), MaxQueue: int64(pc.MaxQueue)}
 	if p.Balance == "" {
 		p.Balance = "round_robin"
 	}

@@ -44,6 +44,19 @@ func (q *queue) next() <-chan struct{} {
 	return q.freed
 }
 
+// join counts one more waiter, unless max (0: no bound) wait already.
+func (q *queue) join(max int64) bool {
+	for {
+		n := q.waiting.Load()
+		if max > 0 && n >= max {
+			return false
+		}
+		if q.waiting.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // Waiting is how many clients wait in the pool's queue now.
 func (p *Pool) Waiting() int64 { return p.queue.waiting.Load() }
 
@@ -80,8 +93,9 @@ type Waiter struct {
 // and reports whether the caller should pick again (Pick with skip):
 // false once the deadline or ctx has passed, or when nothing would free a
 // place (no queue configured, or no server it could pick is full: each
-// failed its check, is drained or is in skip). It returns ErrClientLeft
-// when w's client leaves first.
+// failed its check, is drained or is in skip), and at once when MaxQueue
+// clients wait already. It returns ErrClientLeft when w's client leaves
+// first.
 func (p *Pool) WaitForPlace(ctx context.Context, deadline *time.Time, skip map[*Server]bool, w Waiter) (bool, error) {
 	if p.QueueTimeout <= 0 {
 		return false, nil
@@ -100,7 +114,9 @@ func (p *Pool) WaitForPlace(ctx context.Context, deadline *time.Time, skip map[*
 	if wait <= 0 {
 		return false, nil
 	}
-	p.queue.waiting.Add(1)
+	if !p.queue.join(p.MaxQueue) {
+		return false, nil // the queue is full: refused as without one
+	}
 	defer p.queue.waiting.Add(-1)
 	left, stop := w.watch()
 	defer stop()

@@ -242,3 +242,29 @@ func TestQueueNoticesAClientThatLeaves(t *testing.T) {
 		})
 	}
 }
+
+// With max_queue, a client past the bound is refused at once, and the
+// bound frees as a waiter leaves.
+func TestQueueHoldsAtMostMaxQueue(t *testing.T) {
+	p, s := fullPool(t, time.Minute)
+	p.MaxQueue = 1
+	woke := waitInQueue(p)
+	var deadline time.Time
+	start := time.Now()
+	if waits(context.Background(), p, &deadline, nil) {
+		t.Fatal("a second client was queued past max_queue 1")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the client past max_queue was refused after %v, want at once", d)
+	}
+	s.Release()
+	if !<-woke {
+		t.Fatal("the queued client was not woken when a place freed")
+	}
+	s.Hold()
+	woke = waitInQueue(p) // its place in the queue is free again
+	s.Release()
+	if !<-woke {
+		t.Error("a client queued after the first left was not woken")
+	}
+}

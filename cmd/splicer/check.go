@@ -81,7 +81,7 @@ Options:
 func printListeners(path string, cfg *config.Config) {
 	fmt.Printf("%s: ok, %d listener(s)\n", path, len(cfg.Listeners))
 	if n := cfg.Workers.Count(); n > 1 {
-		fmt.Printf("  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns and max_fails count per worker, max_connections_per_client across them (a client's connections reach one worker)\n", n)
+		fmt.Printf("  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns, max_queue and max_fails count per worker, max_connections_per_client across them (a client's connections reach one worker)\n", n)
 	}
 	for _, l := range cfg.Listeners {
 		to := ""
@@ -119,6 +119,9 @@ func upstreamList(l config.Listener) string {
 	}
 	if l.QueueTimeout > 0 {
 		list += ", every one full: queued up to " + l.QueueTimeout.Std().String()
+		if l.MaxQueue > 0 {
+			list += fmt.Sprintf(" (at most %d waiting)", l.MaxQueue)
+		}
 	}
 	return list
 }

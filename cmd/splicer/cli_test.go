@@ -181,6 +181,7 @@ listeners:
     listen: 127.0.0.1:7000
     upstream: [{address: 10.0.0.1:5432, max_conns: 20}, 10.0.0.2:5432]
     queue_timeout: 5s
+    max_queue: 100
     max_connections_per_client: 8
 `))
 	stdout, stderr, code := splicer(t, "check", "--engines=false", path)
@@ -188,8 +189,8 @@ listeners:
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr)
 	}
 	for _, want := range []string{
-		"workers: 2 processes share every listener (SO_REUSEPORT); max_connections, max_conns and max_fails count per worker, max_connections_per_client across them",
-		"db: tcp proxy on 127.0.0.1:7000 -> [10.0.0.1:5432 (max_conns 20), 10.0.0.2:5432], every one full: queued up to 5s",
+		"workers: 2 processes share every listener (SO_REUSEPORT); max_connections, max_conns, max_queue and max_fails count per worker, max_connections_per_client across them",
+		"db: tcp proxy on 127.0.0.1:7000 -> [10.0.0.1:5432 (max_conns 20), 10.0.0.2:5432], every one full: queued up to 5s (at most 100 waiting)",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("check output lacks %q:\n%s", want, stdout)

@@ -242,6 +242,10 @@ type Listener struct {
 	// refused at once (nginx's max_conns). http-reverse's pools have
 	// their own.
 	QueueTimeout Duration `yaml:"queue_timeout,omitempty"`
+	// MaxQueue bounds the clients that wait at once in that queue: one
+	// more is refused at once (HAProxy's maxqueue, nginx's queue size);
+	// 0, no bound but max_connections.
+	MaxQueue int `yaml:"max_queue,omitempty"`
 	// HealthCheck checks each of Upstream every interval (tcp, filter):
 	// a connect, and a GET of path where one is given; one that fails is
 	// not used until it passes again.

@@ -443,6 +443,17 @@ func TestParseErrors(t *testing.T) {
 			{5, "listeners[3].queue_timeout", "queue_timeout is not used by proxy http-forward"},
 			{6, "listeners[4].queue_timeout", "must be greater than 0; leave the key out for its default (none: refused at once)"},
 		}},
+		{"max_queue without a queue, negative, or where not used", lines(
+			"listeners:",
+			"  - {name: a, listen: ':1', upstream: [{address: 'h:2', max_conns: 10}], max_queue: 5}",
+			"  - {name: b, listen: ':2', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: [{address: 'h:2', max_conns: 1}], queue_timeout: 5s, max_queue: -1}]}",
+			"  - {name: c, listen: ':3', proxy: socks5, socks5: {auth: none}, max_queue: 5}",
+			"  - {name: d, listen: ':4', upstream: [{address: 'h:2', max_conns: 10}], queue_timeout: 5s, max_queue: 5}",
+		), []wantErr{
+			{2, "listeners[0].max_queue", "bounds the queue of queue_timeout, which is not set: no client ever waits"},
+			{3, "listeners[1].pools[0].max_queue", "expected a count of waiting clients (0: no bound), got -1"},
+			{4, "listeners[2].max_queue", "max_queue is not used by proxy socks5"},
+		}},
 		{"negative max_fails in a pool", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: ['h:2'], max_fails: -1}]}",

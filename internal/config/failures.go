@@ -1,4 +1,4 @@
-// Keys of upstream lists and pools about their servers' failures and fullness: passive failure detection (max_fails, fail_timeout), when a server that does not connect is skipped, and the queue (queue_timeout) of a pool whose servers are full.
+// Keys of upstream lists and pools about their servers' failures and fullness: passive failure detection (max_fails, fail_timeout), when a server that does not connect is skipped, and the queue (queue_timeout, max_queue) of a pool whose servers are full.
 
 package config
 
@@ -44,9 +44,16 @@ func (v *validator) failKeys(p string, maxFails *int, timeout Duration) {
 	v.positiveOrLeftOut(p+".fail_timeout", int64(timeout), timeout.String(), DefaultFailTimeout)
 }
 
-// queueTimeout checks a queue_timeout at p, which waits for a place that
-// only a server's max_conns can make scarce.
-func (v *validator) queueTimeout(p string, timeout Duration, servers []PoolServer) {
+// queue checks the queue_timeout and max_queue at p: the queue waits for
+// a place that only a server's max_conns can make scarce, and max_queue
+// bounds a queue that is there.
+func (v *validator) queue(p string, timeout Duration, maxQueue int, servers []PoolServer) {
+	switch {
+	case maxQueue < 0:
+		v.errorf(p+".max_queue", "expected a count of waiting clients (0: no bound), got %d", maxQueue)
+	case maxQueue > 0 && timeout <= 0:
+		v.errorf(p+".max_queue", "bounds the queue of queue_timeout, which is not set: no client ever waits")
+	}
 	p += ".queue_timeout"
 	v.positiveOrLeftOut(p, int64(timeout), timeout.String(), "none: refused at once")
 	if timeout <= 0 {

@@ -154,6 +154,10 @@ type Pool struct {
 	// waits this long for one to free a place before it is answered 503
 	// (HAProxy's timeout queue); left out, at once (nginx's max_conns).
 	QueueTimeout Duration `yaml:"queue_timeout,omitempty"`
+	// MaxQueue bounds the requests that wait at once in that queue: one
+	// more is answered 503 at once (HAProxy's maxqueue, nginx's queue
+	// size); 0, no bound.
+	MaxQueue int `yaml:"max_queue,omitempty"`
 }
 
 // PoolServer is one server of a pool: its host:port and its share of the
@@ -336,7 +340,7 @@ func (v *validator) http(p string, l *Listener) {
 		v.poolServers(pp+".servers", pl.Servers)
 		v.healthCheck(pp+".health_check", pl.HealthCheck, true)
 		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
-		v.queueTimeout(pp, pl.QueueTimeout, pl.Servers)
+		v.queue(pp, pl.QueueTimeout, pl.MaxQueue, pl.Servers)
 	}
 	for i, r := range l.Routes {
 		v.route(p+".routes["+itoa(i)+"]", r, pools)
@@ -497,5 +501,5 @@ func (v *validator) healthCheck(p string, hc *HealthCheck, needPath bool) {
 // queue.
 func (l *Listener) UpstreamList() Pool {
 	return Pool{Name: "upstream", Balance: l.Balance, Servers: l.Upstream, HealthCheck: l.HealthCheck,
-		MaxFails: l.MaxFails, FailTimeout: l.FailTimeout, QueueTimeout: l.QueueTimeout}
+		MaxFails: l.MaxFails, FailTimeout: l.FailTimeout, QueueTimeout: l.QueueTimeout, MaxQueue: l.MaxQueue}
 }

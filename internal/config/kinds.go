@@ -34,6 +34,7 @@ var builtinKeys = map[string][]string{
 	"max_fails":      {"tcp", "filter"},
 	"fail_timeout":   {"tcp", "filter"},
 	"queue_timeout":  {"tcp", "filter"},
+	"max_queue":      {"tcp", "filter"},
 	"health_check":   {"tcp", "filter"},
 	"proxy_protocol": {"tcp", "socks5", "filter", "http-forward", "http-reverse"},
 }
@@ -59,6 +60,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 			"splice_after": l.SpliceAfter != 0, "upstream": len(l.Upstream) > 0 && l.Proxy != "socks5",
 			"proxy_protocol": l.ProxyProtocol != "",
 			"max_fails":      l.MaxFails != nil, "fail_timeout": l.FailTimeout != 0, "queue_timeout": l.QueueTimeout != 0,
+			"max_queue":    l.MaxQueue != 0,
 			"health_check": l.HealthCheck != nil, "balance": l.Balance != "",
 		}
 		for key, kinds := range builtinKeys {

@@ -157,7 +157,7 @@ func (v *validator) listeners() {
 		v.upstreams(p, l)
 		v.failKeys(p, l.MaxFails, l.FailTimeout)
 		if contains(builtinKeys["queue_timeout"], l.Proxy) { // else kindSections says it is not used
-			v.queueTimeout(p, l.QueueTimeout, l.Upstream)
+			v.queue(p, l.QueueTimeout, l.MaxQueue, l.Upstream)
 		}
 		v.healthCheck(p+".health_check", l.HealthCheck, false)
 		v.engine(p, l)

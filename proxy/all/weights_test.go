@@ -340,6 +340,31 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 	})
 }
 
+// TestMaxQueueRefusesPastIt: through http-reverse with max_queue 1 and
+// the one server full, the first request waits in the queue and the next
+// one is answered 503 at once, long before queue_timeout; the first gets
+// its answer once the server frees.
+func TestMaxQueueRefusesPastIt(t *testing.T) {
+	f, done := slowRequestHolds(t, "queue_timeout: 1m, max_queue: 1, ")
+	addr := f.Addr("rev").String()
+	first := make(chan int, 1)
+	go func() { first <- getStatus(t, addr) }()
+	waitFor(t, "the first request queued", func() bool {
+		return fwdtest.Metric(f, "splicer_upstream_queued", "listener", "rev", "pool", "p") == 1
+	})
+	start := time.Now()
+	if code := getStatus(t, addr); code != http.StatusServiceUnavailable {
+		t.Errorf("a request past max_queue 1: %d, want 503", code)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the request past max_queue was answered after %v, want at once", d)
+	}
+	done()
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("the queued request: %d, want 200 once the server freed", code)
+	}
+}
+
 // TestQueueLetsAClientThatLeavesGo: a queued client that resets its
 // connection (tcp), or closes it (http-reverse: the request is given up),
 // leaves the queue at once, long before queue_timeout, counted as
