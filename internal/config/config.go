@@ -56,7 +56,8 @@ type Config struct {
 	// listening sockets are bound: a user name or uid (its primary group
 	// too), keeping only the capabilities its engines need.
 	User string `yaml:"user"`
-	// AccessLog writes one line per closed pair; off without a path.
+	// AccessLog writes one line per closed pair, and one per answered
+	// HTTP request; off without a path.
 	AccessLog AccessLog `yaml:"access_log"`
 	// ShutdownTimeout is how long a graceful shutdown waits, after it stops
 	// accepting, for pairs to finish before closing them.
@@ -90,7 +91,9 @@ type Log struct {
 
 // AccessLog configures the access log: one line per pair when it closes
 // (client, upstream, listener, engine, bytes each way, duration, why it
-// closed and, when it was not spliced, why not).
+// closed and, when it was not spliced, why not), and for the HTTP kinds
+// one per answered request (msg "request": method, host, path, status,
+// bytes, duration, upstream, engine).
 type AccessLog struct {
 	// Path is a file (appended to), "-" for stdout, or empty for none.
 	Path   string `yaml:"path"`
