@@ -43,13 +43,15 @@ const (
 	HTTP
 	// Sockperf is served by a sockperf server (sockperf sr), not the origin.
 	Sockperf
+	// Iperf3 is served by an iperf3 server (iperf3 -s), not the origin.
+	Iperf3
 	numServices
 )
 
 // numOriginServices are the services the built-in origin serves.
 const numOriginServices = Sockperf
 
-var serviceNames = [...]string{"sink", "source", "echo", "http", "sockperf"}
+var serviceNames = [...]string{"sink", "source", "echo", "http", "sockperf", "iperf3"}
 
 func (s Service) String() string { return serviceNames[s] }
 
@@ -151,6 +153,9 @@ type Env struct {
 	// says why it could not.
 	sockperfOnce sync.Once
 	sockperfErr  error
+	// iperf3Once and iperf3Err are the same for the iperf3 server.
+	iperf3Once sync.Once
+	iperf3Err  error
 	// adminClient talks to splicer's admin endpoints (see admin).
 	adminClient *http.Client
 	adminOnce   sync.Once
@@ -174,8 +179,8 @@ func (a addressing) originAddr(s Service) string {
 	return net.JoinHostPort(a.server, strconv.Itoa(originPort+int(s)))
 }
 
-// Port blocks: origin services at 5001+s, the sockperf server at
-// 5001+Sockperf; each target at base+s.
+// Port blocks: origin services at 5001+s, the sockperf and iperf3
+// servers at 5001+Sockperf and 5001+Iperf3; each target at base+s.
 const originPort = 5001
 
 // lateSplice is when the late listeners splice; lateOffset is their port

@@ -98,7 +98,7 @@ func RunExperiment(ctx context.Context, e *Env, x Experiment, s Settings) (*Resu
 // Experiments are every experiment, in the order `all` runs them.
 var Experiments = []Experiment{
 	{Name: "segment", Help: "request/response of 1- and 1460-byte messages on one connection: txn/s, CPU µs per txn, speedup vs copy (seed 001 Table II); beside it sockperf ping-pong of 14 and 1460 bytes: avg and p99 round trip µs", Tool: "loadgen", Run: Segment},
-	{Name: "throughput", Help: "bulk transfer over 1, 2, 3 and 8 connections: Gbit/s and CPU s per GB (seed 001 Table III)", Tool: "loadgen", Run: Throughput},
+	{Name: "throughput", Help: "bulk transfer over 1, 2, 3 and 8 connections: Gbit/s and CPU s per GB (seed 001 Table III); beside it iperf3 over 1 and 8 streams: Gbit/s", Tool: "loadgen", Run: Throughput},
 	{Name: "splice-cost", Help: "time to splice idle pairs (median, p99) and throughput over time across a splice under load (seed 001 §V-B3, Fig. 10)", Tool: "splicer-bench", Run: SpliceCost},
 	{Name: "memory", Help: "bytes per pair held unspliced and spliced: process RSS, kernel socket memory, BPF map memory (seed 001 §V-C)", Tool: "splicer-bench", Run: Memory},
 	{Name: "web", Help: "GET and CONNECT through the HTTP forward proxy, a connection per request, objects of 1 to 128 KiB: requests/s, CPU µs per request, p50 latency (seed 002); beside it wrk (2 threads, 16 keep-alive connections) through http-reverse per engine, HAProxy (mode http) and nginx (proxy_pass, upstream keepalive), objects of 1 KiB to 1 MiB: requests/s, p50/p99 latency", Tool: "loadgen", Run: Web},

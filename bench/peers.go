@@ -16,7 +16,7 @@ import (
 )
 
 // installHint names the Debian package that provides a missing peer.
-var installHint = map[string]string{"haproxy": "haproxy", "socat": "socat", "nginx": "nginx-light", "wrk": "wrk", "sockperf": "sockperf"}
+var installHint = map[string]string{"haproxy": "haproxy", "socat": "socat", "nginx": "nginx-light", "wrk": "wrk", "sockperf": "sockperf", "iperf3": "iperf3"}
 
 func (e *Env) startPeers(ctx context.Context, a addressing, pin bool) {
 	switchThreads := 0 // HAProxy's own choice: a thread per CPU

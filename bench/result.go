@@ -23,7 +23,7 @@ type Row struct {
 	// Pairs is the number of pairs a memory row was measured with.
 	Pairs int `json:"pairs,omitempty"`
 	// Tool is what measured the row: "loadgen" (splicer's own Go load
-	// generator), "wrk", "sockperf", or "splicer-bench" (timings taken
+	// generator), "wrk", "sockperf", "iperf3", or "splicer-bench" (timings taken
 	// inside the experiment, e.g. splice cost and memory).
 	Tool string `json:"tool"`
 }
@@ -56,7 +56,7 @@ var tableColumns = map[string][]string{
 	"segment": {"rr1_tps", "rr1460_tps", "rr1_speedup", "rr1460_speedup",
 		"cpu_us_per_txn", "cpu_us_per_txn_1460", "proc_cpu_us_per_txn", "proc_cpu_us_per_txn_1460",
 		"sockperf14_avg_us", "sockperf14_p99_us", "sockperf1460_avg_us", "sockperf1460_p99_us"},
-	"throughput":  {"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb", "proc_cpu_s_per_gb"},
+	"throughput":  {"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb", "proc_cpu_s_per_gb", "iperf3_gbps_1conn", "iperf3_gbps_8conn"},
 	"splice-cost": {"splice_us_p50", "splice_us_p99", "unsplice_us_p50", "unsplice_us_p99", "gbps_before_splice", "gbps_after_splice"},
 	"memory": {"bytes_per_pair_unspliced", "bytes_per_pair_spliced", "bytes_per_pair_unspliced_max", "bytes_per_pair_spliced_max",
 		"rss_bytes_per_pair_unspliced", "rss_bytes_per_pair_spliced", "kernel_bytes_per_pair_unspliced", "kernel_bytes_per_pair_spliced", "bpf_bytes_per_pair_spliced"},

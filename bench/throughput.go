@@ -1,4 +1,4 @@
-// The throughput experiment (seed 001 Table III): bulk transfer over 1, 2, 3 and 8 connections.
+// The throughput experiment (seed 001 Table III): bulk transfer over 1, 2, 3 and 8 connections, and iperf3's over 1 and 8 streams beside it.
 
 package bench
 
@@ -13,13 +13,20 @@ var throughputConns = []int{1, 2, 3, 8}
 
 // Throughput pushes bulk data from the client to the origin's sink through
 // every target over 1, 2, 3 and 8 connections and reports Gbit/s, and CPU
-// seconds per GB over all four runs of a repetition.
+// seconds per GB over all four runs of a repetition; then, where iperf3 is
+// installed, iperf3's rate over 1 and 8 streams through the same target.
 func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "throughput", Unavailable: e.missing()}
 	targets := e.Available()
 	smp := newSamples()
 	seen := map[string]string{}
-	p := newProgress(s.Progress, "throughput", s.Runs*len(targets)*len(throughputConns))
+	ipErr := e.startIperf3(ctx)
+	steps := len(throughputConns)
+	if ipErr == nil {
+		steps += len(iperf3Conns)
+	}
+	ipSeen := map[string]string{} // engine /flows showed for each target's iperf3 pairs
+	p := newProgress(s.Progress, "throughput", s.Runs*len(targets)*steps)
 	for run := 0; run < s.Runs; run++ {
 		for _, t := range targets {
 			var gb, machine, proc float64
@@ -51,6 +58,12 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 					smp.add(t.Name, "proc_cpu_s_per_gb", "s/GB", proc/gb)
 				}
 			}
+			if ipErr == nil {
+				res.Notes = append(res.Notes, e.throughputIperf3(ctx, t, run, s.Duration, p, smp, ipSeen)...)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+			}
 		}
 	}
 	p.finish()
@@ -60,6 +73,7 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		fmt.Sprintf("%d run(s) of %v per target and connection count after a 200ms warm-up, targets interleaved; client -> origin sink; cells are median (min–max)", s.Runs, s.Duration),
 		"cpu_s_per_gb: every CPU's busy time (user, system, irq, softirq) per GB over the four runs of a repetition, load generator and origin included; proc_cpu_s_per_gb: the forwarder processes' own user+system time (none for route: no process forwards)")
 	res.Notes = append(res.Notes, engineNotes(targets, seen)...)
+	res.Notes = append(res.Notes, iperf3Notes(ipErr, s.Duration, targets, ipSeen)...)
 	return res, nil
 }
 

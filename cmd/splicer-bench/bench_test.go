@@ -128,7 +128,8 @@ func TestBenchAllQuick(t *testing.T) {
 			t.Errorf("segment has no rows for %s, which runs on every host with the lab", name)
 		}
 	}
-	checkSockperfRows(t, results[0])
+	checkToolRows(t, results[0], "sockperf", "sockperf14_avg_us", "sockperf14_p99_us", "sockperf1460_avg_us", "sockperf1460_p99_us")
+	checkToolRows(t, results[1], "iperf3", "iperf3_gbps_1conn", "iperf3_gbps_8conn")
 	for _, r := range results {
 		t.Run(r.Experiment, func(t *testing.T) {
 			if !strings.Contains(stdout, "### "+r.Experiment) {
@@ -218,20 +219,19 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 	}
 }
 
-// checkSockperfRows checks segment's sockperf rows where sockperf is
-// installed (make deps installs it): every measured target has them, and
-// they name sockperf as their tool.
-func checkSockperfRows(t *testing.T, r bench.Result) {
+// checkToolRows checks that every target with rows in r has each of
+// metrics measured by tool, where tool is installed.
+func checkToolRows(t *testing.T, r bench.Result, tool string, metrics ...string) {
 	t.Helper()
-	if _, err := exec.LookPath("sockperf"); err != nil {
-		t.Logf("sockperf not installed: segment's sockperf rows not checked")
+	if _, err := exec.LookPath(tool); err != nil {
+		t.Logf("%s not installed: %s's %s rows not checked", tool, r.Experiment, tool)
 		return
 	}
 	for name := range targetsWithRows(r) {
-		for _, m := range []string{"sockperf14_avg_us", "sockperf14_p99_us", "sockperf1460_avg_us", "sockperf1460_p99_us"} {
+		for _, m := range metrics {
 			row, ok := r.Row(name, m)
-			if !ok || row.Tool != "sockperf" {
-				t.Errorf("segment: %s has no %s row measured by sockperf (%+v)", name, m, row)
+			if !ok || row.Tool != tool {
+				t.Errorf("%s: %s has no %s row measured by %s (%+v)", r.Experiment, name, m, tool, row)
 			}
 		}
 	}
