@@ -133,21 +133,28 @@ func (p *Pool) WaitForPlace(ctx context.Context, deadline *time.Time, skip map[*
 	return false, nil
 }
 
-// leftEvery is how often a waiting client's connection is looked at.
-const leftEvery = 50 * time.Millisecond
+// A waiting client's connection is looked at leftEvery at first, then
+// half as often each time, down to once every leftEveryMost: a short wait
+// notices a client that leaves within 50 ms, and a full queue of ten
+// thousand long waits costs ten thousand getsockopt calls a second.
+const (
+	leftEvery     = 50 * time.Millisecond
+	leftEveryMost = time.Second
+)
 
 // watch closes left once w's client has gone; stop ends the watch. It
-// reads the connection's state (TCP_INFO) every leftEvery rather than
-// wait on the poller for it to become readable: bytes the client sent
-// ahead (a TLS hello, a pipelined request) keep it readable, and a peek
-// cannot tell a FIN behind them, nor may it take them.
+// reads the connection's state (TCP_INFO) rather than wait on the poller
+// for it to become readable: bytes the client sent ahead (a TLS hello, a
+// pipelined request) keep it readable, and a peek cannot tell a FIN
+// behind them, nor may it take them.
 func (w Waiter) watch() (left <-chan struct{}, stop func()) {
 	if w.Conn == nil {
 		return nil, func() {}
 	}
 	gone, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		t := time.NewTicker(leftEvery)
+		every := leftEvery
+		t := time.NewTimer(every)
 		defer t.Stop()
 		for {
 			if w.hasLeft() {
@@ -159,6 +166,8 @@ func (w Waiter) watch() (left <-chan struct{}, stop func()) {
 				return
 			case <-t.C:
 			}
+			every = min(2*every, leftEveryMost)
+			t.Reset(every)
 		}
 	}()
 	return gone, func() { close(done) }

@@ -403,7 +403,7 @@ func TestQueueLetsAClientThatLeavesGo(t *testing.T) {
 		second := dialFor(t, addr, 30*time.Second)
 		waitFor(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
 		second.(*net.TCPConn).CloseWrite()
-		time.Sleep(300 * time.Millisecond) // six looks at its socket
+		time.Sleep(400 * time.Millisecond) // four looks at its socket (proxy.leftEvery, doubling)
 		if q, n := queued(f, "l", "upstream"), left(f, "l"); q != 1 || n != 0 {
 			t.Fatalf("a half-closed client: queued %v, client_left %v; want still queued", q, n)
 		}
