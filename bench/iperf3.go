@@ -104,40 +104,23 @@ func parseIperf3(out []byte) (gbps float64, err error) {
 }
 
 // throughputIperf3 runs iperf3 through t with each of iperf3Conns and adds
-// its samples; it returns a note for each failed run. Through an engine a
-// run counts only if /flows showed its pairs spliced by that engine, as
-// for sockperf: iperf3 dials by itself.
+// its samples; it returns a note for each failed run (toolRun: through an
+// engine, a run counts only if /flows showed its pairs spliced by that
+// engine).
 func (e *Env) throughputIperf3(ctx context.Context, t *Target, run int, dur time.Duration, p *progress, smp *samples, seen map[string]string) []string {
-	var notes []string
-	for _, conns := range iperf3Conns {
-		p.step(fmt.Sprintf("run %d %s iperf3 -P %d", run+1, t.Name, conns))
-		var gbps float64
-		fn := func() (err error) {
-			gbps, err = e.Iperf3(ctx, t, conns, dur)
-			return err
-		}
-		var engine string
-		var err error
-		if t.Peer {
-			err = fn()
-		} else {
-			engine, err = e.engineSeenOn(ctx, t.Name+"-"+Iperf3.String(), fn)
-		}
-		if ctx.Err() != nil {
-			return notes
-		}
-		switch {
-		case err != nil:
-			notes = append(notes, fmt.Sprintf("run %d %v", run+1, err))
-			continue
-		case !t.Peer && engine != t.Name:
-			notes = append(notes, fmt.Sprintf("run %d %s iperf3 -P %d: /flows did not show the pairs spliced by %s (saw %q): run left out", run+1, t.Name, conns, t.Name, engine))
-			continue
-		}
-		seen[t.Name] = engine
-		smp.addBy("iperf3", t.Name, fmt.Sprintf("iperf3_gbps_%dconn", conns), "Gbit/s", gbps)
+	gbps := make([]float64, len(iperf3Conns))
+	whats := make([]string, len(iperf3Conns))
+	for i, conns := range iperf3Conns {
+		whats[i] = fmt.Sprintf("iperf3 -P %d", conns)
 	}
-	return notes
+	return e.toolRuns(ctx, t, Iperf3, run, p, seen, whats,
+		func(i int) (err error) {
+			gbps[i], err = e.Iperf3(ctx, t, iperf3Conns[i], dur)
+			return err
+		},
+		func(i int) {
+			smp.addBy("iperf3", t.Name, fmt.Sprintf("iperf3_gbps_%dconn", iperf3Conns[i]), "Gbit/s", gbps[i])
+		})
 }
 
 // iperf3Notes say how the iperf3 rows were measured, or why there are
@@ -146,12 +129,7 @@ func iperf3Notes(err error, dur time.Duration, targets []*Target, seen map[strin
 	if err != nil {
 		return []string{fmt.Sprintf("iperf3_gbps_*: n/a, %v", err)}
 	}
-	notes := []string{
+	return toolNotes("iperf3", targets, seen,
 		fmt.Sprintf("iperf3_gbps_1conn, iperf3_gbps_8conn (tool iperf3): `iperf3 -c HOST -P N -t %d -J` in the client namespace through the target to `iperf3 -s` in the server namespace, client to server; the rate is the server's received bytes over the whole test (end.sum_received), its control connection forwarded beside the data streams", iperf3Seconds(dur)),
-		"iperf3 vs gbps_*: gbps_* come from loadgen, Go writers and the origin's Go sink sharing the CPUs with the forwarder; iperf3 is a C client and server with 128 KiB writes: compare targets within one tool",
-	}
-	for _, n := range engineNotes(targets, seen) {
-		notes = append(notes, "iperf3: "+n)
-	}
-	return notes
+		"iperf3 vs gbps_*: gbps_* come from loadgen, Go writers and the origin's Go sink sharing the CPUs with the forwarder; iperf3 is a C client and server with 128 KiB writes: compare targets within one tool")
 }

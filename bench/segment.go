@@ -78,43 +78,24 @@ func Segment(ctx context.Context, e *Env, s Settings) (*Result, error) {
 }
 
 // segmentSockperf runs sockperf's ping-pongs of one repetition through t
-// and adds their samples; it returns a note for each failed run. Through
-// an engine, a run counts only if /flows showed its pair spliced by that
-// engine: sockperf dials by itself, so the harness cannot wait for the
-// splice before the first message as it does for loadgen.
+// and adds their samples; it returns a note for each failed run (toolRun:
+// through an engine, a run counts only if /flows showed its pair spliced
+// by that engine).
 func (e *Env) segmentSockperf(ctx context.Context, t *Target, run int, dur time.Duration, p *progress, smp *samples, seen map[string]string) []string {
-	var notes []string
-	for _, size := range sockperfSizes {
-		p.step(fmt.Sprintf("run %d %s sockperf%d", run+1, t.Name, size))
-		var r SockperfRun
-		fn := func() (err error) {
-			r, err = e.Sockperf(ctx, t, size, dur)
-			return err
-		}
-		var engine string
-		var err error
-		if t.Peer {
-			err = fn()
-		} else {
-			engine, err = e.engineSeenOn(ctx, t.Name+"-sockperf", fn)
-		}
-		if ctx.Err() != nil {
-			return notes
-		}
-		switch {
-		case err != nil:
-			notes = append(notes, fmt.Sprintf("run %d %v", run+1, err))
-			continue
-		case !t.Peer && engine != t.Name:
-			notes = append(notes, fmt.Sprintf("run %d %s sockperf%d: /flows did not show the pair spliced by %s (saw %q): run left out", run+1, t.Name, size, t.Name, engine))
-			continue
-		}
-		seen[t.Name] = engine
-		metric := fmt.Sprintf("sockperf%d_", size)
-		smp.addBy("sockperf", t.Name, metric+"avg_us", "µs RTT", r.AvgUS)
-		smp.addBy("sockperf", t.Name, metric+"p99_us", "µs RTT", r.P99US)
+	runs := make([]SockperfRun, len(sockperfSizes))
+	whats := make([]string, len(sockperfSizes))
+	for i, size := range sockperfSizes {
+		whats[i] = fmt.Sprintf("sockperf%d", size)
 	}
-	return notes
+	return e.toolRuns(ctx, t, Sockperf, run, p, seen, whats,
+		func(i int) (err error) {
+			runs[i], err = e.Sockperf(ctx, t, sockperfSizes[i], dur)
+			return err
+		},
+		func(i int) {
+			smp.addBy("sockperf", t.Name, whats[i]+"_avg_us", "µs RTT", runs[i].AvgUS)
+			smp.addBy("sockperf", t.Name, whats[i]+"_p99_us", "µs RTT", runs[i].P99US)
+		})
 }
 
 // sockperfNotes say how the sockperf rows were measured, or why there are
@@ -123,14 +104,9 @@ func sockperfNotes(spErr error, dur time.Duration, targets []*Target, seen map[s
 	if spErr != nil {
 		return []string{fmt.Sprintf("sockperf14_*, sockperf1460_*: n/a, %v", spErr)}
 	}
-	notes := []string{
+	return toolNotes("sockperf", targets, seen,
 		fmt.Sprintf("sockperf14_*, sockperf1460_* (tool sockperf): `sockperf pp --tcp -m SIZE -t %d --full-rtt` in the client namespace through the target to `sockperf sr --tcp` in the server namespace, one connection, one message in flight, TCP_NODELAY (sockperf's default), 400 ms warm-up not counted; avg is sockperf's avg-rtt, p99 its 99.000 percentile, both full round trips in µs (not sockperf's default half round trip); 14 bytes is sockperf's smallest message (its header)", sockperfSeconds(dur)),
-		"sockperf vs rr*: rr1_tps and rr1460_tps come from loadgen, a Go closed loop against the origin's echo sharing the CPUs with the forwarder; sockperf is a C client and server, so its client and server cost less per message: compare targets within one tool, not sockperf's latency with 1/rr_tps",
-	}
-	for _, n := range engineNotes(targets, seen) {
-		notes = append(notes, "sockperf: "+n)
-	}
-	return notes
+		"sockperf vs rr*: rr1_tps and rr1460_tps come from loadgen, a Go closed loop against the origin's echo sharing the CPUs with the forwarder; sockperf is a C client and server, so its client and server cost less per message: compare targets within one tool, not sockperf's latency with 1/rr_tps")
 }
 
 // addSpeedups adds each target's transactions/s over copy's, paired by
