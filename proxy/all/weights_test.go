@@ -3,6 +3,7 @@
 package all_test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -241,6 +242,36 @@ func TestMaxConnsBoundsAServer(t *testing.T) {
 		f, _ := slowRequestHolds(t, "")
 		if code := getStatus(t, f.Addr("rev").String()); code != http.StatusServiceUnavailable {
 			t.Errorf("a request with the one server full: %d, want 503", code)
+		}
+	})
+	// A kept upstream connection takes the server's place for each
+	// request it carries and gives it back once the response is read:
+	// a keep-alive client's requests never find the server full of its
+	// own, and another client gets the place afterwards.
+	t.Run("http-reverse keep-alive", func(t *testing.T) {
+		up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {})
+		cfg := parseYAML(t, `
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: [{address: '%s', max_conns: 1}]}]}
+`, up)
+		f := fwdtest.Start(t, cfg.Listeners...)
+		addr := f.Addr("rev").String()
+		c := dialFor(t, addr, 10*time.Second)
+		br := bufio.NewReader(c)
+		for i := range 3 {
+			fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("request %d on one keep-alive connection: %v", i+1, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("request %d on one keep-alive connection: %d, want 200", i+1, resp.StatusCode)
+			}
+		}
+		if code := getStatus(t, addr); code != http.StatusOK {
+			t.Errorf("another client after the keep-alive one's answers: %d, want 200", code)
 		}
 	})
 }
