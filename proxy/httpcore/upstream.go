@@ -68,7 +68,7 @@ func (c *Conn) Use(ctx context.Context, key string, dial Dialer, place Place) er
 		case c.up.counted:
 			place.Release() // the kept connection's own place still stands
 		default:
-			c.CountBy(place)
+			c.up.place, c.up.counted = place, true // its idle time gave its place back
 		}
 		return nil
 	}
@@ -207,21 +207,12 @@ func (c *Conn) responseRead(upKeep bool) {
 	c.up.idle, c.up.idleSince = true, time.Now()
 	// A server's place (max_conns) is for a request in flight: a kept
 	// connection gives it back while idle, and the next request on it
-	// takes one again (Counted, CountBy).
+	// takes one again (Use).
 	if c.up.counted {
 		c.up.place.Release()
 		c.up.counted = false
 	}
 }
-
-// Counted reports whether the current upstream connection holds a place
-// at its server: it carries a request.
-func (c *Conn) Counted() bool { return c.up != nil && c.up.counted }
-
-// CountBy has the current upstream connection hold place, which the
-// caller took, until its response is read whole: a kept connection
-// taking the next request.
-func (c *Conn) CountBy(place Place) { c.up.place, c.up.counted = place, true }
 
 // RoundTrip sends req to the current upstream (head, then body) and reads
 // the response head. When a reused connection fails before a byte of the

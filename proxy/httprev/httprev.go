@@ -253,18 +253,10 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 			}
 			return nil, httpcore.Errorf(http.StatusServiceUnavailable, "no server in pool %s to pick: each failed its health check, is drained or is full (max_conns, past queue_timeout)", pool.Name)
 		}
-		if c.Keeps(srv.Addr) {
-			if !c.Counted() {
-				if !srv.Hold() {
-					continue // full since Pick looked: the next Pick sees it full
-				}
-				c.CountBy(srv)
-			}
-			return srv, nil
-		}
 		if !srv.Hold() {
 			continue // full since Pick looked: the next Pick sees it full
 		}
+		// The kept connection, if it goes to srv, takes the place (Use).
 		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv)
 		if err == nil {
 			return srv, nil // answered once the response head comes (handle)
