@@ -59,7 +59,7 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// byClient is the value of the program's by_client variable for m.
+// byClient is the value of the program's by_client map (at key 0) for m.
 func (m Mode) byClient() (uint32, error) {
 	switch m {
 	case InTurn:
