@@ -1,4 +1,4 @@
-// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes and the packets that carried them, unsplices and failed unsplices, clock probes and clocks read, grace periods by the softirq watch and by visits.
+// Engine ip's counters for metrics: the datapath's drops by reason and packets forwarded, pairs spliced with owed bytes and the packets that carried them, unsplices and failed unsplices, clock probes and clocks read, grace periods by the softirq watch and by visits, dials that found the port range exhausted.
 
 package ip
 
@@ -17,8 +17,10 @@ package ip
 // which visited every CPU), "window_refused" (limited splices refused
 // because the sender may send past the receiver's window: windowsFit),
 // "out_of_order_refused" (splices refused because a socket held
-// segments past a hole, which its peer has SACKed: outOfOrder).
-// Nothing before the datapath is loaded.
+// segments past a hole, which its peer has SACKed: outOfOrder),
+// "local_ports_exhausted" (dials from the port range toward a server to
+// which every port of it was busy, which took a kernel port instead:
+// UpstreamPort). Nothing else before the datapath is loaded.
 func (e *Engine) Counters() map[string]uint64 {
 	e.mu.Lock()
 	dp := e.dp
@@ -37,6 +39,9 @@ func (e *Engine) Counters() map[string]uint64 {
 		"graces_visited":       uint64(e.gracesVisited.Load()),
 		"window_refused":       uint64(e.windowRefused.Load()),
 		"out_of_order_refused": uint64(e.outOfOrderRefused.Load()),
+	}
+	if a := e.ports.Load(); a != nil {
+		out["local_ports_exhausted"] = a.Exhausted()
 	}
 	if dp == nil {
 		return out

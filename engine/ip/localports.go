@@ -119,7 +119,10 @@ func (e *Engine) claimOthers() {
 // UpstreamPort implements engine.UpstreamPorts: the next port of the
 // range that no pair in the datapath uses toward server. False (let the
 // kernel pick) without a range, or with every port of it in use toward
-// server: that pair then keeps a socket for its port if spliced.
+// server, which the allocator knows without a walk of the range (every
+// listener's dials come here) and counts ("local_ports_exhausted"): that
+// pair alone then takes a kernel port, and keeps a socket for it if
+// spliced.
 func (e *Engine) UpstreamPort(server netip.AddrPort) (uint16, bool) {
 	a := e.ports.Load()
 	if a == nil {

@@ -19,7 +19,8 @@ import (
 // forwarding it; a second engine with the same directory, whose port
 // range starts at that pair's local port, never picks it toward that
 // server (it reads the first one's pinned flows), but does toward
-// another server.
+// another server. A third, whose range is that port alone, has none
+// toward that server, which it counts as local_ports_exhausted.
 func TestEngineSkipsPortsOfAnotherProcess(t *testing.T) {
 	pinDir := filepath.Join(testenv.MountBPFFS(t), "splicer", "test")
 	el := newEngineLab(t, Options{MaxPairs: 16, PinDir: pinDir})
@@ -50,5 +51,17 @@ func TestEngineSkipsPortsOfAnotherProcess(t *testing.T) {
 	}
 	if !seen {
 		t.Errorf("port %d never picked toward another server %v", local.Port(), other)
+	}
+
+	full := New(Options{MaxPairs: 16, PinDir: pinDir, LocalPorts: PortRange{Low: local.Port(), High: local.Port()}}, testenv.Logger(t))
+	t.Cleanup(func() { full.Close() })
+	if err := el.l.Fwd.Do(full.Probe); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	if p, ok := full.UpstreamPort(server); ok {
+		t.Errorf("picked %d toward %v from a range whose one port the first engine's pair uses", p, server)
+	}
+	if n := full.Counters()["local_ports_exhausted"]; n != 1 {
+		t.Errorf("local_ports_exhausted %d, want 1", n)
 	}
 }

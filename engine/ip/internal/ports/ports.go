@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 )
 
 // Range is an inclusive range of local ports.
@@ -38,29 +39,54 @@ func (r Range) Len() int { return int(r.High) - int(r.Low) + 1 }
 
 func (r Range) String() string { return fmt.Sprintf("%d-%d", r.Low, r.High) }
 
-// key is one claimed port: the server's address and port, and the local
-// port. The local address is left out (the dialler binds the wildcard and
-// routing picks it), which only makes a claim cover more.
-type key struct {
-	server [16]byte
-	sport  uint16
-	local  uint16
+// serverKey is a server's address and port. The local address is left out
+// (the dialler binds the wildcard and routing picks it), which only makes
+// a claim cover more.
+type serverKey struct {
+	addr [16]byte
+	port uint16
 }
 
-func keyOf(server netip.AddrPort, local uint16) key {
-	return key{server: server.Addr().Unmap().As16(), sport: server.Port(), local: local}
+func serverOf(s netip.AddrPort) serverKey {
+	return serverKey{addr: s.Addr().Unmap().As16(), port: s.Port()}
+}
+
+// key is one claimed port: the server and the local port.
+type key struct {
+	serverKey
+	local uint16
+}
+
+func keyOf(s netip.AddrPort, local uint16) key {
+	return key{serverKey: serverOf(s), local: local}
 }
 
 // Allocator picks local ports in a Range for new connections and keeps
 // the claimed ones (pairs in the datapath's table) out of the picks. Safe
 // for concurrent use.
+//
+// Every listener's dials pick here, under one mutex, so a pick must not
+// walk the range: tens of thousands of short spliced pairs within their
+// TIME_WAIT claim every port toward their server, and a walk of the
+// 20,000 ports (two map lookups each, milliseconds) per dial held every
+// listener of the process to a few hundred connections a second. So the
+// ports busy toward each server are kept in a portSet, which knows at
+// once that it is full and finds a free port in at most a word per 64
+// ports.
 type Allocator struct {
-	r       Range
-	mu      sync.Mutex
-	next    uint16 // the next port to try: picks go round the range
+	r    Range
+	mu   sync.Mutex
+	next uint16 // the next port to try: picks go round the range
+	// claimed are the ports of this process's pairs (Claim), others
+	// those of other processes' pairs (SetOthers); busy is their union,
+	// per server that has any, as offsets from r.Low: what Pick reads.
 	claimed map[key]struct{}
-	// others are the ports of other processes' pairs (SetOthers).
-	others map[key]struct{}
+	others  map[key]struct{}
+	busy    map[serverKey]*portSet
+	// exhausted counts the picks refused because every port was busy
+	// toward the server (Exhausted).
+	exhausted atomic.Uint64
+	probes    int // ports and words Pick examined, for the tests
 }
 
 // Use is a local port in use toward a server.
@@ -80,13 +106,25 @@ func (a *Allocator) SetOthers(uses []Use) {
 		}
 	}
 	a.mu.Lock()
-	a.others = m
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	for k := range a.others {
+		if _, still := m[k]; !still {
+			delete(a.others, k)
+			a.unmarkUnlessHeld(k)
+		}
+	}
+	for k := range m {
+		if _, had := a.others[k]; !had {
+			a.others[k] = struct{}{}
+			a.mark(k)
+		}
+	}
 }
 
 // NewAllocator returns an allocator over r.
 func NewAllocator(r Range) *Allocator {
-	return &Allocator{r: r, next: r.Low, claimed: make(map[key]struct{})}
+	return &Allocator{r: r, next: r.Low, claimed: make(map[key]struct{}),
+		others: make(map[key]struct{}), busy: make(map[serverKey]*portSet)}
 }
 
 // Range is the allocator's range.
@@ -94,25 +132,18 @@ func (a *Allocator) Range() Range { return a.r }
 
 // Pick returns the next port of the range that no claim holds toward
 // server, going round the range, so that a port just given up is the
-// last one tried again; false when every port is claimed.
+// last one tried again; false when every port is claimed, known without
+// looking at the ports, so that the dial takes a kernel port at once.
 func (a *Allocator) Pick(server netip.AddrPort) (uint16, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for range a.r.Len() {
-		p := a.next
-		if a.next == a.r.High {
-			a.next = a.r.Low
-		} else {
-			a.next++
-		}
-		k := keyOf(server, p)
-		_, busy := a.claimed[k]
-		_, other := a.others[k]
-		if !busy && !other {
-			return p, true
-		}
+	off, ok := a.busy[serverOf(server)].nextFree(int(a.next-a.r.Low), &a.probes)
+	if !ok {
+		a.exhausted.Add(1)
+		return 0, false
 	}
-	return 0, false
+	a.next = a.r.Low + uint16((off+1)%a.r.Len())
+	return a.r.Low + uint16(off), true
 }
 
 // Claim marks local port busy toward server, if it is in the range, and
@@ -121,9 +152,13 @@ func (a *Allocator) Claim(server netip.AddrPort, local uint16) bool {
 	if !a.r.Contains(local) {
 		return false
 	}
+	k := keyOf(server, local)
 	a.mu.Lock()
-	a.claimed[keyOf(server, local)] = struct{}{}
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	if _, had := a.claimed[k]; !had {
+		a.claimed[k] = struct{}{}
+		a.mark(k)
+	}
 	return true
 }
 
@@ -132,10 +167,44 @@ func (a *Allocator) Unclaim(server netip.AddrPort, local uint16) {
 	if !a.r.Contains(local) {
 		return
 	}
+	k := keyOf(server, local)
 	a.mu.Lock()
-	delete(a.claimed, keyOf(server, local))
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	if _, had := a.claimed[k]; had {
+		delete(a.claimed, k)
+		a.unmarkUnlessHeld(k)
+	}
 }
+
+// mark adds k, just claimed or used by another process, to busy.
+func (a *Allocator) mark(k key) {
+	s := a.busy[k.serverKey]
+	if s == nil {
+		s = newPortSet(a.r.Len())
+		a.busy[k.serverKey] = s
+	}
+	s.add(int(k.local - a.r.Low))
+}
+
+// unmarkUnlessHeld takes k, just unclaimed or no longer used by another
+// process, out of busy unless the other still holds it; a server with no
+// busy port left is dropped.
+func (a *Allocator) unmarkUnlessHeld(k key) {
+	_, mine := a.claimed[k]
+	_, theirs := a.others[k]
+	s := a.busy[k.serverKey]
+	if mine || theirs || s == nil {
+		return
+	}
+	s.remove(int(k.local - a.r.Low))
+	if s.n == 0 {
+		delete(a.busy, k.serverKey)
+	}
+}
+
+// Exhausted is the number of picks refused because every port of the
+// range was busy toward the server: dials that took a kernel port.
+func (a *Allocator) Exhausted() uint64 { return a.exhausted.Load() }
 
 // Claimed is the number of claims held.
 func (a *Allocator) Claimed() int {

@@ -3,6 +3,7 @@
 package ports_test
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -195,5 +196,115 @@ func TestReserveInNamespace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(state)); !os.IsNotExist(err) {
 		t.Errorf("the record's directory outlives the release: %v", err)
+	}
+}
+
+// TestPickExhaustedAtOnce: with every port of engines.ip.local_ports'
+// default range (20,000) claimed toward a server, as tens of thousands of
+// spliced pairs in TIME_WAIT leave it, Pick says so without looking at
+// the ports (the dial then takes a kernel port at once), and counts it;
+// another server still gets a port.
+func TestPickExhaustedAtOnce(t *testing.T) {
+	a := ports.NewAllocator(fullRange)
+	s := netip.MustParseAddrPort("10.99.2.2:5201")
+	claimAll(t, a, s)
+	before := a.Probes()
+	for range 10 {
+		if p, ok := a.Pick(s); ok {
+			t.Fatalf("picked %d of an exhausted range", p)
+		}
+	}
+	if n := a.Probes() - before; n > 0 {
+		t.Errorf("10 picks of an exhausted range of %d ports examined %d ports or words, want none", fullRange.Len(), n)
+	}
+	if n := a.Exhausted(); n != 10 {
+		t.Errorf("%d picks counted as exhausted, want 10", n)
+	}
+	if _, ok := a.Pick(netip.MustParseAddrPort("10.99.2.3:5201")); !ok {
+		t.Error("no port toward another server")
+	}
+}
+
+// TestPickFreedPortAtOnce: once one port of an exhausted range is
+// unclaimed, the next pick returns it, having examined at most a word of
+// the bitmap per 64 ports (not the 20,000 ports one by one); claimed
+// again, the range is exhausted again.
+func TestPickFreedPortAtOnce(t *testing.T) {
+	a := ports.NewAllocator(fullRange)
+	s := netip.MustParseAddrPort("10.99.2.2:5201")
+	claimAll(t, a, s)
+	for _, free := range []uint16{fullRange.Low, 50000, fullRange.High} {
+		a.Unclaim(s, free)
+		for range 3 {
+			before := a.Probes()
+			p, ok := a.Pick(s)
+			if !ok || p != free {
+				t.Fatalf("with only %d free picked %d %v", free, p, ok)
+			}
+			if n, most := a.Probes()-before, fullRange.Len()/64+2; n > most {
+				t.Errorf("picking the one free port %d examined %d ports or words, want at most %d", free, n, most)
+			}
+		}
+		a.Claim(s, free)
+		if p, ok := a.Pick(s); ok {
+			t.Fatalf("picked %d with %d claimed again", p, free)
+		}
+	}
+}
+
+// TestPickMatchesWalk: through random claims, unclaims and other
+// processes' ports toward a few servers, over ranges whose busy ports
+// stay few (a map) or grow many (a bitmap, with a partial last word),
+// every pick is the port a walk of the range from the same place finds,
+// exhaustion is reported exactly when every port is busy, and no pick
+// examines more than a word per 64 ports of the range.
+func TestPickMatchesWalk(t *testing.T) {
+	servers := []netip.AddrPort{
+		netip.MustParseAddrPort("10.0.0.1:80"),
+		netip.MustParseAddrPort("[::ffff:10.0.0.1]:81"),
+		netip.MustParseAddrPort("[2001:db8::1]:80"),
+	}
+	for _, r := range []ports.Range{{Low: 1000, High: 1000}, {Low: 1000, High: 1069}, {Low: 65000, High: 65535}, {Low: 40000, High: 43999}} {
+		rng := rand.New(rand.NewPCG(uint64(r.Low), uint64(r.High)))
+		a := ports.NewAllocator(r)
+		claimed := map[ports.Use]bool{}
+		others := map[ports.Use]bool{}
+		next := r.Low
+		for step := range 20000 {
+			u := ports.Use{Server: servers[rng.IntN(len(servers))], Local: r.Low + uint16(rng.IntN(r.Len()))}
+			switch op := rng.IntN(10); {
+			case op < 4:
+				a.Claim(u.Server, u.Local)
+				claimed[u] = true
+			case op < 6:
+				a.Unclaim(u.Server, u.Local)
+				delete(claimed, u)
+			case op == 6 && step%50 == 0:
+				var uses []ports.Use
+				clear(others)
+				for range rng.IntN(r.Len()) {
+					o := ports.Use{Server: servers[rng.IntN(len(servers))], Local: r.Low + uint16(rng.IntN(r.Len()))}
+					uses, others[o] = append(uses, o), true
+				}
+				a.SetOthers(uses)
+			default:
+				want, wantOK := uint16(0), false
+				for i := range r.Len() {
+					p := r.Low + uint16((int(next-r.Low)+i)%r.Len())
+					if !claimed[ports.Use{Server: u.Server, Local: p}] && !others[ports.Use{Server: u.Server, Local: p}] {
+						want, wantOK = p, true
+						next = r.Low + uint16((int(p-r.Low)+1)%r.Len())
+						break
+					}
+				}
+				before := a.Probes()
+				if got, ok := a.Pick(u.Server); got != want || ok != wantOK {
+					t.Fatalf("range %v, step %d: picked %d %v toward %v, a walk finds %d %v", r, step, got, ok, u.Server, want, wantOK)
+				}
+				if n, most := a.Probes()-before, r.Len()/64+2; n > most {
+					t.Fatalf("range %v, step %d: a pick examined %d ports or words, want at most %d", r, step, n, most)
+				}
+			}
+		}
 	}
 }
