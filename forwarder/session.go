@@ -102,12 +102,21 @@ const portTries = 16
 // without a socket goes to no new connection to the same server. When
 // the range's ports toward addr are taken, the kernel picks one from
 // what is left of its own range, so the reservation takes no ports away
-// from the forwarder's connections.
+// from the forwarder's connections. If even that port is in use, the
+// dial fails there: the engine had no port of the range to give, and
+// each further try would only have the kernel search its range again.
 func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, error) {
-	inRange := sockopt.WithLocalPort(ctx, s.l.ports.UpstreamPort)
+	var refused atomic.Bool // a dial took a kernel port: the range had none
+	inRange := sockopt.WithLocalPort(ctx, func(server netip.AddrPort) (uint16, bool) {
+		p, ok := s.l.ports.UpstreamPort(server)
+		if !ok {
+			refused.Store(true)
+		}
+		return p, ok
+	})
 	for range portTries {
 		c, err := s.l.f.dial(inRange, "tcp", addr)
-		if err == nil || !sockopt.IsPortInUse(err) || ctx.Err() != nil {
+		if err == nil || !sockopt.IsPortInUse(err) || ctx.Err() != nil || refused.Load() {
 			return c, err
 		}
 	}
