@@ -11,8 +11,9 @@ import (
 
 // lifecycle is what a listener needs to be retired on its own: a reload
 // that removes or replaces it stops its accepting, tells its pairs to
-// finish (Stopping), waits for them up to the grace period and then
-// cancels the rest, without touching the other listeners' pairs.
+// finish (Stopping) and waits for them (a removed listener's up to the
+// grace period, then it cancels the rest), without touching the other
+// listeners' pairs.
 type lifecycle struct {
 	hard   context.Context // the context every pair of the listener runs in
 	cancel context.CancelFunc
@@ -46,6 +47,13 @@ func (lc *lifecycle) waitServed() {
 	if lc.started.Load() {
 		<-lc.served
 	}
+}
+
+// finish waits for the listener's pairs to end on their own. hard derives
+// from the forwarder's, so a shutdown still cancels them at its deadline.
+func (lc *lifecycle) finish() {
+	lc.pairs.Wait()
+	lc.cancel()
 }
 
 // drain waits for the listener's pairs, cancelling them after grace.

@@ -19,10 +19,12 @@ import (
 // shutdown_timeout to finish, and a changed one is replaced: the
 // replacement takes over the listening socket when the address is the
 // same, so no connection attempt is refused, and the old listener's pairs
-// finish under the old settings. Nothing changes when any new listener
-// cannot be built or bound. Sections a reload cannot apply (engines, admin,
-// log) are reported in the returned notes; they take effect at the next
-// start.
+// finish under the old settings however long they run (a reload is not a
+// shutdown: a download must not end because a setting changed); only a
+// shutdown, an upgrade's drain included, closes them at its
+// shutdown_timeout. Nothing changes when any new listener cannot be built
+// or bound. Sections a reload cannot apply (engines, admin, log) are
+// reported in the returned notes; they take effect at the next start.
 func (f *Forwarder) Reload(cfg *config.Config) (notes []string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -44,7 +46,11 @@ func (f *Forwarder) Reload(cfg *config.Config) (notes []string, err error) {
 		nl.start()
 	}
 	for _, old := range plan.retired {
-		f.retire(old, cfg.ShutdownTimeout.Std())
+		if plan.replaced(old) {
+			f.supersede(old)
+		} else {
+			f.remove(old, cfg.ShutdownTimeout.Std())
+		}
 	}
 	f.listeners = plan.next
 	notes = restartNotes(f.cfg, cfg)
@@ -113,6 +119,17 @@ func (f *Forwarder) planReload(cfg *config.Config) (*reloadPlan, error) {
 	return p, nil
 }
 
+// replaced reports whether the reload puts a listener of the same name in
+// old's place (a changed listener) rather than removing it.
+func (p *reloadPlan) replaced(old *listener) bool {
+	for _, nl := range p.fresh {
+		if nl.cfg.Name == old.cfg.Name {
+			return true
+		}
+	}
+	return false
+}
+
 // toBind is the new listeners that need a socket of their own.
 func (p *reloadPlan) toBind() []*listener {
 	var ls []*listener
@@ -148,18 +165,35 @@ func handOver(old, nl *listener) {
 	nl.log.Info("listening", "addr", ln.Addr().String(), "proxy", nl.cfg.Proxy, "engine", nl.chain[0].Name(), "taken_over", true)
 }
 
-// retire stops old from accepting (unless its socket was handed over) and
-// lets its pairs finish within grace in the background; f.mu held.
-func (f *Forwarder) retire(old *listener, grace time.Duration) {
+// supersede retires old, which a changed listener of the same name
+// replaces: its pairs run on the old settings until they end, or until a
+// shutdown closes them at its shutdown_timeout, as it does every pair.
+func (f *Forwarder) supersede(old *listener) {
+	old.log.Info("listener replaced by reload: its open pairs finish on the old settings", "open_pairs", old.active.Load())
+	f.retire(old, old.life.finish)
+}
+
+// remove retires old, which the new configuration no longer has: its pairs
+// get grace (shutdown_timeout) to finish, then are closed.
+func (f *Forwarder) remove(old *listener, grace time.Duration) {
+	old.log.Info("listener removed by reload", "open_pairs", old.active.Load(), "grace", grace.String())
+	f.retire(old, func() {
+		if cut := old.life.drain(grace); cut {
+			old.log.Warn("reload: pairs of a removed listener closed after shutdown_timeout")
+		}
+	})
+}
+
+// retire stops old from accepting (unless its socket was handed over) and,
+// in the background, runs wait, which returns once old's pairs are over,
+// then releases old's proxy; f.mu held. Until then old is retiring: a
+// shutdown stops and waits for its pairs as for the current listeners'.
+func (f *Forwarder) retire(old *listener, wait func()) {
 	old.life.stop()
 	old.close()
 	f.retiring[old] = struct{}{}
-	open := old.active.Load()
-	old.log.Info("listener retired by reload", "open_pairs", open, "grace", grace.String())
 	go func() {
-		if cut := old.life.drain(grace); cut {
-			old.log.Warn("reload: pairs of a retired listener closed after the grace period")
-		}
+		wait()
 		old.closeProxy()
 		f.mu.Lock()
 		delete(f.retiring, old)

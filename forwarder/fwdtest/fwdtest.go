@@ -63,6 +63,14 @@ func Echo(tb testing.TB) string {
 	return serveOrigin(tb, origin.Echo)
 }
 
+// Stream serves the origin's stream protocol (origin.StreamCheck's
+// verified upload and download) on a loopback port until the test ends,
+// and returns its address.
+func Stream(tb testing.TB) string {
+	tb.Helper()
+	return serveOrigin(tb, origin.Stream)
+}
+
 // ServeHTTPOriginAt is HTTPOrigin on addr (a FreeAddr that a test brings
 // up late).
 func ServeHTTPOriginAt(tb testing.TB, addr string) {
