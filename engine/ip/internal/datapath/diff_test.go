@@ -155,6 +155,7 @@ func sameState(e *spliceSpliceDir, r *refDir) string {
 		{"snd_nxt", uint64(atomic.LoadUint32(&e.SndNxt)), uint64(r.sndNxt)},
 		{"ack_hi", uint64(atomic.LoadUint32(&e.AckHi)), uint64(r.ackHi)},
 		{"wnd_edge", uint64(atomic.LoadUint32(&e.WndEdge)), uint64(r.wndEdge)},
+		{"wnd_max", uint64(atomic.LoadUint32(&e.WndMax)), uint64(r.wndMax)},
 		{"ts_last", uint64(atomic.LoadUint32(&e.TsLast)), uint64(r.tsLast)},
 		{"flags", uint64(atomic.LoadUint32(&e.Flags)), uint64(r.flags)},
 		{"win", uint64(e.Win), uint64(r.win)},
