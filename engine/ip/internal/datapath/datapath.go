@@ -343,6 +343,9 @@ var counterNames = [...]string{
 	spliceSpliceCounterSPLICE_DROP_MTU:          "mtu_exceeded",
 	spliceSpliceCounterSPLICE_DROP_REWRITE:      "rewrite_failed",
 	spliceSpliceCounterSPLICE_DROP_WRONG_DEVICE: "wrong_device",
+	spliceSpliceCounterSPLICE_DROP_STALE_FIN:    "stale_fin",
+	spliceSpliceCounterSPLICE_DROP_EXT_HDR:      "ipv6_ext_header",
+	spliceSpliceCounterSPLICE_DROP_EXT_CHAIN:    "ipv6_ext_chain",
 }
 
 // firstDrop is the index of the first drop reason in counterNames.

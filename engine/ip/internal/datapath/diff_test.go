@@ -155,6 +155,7 @@ func sameState(e *spliceSpliceDir, r *refDir) string {
 		{"snd_nxt", uint64(atomic.LoadUint32(&e.SndNxt)), uint64(r.sndNxt)},
 		{"ack_hi", uint64(atomic.LoadUint32(&e.AckHi)), uint64(r.ackHi)},
 		{"wnd_edge", uint64(atomic.LoadUint32(&e.WndEdge)), uint64(r.wndEdge)},
+		{"wnd_max", uint64(atomic.LoadUint32(&e.WndMax)), uint64(r.wndMax)},
 		{"ts_last", uint64(atomic.LoadUint32(&e.TsLast)), uint64(r.tsLast)},
 		{"flags", uint64(atomic.LoadUint32(&e.Flags)), uint64(r.flags)},
 		{"win", uint64(e.Win), uint64(r.win)},
@@ -224,7 +225,7 @@ func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) packe
 		s.Win = uint16(rng.IntN(16)) // small or zero windows bring the other direction's edge close
 	}
 
-	seqSpan := span(peer.outShift)
+	seqSpan := seqBound(peer)
 	wndEdge := peer.wndEdge - e.seqOff // the receiver's right edge, in the sender's space
 	switch r := rng.IntN(100); {
 	case r < 62:
@@ -250,8 +251,10 @@ func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) packe
 		s.Ack = sent
 	case r < 88:
 		s.Ack = sent + 1 + rng.Uint32N(100)
-	case r < 94:
+	case r < 91:
 		s.Ack = sent - ackSpan + uint32(rng.IntN(3)) - 1
+	case r < 94: // around the oldest ack the sender's largest window allows
+		s.Ack = e.ackHi - e.maxWindow() + uint32(rng.IntN(3)) - 1
 	default:
 		s.Ack = rng.Uint32()
 	}
@@ -287,6 +290,9 @@ func randomSeg(rng *rand.Rand, ref *refModel, d int, tp topo, resets bool) packe
 		s.Payload[i] = byte(rng.Uint32())
 	}
 	s.Opts = randomOpts(rng, e, s.Ack)
+	if tp.client.Addr().Is6() && rng.IntN(30) == 0 {
+		s.Ext6 = randomExt6(rng)
+	}
 
 	if d == 0 {
 		return tp.up(s)
@@ -357,4 +363,27 @@ func randomOpts(rng *rand.Rand, e *refDir, ack uint32) []byte {
 		}
 	}
 	return o
+}
+
+// randomExt6 is a chain of IPv6 extension headers: mostly one or two,
+// sometimes a fragment header, now and then more than the program walks.
+func randomExt6(rng *rand.Rand) []packet.Ext6 {
+	n := 1 + rng.IntN(2)
+	if rng.IntN(5) == 0 {
+		n = 7 + rng.IntN(4)
+	}
+	ext := make([]packet.Ext6, n)
+	for i := range ext {
+		switch rng.IntN(6) {
+		case 0:
+			ext[i] = packet.ExtFrag6(uint16(rng.IntN(2)*rng.IntN(200)), rng.IntN(2) == 0)
+		case 1:
+			ext[i] = packet.Ext6{Proto: packet.AH, Body: []byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}} // 12 bytes: no ICV
+		case 2:
+			ext[i] = packet.ExtOpts6(packet.HopByHop)
+		default:
+			ext[i] = packet.ExtOpts6(packet.DestOpts)
+		}
+	}
+	return ext
 }

@@ -20,8 +20,10 @@
 // The program drops, with a per-CPU counter named after the reason (Drops):
 // SYNs on a spliced tuple (but the server's retransmitted SYN-ACK, which
 // it answers with the ACK the frozen socket would have sent), segments
-// whose seq or ack lies outside the tracked window (blind resets and
-// injections), malformed headers. What
+// whose seq or ack lies further than the largest window advertised (blind
+// resets and injections), FINs behind their sender's next byte, IPv6
+// segments behind extension headers (which would otherwise reach the
+// frozen socket), malformed headers. What
 // reaches a pair while it changes hands it keeps instead, for the control
 // plane (Kept): every segment while a pair inserted with PairSpec.Keep is
 // held and published (until StopKeeping), and data past a watched or

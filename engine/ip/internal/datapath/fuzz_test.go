@@ -31,6 +31,7 @@ func FuzzDatapath(f *testing.F) {
 	f.Add(uint64(3), []byte{16, 0x01, 17, 0x00})        // IPv4 total length
 	f.Add(uint64(4), []byte{54, 0x02, 55, 0x04})        // the first option bytes
 	f.Add(uint64(5), []byte{20, 0x20, 21, 0x00, 22, 1}) // fragment bits
+	f.Add(uint64(7), []byte{20, 6 ^ 60})                // an IPv6 frame's next header: destination options
 	f.Fuzz(func(t *testing.T, seed uint64, edits []byte) {
 		h.tb = t // the harness reports to this input's test (one at a time per worker)
 		defer func() { h.tb = f }()

@@ -32,6 +32,7 @@ type refDir struct {
 	flags                 uint32
 	sndNxt, ackHi, tsLast uint32
 	wndEdge               uint32 // right edge of the window the sender offers, in the peer's output space
+	wndMax                uint32 // the largest window the sender advertised, in bytes
 	win                   uint16
 	bytes, packets        uint64
 }
@@ -81,22 +82,34 @@ func refDirFrom(out Tuple, ifindex int, s DirSpec) *refDir {
 		// The widest window the sender's scale can express, until its
 		// first ACK.
 		wndEdge: s.AckHi + 65535<<min(s.InShift, 14),
+		wndMax:  65535 << min(s.InShift, 14),
 	}
 }
 
-// noteWindow mirrors note_window: the first ACK's edge replaces the seed,
-// later ones only raise it.
+// noteWindow mirrors note_window: the first ACK's edge and window
+// replace the seeds, later ones only raise them.
 func (e *refDir) noteWindow(ack uint32, win uint16) {
-	edge := ack + uint32(win)<<min(e.inShift, 14)
+	wnd := uint32(win) << min(e.inShift, 14)
+	edge := ack + wnd
 	if e.flags&flagWndSeen == 0 {
 		e.flags |= flagWndSeen
 		e.wndEdge = edge
+		e.wndMax = wnd
 		return
 	}
 	if after(edge, e.wndEdge) {
 		e.wndEdge = edge
 	}
+	e.wndMax = max(e.wndMax, wnd)
 }
+
+// maxWindow mirrors max_window: the largest window the sender advertised,
+// at least 65535 (SPLICE_WND_FLOOR).
+func (e *refDir) maxWindow() uint32 { return max(e.wndMax, 65535) }
+
+// seqBound mirrors seq_bound: how far a segment may lie from its sender's
+// next byte, given the receiver's direction peer.
+func seqBound(peer *refDir) uint32 { return min(peer.maxWindow(), span(peer.outShift)) }
 
 // insert mirrors Datapath.Insert for pair number n.
 func (m *refModel) insert(spec PairSpec, n int) {
@@ -194,7 +207,7 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 	}
 	var flow Tuple
 	var l4, end int
-	frag := false
+	frag, ext := false, false
 	switch binary.BigEndian.Uint16(f[12:]) {
 	case 0x0800:
 		if len(f) < packet.EthLen+20 {
@@ -217,11 +230,20 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 		if len(f) < packet.EthLen+40 {
 			return verdictPass, nil
 		}
-		if f[packet.EthLen]>>4 != 6 || f[packet.EthLen+6] != 6 {
+		if f[packet.EthLen]>>4 != 6 {
 			return verdictPass, nil
 		}
-		l4 = packet.EthLen + 40
-		end = l4 + int(binary.BigEndian.Uint16(f[packet.EthLen+4:]))
+		var walk int
+		l4, walk = walkExt6(f, f[packet.EthLen+6])
+		switch walk {
+		case walkNotOurs:
+			return verdictPass, nil
+		case walkLongChain:
+			return m.drop("ipv6_ext_chain")
+		}
+		ext = l4 > packet.EthLen+40
+		frag = walk == walkFragment
+		end = packet.EthLen + 40 + int(binary.BigEndian.Uint16(f[packet.EthLen+4:]))
 		flow.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[packet.EthLen+8:])), 0)
 		flow.Dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[packet.EthLen+24:])), 0)
 	default:
@@ -248,6 +270,9 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 	if frag {
 		return m.drop("fragment")
 	}
+	if ext {
+		return m.drop("ipv6_ext_header")
+	}
 	if end > len(f) || end < l4+20 {
 		return m.drop("malformed")
 	}
@@ -269,7 +294,7 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 	if o.ts != 0 {
 		tsval = binary.BigEndian.Uint32(h[o.ts+2:])
 	}
-	sp := span(peer.outShift)
+	sp := seqBound(peer)
 	dseq := int32(seq - e.sndNxt)
 	seqOK := dseq <= int32(sp) && dseq >= -int32(sp)
 	noteTS := func() {
@@ -312,6 +337,11 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 		if dack > 0 || dack < -int32(span(max(e.inShift, e.outShift))) {
 			return m.drop("ack_out_of_window")
 		}
+		// RFC 5961 5.2: no older than the highest ack by more than the
+		// sender's largest window.
+		if after(e.ackHi-e.maxWindow(), ack) {
+			return m.drop("ack_out_of_window")
+		}
 	}
 	fin := uint32(0)
 	if flags&packet.FIN != 0 {
@@ -321,6 +351,11 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 	// window) is dropped before it moves anything.
 	if (plen > 0 || fin == 1) && flags&packet.RST == 0 && after(seq, peer.wndEdge-e.seqOff) {
 		return m.drop("seq_out_of_window")
+	}
+	// A FIN behind the sender's next byte is forged, unless it is the
+	// FIN already forwarded, again.
+	if fin == 1 && flags&packet.RST == 0 && after(e.sndNxt, seq+plen) && (e.flags&flagFINSeen == 0 || seq+plen+1 != e.sndNxt) {
+		return m.drop("stale_fin")
 	}
 	if (plen > 0 || fin == 1) && flags&packet.RST == 0 {
 		// Data past the boundary is kept for the control plane, and what
@@ -508,4 +543,48 @@ func answerSynAck(f []byte, l4 int, h []byte, seq uint32, e, peer *refDir) (int3
 	p := packet.Info{V6: v6, L4: l4, End: end}
 	binary.BigEndian.PutUint16(f[l4+16:], packet.TCPChecksum(f, p))
 	return verdictRedirect, f
+}
+
+// walkExt6's results besides walkTCP.
+const (
+	walkTCP       = iota // reached the TCP header
+	walkFragment         // reached it through a first fragment's header
+	walkNotOurs          // no TCP header to match: another protocol, ESP, a later fragment, truncated
+	walkLongChain        // more extension headers than the program walks
+)
+
+// walkExt6 mirrors walk_ext6: the offset of the TCP header past the IPv6
+// extension headers of frame f, whose fixed header's next header is nh.
+func walkExt6(f []byte, nh byte) (int, int) {
+	off := packet.EthLen + 40
+	res := walkTCP
+	for range 8 { // SPLICE_V6_EXT_MAX
+		if nh == 6 {
+			return off, res
+		}
+		if len(f) < off+4 {
+			return off, walkNotOurs
+		}
+		var hl int
+		switch nh {
+		case 0, 43, 60, 135, 139, 140: // hop-by-hop, routing, destination options, mobility, HIP, shim6
+			hl = (int(f[off+1]) + 1) * 8
+		case 44: // fragment
+			if binary.BigEndian.Uint16(f[off+2:])&0xfff8 != 0 {
+				return off, walkNotOurs
+			}
+			res = walkFragment
+			hl = 8
+		case 51: // authentication
+			hl = (int(f[off+1]) + 2) * 4
+		default:
+			return off, walkNotOurs
+		}
+		nh = f[off]
+		off += hl
+	}
+	if nh == 6 {
+		return off, res
+	}
+	return off, walkLongChain
 }

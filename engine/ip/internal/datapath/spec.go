@@ -133,7 +133,16 @@ func (s DirSpec) ctl() uint32 {
 // bound for what it may have advertised, since the control plane does not
 // know its latest window. The first ACK the program forwards replaces it.
 func (s DirSpec) wndEdgeSeed() uint32 {
-	return s.AckHi + 65535<<min(s.InShift, 14)
+	return s.AckHi + s.wndMaxSeed()
+}
+
+// wndMaxSeed is where the largest window the sender advertised
+// (splice_dir.wnd_max) starts: the widest its scale can express, for the
+// same reason; the first ACK the program forwards replaces it, and from
+// then on it bounds the other direction's seq guard and this one's old
+// acks by windows the sender really advertised.
+func (s DirSpec) wndMaxSeed() uint32 {
+	return 65535 << min(s.InShift, 14)
 }
 
 func (s DirSpec) validate() error {

@@ -34,7 +34,10 @@ const (
 	spliceSpliceCounterSPLICE_DROP_MTU          spliceSpliceCounter = 15
 	spliceSpliceCounterSPLICE_DROP_REWRITE      spliceSpliceCounter = 16
 	spliceSpliceCounterSPLICE_DROP_WRONG_DEVICE spliceSpliceCounter = 17
-	spliceSpliceCounterSPLICE_CNT_MAX           spliceSpliceCounter = 18
+	spliceSpliceCounterSPLICE_DROP_STALE_FIN    spliceSpliceCounter = 18
+	spliceSpliceCounterSPLICE_DROP_EXT_HDR      spliceSpliceCounter = 19
+	spliceSpliceCounterSPLICE_DROP_EXT_CHAIN    spliceSpliceCounter = 20
+	spliceSpliceCounterSPLICE_CNT_MAX           spliceSpliceCounter = 21
 )
 
 type spliceSpliceCtlLayout uint32
@@ -65,7 +68,7 @@ type spliceSpliceDir struct {
 	Win        uint16
 	Pad        uint16
 	LastSeen   uint32
-	Pad2       uint32
+	WndMax     uint32
 	Bytes      uint64
 	Packets    uint64
 }

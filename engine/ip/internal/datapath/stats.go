@@ -108,6 +108,12 @@ type DirStats struct {
 	// plane's seed (AckHi + 65535 << InShift) until the first ACK. The
 	// other direction drops data or a FIN that starts past it.
 	WindowEdge uint32
+	// MaxWindow is the largest window the sender advertised, in bytes
+	// (scaled by its shift), or the control plane's seed (65535 <<
+	// InShift) until the first ACK. It bounds, at no less than 65535,
+	// how far the other direction's seq may lie from its SndNxt and how
+	// far this direction's acks may lag behind AckHi.
+	MaxWindow uint32
 	// Bytes counts stream bytes forwarded (retransmissions once); Packets
 	// every packet forwarded.
 	Bytes, Packets uint64
@@ -156,6 +162,7 @@ func (d *Datapath) dirStats(s uint32, now time.Duration) DirStats {
 		SndNxt:     atomic.LoadUint32(&e.SndNxt),
 		AckHi:      atomic.LoadUint32(&e.AckHi),
 		WindowEdge: atomic.LoadUint32(&e.WndEdge),
+		MaxWindow:  atomic.LoadUint32(&e.WndMax),
 		TSLast:     atomic.LoadUint32(&e.TsLast),
 		// Win shares a 32-bit word with padding; its low half on little-endian.
 		Window:       uint16(atomic.LoadUint32((*uint32)(unsafe.Pointer(&e.Win)))),

@@ -190,6 +190,7 @@ func newEntry(out Tuple, ifindex int, s DirSpec, now uint32, keep bool) spliceSp
 		SndNxt:     s.SndNxt,
 		AckHi:      s.AckHi,
 		WndEdge:    s.wndEdgeSeed(),
+		WndMax:     s.wndMaxSeed(),
 		TsLast:     s.TSLast,
 		LastSeen:   now,
 	}
@@ -287,6 +288,7 @@ func (d *Datapath) writeDir(p *pair, dir engine.Direction, s DirSpec, ifindex in
 	atomic.StoreUint32(&e.AckHi, s.AckHi)
 	// A new seed, which the next ACK forwarded replaces (not only raises).
 	atomic.StoreUint32(&e.WndEdge, s.wndEdgeSeed())
+	atomic.StoreUint32(&e.WndMax, s.wndMaxSeed())
 	atomic.AndUint32(&e.Flags, ^flagWndSeen)
 	if s.TSLast != 0 {
 		atomic.StoreUint32(&e.TsLast, s.TSLast)

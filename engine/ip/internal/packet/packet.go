@@ -42,6 +42,60 @@ type Seg struct {
 	IPLenFix int    // added to the IP length field (total length / payload length)
 	Pad      int    // trailing Ethernet padding bytes after the IP packet
 	Cut      int    // truncate the frame to this many bytes
+	// Ext6 are IPv6 extension headers between the fixed header and TCP,
+	// in order; their next-header fields are filled in.
+	Ext6 []Ext6
+}
+
+// Ext6 is one IPv6 extension header: its protocol number and its bytes
+// after the next-header field (length, options, fragment offset...).
+type Ext6 struct {
+	Proto uint8
+	Body  []byte
+}
+
+// IPv6 extension header protocol numbers.
+const (
+	HopByHop = 0
+	Routing  = 43
+	Fragment = 44
+	AH       = 51
+	DestOpts = 60
+)
+
+// ExtOpts6 is a hop-by-hop or destination options header (proto) padded
+// with PadN to 8 bytes.
+func ExtOpts6(proto uint8) Ext6 { return Ext6{proto, []byte{0, 1, 4, 0, 0, 0, 0}} }
+
+// ExtFrag6 is a fragment header at offset off (in 8-byte units), more
+// fragments following if more.
+func ExtFrag6(off uint16, more bool) Ext6 {
+	fo := off << 3
+	if more {
+		fo |= 1
+	}
+	return Ext6{Fragment, []byte{0, byte(fo >> 8), byte(fo), 0, 0, 0, 42}}
+}
+
+// ext6Len is the length of the extension header at h, from its own
+// length field, as a receiver reads it.
+func ext6Len(proto uint8, h []byte) int {
+	switch proto {
+	case Fragment:
+		return 8
+	case AH:
+		return (int(h[1]) + 2) * 4
+	}
+	return (int(h[1]) + 1) * 8
+}
+
+// isExt6 reports whether proto is an extension header Parse walks.
+func isExt6(proto uint8) bool {
+	switch proto {
+	case HopByHop, Routing, Fragment, AH, DestOpts, 135, 139, 140:
+		return true
+	}
+	return false
 }
 
 // OptNOP is a NOP option.
@@ -113,8 +167,15 @@ func (s Seg) Bytes() []byte {
 		binary.BigEndian.PutUint16(eth[12:], 0x86dd)
 		ip = make([]byte, 40)
 		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(tcp)))
-		ip[6] = 6
+		next := 6 // where the next header's protocol goes
+		for _, x := range s.Ext6 {
+			ip[next] = x.Proto
+			next = len(ip)
+			ip = append(ip, 0)
+			ip = append(ip, x.Body...)
+		}
+		ip[next] = 6
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(ip)-40+len(tcp)))
 		ip[7] = ttl
 		a, b := s.Src.Addr().As16(), s.Dst.Addr().As16()
 		copy(ip[8:24], a[:])
@@ -184,6 +245,12 @@ func Parse(f []byte) (Info, error) {
 		p.V6 = true
 		p.L4 = EthLen + 40
 		p.End = p.L4 + int(binary.BigEndian.Uint16(f[EthLen+4:]))
+		for nh := f[EthLen+6]; nh != 6; {
+			if !isExt6(nh) || p.L4+8 > len(f) {
+				return p, fmt.Errorf("IPv6 next header %d", nh)
+			}
+			nh, p.L4 = f[p.L4], p.L4+ext6Len(nh, f[p.L4:])
+		}
 		p.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[EthLen+8:EthLen+24])), 0)
 		p.Dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(f[EthLen+24:EthLen+40])), 0)
 	default:

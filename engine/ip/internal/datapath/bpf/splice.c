@@ -135,12 +135,59 @@ static __always_inline int advance(__u32 *p, __u32 v, __u32 *old)
 	return 0;
 }
 
+/* grow sets *p to v if v is larger (a size, not a sequence number), atomically against the other CPUs. */
+static __always_inline void grow(__u32 *p, __u32 v)
+{
+	for (int i = 0; i < 4; i++) {
+		__u32 cur = READ_ONCE(*p);
+		if (v <= cur || __sync_val_compare_and_swap(p, cur, v) == cur)
+			return;
+	}
+}
+
 /* win_span is how far a segment may legitimately lie from a tracked edge when windows use shift. */
 static __always_inline __u32 win_span(__u32 shift)
 {
 	if (shift > 14)
 		shift = 14;
 	return 65536u << shift;
+}
+
+/*
+ * Below this many bytes, a direction's largest advertised window does not
+ * narrow the guards: 65535, the widest window without scaling, so a
+ * connection that does not scale keeps the span it always had, and a
+ * receiver that advertised only zero windows since the splice still lets
+ * its sender's window probes (one byte behind its next) through.
+ */
+#define SPLICE_WND_FLOOR 65535u
+
+/*
+ * max_window is the largest window direction d's sender advertised
+ * (wnd_max), at least SPLICE_WND_FLOOR: RFC 5961's MAX.SND.WND, which
+ * bounds how far the other sender's segments may lie from its next byte,
+ * and how far d's acks may lag behind its highest one.
+ */
+static __always_inline __u32 max_window(const struct splice_dir *d)
+{
+	__u32 w = READ_ONCE(d->wnd_max);
+
+	return w > SPLICE_WND_FLOOR ? w : SPLICE_WND_FLOOR;
+}
+
+/*
+ * seq_bound is how far the segment of direction e may lie from its
+ * sender's next byte (snd_nxt), either way: the largest window the
+ * receiver advertised (peer's), and never more than the widest window the
+ * sender can have been given on its own connection (65536 << the peer's
+ * out_shift), the span the check used alone before.
+ */
+static __always_inline __u32 seq_bound(const struct splice_dir *peer)
+{
+	__u32 span = win_span(SPLICE_CTL_OUT_SHIFT(READ_ONCE(peer->ctl)));
+	__u32 w = max_window(peer);
+
+	return w < span ? w : span;
 }
 
 /* rescale_window re-expresses a raw window of one connection in the other's scale, rounding down. */
@@ -159,10 +206,70 @@ struct pkt {
 	struct splice_key key;
 	__u32 l4;  /* offset of the TCP header */
 	__u32 end; /* offset just past the IP packet, trailing frame padding excluded */
-	__u8 frag; /* an IPv4 first fragment */
+	__u8 frag; /* an IPv4 or IPv6 first fragment */
+	__u8 ext;  /* IPv6 extension headers precede the TCP header */
 };
 
-/* parse_ip returns -1 for anything that is not TCP over IPv4/IPv6 with a readable port pair. */
+/*
+ * IPv6 extension headers walked before the TCP header, at most: every
+ * chain RFC 8200 section 4.1 allows (hop-by-hop, destination options,
+ * routing, fragment, authentication, destination options again, then a
+ * mobility, HIP or shim6 header) has fewer.
+ */
+#define SPLICE_V6_EXT_MAX 8
+
+/* parse_ip's results besides 0. */
+enum {
+	PARSE_NOT_OURS = -1,  /* not TCP over IPv4/IPv6 with a readable port pair */
+	PARSE_LONG_CHAIN = -2, /* IPv6 extension headers past SPLICE_V6_EXT_MAX: the port pair was not reached */
+};
+
+/*
+ * walk_ext6 walks the IPv6 extension headers from nexthdr at offset *off
+ * up to the TCP header, leaving *off there; it notes in p whether it
+ * passed any and whether one was a first fragment. A later fragment
+ * carries no TCP header, ESP hides it, and any other next header is not
+ * TCP: PARSE_NOT_OURS.
+ */
+static __always_inline int walk_ext6(struct __sk_buff *skb, struct pkt *p, __u8 nexthdr, __u32 *off)
+{
+	for (int i = 0; i < SPLICE_V6_EXT_MAX; i++) {
+		__u8 h[4]; /* next header, length, and a fragment header's offset and flags */
+		__u32 hl;
+
+		if (nexthdr == IPPROTO_TCP)
+			return 0;
+		if (bpf_skb_load_bytes(skb, *off, h, sizeof(h)) < 0)
+			return PARSE_NOT_OURS;
+		switch (nexthdr) {
+		case IPPROTO_HOPOPTS:
+		case IPPROTO_ROUTING:
+		case IPPROTO_DSTOPTS:
+		case 135: /* mobility */
+		case 139: /* HIP */
+		case 140: /* shim6 */
+			hl = ((__u32)h[1] + 1) * 8;
+			break;
+		case IPPROTO_FRAGMENT:
+			if (((h[2] << 8) | h[3]) & 0xfff8)
+				return PARSE_NOT_OURS; /* a later fragment carries no TCP header to match */
+			p->frag = 1;
+			hl = 8;
+			break;
+		case IPPROTO_AH:
+			hl = ((__u32)h[1] + 2) * 4;
+			break;
+		default:
+			return PARSE_NOT_OURS; /* not TCP, or ESP: no port pair to read */
+		}
+		p->ext = 1;
+		nexthdr = h[0];
+		*off += hl;
+	}
+	return nexthdr == IPPROTO_TCP ? 0 : PARSE_LONG_CHAIN;
+}
+
+/* parse_ip returns PARSE_NOT_OURS for anything that is not TCP over IPv4/IPv6 with a readable port pair, PARSE_LONG_CHAIN for IPv6 whose extension headers it did not walk to the end. */
 static __always_inline int parse_ip(struct __sk_buff *skb, struct pkt *p)
 {
 	struct ethhdr eth;
@@ -194,13 +301,17 @@ static __always_inline int parse_ip(struct __sk_buff *skb, struct pkt *p)
 
 		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) < 0)
 			return -1;
-		if (ip6.version != 6 || ip6.nexthdr != IPPROTO_TCP)
-			return -1; /* extension headers are not parsed, so never spliced */
-		p->l4 = ETH_HLEN + sizeof(ip6);
+		if (ip6.version != 6)
+			return -1;
+		__u32 l4 = ETH_HLEN + sizeof(ip6);
+		int rc = walk_ext6(skb, p, ip6.nexthdr, &l4);
+		if (rc < 0)
+			return rc;
+		p->l4 = l4;
 		len = bpf_ntohs(ip6.payload_len);
 		if (len == 0 && skb->gso_size)
-			len = skb->len - p->l4; /* BIG TCP: the length lives in the skb */
-		p->end = p->l4 + len;
+			len = skb->len - ETH_HLEN - sizeof(ip6); /* BIG TCP: the length lives in the skb */
+		p->end = ETH_HLEN + sizeof(ip6) + len;
 		p->key.family = SPLICE_AF_INET6;
 		__builtin_memcpy(p->key.saddr, &ip6.saddr, 16);
 		__builtin_memcpy(p->key.daddr, &ip6.daddr, 16);
@@ -283,13 +394,16 @@ static __always_inline void note_window(struct splice_dir *e, const struct seg *
 
 	if (shift > 14)
 		shift = 14;
-	__u32 edge = s->ack + ((__u32)s->win << shift);
+	__u32 wnd = (__u32)s->win << shift;
+	__u32 edge = s->ack + wnd;
 	if (!(READ_ONCE(e->flags) & SPLICE_F_WND_SEEN) &&
 	    !(__sync_fetch_and_or(&e->flags, SPLICE_F_WND_SEEN) & SPLICE_F_WND_SEEN)) {
 		WRITE_ONCE(e->wnd_edge, edge);
+		WRITE_ONCE(e->wnd_max, wnd);
 		return;
 	}
 	advance(&e->wnd_edge, edge, &old);
+	grow(&e->wnd_max, wnd);
 }
 
 /*
@@ -304,6 +418,23 @@ static __always_inline int beyond_window(const struct seg *s, const struct splic
 	__u32 edge = READ_ONCE(peer->wnd_edge) - READ_ONCE(e->seq_off);
 
 	return seq_after(s->seq, edge);
+}
+
+/*
+ * stale_fin reports whether the segment's FIN lies behind its sender's
+ * next byte (nxt, snd_nxt as read): no sender sends data past its own
+ * FIN, so a FIN there is forged, and recorded it would arm the teardown
+ * (the next ACK of the whole stream would complete it). The FIN already
+ * forwarded, sent again at nxt - 1, is not stale: its receiver may have
+ * lost it.
+ */
+static __always_inline int stale_fin(const struct seg *s, const struct splice_dir *e, __u32 nxt)
+{
+	__u32 fin = s->seq + s->len;
+
+	if (!seq_after(nxt, fin))
+		return 0;
+	return !((READ_ONCE(e->flags) & SPLICE_F_FIN_SEEN) && fin + 1 == nxt);
 }
 
 /*
@@ -697,6 +828,13 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 
 	if (p->frag)
 		return drop(SPLICE_DROP_FRAGMENT); /* a fragmented segment cannot be rewritten whole; TCP sets DF */
+	/*
+	 * Extension headers are not rewritten (a routing header even changes
+	 * the checksum's destination), and passed up, the segment would reach
+	 * the forwarder's frozen socket past every guard below.
+	 */
+	if (p->ext)
+		return drop(SPLICE_DROP_EXT_HDR); /* a spliced flow's segment the program does not translate: its TCP never carries them */
 	if (parse_tcp(skb, p, &s) < 0)
 		return drop(SPLICE_DROP_MALFORMED); /* a receiver might read it differently from our translation */
 
@@ -724,7 +862,7 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	if (SPLICE_CTL_MODE(ctl) == SPLICE_MODE_HOLD || (flags & SPLICE_F_KEEP)) {
 		__u32 hnxt = READ_ONCE(e->snd_nxt);
 		__s32 hd = s.seq - hnxt;
-		__u32 hspan = win_span(SPLICE_CTL_OUT_SHIFT(READ_ONCE(peer->ctl)));
+		__u32 hspan = seq_bound(peer);
 		if (hd <= (__s32)hspan && hd >= -(__s32)hspan)
 			note_ts(e, &s);
 		int v = keep(skb, p, &s, e, 1);
@@ -736,25 +874,33 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 			return drop(SPLICE_DROP_HOLD); /* held by a caller that keeps nothing: offsets may be half-written, the sender retransmits */
 	}
 
-	__u32 pctl = READ_ONCE(peer->ctl);
 	__u32 mode = SPLICE_CTL_MODE(ctl);
 	__u32 nxt = READ_ONCE(e->snd_nxt);
-	__u32 span = win_span(SPLICE_CTL_OUT_SHIFT(pctl));
+	__u32 span = seq_bound(peer);
 	__s32 dseq = s.seq - nxt;
 
+	/*
+	 * Bounded by the largest window the receiver advertised, not the
+	 * widest its scale could express: a blind attacker has that many
+	 * numbers to cover, not up to 2^30.
+	 */
 	if (dseq > (__s32)span || dseq < -(__s32)span)
-		return drop(SPLICE_DROP_SEQ); /* far from anything the sender could send now: blind injection */
+		return drop(SPLICE_DROP_SEQ); /* farther from the sender's next byte than the receiver's largest window: blind injection */
 	if (s.flags & TCP_ACK) {
 		__u32 sent = READ_ONCE(peer->snd_nxt) + peer->seq_off;
 		__s32 dack = s.ack - sent;
 		/*
-		 * The lag may reach the sender's own window (in_shift) or, while
-		 * the control plane drains owed bytes, the other connection's
-		 * (out_shift): the larger span.
+		 * The lag behind what was sent may reach the sender's own window
+		 * (in_shift) or, while the control plane drains owed bytes, the
+		 * other connection's (out_shift): the larger span. Behind the
+		 * highest ack already seen, no ack lags more than the largest
+		 * window the sender advertised (RFC 5961 section 5.2).
 		 */
 		__u32 ashift = SPLICE_CTL_IN_SHIFT(ctl) > SPLICE_CTL_OUT_SHIFT(ctl) ? SPLICE_CTL_IN_SHIFT(ctl) : SPLICE_CTL_OUT_SHIFT(ctl);
 		if (dack > 0 || dack < -(__s32)win_span(ashift))
 			return drop(SPLICE_DROP_ACK); /* acks data never sent, or lags more than a window: blind injection */
+		if (seq_after(READ_ONCE(e->ack_hi) - max_window(e), s.ack))
+			return drop(SPLICE_DROP_ACK); /* older than the highest ack by more than the sender's largest window: blind injection */
 	}
 
 	int carries = s.len > 0 || (s.flags & TCP_FIN);
@@ -772,6 +918,8 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	 */
 	if (carries && !(s.flags & TCP_RST) && beyond_window(&s, e, peer))
 		return drop(SPLICE_DROP_SEQ); /* past the receiver's window: it would not take it either; forged or a broken sender */
+	if ((s.flags & (TCP_FIN | TCP_RST)) == TCP_FIN && stale_fin(&s, e, nxt))
+		return drop(SPLICE_DROP_STALE_FIN); /* a FIN before bytes its sender already sent: forged, it would arm teardown */
 	if (carries && !(s.flags & TCP_RST)) {
 		/* A retransmission of bytes already forwarded passes a watch: the receiver's ack of them is what unsplicing waits for. */
 		int fresh = seq_after(s.seq + s.len + ((s.flags & TCP_FIN) ? 1 : 0), nxt);
@@ -833,8 +981,11 @@ SEC("tc")
 int splice_ingress(struct __sk_buff *skb)
 {
 	struct pkt p = {};
+	int rc = parse_ip(skb, &p);
 
-	if (parse_ip(skb, &p) < 0)
+	if (rc == PARSE_LONG_CHAIN)
+		return drop(SPLICE_DROP_EXT_CHAIN); /* its flow cannot be told: passed up, a spliced one would reach the frozen socket */
+	if (rc < 0)
 		return TC_ACT_UNSPEC; /* not TCP over IPv4/IPv6 with ports: never spliced, let the next program decide */
 	__u32 *slot = bpf_map_lookup_elem(&splice_flows, &p.key);
 	if (!slot)

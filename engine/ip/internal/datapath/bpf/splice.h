@@ -110,7 +110,14 @@ struct splice_dir {
 	__u16 win;	 /* last raw (unscaled) window field forwarded */
 	__u16 pad;
 	__u32 last_seen; /* bpf_ktime_get_coarse_ns() >> 20 of the last forwarded packet */
-	__u32 pad2;	 /* bytes stays 8-byte aligned */
+	/*
+	 * The largest window (win << in_shift, bytes) this direction's sender
+	 * advertised: what bounds the peer's sequence numbers and this
+	 * direction's old acks, as RFC 5961's MAX.SND.WND. Seeded with
+	 * 65535 << in_shift and replaced by the first ACK, as wnd_edge;
+	 * later ACKs only raise it.
+	 */
+	__u32 wnd_max;
 	__u64 bytes;	 /* stream bytes forwarded: advances of snd_nxt, FIN excluded */
 	__u64 packets;	 /* packets forwarded, retransmissions included */
 };
@@ -177,7 +184,7 @@ enum splice_counter {
 	SPLICE_CNT_KEPT,	  /* segments kept for the control plane (held, or past a boundary) */
 	SPLICE_CNT_PASSED,	  /* segments of a released direction handed to the stack (the rebuilt or thawed socket) */
 	SPLICE_DROP_NO_ENTRY,	  /* a flow pointed at a slot with no entry */
-	SPLICE_DROP_FRAGMENT,	  /* IPv4 first fragment of a spliced flow */
+	SPLICE_DROP_FRAGMENT,	  /* IPv4 or IPv6 first fragment of a spliced flow */
 	SPLICE_DROP_MALFORMED,	  /* truncated or inconsistent IP/TCP header or options */
 	SPLICE_DROP_CLOSED,	  /* the pair was reset */
 	SPLICE_DROP_HOLD,	  /* held with neither keeping nor passing (a caller that does not keep) */
@@ -189,6 +196,9 @@ enum splice_counter {
 	SPLICE_DROP_MTU,	  /* the packet (or a GSO segment) does not fit the peer device's MTU */
 	SPLICE_DROP_REWRITE,	  /* a store or checksum helper failed */
 	SPLICE_DROP_WRONG_DEVICE, /* a spliced flow's segment arrived on another device than the one toward its sender */
+	SPLICE_DROP_STALE_FIN,	  /* a FIN behind the sender's next byte that is not its forwarded FIN again: blind teardown */
+	SPLICE_DROP_EXT_HDR,	  /* IPv6 extension headers on a spliced flow's segment: not rewritten, and the stack must not see it */
+	SPLICE_DROP_EXT_CHAIN,	  /* an IPv6 extension header chain longer than the program walks: its flow cannot be told */
 	SPLICE_CNT_MAX,
 };
 
