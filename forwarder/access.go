@@ -42,7 +42,7 @@ func newAccess(f *Forwarder, lc config.Listener) (*access, error) {
 	if !clientNamesDestination[lc.Proxy] {
 		return a, nil
 	}
-	a.dests = &acl.Destinations{Self: f.isSelf}
+	a.dests = &acl.Destinations{Local: (&acl.LocalAddrs{}).Contains, Self: f.isSelf}
 	if d := lc.Destinations; d != nil {
 		for _, list := range []struct {
 			in  []string
@@ -89,9 +89,11 @@ func (a *access) release(ip netip.Addr) {
 	}
 }
 
-// guardDial applies the destination rules to a dial of addr: a name rule
-// decides at once; otherwise the address actually connected to is checked
-// in the socket's control hook. denied counts each refusal.
+// guardDial applies the destination rules to a dial of addr: the name the
+// client asked for, if any, at once; then the address actually connected
+// to, in the socket's control hook, which a name an allow rule admits
+// must pass too (but for an address allow list). denied counts each
+// refusal.
 func (a *access) guardDial(ctx context.Context, addr string, denied func()) (context.Context, error) {
 	if a.dests == nil {
 		return ctx, nil
@@ -105,18 +107,15 @@ func (a *access) guardDial(ctx context.Context, addr string, denied func()) (con
 	if _, err := netip.ParseAddr(host); err != nil {
 		name = host
 	}
+	named := false
 	if name != "" {
-		allowed, err := a.dests.CheckName(name, uint16(port))
-		if err != nil {
+		if named, err = a.dests.CheckName(name, uint16(port)); err != nil {
 			denied()
 			return ctx, errors.Join(proxy.ErrDestinationDenied, err)
 		}
-		if allowed {
-			return ctx, nil
-		}
 	}
 	return sockopt.WithCheck(ctx, func(ap netip.AddrPort) error {
-		if err := a.dests.CheckAddr(ap); err != nil {
+		if err := a.dests.CheckAddr(ap, named); err != nil {
 			denied()
 			return errors.Join(proxy.ErrDestinationDenied, err)
 		}
