@@ -23,7 +23,8 @@ type access struct {
 	// dests is nil for kinds whose upstreams the operator configures.
 	dests *acl.Destinations
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// counts are the open pairs per client (clientKey).
 	counts map[netip.Addr]int
 }
 
@@ -42,7 +43,11 @@ func newAccess(f *Forwarder, lc config.Listener) (*access, error) {
 	if !clientNamesDestination[lc.Proxy] {
 		return a, nil
 	}
-	a.dests = &acl.Destinations{Self: f.isSelf}
+	if openProxy(lc) {
+		f.log.Warn("open proxy: anyone who reaches the listener may connect wherever its destination rules allow; set allow_clients (or socks5 users)",
+			"listener", lc.Name, "listen", lc.Listen, "proxy", lc.Proxy)
+	}
+	a.dests = &acl.Destinations{Local: (&acl.LocalAddrs{}).Contains, Self: f.isSelf}
 	if d := lc.Destinations; d != nil {
 		for _, list := range []struct {
 			in  []string
@@ -60,38 +65,60 @@ func newAccess(f *Forwarder, lc config.Listener) (*access, error) {
 	return a, nil
 }
 
+// openProxy reports whether a listener whose clients name the destination
+// lets anyone use it: no allow_clients, and no credentials to check.
+func openProxy(lc config.Listener) bool {
+	if len(lc.AllowClients) > 0 {
+		return false
+	}
+	return lc.Proxy != "socks5" || lc.SOCKS5 == nil || len(lc.SOCKS5.Users) == 0
+}
+
 // admit reports why a new client at addr is refused ("" to accept) and,
-// when accepted, counts it until release.
-func (a *access) admit(addr net.Addr) (ip netip.Addr, refused string) {
+// when accepted, counts it until release under client, its clientKey.
+func (a *access) admit(addr net.Addr) (client netip.Addr, refused string) {
 	ap, err := netip.ParseAddrPort(addr.String())
 	if err != nil {
 		return netip.Addr{}, ""
 	}
-	ip = ap.Addr().Unmap()
+	ip := ap.Addr().Unmap()
+	client = clientKey(ip)
 	if !a.clients.Permits(ip) {
-		return ip, "client_denied"
+		return client, "client_denied"
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.perIP > 0 && a.counts[ip] >= a.perIP {
-		return ip, "max_connections_per_client"
+	if a.perIP > 0 && a.counts[client] >= a.perIP {
+		return client, "max_connections_per_client"
 	}
-	a.counts[ip]++
-	return ip, ""
+	a.counts[client]++
+	return client, ""
+}
+
+// clientKey is what max_connections_per_client counts a client by: an
+// IPv4 address, or an IPv6 address's /64, since one host commonly holds a
+// whole /64 and would otherwise get a fresh cap per address it picks.
+func clientKey(ip netip.Addr) netip.Addr {
+	if ip.Is6() {
+		return netip.PrefixFrom(ip, 64).Masked().Addr()
+	}
+	return ip
 }
 
 // release uncounts a client admitted by admit.
-func (a *access) release(ip netip.Addr) {
+func (a *access) release(client netip.Addr) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.counts[ip]--; a.counts[ip] <= 0 {
-		delete(a.counts, ip)
+	if a.counts[client]--; a.counts[client] <= 0 {
+		delete(a.counts, client)
 	}
 }
 
-// guardDial applies the destination rules to a dial of addr: a name rule
-// decides at once; otherwise the address actually connected to is checked
-// in the socket's control hook. denied counts each refusal.
+// guardDial applies the destination rules to a dial of addr: the name the
+// client asked for, if any, at once; then the address actually connected
+// to, in the socket's control hook, which a name an allow rule admits
+// must pass too (but for an address allow list). denied counts each
+// refusal.
 func (a *access) guardDial(ctx context.Context, addr string, denied func()) (context.Context, error) {
 	if a.dests == nil {
 		return ctx, nil
@@ -105,18 +132,15 @@ func (a *access) guardDial(ctx context.Context, addr string, denied func()) (con
 	if _, err := netip.ParseAddr(host); err != nil {
 		name = host
 	}
+	named := false
 	if name != "" {
-		allowed, err := a.dests.CheckName(name, uint16(port))
-		if err != nil {
+		if named, err = a.dests.CheckName(name, uint16(port)); err != nil {
 			denied()
 			return ctx, errors.Join(proxy.ErrDestinationDenied, err)
 		}
-		if allowed {
-			return ctx, nil
-		}
 	}
 	return sockopt.WithCheck(ctx, func(ap netip.AddrPort) error {
-		if err := a.dests.CheckAddr(ap); err != nil {
+		if err := a.dests.CheckAddr(ap, named); err != nil {
 			denied()
 			return errors.Join(proxy.ErrDestinationDenied, err)
 		}

@@ -1,17 +1,23 @@
-// Client rules at accept: a denied client and a client past its per-IP cap are closed at once and counted; others are served.
+// Client rules at accept: a denied client and a client past its per-IP cap are closed at once and counted; others are served; a listener open to all as a proxy is warned of at start.
 
 package forwarder_test
 
 import (
+	"encoding/json"
 	"io"
+	"log/slog"
+	"maps"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/proxy/socks5/passwd"
 )
 
 // closedAtOnce reports whether the forwarder closed c without serving it.
@@ -99,4 +105,41 @@ func closedCount(tb testing.TB, f *forwarder.Forwarder, reason string) float64 {
 		}
 	}
 	return sum
+}
+
+// A listener whose clients name the destination, open to every client and
+// without credentials, is an open proxy: the forwarder says so at start,
+// once per such listener, and not for one with allow_clients or users.
+func TestOpenProxyWarning(t *testing.T) {
+	hash, err := passwd.New("wonderland", passwd.MinIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("test.yaml", []byte(`
+listeners:
+  - {name: fwd-open, listen: '127.0.0.1:0', proxy: http-forward}
+  - {name: socks-open, listen: '127.0.0.1:0', proxy: socks5, socks5: {auth: none}, deny_clients: ['10.6.6.6']}
+  - {name: fwd-closed, listen: '127.0.0.1:0', proxy: http-forward, allow_clients: ['127.0.0.0/8']}
+  - {name: socks-users, listen: '127.0.0.1:0', proxy: socks5, socks5: {users: [{name: alice, password_hash: '`+hash+`'}]}}
+  - {name: tcp, listen: '127.0.0.1:0', upstream: ['`+fwdtest.Echo(t)+`']}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &testenv.Buffer{}
+	fwdtest.StartWith(t, forwarder.Options{Log: slog.New(slog.NewJSONHandler(buf, nil))}, cfg.Listeners...)
+	warned := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["level"] == "WARN" && strings.HasPrefix(rec["msg"].(string), "open proxy") {
+			warned[rec["listener"].(string)]++
+		}
+	}
+	want := map[string]int{"fwd-open": 1, "socks-open": 1}
+	if !maps.Equal(warned, want) {
+		t.Errorf("open proxy warnings per listener: %v, want %v (log:\n%s)", warned, want, buf)
+	}
 }

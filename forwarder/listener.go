@@ -322,7 +322,7 @@ func (l *listener) refuse(c *net.TCPConn, reason string) {
 
 // handle runs one pair from accept to close, or until the proxy returns
 // from a pair its engine follows on its own (detached: OnEnd closes it).
-// ip is the client's address for the per-client cap.
+// ip is what the per-client cap counts the client by (clientKey).
 func (l *listener) handle(c *net.TCPConn, ip netip.Addr) {
 	m := l.f.metrics
 	l.keepAlive(c)

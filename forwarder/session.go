@@ -28,7 +28,8 @@ type session struct {
 	base *slog.Logger
 	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
 	clientMSS int
-	// clientIP is the client's address, for the per-client cap.
+	// clientIP is what the per-client cap counts the client by (its
+	// address, or its IPv6 /64: clientKey).
 	clientIP netip.Addr
 	// detached: the engine follows the pair on its own (EndDetached) and
 	// reports its end to OnEnd. The pair is over once both the proxy has

@@ -17,12 +17,19 @@ import (
 // at cleanup, giving open pairs five seconds.
 func Start(tb testing.TB, listeners ...config.Listener) *forwarder.Forwarder {
 	tb.Helper()
+	return StartWith(tb, forwarder.Options{}, listeners...)
+}
+
+// StartWith is Start with opts: a Dial that stands in for DNS, a Log to
+// read.
+func StartWith(tb testing.TB, opts forwarder.Options, listeners ...config.Listener) *forwarder.Forwarder {
+	tb.Helper()
 	cfg := config.Default()
 	cfg.Listeners = listeners
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	f, err := forwarder.New(&cfg, forwarder.Options{})
+	f, err := forwarder.New(&cfg, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

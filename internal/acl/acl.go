@@ -1,4 +1,4 @@
-// Package acl decides which clients may use a listener and which destinations a client may name (http-forward, socks5), with safe defaults: no loopback, link-local, cloud metadata, unspecified, multicast or the forwarder's own addresses unless explicitly allowed.
+// Package acl decides which clients may use a listener and which destinations a client may name (http-forward, socks5), with safe defaults: no loopback, link-local, cloud metadata, unspecified, multicast or this host's own addresses unless an address rule opens them.
 package acl
 
 import (
@@ -173,14 +173,19 @@ var ErrDenied = errors.New("destination not allowed")
 // Destinations is the rule set for destinations a client names.
 type Destinations struct {
 	Allow, Deny []Rule
+	// Local reports whether a is one of this host's own addresses (see
+	// LocalAddrs): a service bound to 0.0.0.0 on the forwarder's host is
+	// no more the clients' than one on loopback.
+	Local func(a netip.Addr) bool
 	// Self reports whether ap is one of the forwarder's own listening or
 	// admin addresses (a loop back into the forwarder).
 	Self func(ap netip.AddrPort) bool
 }
 
 // CheckName applies the name rules to a destination as the client named it,
-// before any resolution. ok means an allow rule names it: the address rules
-// are then skipped, protected ranges included, since the operator chose it.
+// before any resolution. allowed means an allow rule names it: the name is
+// admitted, and CheckAddr with named set then lets its addresses pass an
+// address allow list, but nothing else (deny rules, protected ranges).
 func (d *Destinations) CheckName(name string, port uint16) (allowed bool, err error) {
 	for _, r := range d.Deny {
 		if r.matchesName(name, port) {
@@ -197,8 +202,12 @@ func (d *Destinations) CheckName(name string, port uint16) (allowed bool, err er
 
 // CheckAddr applies the address rules and the protected ranges to the
 // address actually dialled (after resolution: a name that resolves to a
-// protected address is refused, so DNS rebinding does not pass).
-func (d *Destinations) CheckAddr(ap netip.AddrPort) error {
+// protected address is refused, so DNS rebinding does not pass, even for a
+// name an allow rule admits). named says CheckName admitted the name the
+// client asked for: its addresses need not be on an address allow list.
+// Only an address rule opens a protected address: a name is whatever its
+// DNS says, which the operator does not control.
+func (d *Destinations) CheckAddr(ap netip.AddrPort, named bool) error {
 	a := ap.Addr().Unmap()
 	ap = netip.AddrPortFrom(a, ap.Port())
 	for _, r := range d.Deny {
@@ -214,10 +223,13 @@ func (d *Destinations) CheckAddr(ap netip.AddrPort) error {
 	if why := protected(a); why != "" {
 		return fmt.Errorf("%w: %s is %s", ErrDenied, ap, why)
 	}
+	if d.Local != nil && d.Local(a) {
+		return fmt.Errorf("%w: %s is this host's own address", ErrDenied, ap)
+	}
 	if d.Self != nil && d.Self(ap) {
 		return fmt.Errorf("%w: %s is this forwarder's own address (a loop)", ErrDenied, ap)
 	}
-	if d.hasAddrAllows() {
+	if !named && d.hasAddrAllows() {
 		return fmt.Errorf("%w: %s matches no allow rule", ErrDenied, ap)
 	}
 	return nil
@@ -237,7 +249,7 @@ func (d *Destinations) hasAddrAllows() bool {
 // metadata are the cloud instance-metadata addresses.
 var metadata = []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254")}
 
-// protected says why a is refused unless an allow rule names it, or "".
+// protected says why a is refused unless an address rule opens it, or "".
 func protected(a netip.Addr) string {
 	switch {
 	case a.IsLoopback():

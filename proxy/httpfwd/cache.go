@@ -1,4 +1,4 @@
-// The response cache: which exchanges may be cached, and an LRU bounded in bytes.
+// The response cache: which exchanges may be cached, and an LRU bounded in bytes, bodies being captured included.
 
 package httpfwd
 
@@ -12,15 +12,18 @@ import (
 )
 
 // Cache holds fresh responses in memory, least recently used evicted first
-// once the bytes held pass the bound. It is safe for concurrent use.
+// once the bytes held pass the bound. Bodies being captured count against
+// the bound too (reserve). It is safe for concurrent use.
 type Cache struct {
 	max int64
 
 	mu    sync.Mutex
 	bytes int64
-	lru   *list.List // of *entry, most recently used first
-	byKey map[string]*list.Element
-	now   func() time.Time
+	// inflight are the bytes reserved for bodies being captured.
+	inflight int64
+	lru      *list.List // of *entry, most recently used first
+	byKey    map[string]*list.Element
+	now      func() time.Time
 }
 
 // entry is one cached response: status 200, its end-to-end headers and body.
@@ -93,6 +96,31 @@ func (c *Cache) get(key string) (*entry, bool) {
 	return e, true
 }
 
+// reserve counts n bytes of a body about to be captured against the
+// bound, evicting the least recently used entries to make room, and
+// reports false when the captures already in flight leave no room. The
+// capture holds its whole declared length from the start, before any
+// byte arrives: without the reservation, clients asking for bodies an
+// origin declares and never sends would make the proxy hold any amount.
+// Each reservation that succeeds is given back with release.
+func (c *Cache) reserve(n int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n > c.MaxEntry() || c.inflight+n > c.max {
+		return false
+	}
+	c.inflight += n
+	c.evict()
+	return true
+}
+
+// release gives back a reservation, once its capture has ended.
+func (c *Cache) release(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight -= n
+}
+
 // put stores e, replacing an entry with the same key, and evicts the least
 // recently used entries until the cache is within its bound.
 func (c *Cache) put(e *entry) {
@@ -106,7 +134,13 @@ func (c *Cache) put(e *entry) {
 	}
 	c.byKey[e.key] = c.lru.PushFront(e)
 	c.bytes += e.size()
-	for c.bytes > c.max {
+	c.evict()
+}
+
+// evict removes the least recently used entries until what the cache
+// holds and what is reserved fit the bound.
+func (c *Cache) evict() {
+	for c.bytes+c.inflight > c.max && c.lru.Len() > 0 {
 		c.remove(c.lru.Back())
 	}
 }

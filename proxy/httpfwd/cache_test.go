@@ -1,4 +1,4 @@
-// Tests of the cache: which responses are cacheable for how long, LRU eviction within the byte bound, expiry.
+// Tests of the cache: which responses are cacheable for how long, LRU eviction within the byte bound, reservations for captures in flight, expiry.
 
 package httpfwd
 
@@ -103,5 +103,39 @@ func TestCacheDropsExpiredEntries(t *testing.T) {
 	}
 	if c.Bytes() != 0 {
 		t.Errorf("expired entry still takes %d bytes", c.Bytes())
+	}
+}
+
+// Reservations for captures in flight count against the bound: past it a
+// capture is refused, entries are evicted to make room, and a released
+// reservation is room again.
+func TestCacheReservesCapturesInFlight(t *testing.T) {
+	c := NewCache(8000) // entries of at most 1000 bytes
+	now := time.Now()
+	// An entry of ~920 bytes with its overhead.
+	c.put(&entry{key: "old", header: http.Header{}, body: make([]byte, 400), stored: now, expires: now.Add(time.Hour)})
+	if c.reserve(1001) {
+		t.Error("a capture past the largest entry was reserved")
+	}
+	for i := range 7 {
+		if !c.reserve(1000) {
+			t.Fatalf("reservation %d of 7 refused", i+1)
+		}
+	}
+	if c.Entries() != 1 {
+		t.Errorf("%d entries with 7000 of 8000 bytes reserved, want the one that fits", c.Entries())
+	}
+	if !c.reserve(1000) {
+		t.Fatal("the eighth reservation refused: the entry should have made room")
+	}
+	if c.Entries() != 0 {
+		t.Errorf("%d entries beside reservations filling the bound", c.Entries())
+	}
+	if c.reserve(1) {
+		t.Error("a reservation past the bound succeeded")
+	}
+	c.release(1000)
+	if !c.reserve(1000) {
+		t.Error("a released reservation's room was not given again")
 	}
 }

@@ -128,15 +128,20 @@ func (p *Proxy) get(ctx context.Context, c *httpcore.Conn, req *http.Request) (b
 	}
 	now := time.Now()
 	var ttl time.Duration
-	var capture int64
+	var capture, reserved int64
 	if cacheable {
-		if ttl = lifetime(req, resp, now); ttl > 0 {
-			capture = p.Cache.MaxEntry()
+		// A body that does not fit beside the captures in flight is
+		// relayed without a copy (spliced), not cached.
+		if ttl = lifetime(req, resp, now); ttl > 0 && p.Cache.reserve(resp.ContentLength) {
+			capture, reserved = p.Cache.MaxEntry(), resp.ContentLength
+			defer func() { p.Cache.release(reserved) }()
 		}
 	}
 	c.S.Log().Debug("relay", "method", req.Method, "url", req.URL.String(), "status", resp.StatusCode, "length", resp.ContentLength)
 	keep, body, err := c.Relay(ctx, req, resp, capture)
 	if err == nil && body != nil {
+		p.Cache.release(reserved) // the entry takes the reservation's place
+		reserved = 0
 		h := resp.Header.Clone()
 		httpcore.StripHopByHop(h)
 		p.Cache.put(&entry{key: cacheKey(req), header: h, body: body, stored: now, expires: now.Add(ttl)})

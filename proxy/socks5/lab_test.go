@@ -48,9 +48,11 @@ func TestLabCurl(t *testing.T) {
 		t.Fatal(err)
 	}
 	withAuth := httplab.ExampleListener(t, example, "socks")
-	// Loopback is refused by default; this listener names the one
-	// loopback service its users may reach.
-	withAuth.Destinations = &config.Destinations{Allow: []string{"localhost:8080"}}
+	// Loopback is refused by default, and a name rule would not open it:
+	// this listener's address rules name the one loopback service its
+	// users may reach (by name or address), and the origin (an address
+	// allow list leaves nothing else reachable).
+	withAuth.Destinations = &config.Destinations{Allow: []string{"127.0.0.1:8080", "10.99.2.2:80"}}
 	f := httplab.Start(t, l, withAuth, httplab.ExampleListener(t, example, "socks-open"))
 	auth := f.Addr("socks").String()
 	open := f.Addr("socks-open").String()

@@ -1,0 +1,108 @@
+// Bodies being captured for the cache count against its bound: clients asking through http-forward for bodies an origin declares long and never sends do not make the proxy hold more than the cache's bound, however many they are.
+
+package httpfwd_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/config"
+)
+
+// stallingOrigin answers every request with a cacheable head declaring a
+// body of length bytes, sends none of it and holds the connection until
+// the returned stop is called.
+func stallingOrigin(tb testing.TB, length int64) (addr string, stop func()) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	stop = sync.OnceFunc(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	tb.Cleanup(stop)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nCache-Control: max-age=600\r\n\r\n", length)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), stop
+}
+
+// heapInuse is the heap in use after a collection.
+func heapInuse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
+
+func TestStalledCapturesStayWithinTheCacheBound(t *testing.T) {
+	const (
+		cacheBytes = 80 << 20 // an eighth, 10 MiB, takes the declared length
+		declared   = 10_000_000
+		requests   = 24
+		slack      = 16 << 20
+	)
+	up, stop := stallingOrigin(t, declared)
+	cfg, err := config.Parse("test.yaml", fmt.Appendf(nil, `
+listeners:
+  - {name: fwd, listen: '127.0.0.1:0', proxy: http-forward, http: {cache_bytes: %d}, destinations: {allow: ['%s']}}
+`, cacheBytes, up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fwdtest.Start(t, cfg.Listeners...)
+	t.Cleanup(stop) // before the forwarder's shutdown: the captures end at once
+	before := heapInuse()
+	for i := range requests {
+		c, err := net.Dial("tcp", f.Addr("fwd").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET http://%s/obj/%d HTTP/1.1\r\nHost: %[1]s\r\n\r\n", up, i)
+		// The proxy relays the head, then captures the body.
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	// The heads left before the captures began: the heap is read a few
+	// times while they start.
+	var grown int64
+	for range 5 {
+		time.Sleep(50 * time.Millisecond)
+		grown = max(grown, heapInuse()-before)
+	}
+	t.Logf("heap grew %d MiB for %d captures of %d bytes declared", grown>>20, requests, declared)
+	if grown > cacheBytes+slack {
+		t.Errorf("heap grew %d MiB for %d stalled captures, past the cache's bound of %d MiB", grown>>20, requests, cacheBytes>>20)
+	}
+}
