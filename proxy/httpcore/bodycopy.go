@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 
@@ -257,15 +258,36 @@ func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	return k, err
 }
 
+// captureStart is the first size of a captured body's buffer.
+const captureStart = 16 << 10
+
 // captureBody copies n bytes of body from the upstream to the client in
-// control mode and returns them.
+// control mode, each part as it arrives, and returns them. The buffer grows
+// with what arrived, never ahead of it: a Content-Length is the origin's
+// claim, and an origin that declares 10 MB and stalls must not cost 10 MB.
 func (c *Conn) captureBody(n int64) ([]byte, error) {
 	defer c.streaming()()
-	body := make([]byte, n)
-	if _, err := io.ReadFull(c.up.r, body); err != nil {
-		return nil, err
+	body := make([]byte, 0, min(n, captureStart))
+	for int64(len(body)) < n {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, int(min(n-int64(len(body)), int64(len(body)))))
+		}
+		part := body[len(body):min(int64(cap(body)), n)]
+		k, err := c.up.r.Read(part)
+		if k > 0 {
+			if werr := c.writeClient(part[:k]); werr != nil {
+				return nil, werr
+			}
+			body = body[:len(body)+k]
+		}
+		if err == io.EOF && int64(len(body)) < n {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
 	}
-	return body, c.writeClient(body)
+	return body, nil
 }
 
 // spliceBody forwards exactly n bytes in direction d: first what src (the
