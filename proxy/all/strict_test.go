@@ -13,6 +13,7 @@ import (
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/proxy/proxytest"
 )
 
 // httpOrigin serves the origin's HTTP protocol on loopback.
@@ -148,8 +149,12 @@ func send(tb testing.TB, addr, raw string, halfClose bool) *http.Response {
 	return resp
 }
 
+// TestSmugglingHeadsGet400 sends each head to an origin that would take
+// it (a lenient one, with no parser to refuse anything), so a 400 and no
+// byte at the origin are the proxy's doing.
 func TestSmugglingHeadsGet400(t *testing.T) {
-	up := httpOrigin(t)
+	o := proxytest.NewLenientOrigin(t)
+	up := o.Addr
 	listeners := httpListeners(t, up)
 	f := fwdtest.Start(t, listeners...)
 	heads := map[string]string{
@@ -166,16 +171,17 @@ func TestSmugglingHeadsGet400(t *testing.T) {
 		target := requestTarget(l, up, "/obj/1KiB")
 		for name, head := range heads {
 			t.Run(l.Name+"/"+name, func(t *testing.T) {
-				resp := exchange(t, addr, fmt.Sprintf(head, target, up))
+				resp := o.Refused(t, addr, fmt.Sprintf(head, target, up))
 				if resp.StatusCode != http.StatusBadRequest {
 					t.Errorf("%s through %s: %s, want 400", name, l.Proxy, resp.Status)
 				}
 			})
 		}
 		t.Run(l.Name+"/ordinary request", func(t *testing.T) {
+			before := o.Requests()
 			resp := exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, up))
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("an ordinary GET through %s: %s", l.Proxy, resp.Status)
+			if resp.StatusCode != http.StatusOK || o.Requests() != before+1 {
+				t.Errorf("an ordinary GET through %s: %s, %d requests at the origin, want 200 and 1", l.Proxy, resp.Status, o.Requests()-before)
 			}
 		})
 	}

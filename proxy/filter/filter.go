@@ -5,7 +5,8 @@
 // otherwise forwards the head and streams the body (Content-Length or
 // chunked) to the upstream, reads the response head and, if its media type
 // is blocked, closes the upstream and answers 403 instead; an allowed
-// response is streamed back. Heads are forwarded byte for byte, bodies are
+// response is streamed back. The request target is forwarded as it
+// arrived, heads re-serialized canonically (canonicalHead), bodies
 // streamed without being held in memory.
 //
 // Since both directions are inspected all the time there is never a moment
@@ -15,7 +16,8 @@
 // then forwarded in control mode until it ends.
 //
 // Bad input gets a response and a close: 400 for a malformed head, a
-// request with both Content-Length and Transfer-Encoding, or a request body
+// request target that origins could read as different paths (targetPath),
+// a request with both Content-Length and Transfer-Encoding, or a request body
 // that is malformed or ends early, 501 for a transfer coding other than
 // chunked alone, 413 for a request body larger than
 // http.max_body_bytes, 431 for a head over the size or header-count
@@ -50,9 +52,11 @@ type Proxy struct {
 	// connection (and again after a blocked response closed the
 	// upstream), those that fail (max_fails) skipped for a while.
 	Upstreams *proxy.Pool
-	// BlockPaths are path.Match patterns matched against the cleaned
-	// request path, or against its last element for a pattern without a
-	// slash; a match is answered 403 and the connection closed.
+	// BlockPaths are path.Match patterns matched, ignoring case, against
+	// the decoded request path as origins may read it (blockedPath); one
+	// ending in "/*" matches the whole subtree, one without a slash any
+	// segment. A match is answered 403 and the connection closed; a
+	// target that origins read in more than one way, 400 (targetPath).
 	BlockPaths []string
 	// BlockContentTypes are path.Match patterns matched against the
 	// response's media type (lower case, without parameters); a match is
@@ -61,9 +65,6 @@ type Proxy struct {
 	// IdleTimeout bounds the wait for the next request and every read of a
 	// body or response; 0 waits forever.
 	IdleTimeout time.Duration
-	// PathIgnoreCase and PathStripParams loosen path matching for origins
-	// that ignore case or ";params" (see config.Filter).
-	PathIgnoreCase, PathStripParams bool
 	// Limits are the http section's, as the HTTP proxies take them: the
 	// timeouts (each 0: none; IdleTimeout, where shorter, bounds them)
 	// and the bounds of a request head and body (413, 431 above; a head
@@ -87,7 +88,6 @@ func FromConfig(lc config.Listener, ups *proxy.Pool) (proxy.Proxy, error) {
 	p := &Proxy{Upstreams: ups, IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
 	if lc.Filter != nil {
 		p.BlockPaths, p.BlockContentTypes = lc.Filter.BlockPaths, lc.Filter.BlockContentTypes
-		p.PathIgnoreCase, p.PathStripParams = lc.Filter.PathIgnoreCase, lc.Filter.PathStripParams
 	}
 	p.Limits = httpcore.LimitsFrom(lc.HTTP.WithDefaults())
 	return p, nil
@@ -151,7 +151,7 @@ func (c *conn) exchange(ctx context.Context) (done bool, err error) {
 		}
 		return true, err
 	}
-	if pat, blocked := blockedPath(c.p.BlockPaths, req.path, c.p.PathIgnoreCase, c.p.PathStripParams); blocked {
+	if pat, blocked := blockedPath(c.p.BlockPaths, req.path); blocked {
 		c.s.Log().Info("filter blocked request", "path", req.path, "pattern", pat)
 		c.refuse(http.StatusForbidden, "blocked by filter: path matches "+pat)
 		return true, nil

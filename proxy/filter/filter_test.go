@@ -24,6 +24,7 @@ import (
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/filter"
 	"github.com/splicer/splicer/proxy/proxyproto"
+	"github.com/splicer/splicer/proxy/proxytest"
 )
 
 const waitFor = 10 * time.Second
@@ -212,17 +213,44 @@ func TestAllowedTrafficOnOneConnection(t *testing.T) {
 	}
 }
 
+// TestBlockedPath sends, to an origin that would serve anything, each
+// spelling of a blocked path that an origin may read as the blocked one:
+// the filter answers 403 (blocked) or 400 (a target origins read in more
+// than one way), and no byte reaches the origin.
 func TestBlockedPath(t *testing.T) {
-	o := startOrigin(t, false)
-	f := startForwarder(t, filterListener(o.addr))
-	for _, path := range []string{"/admin/users", "/setup.exe", "/x/../admin/panel", "//admin/users", "/%61dmin/users"} {
-		resp, body := get(t, client(t, f), path)
-		if resp.StatusCode != http.StatusForbidden || !resp.Close || !strings.Contains(string(body), "blocked by filter") {
-			t.Errorf("GET %s: %s (close %v) %q, want 403 and close", path, resp.Status, resp.Close, body)
-		}
+	o := proxytest.NewLenientOrigin(t)
+	f := startForwarder(t, filterListener(o.Addr)) // /admin/* and *.exe
+	addr := f.Addr("filter").String()
+	for target, status := range map[string]int{
+		"/admin/users":                403,
+		"/admin/users/list":           403, // /* is the whole subtree
+		"/ADMIN/users":                403, // a case-insensitive origin
+		"/admin;x/users":              403, // Tomcat drops ;params
+		"/admin./users":               403, // Windows drops trailing dots
+		"//admin/users":               403,
+		"/%61dmin/users":              403,
+		"/setup.exe":                  403,
+		"/x.exe;.txt":                 403,
+		"/x.exe/info":                 403, // PATH_INFO runs x.exe
+		"http://origin.test/admin/x":  403,
+		`/admin\users`:                400, // IIS reads \ as /
+		"/admin%2fusers":              400,
+		"/admin/users%2f..%2f..%2fok": 400,
+		"/x/../admin/panel":           400,
+		"/public/..;/admin/panel":     400, // Tomcat reads ..; as ..
+		"/public/%2e%2e/admin/panel":  400,
+		"/admin%252fusers":            400, // an origin that decodes twice
+		"/admin%00/users":             400,
+	} {
+		t.Run(target, func(t *testing.T) {
+			resp := o.Refused(t, addr, "GET "+target+" HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+			if resp.StatusCode != status || !resp.Close {
+				t.Errorf("GET %s: %s (close %v), want %d and close", target, resp.Status, resp.Close, status)
+			}
+		})
 	}
-	if n := o.requests.Load(); n != 0 {
-		t.Errorf("the origin got %d requests, want none", n)
+	if resp, body := get(t, client(t, f), "/public/x"); resp.StatusCode != 200 || string(body) != proxytest.LenientBody || o.Requests() != 1 {
+		t.Errorf("GET /public/x: %s %q, %d requests at the origin; want 200 from the origin and 1", resp.Status, body, o.Requests())
 	}
 }
 
@@ -279,11 +307,15 @@ func TestFlowsShowCopy(t *testing.T) {
 	}
 }
 
+// TestBadRequests sends each bad request to an origin that would take it
+// (a lenient one, with no parser to refuse anything), so the answer and
+// no byte at the origin are the filter's doing.
 func TestBadRequests(t *testing.T) {
-	o := startOrigin(t, false)
-	lc := filterListener(o.addr)
+	o := proxytest.NewLenientOrigin(t)
+	lc := filterListener(o.Addr)
 	lc.HTTP = &config.HTTP{HeaderTimeout: config.Duration(300 * time.Millisecond), MaxHeaderBytes: 4096, MaxHeaders: 10}
 	f := startForwarder(t, lc)
+	addr := f.Addr("filter").String()
 	many := strings.Repeat("X-A: b\r\n", 11)
 	for _, c := range []struct {
 		name, send string
@@ -299,25 +331,15 @@ func TestBadRequests(t *testing.T) {
 		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", f.Addr("filter").String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(waitFor))
-			io.WriteString(conn, c.send)
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil || resp.StatusCode != c.status || !resp.Close {
-				t.Fatalf("response %v, %v; want %d and close", resp, err, c.status)
+			resp := o.Refused(t, addr, c.send)
+			if resp.StatusCode != c.status || !resp.Close {
+				t.Fatalf("response %s (close %v); want %d and close", resp.Status, resp.Close, c.status)
 			}
 		})
 	}
-	if n := o.requests.Load(); n != 0 {
-		t.Errorf("the origin got %d requests, want none", n)
-	}
 	// A good request still works after all that.
-	if resp, _ := get(t, client(t, f), "/obj/10"); resp.StatusCode != 200 {
-		t.Errorf("after bad requests: %s", resp.Status)
+	if resp, _ := get(t, client(t, f), "/obj/10"); resp.StatusCode != 200 || o.Requests() != 1 {
+		t.Errorf("after bad requests: %s, %d requests at the origin, want 200 and 1", resp.Status, o.Requests())
 	}
 }
 

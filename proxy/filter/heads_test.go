@@ -1,29 +1,64 @@
-// Path matching options (case, ;params) and the canonical re-serialization of the heads the filter forwards.
+// Path matching (every reading of a path an origin may make), the request targets refused, and the canonical re-serialization of the heads the filter forwards.
 
 package filter
 
 import "testing"
 
-func TestBlockedPathOptions(t *testing.T) {
-	pats := []string{"/admin", "/admin/*", "*.exe"}
-	for _, tc := range []struct {
-		path                    string
-		ignoreCase, stripParams bool
-		blocked                 bool
-	}{
-		{"/admin", false, false, true},
-		{"/ADMIN", false, false, false},
-		{"/ADMIN", true, false, true},
-		{"/admin;x=1", false, false, false},
-		{"/admin;x=1", false, true, true},
-		{"/Admin;jsessionid=1/panel", true, true, true},
-		{"/files/SETUP.EXE", true, false, true},
-		{"/files/setup.exe;v=2", false, true, true},
-		{"/public", true, true, false},
+func TestBlockedPathReadings(t *testing.T) {
+	pats := []string{"/admin", "/admin/*", "*.exe", "/api/*/secret"}
+	for path, blocked := range map[string]bool{
+		"/admin":                    true,
+		"/admin/":                   true,
+		"/ADMIN":                    true,
+		"/admin;x=1":                true,
+		"/Admin;jsessionid=1/panel": true,
+		"/admin/users/list":         true,
+		"//admin//users":            true,
+		"/admin./users":             true,
+		"/files/SETUP.EXE":          true,
+		"/files/setup.exe;v=2":      true,
+		"/x.exe;.txt":               true,
+		"/x.exe.":                   true,
+		"/x.exe /":                  true,
+		"/x.exe/info":               true,
+		"/api/v1/secret":            true,
+		"/api/v1/;x/secret":         true,
+		"/api/v1/secret/":           true,
+		"/public":                   false,
+		"/administrator":            false,
+		"/api/v1/public":            false,
+		"/api/v1/v2/secret":         false,
+		"/files/setup.exe.txt":      false,
+		"/":                         false,
 	} {
-		_, got := blockedPath(pats, tc.path, tc.ignoreCase, tc.stripParams)
-		if got != tc.blocked {
-			t.Errorf("%q (ignore case %v, strip params %v): blocked %v, want %v", tc.path, tc.ignoreCase, tc.stripParams, got, tc.blocked)
+		if _, got := blockedPath(pats, path); got != blocked {
+			t.Errorf("%q: blocked %v, want %v", path, got, blocked)
+		}
+	}
+}
+
+func TestTargetPath(t *testing.T) {
+	for target, want := range map[string]string{
+		"/a/b?x=/../y":            "/a/b",
+		"/%61dmin/x":              "/admin/x",
+		"http://h:80/admin/x?q=1": "/admin/x",
+		"http://h?q":              "/",
+		"/a;p=1/b":                "/a;p=1/b",
+		"/a%20b/c.d":              "/a b/c.d",
+		"/caf%C3%A9":              "/café",
+		"*":                       "*",
+	} {
+		if got, err := targetPath(target); err != nil || got != want {
+			t.Errorf("targetPath(%q) = %q, %v; want %q", target, got, err, want)
+		}
+	}
+	for _, target := range []string{
+		"/admin%2fx", "/admin%2Fx", "/admin\\x", "/admin%5cx", "/a%00b", "/a%0ab", "/a%7f", "/a#b",
+		"/a/../b", "/a/./b", "/..", "/a/%2e%2e/b", "/a/%2E/b", "/a/..;x/b", "/a/.../b", "/a/.. /b",
+		"/a%252fb", "/%c0%af", "/a%zz", "http://h/a/../b",
+	} {
+		if p, err := targetPath(target); err == nil {
+			t.Errorf("targetPath(%q) = %q, want it refused", target, p)
 		}
 	}
 }

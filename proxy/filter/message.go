@@ -27,7 +27,7 @@ type message struct {
 	status int    // responses
 	body   framing
 	close  bool   // the sender asked to close after this message
-	path   string // requests: the target's path, decoded
+	path   string // requests: the target's path, decoded and checked (targetPath)
 	// upgrade is the protocol a request asks to switch to (Upgrade), after
 	// h2c was stripped: a 101 is tunnelled only when it names this one.
 	upgrade string
@@ -157,7 +157,9 @@ func readMessage(r *bufio.Reader, isRequest bool, method string, lim httpcore.Li
 			req.Header.Del("Upgrade")
 		}
 		m.header, m.method, m.close = req.Header, req.Method, req.Close
-		m.path = req.URL.Path
+		if m.path, err = targetPath(req.RequestURI); err != nil {
+			return nil, err
+		}
 		m.upgrade = strings.ToLower(strings.TrimSpace(req.Header.Get("Upgrade")))
 	} else {
 		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), &http.Request{Method: method})

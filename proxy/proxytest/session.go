@@ -1,4 +1,4 @@
-// Package proxytest provides a proxy.Session for unit tests of a proxy's control mode: a pair and a dial function, no forwarder and no engine.
+// Package proxytest provides test doubles for proxies: a proxy.Session for unit tests of a proxy's control mode (a pair and a dial function, no forwarder and no engine), and a lenient, counting origin for refusal tests.
 package proxytest
 
 import (
