@@ -262,6 +262,9 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 		if req, err = parseRequest(head); err != nil {
 			return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
 		}
+		if err := checkTarget(req); err != nil {
+			return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
+		}
 	}
 	if inBuf {
 		c.client.Discard(len(head))

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -103,6 +104,35 @@ func checkRequestFraming(start, host []byte, hosts int, cl, te bool) error {
 	}
 	if hosts == 1 && !validHost(host) {
 		return fmt.Errorf("invalid Host %q", truncate(host))
+	}
+	return nil
+}
+
+// checkTarget checks what a parsed request's target says besides its
+// path. An absolute-form target (GET http://host/path) names the request's
+// host in place of its Host field (RFC 9112 3.2.2; net/http sets
+// Request.Host from it), so its authority gets Host's checks: without
+// them a target's quotes and separators went into Forwarded, and an
+// invalid Host upstream. Its scheme must be http or https, and it may
+// carry no userinfo (RFC 9110 4.2.4 asks a recipient to treat one as an
+// error). nginx takes such a target the same way: its host wins over
+// Host, is validated, and the request goes on in origin-form
+// (requestHead writes req.URL.RequestURI()). CONNECT's authority-form
+// target gets Host's checks too.
+func checkTarget(req *http.Request) error {
+	u := req.URL
+	absolute := req.Method != http.MethodConnect && req.RequestURI != "*" && !strings.HasPrefix(req.RequestURI, "/")
+	switch {
+	case !absolute && req.Method != http.MethodConnect:
+		return nil
+	case absolute && !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https"):
+		return fmt.Errorf("absolute-form target with scheme %q (only http and https are)", truncate([]byte(u.Scheme)))
+	case u.User != nil:
+		return errors.New("request target with userinfo")
+	case u.Host == "":
+		return errors.New("request target without a host")
+	case !validHost(u.Host):
+		return fmt.Errorf("invalid host %q in the request target", truncate([]byte(u.Host)))
 	}
 	return nil
 }
