@@ -209,6 +209,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		err = c.timedOut(err) // a body the upstream stopped sending, or the client taking
 	}()
 	kind := responseBody(req, resp)
+	c.up.unframed = req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 	keep = !req.Close && kind != bodyUntilClose
 	upKeep := keep && !resp.Close
 	head := appendResponseHead(c.head[:0], req, resp, kind, keep)

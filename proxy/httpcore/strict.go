@@ -137,6 +137,20 @@ func checkTarget(req *http.Request) error {
 	return nil
 }
 
+// hasField reports whether head, a message head that ValidateHead
+// passed, has a field named name (ASCII case ignored).
+func hasField(head []byte, name string) bool {
+	_, rest, _ := bytes.Cut(head, []byte("\n")) // past the start line
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if colon := bytes.IndexByte(line, ':'); colon > 0 && equalFold(line[:colon], name) {
+			return true
+		}
+	}
+	return false
+}
+
 // equalFold reports whether b is s, ignoring ASCII case.
 func equalFold(b []byte, s string) bool {
 	if len(b) != len(s) {
