@@ -261,7 +261,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	case bodyChunked:
 		c.S.NoSplice("chunked response body streamed in control mode")
 		done := c.streaming()
-		err = CopyChunked(c.clientWriter(), c.up.r)
+		err = relayChunked(c.clientWriter(), c.up.r, 0)
 		done()
 	case bodyUntilClose:
 		err = c.spliceToEOF(ctx)

@@ -51,7 +51,7 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 		c.S.NoSplice("chunked request body streamed in control mode")
 		defer c.streaming()()
 		up := &WatchedWriter{W: c.upWriter()}
-		err := CopyChunkedMax(up, c.client, c.Limits.MaxBodyBytes)
+		err := relayChunked(up, c.client, c.Limits.MaxBodyBytes)
 		if up.Err == nil && c.bodyStalled(err) {
 			return c.bodyTimedOut(err)
 		}

@@ -209,10 +209,17 @@ func validHost[T string | []byte](h T) bool {
 }
 
 // ChunkSize parses a chunk-size line's hexadecimal size, ignoring any
-// chunk extension. Only hex digits are a size: strconv would also take a
-// sign, which another parser may read differently.
+// chunk extension (which must hold no control character but HTAB: CopyChunked
+// drops it, but another parser may end the line at a bare CR). Only hex
+// digits are a size: strconv would also take a sign, which another parser
+// may read differently.
 func ChunkSize(line string) (int64, error) {
-	s, _, _ := strings.Cut(line, ";")
+	s, ext, _ := strings.Cut(line, ";")
+	for i := 0; i < len(ext); i++ {
+		if c := ext[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return 0, errBadChunk
+		}
+	}
 	s = strings.TrimRight(s, " \t\r\n")
 	if s == "" || len(s) > 15 {
 		return 0, errBadChunk
