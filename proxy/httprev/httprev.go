@@ -390,8 +390,14 @@ func isToken(s string) bool {
 	return s != ""
 }
 
-// forwardingFields are the fields an untrusted client's request loses.
-var forwardingFields = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+// forwardingFields are the fields an untrusted client's request loses
+// (canonical names): those the proxy sets, and the others that back ends
+// and their frameworks take for the client's address or the port and
+// host it asked for (nginx's real_ip module, Cloudflare's and Akamai's
+// True-Client-IP, Rails' and Express's client address), which a client
+// could otherwise set to pass itself off as someone else.
+var forwardingFields = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
+	"X-Forwarded-Port", "X-Forwarded-Server", "X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip"}
 
 // appended is value after what earlier proxies said in h's field name.
 func appended(h http.Header, name, value string) string {
