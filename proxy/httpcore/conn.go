@@ -77,6 +77,8 @@ type Conn struct {
 	stopped atomic.Bool
 	// stop ends the wait for a next request when a graceful shutdown begins.
 	stop stopWatch
+	// pace bounds the current request body's whole time (bodyPaced).
+	pace bodyPace
 	// clientDeadline: ReadRequest left a read deadline on the client.
 	clientDeadline bool
 	// sendingBody: a request body goes upstream (upIdle).
