@@ -37,6 +37,14 @@ type HTTP struct {
 	// the upstream connection the body was going to; default 60s, as
 	// nginx's client_body_timeout. idle_timeout, if shorter, wins.
 	BodyTimeout Duration `yaml:"body_timeout"`
+	// BodyMinRate bounds a request body's whole time, in bytes per second
+	// (Apache's mod_reqtimeout MinRate): after a grace of body_timeout
+	// from its start, each byte that came buys 1/BodyMinRate second more,
+	// and a body that falls behind gets 408. body_timeout alone bounds
+	// each wait, so a client that trickled a byte just within it held
+	// the connection, and the upstream one, for as long as it liked.
+	// Default 500 (Apache's); http-forward and http-reverse.
+	BodyMinRate Size `yaml:"body_min_rate"`
 	// ResponseTimeout bounds each wait for the upstream once a request is
 	// sent: for the response head (504 when it does not come: a hung
 	// server) and for more of the response body (the pair closes: its
@@ -75,12 +83,17 @@ const (
 	DefaultHTTPHeaderTimeout    = 10 * time.Second
 	DefaultHTTPRequestTimeout   = 10 * time.Second
 	DefaultHTTPBodyTimeout      = 60 * time.Second
+	DefaultHTTPBodyMinRate      = 500
 	DefaultHTTPResponseTimeout  = 60 * time.Second
 	DefaultHTTPKeepaliveTimeout = 75 * time.Second
 	DefaultHTTPMaxHeaderBytes   = 32 << 10
 	DefaultHTTPMaxHeaders       = 100
 	DefaultHTTPCacheBytes       = 64 << 20
 )
+
+// maxBodyMinRate bounds body_min_rate: a floor above a link's speed would
+// refuse every body of more than a few seconds.
+const maxBodyMinRate Size = 1 << 30
 
 // WithDefaults returns h (which may be nil: no http section) with every key
 // left out set to its default.
@@ -100,6 +113,9 @@ func (h *HTTP) WithDefaults() HTTP {
 	}
 	if out.BodyTimeout == 0 {
 		out.BodyTimeout = Duration(DefaultHTTPBodyTimeout)
+	}
+	if out.BodyMinRate == 0 {
+		out.BodyMinRate = DefaultHTTPBodyMinRate
 	}
 	if out.ResponseTimeout == 0 {
 		out.ResponseTimeout = Duration(DefaultHTTPResponseTimeout)
@@ -396,6 +412,10 @@ func (v *validator) httpSection(p string, h *HTTP) {
 		}
 	}
 	v.positiveOrLeftOut(p+".max_header_bytes", int64(h.MaxHeaderBytes), itoa(int(h.MaxHeaderBytes)), Size(DefaultHTTPMaxHeaderBytes))
+	v.positiveOrLeftOut(p+".body_min_rate", int64(h.BodyMinRate), itoa(int(h.BodyMinRate)), Size(DefaultHTTPBodyMinRate))
+	if h.BodyMinRate > maxBodyMinRate {
+		v.errorf(p+".body_min_rate", "expected at most %s (bytes per second), got %d", maxBodyMinRate, int64(h.BodyMinRate))
+	}
 	v.positiveOrLeftOut(p+".max_headers", int64(h.MaxHeaders), itoa(h.MaxHeaders), DefaultHTTPMaxHeaders)
 }
 

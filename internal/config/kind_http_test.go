@@ -4,6 +4,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -253,6 +254,39 @@ func TestHTTPExamplesParse(t *testing.T) {
 		}
 		if len(cfg.Listeners) != 1 || cfg.Listeners[0].Proxy != tc.kind {
 			t.Errorf("%s: listeners %+v, want one %s", tc.file, cfg.Listeners, tc.kind)
+		}
+	}
+}
+
+// TestBodyMinRate: http.body_min_rate defaults to 500 bytes per second,
+// takes a size, and refuses 0 written out and a floor past 1 GiB/s.
+func TestBodyMinRate(t *testing.T) {
+	cfg := mustParse(t, lines(
+		"listeners:",
+		"  - {name: a, listen: ':1', proxy: http-forward}",
+		"  - {name: b, listen: ':2', proxy: http-forward, http: {body_min_rate: 4KiB}}",
+	))
+	if got := cfg.Listeners[0].HTTP.WithDefaults().BodyMinRate; got != 500 {
+		t.Errorf("default body_min_rate %d, want 500", got)
+	}
+	if got := cfg.Listeners[1].HTTP.WithDefaults().BodyMinRate; got != 4<<10 {
+		t.Errorf("body_min_rate: 4KiB gave %d", got)
+	}
+	errs := parseErrors(t, lines(
+		"listeners:",
+		"  - {name: a, listen: ':1', proxy: http-forward, http: {body_min_rate: 0}}",
+		"  - {name: b, listen: ':2', proxy: http-forward, http: {body_min_rate: 2GiB}}",
+	))
+	want := []wantErr{
+		{2, "listeners[0].http.body_min_rate", "leave the key out for its default (500)"},
+		{3, "listeners[1].http.body_min_rate", "expected at most 1GiB"},
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), errs)
+	}
+	for i, w := range want {
+		if errs[i].Line != w.line || errs[i].Path != w.path || !strings.Contains(errs[i].Msg, w.msg) {
+			t.Errorf("error %d = %v, want line %d, %s, %q", i, errs[i], w.line, w.path, w.msg)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -266,19 +267,37 @@ var errBadChunk = errors.New("malformed chunked body")
 // CopyChunkedMax was given.
 var ErrBodyTooLarge = errors.New("chunked body larger than its bound")
 
-// CopyChunked copies one chunked body from src to dst (sizes, extensions,
-// trailers), parsing it to find where it ends; line ends are written as
-// CRLF whatever the sender used (RFC 9112 2.2 lets a recipient take a
-// bare LF), so the next hop reads the same framing. The filter streams
-// its chunked bodies with it too: every kind frames them alike.
-func CopyChunked(dst io.Writer, src *bufio.Reader) error { return CopyChunkedMax(dst, src, 0) }
+// CopyChunked copies one chunked body from src to dst, parsing it to find
+// where it ends, each chunk-size line as the sender wrote it (extensions
+// included): for the filter, which passes messages on as they came. Line
+// ends are written as CRLF whatever the sender used (RFC 9112 2.2 lets a
+// recipient take a bare LF), and the trailer's well formed fields only
+// (copyTrailer), so that the next hop reads the same framing.
+func CopyChunked(dst io.Writer, src *bufio.Reader) error { return copyChunked(dst, src, 0, false) }
 
 // CopyChunkedMax is CopyChunked for a body whose chunks may carry at most
 // max bytes of data (0: no bound): the chunk that would take it past max
 // is not copied, and the error is ErrBodyTooLarge.
 func CopyChunkedMax(dst io.Writer, src *bufio.Reader, max int64) error {
+	return copyChunked(dst, src, max, false)
+}
+
+// relayChunked is CopyChunkedMax in the proxy's own framing, as
+// http-reverse and http-forward relay a chunked body either way: each
+// chunk size in lowercase hex without leading zeros or chunk extensions
+// (RFC 9112 7.1.1 lets a recipient ignore the extensions it does not
+// understand, and none is understood), so that no extension, nor a size
+// another parser reads differently, reaches the next hop.
+func relayChunked(dst io.Writer, src *bufio.Reader, max int64) error {
+	return copyChunked(dst, src, max, true)
+}
+
+// copyChunked copies one chunked body, with its sizes in the proxy's
+// framing when reframe is set (relayChunked), else as they came.
+func copyChunked(dst io.Writer, src *bufio.Reader, max int64, reframe bool) error {
 	tp := src
 	var total int64
+	var sizeLine []byte
 	for {
 		line, err := readChunkLine(tp)
 		if err != nil {
@@ -291,7 +310,12 @@ func CopyChunkedMax(dst io.Writer, src *bufio.Reader, max int64) error {
 		if total += size; max > 0 && total > max {
 			return fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, max)
 		}
-		if _, err := io.WriteString(dst, line+"\r\n"); err != nil {
+		if reframe {
+			sizeLine = strconv.AppendInt(sizeLine[:0], size, 16)
+		} else {
+			sizeLine = append(sizeLine[:0], line...)
+		}
+		if _, err := dst.Write(append(sizeLine, "\r\n"...)); err != nil {
 			return err
 		}
 		if size == 0 {
@@ -314,12 +338,27 @@ func CopyChunkedMax(dst io.Writer, src *bufio.Reader, max int64) error {
 }
 
 // copyTrailer copies the trailer fields and the empty line that ends a
-// chunked body.
+// chunked body. A line that is no field line (obs-fold, no name and
+// colon, a name that is no token, whitespace before the colon, a control
+// character in the value) makes the body malformed, as it would a head
+// (ValidateHead); a field that frames or routes a message or describes a
+// connection (Content-Length, Transfer-Encoding, Host, Trailer, and the
+// hop-by-hop ones) is dropped: RFC 9110 6.5.1 forbids them in a trailer,
+// and a next hop that merges trailers into the head must not meet them.
 func copyTrailer(dst io.Writer, tp *bufio.Reader) error {
 	for {
 		line, err := readChunkLine(tp)
 		if err != nil {
 			return err
+		}
+		if line != "" {
+			name, ok := trailerField(line)
+			if !ok {
+				return fmt.Errorf("%w: trailer line %q", errBadChunk, truncate([]byte(line)))
+			}
+			if forbiddenTrailer(name) {
+				continue
+			}
 		}
 		if _, err := io.WriteString(dst, line+"\r\n"); err != nil {
 			return err
@@ -328,6 +367,28 @@ func copyTrailer(dst io.Writer, tp *bufio.Reader) error {
 			return nil
 		}
 	}
+}
+
+// trailerField returns the name of a trailer field line, and whether the
+// line is a well formed field line (RFC 9112 5).
+func trailerField(line string) (string, bool) {
+	colon := strings.IndexByte(line, ':')
+	if colon <= 0 || !isToken(line[:colon]) {
+		return "", false // obs-fold, no name, whitespace before the colon, a name that is no token
+	}
+	for i := colon + 1; i < len(line); i++ {
+		if c := line[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return "", false
+		}
+	}
+	return line[:colon], true
+}
+
+// forbiddenTrailer reports whether a trailer field named name is dropped
+// (copyTrailer).
+func forbiddenTrailer(name string) bool {
+	name = textproto.CanonicalMIMEHeaderKey(name)
+	return isHopByHop(name) || name == "Host" || name == "Trailer"
 }
 
 // readChunkLine reads a line without its line end; a line longer than the

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -241,7 +242,7 @@ func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	if d == engine.Down {
 		c.clientFull() // the splice waits for the client to take each part
 	} else {
-		c.clientDL.refresh(c.clientIn.idle, &c.stopped)
+		c.clientIn.refresh()
 	}
 	c.up.dl.refresh(c.upIdle(), &c.stopped)
 	want := min(n, kernelCopyChunk)
@@ -251,6 +252,8 @@ func (c *Conn) kernelCopy(d engine.Direction, n int64) (int64, error) {
 	p.AddBytes(d, k)
 	if d == engine.Down {
 		c.curKernel += k
+	} else {
+		c.clientIn.n += k // the client's bytes, read past clientIn
 	}
 	if err == nil && k < want {
 		err = &bodyEndedError{d, n - k, io.ErrUnexpectedEOF}
@@ -310,27 +313,42 @@ func (c *Conn) spliceBody(ctx context.Context, d engine.Direction, src *bufio.Re
 	if d == engine.Up {
 		opts.IdleTimeout = c.clientIn.idle // the client's body, alone moving (bodyIdle)
 	}
-	limited := engine.DirOptions{Mode: engine.Forward, Limit: n}
 	held := engine.DirOptions{Mode: engine.Hold}
-	if d == engine.Up {
-		opts.Up, opts.Down = limited, held
-	} else {
-		opts.Up, opts.Down = held, limited
-	}
-	r, err := c.Splice(ctx, opts)
-	if d == engine.Down {
-		c.curSpliced += r.Moved[d]
-	}
-	if err != nil {
-		return err
-	}
-	if r.End != engine.EndLimit {
-		if r.End == engine.EndEOF {
-			return &bodyEndedError{d, n - r.Moved[d], io.ErrUnexpectedEOF}
+	for {
+		limited := engine.DirOptions{Mode: engine.Forward, Limit: n}
+		if d == engine.Up {
+			opts.Up, opts.Down = limited, held
+		} else {
+			opts.Up, opts.Down = held, limited
 		}
-		return proxy.EndErr(r)
+		if pace := c.clientIn.pace; d == engine.Up && pace != nil {
+			// The engine hands the pair back by the body's pace
+			// deadline, which the bytes it moved then push further.
+			left := time.Until(pace.deadline(c.clientIn.n))
+			if left <= 0 {
+				return errBodySlow
+			}
+			opts.For = left
+		}
+		r, err := c.Splice(ctx, opts)
+		n -= r.Moved[d]
+		if d == engine.Down {
+			c.curSpliced += r.Moved[d]
+		} else {
+			c.clientIn.n += r.Moved[d]
+		}
+		switch {
+		case err != nil:
+			return err
+		case r.End == engine.EndTimer && n > 0:
+			continue
+		case r.End == engine.EndEOF:
+			return &bodyEndedError{d, n, io.ErrUnexpectedEOF}
+		case r.End != engine.EndLimit && r.End != engine.EndTimer:
+			return proxy.EndErr(r)
+		}
+		return nil
 	}
-	return nil
 }
 
 // spliceToEOF forwards the rest of a response that ends when the upstream

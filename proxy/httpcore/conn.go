@@ -77,6 +77,8 @@ type Conn struct {
 	stopped atomic.Bool
 	// stop ends the wait for a next request when a graceful shutdown begins.
 	stop stopWatch
+	// pace bounds the current request body's whole time (bodyPaced).
+	pace bodyPace
 	// clientDeadline: ReadRequest left a read deadline on the client.
 	clientDeadline bool
 	// sendingBody: a request body goes upstream (upIdle).
@@ -209,6 +211,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 		err = c.timedOut(err) // a body the upstream stopped sending, or the client taking
 	}()
 	kind := responseBody(req, resp)
+	c.up.unframed = req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 	keep = !req.Close && kind != bodyUntilClose
 	upKeep := keep && !resp.Close
 	head := appendResponseHead(c.head[:0], req, resp, kind, keep)
@@ -260,7 +263,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	case bodyChunked:
 		c.S.NoSplice("chunked response body streamed in control mode")
 		done := c.streaming()
-		err = CopyChunked(c.clientWriter(), c.up.r)
+		err = relayChunked(c.clientWriter(), c.up.r, 0)
 		done()
 	case bodyUntilClose:
 		err = c.spliceToEOF(ctx)

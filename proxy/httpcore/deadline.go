@@ -47,6 +47,23 @@ func (d *idleDeadline) refresh(idle time.Duration, stopped *atomic.Bool) {
 	}
 }
 
+// refreshBefore is refresh for a connection that must also be done by
+// limit (zero: no limit): the deadline is limit where that comes before
+// the one refresh would set.
+func (d *idleDeadline) refreshBefore(idle time.Duration, limit time.Time, stopped *atomic.Bool) {
+	if limit.IsZero() || idle > 0 && limit.Sub(time.Now()) >= idle+idle/16 {
+		d.refresh(idle, stopped)
+		return
+	}
+	if !d.at.Equal(limit) {
+		d.at = limit
+		d.conn.SetDeadline(limit)
+		if stopped.Load() {
+			d.conn.SetDeadline(past)
+		}
+	}
+}
+
 // reset sets the deadline idle ahead (idle 0: none) whatever bound set
 // the one in place, a longer one too; stopped as for refresh.
 func (d *idleDeadline) reset(idle time.Duration, stopped *atomic.Bool) {

@@ -262,6 +262,9 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 		if req, err = parseRequest(head); err != nil {
 			return nil, &StatusError{Status: http.StatusBadRequest, Reason: "malformed request", Err: err}
 		}
+		if err := checkTarget(req); err != nil {
+			return nil, &StatusError{Status: http.StatusBadRequest, Reason: err.Error()}
+		}
 	}
 	if inBuf {
 		c.client.Discard(len(head))
@@ -396,6 +399,10 @@ func (c *Conn) readResponse(ctx context.Context, req *http.Request) (*http.Respo
 				return nil, err
 			}
 		}
+		// Both lengths: net/http takes the chunked framing and drops
+		// Content-Length, but a server that sent both may frame its
+		// next response by either (responseRead).
+		c.up.doubtful = !ok && len(resp.TransferEncoding) > 0 && hasField(head, "Content-Length")
 		interim := resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
 		if interim {
 			// head may lie in c.up.r's buffer, which only the next read

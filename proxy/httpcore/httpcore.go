@@ -71,6 +71,10 @@ type Limits struct {
 	// BodyTimeout bounds each wait for more of a request body (408
 	// after); the idle timeout, when shorter, bounds it instead.
 	BodyTimeout time.Duration
+	// BodyMinRate bounds a request body's whole time: after a grace of
+	// its idle bound (BodyIdle), each byte buys 1/BodyMinRate second
+	// more (408 after); 0 sets no bound.
+	BodyMinRate int64
 	// ResponseTimeout bounds each wait for the upstream once a request is
 	// sent (504 before the response head); the idle timeout, when
 	// shorter, bounds it instead.
@@ -91,7 +95,7 @@ type Limits struct {
 // LimitsFrom takes the limits of an http section with its defaults filled in.
 func LimitsFrom(h config.HTTP) Limits {
 	return Limits{HeaderTimeout: h.HeaderTimeout.Std(), RequestTimeout: h.RequestTimeout.Std(),
-		BodyTimeout: h.BodyTimeout.Std(), ResponseTimeout: h.ResponseTimeout.Std(),
+		BodyTimeout: h.BodyTimeout.Std(), BodyMinRate: int64(h.BodyMinRate), ResponseTimeout: h.ResponseTimeout.Std(),
 		KeepaliveTimeout: h.KeepaliveTimeout.Std(), MaxHeaderBytes: int(h.MaxHeaderBytes), MaxHeaders: h.MaxHeaders,
 		MaxBodyBytes: int64(h.MaxBodyBytes)}
 }

@@ -75,7 +75,10 @@ type idleReader struct {
 	idle    time.Duration
 	on      bool
 	stopped *atomic.Bool
-	n       int64 // bytes read: whether a response began
+	n       int64 // bytes read: whether a response began, how much of a body came
+	// pace, if not nil, bounds the reads while on by its deadline too:
+	// a request body that comes too slowly (bodyPace).
+	pace *bodyPace
 
 	// noWait: a raw read that finds nothing fails with errNothingYet
 	// instead of waiting.
@@ -99,7 +102,7 @@ type idleReader struct {
 
 func (r *idleReader) Read(b []byte) (int, error) {
 	if r.on {
-		r.dl.refresh(r.idle, r.stopped)
+		r.refresh()
 	}
 	if r.send != nil || r.send2 != nil {
 		return r.sendThenRead(b)
@@ -110,6 +113,16 @@ func (r *idleReader) Read(b []byte) (int, error) {
 	n, err := r.dl.conn.Read(b)
 	r.n += int64(n)
 	return n, err
+}
+
+// refresh moves the standing deadline for the next read: idle ahead, or
+// the body's pace deadline where that comes first.
+func (r *idleReader) refresh() {
+	if r.pace == nil {
+		r.dl.refresh(r.idle, r.stopped)
+		return
+	}
+	r.dl.refreshBefore(r.idle, r.pace.deadline(r.n), r.stopped)
 }
 
 // rawRead is Read with the raw, non-blocking call (rawio.go) in place of

@@ -31,6 +31,7 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 		return nil
 	}
 	defer c.bodyIdle()()
+	defer c.bodyPaced()()
 	defer c.bodyUp()()
 	switch kind {
 	case bodyLength:
@@ -51,7 +52,7 @@ func (c *Conn) relayRequestBody(ctx context.Context, req *http.Request) error {
 		c.S.NoSplice("chunked request body streamed in control mode")
 		defer c.streaming()()
 		up := &WatchedWriter{W: c.upWriter()}
-		err := CopyChunkedMax(up, c.client, c.Limits.MaxBodyBytes)
+		err := relayChunked(up, c.client, c.Limits.MaxBodyBytes)
 		if up.Err == nil && c.bodyStalled(err) {
 			return c.bodyTimedOut(err)
 		}
@@ -84,13 +85,69 @@ func (c *Conn) bodyIdle() (restore func()) {
 	}
 }
 
+// bodyPace is the bound on a request body's whole time that
+// Limits.BodyMinRate sets: the body must be done by its grace (its idle
+// bound, from its start) and 1/rate second more for each byte that came.
+// Each wait's idle bound alone let a client that sent a byte just within
+// it hold the connection, and the upstream one, for as long as it liked.
+type bodyPace struct {
+	until time.Time // the start and the grace
+	rate  int64     // bytes per second
+	n0    int64     // the reader's count (idleReader.n) at the start
+}
+
+// deadline is when the body must be done, the client's reader having
+// read n bytes (its count, idleReader.n); zero past any bound that
+// matters.
+func (p *bodyPace) deadline(n int64) time.Time {
+	got := max(n-p.n0, 0)
+	secs := got / p.rate
+	if secs > 1<<32 {
+		return time.Time{}
+	}
+	return p.until.Add(time.Duration(secs)*time.Second + time.Duration(got%p.rate)*time.Second/time.Duration(p.rate))
+}
+
+// errBodySlow: a request body came slower than Limits.BodyMinRate.
+var errBodySlow = errors.New("request body slower than its minimum rate")
+
+// bodyPaced bounds the request body's whole time by Limits.BodyMinRate
+// (bodyPace), if set, until the returned function runs. The bytes the
+// head reader holds already count as come.
+func (c *Conn) bodyPaced() (restore func()) {
+	if c.Limits.BodyMinRate <= 0 {
+		return func() {}
+	}
+	c.pace = bodyPace{until: time.Now().Add(c.clientIn.idle), rate: c.Limits.BodyMinRate,
+		n0: c.clientIn.n - int64(c.client.Buffered())}
+	c.clientIn.pace = &c.pace
+	return func() {
+		c.clientIn.pace = nil
+		c.clientDL.forget() // the pace's deadline may be nearer than idle's
+	}
+}
+
+// bodySlow reports whether the request body fell behind its pace.
+func (c *Conn) bodySlow() bool {
+	p := c.clientIn.pace
+	if p == nil {
+		return false
+	}
+	dl := p.deadline(c.clientIn.n)
+	return !dl.IsZero() && !time.Now().Before(dl)
+}
+
 // bodyStalled reports whether err ended a request body because the
-// client sent nothing of it for its idle bound (bodyIdle): the client's
-// deadline passed, or the engine splicing the body found nothing moving
-// (the other way is held), and the pair was not interrupted.
+// client sent nothing of it for its idle bound (bodyIdle), or sent it
+// too slowly (bodyPaced): the client's deadline passed, or the engine
+// splicing the body found nothing moving (the other way is held), or
+// handed it back past its pace, and the pair was not interrupted.
 func (c *Conn) bodyStalled(err error) bool {
 	if err == nil || c.stopped.Load() {
 		return false
+	}
+	if errors.Is(err, errBodySlow) {
+		return true
 	}
 	var se *proxy.SpliceEnd
 	if errors.As(err, &se) {
@@ -103,6 +160,10 @@ func (c *Conn) bodyStalled(err error) bool {
 
 // bodyTimedOut is the 408 for a request body the client stopped sending.
 func (c *Conn) bodyTimedOut(err error) *StatusError {
+	if errors.Is(err, errBodySlow) || c.bodySlow() {
+		return &StatusError{Status: http.StatusRequestTimeout, Err: err,
+			Reason: "request body slower than http.body_min_rate (" + strconv.FormatInt(c.Limits.BodyMinRate, 10) + " bytes/s)"}
+	}
 	return &StatusError{Status: http.StatusRequestTimeout, Reason: StalledBody(c.clientIn.idle), Err: err}
 }
 

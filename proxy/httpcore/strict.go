@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -107,6 +108,49 @@ func checkRequestFraming(start, host []byte, hosts int, cl, te bool) error {
 	return nil
 }
 
+// checkTarget checks what a parsed request's target says besides its
+// path. An absolute-form target (GET http://host/path) names the request's
+// host in place of its Host field (RFC 9112 3.2.2; net/http sets
+// Request.Host from it), so its authority gets Host's checks: without
+// them a target's quotes and separators went into Forwarded, and an
+// invalid Host upstream. Its scheme must be http or https, and it may
+// carry no userinfo (RFC 9110 4.2.4 asks a recipient to treat one as an
+// error). nginx takes such a target the same way: its host wins over
+// Host, is validated, and the request goes on in origin-form
+// (requestHead writes req.URL.RequestURI()). CONNECT's authority-form
+// target gets Host's checks too.
+func checkTarget(req *http.Request) error {
+	u := req.URL
+	absolute := req.Method != http.MethodConnect && req.RequestURI != "*" && !strings.HasPrefix(req.RequestURI, "/")
+	switch {
+	case !absolute && req.Method != http.MethodConnect:
+		return nil
+	case absolute && !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https"):
+		return fmt.Errorf("absolute-form target with scheme %q (only http and https are)", truncate([]byte(u.Scheme)))
+	case u.User != nil:
+		return errors.New("request target with userinfo")
+	case u.Host == "":
+		return errors.New("request target without a host")
+	case !validHost(u.Host):
+		return fmt.Errorf("invalid host %q in the request target", truncate([]byte(u.Host)))
+	}
+	return nil
+}
+
+// hasField reports whether head, a message head that ValidateHead
+// passed, has a field named name (ASCII case ignored).
+func hasField(head []byte, name string) bool {
+	_, rest, _ := bytes.Cut(head, []byte("\n")) // past the start line
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if colon := bytes.IndexByte(line, ':'); colon > 0 && equalFold(line[:colon], name) {
+			return true
+		}
+	}
+	return false
+}
+
 // equalFold reports whether b is s, ignoring ASCII case.
 func equalFold(b []byte, s string) bool {
 	if len(b) != len(s) {
@@ -165,10 +209,17 @@ func validHost[T string | []byte](h T) bool {
 }
 
 // ChunkSize parses a chunk-size line's hexadecimal size, ignoring any
-// chunk extension. Only hex digits are a size: strconv would also take a
-// sign, which another parser may read differently.
+// chunk extension (which must hold no control character but HTAB: CopyChunked
+// drops it, but another parser may end the line at a bare CR). Only hex
+// digits are a size: strconv would also take a sign, which another parser
+// may read differently.
 func ChunkSize(line string) (int64, error) {
-	s, _, _ := strings.Cut(line, ";")
+	s, ext, _ := strings.Cut(line, ";")
+	for i := 0; i < len(ext); i++ {
+		if c := ext[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return 0, errBadChunk
+		}
+	}
 	s = strings.TrimRight(s, " \t\r\n")
 	if s == "" || len(s) > 15 {
 		return 0, errBadChunk

@@ -39,6 +39,16 @@ type upstream struct {
 	// the connection open, so it may carry another request; since when.
 	idle      bool
 	idleSince time.Time
+	// unframed: the last response had no body by its status or its
+	// request's method (HEAD, 204, 304), not by a length the server
+	// wrote: a server that sent one all the same has it arrive after
+	// the head, so the connection is checked for stray bytes before it
+	// carries another request, however fresh (keptUsable).
+	unframed bool
+	// doubtful: the last response's framing is in doubt (both
+	// Content-Length and Transfer-Encoding): the connection is closed
+	// after it, never kept.
+	doubtful bool
 	// dl is the standing control-mode deadline, lifted before the
 	// connection goes to the pool.
 	dl idleDeadline
@@ -106,7 +116,7 @@ func (c *Conn) keptUsable() bool {
 	if !c.up.idle {
 		return true
 	}
-	fresh := time.Since(c.up.idleSince) < recheckAfter && (c.cur == nil || Retryable(c.cur))
+	fresh := time.Since(c.up.idleSince) < recheckAfter && (c.cur == nil || Retryable(c.cur)) && !c.up.unframed
 	if fresh || Reusable(c.up.conn) {
 		return true
 	}
@@ -198,9 +208,12 @@ func (c *Conn) park(up *upstream) bool {
 
 // responseRead is called once the response was read whole from the
 // upstream: it stays for the next request if the server keeps it open,
-// else it is closed.
+// the response's framing is not in doubt, and nothing came past the
+// response, else it is closed. Bytes past a response are none the proxy
+// asked for (it sends one request at a time): kept, they would be read
+// as the next request's response, which its client would get.
 func (c *Conn) responseRead(upKeep bool) {
-	if !upKeep {
+	if !upKeep || c.up.doubtful || c.up.r.Buffered() > 0 {
 		c.Close()
 		return
 	}

@@ -183,7 +183,9 @@ func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request,
 	if rt == nil {
 		return false, httpcore.Errorf(http.StatusNotFound, "no route for host %q path %q", req.Host, req.URL.Path)
 	}
-	addForwarded(req, c.ClientIP(), p.trusts(c.ClientIP()), fwd)
+	if err := addForwarded(req, c.ClientIP(), p.trusts(c.ClientIP()), fwd); err != nil {
+		return false, err
+	}
 	tried := map[*proxy.Server]bool{} // servers that failed this request
 	var unanswered error              // the last server's failure to answer
 	for {
@@ -302,20 +304,26 @@ func (p *Proxy) trusts(ip string) bool {
 // addForwarded tells the back-end who the client is (RFC 7239 Forwarded and
 // the older X-Forwarded-For), appending to what a trusted earlier proxy
 // said; an untrusted client's own forwarding fields are dropped, so it
-// cannot pass itself off as someone else. The Host pasted in was checked
-// by ValidateHead (no quotes or separators can escape the quoted string).
-// The three fields' values are kept in fw, which must outlive the request.
-func addForwarded(req *http.Request, clientIP string, trusted bool, fw *forwarding) {
+// cannot pass itself off as someone else. The host goes into Forwarded as
+// a quoted string, escaped (ReadRequest checked it already: this is the
+// second wall); one that no quoted string can carry (a control
+// character) is refused with 400. The three fields' values are kept in
+// fw, which must outlive the request.
+func addForwarded(req *http.Request, clientIP string, trusted bool, fw *forwarding) error {
 	h := req.Header
 	if !trusted {
 		for _, name := range forwardingFields {
 			delete(h, name) // canonical names: what h.Del does
 		}
 	}
-	fwd := fw.forwarded(clientIP, req.Host)
+	fwd, ok := fw.forwarded(clientIP, req.Host)
+	if !ok {
+		return httpcore.Errorf(http.StatusBadRequest, "host %q cannot be carried in Forwarded", req.Host)
+	}
 	v := &fw.values
 	v[0], v[1], v[2] = appended(h, "Forwarded", fwd), appended(h, "X-Forwarded-For", clientIP), "http"
 	h["Forwarded"], h["X-Forwarded-For"], h["X-Forwarded-Proto"] = v[0:1:1], v[1:2:2], v[2:3:3]
+	return nil
 }
 
 // forwarding is a client connection's memory for the forwarding fields it
@@ -329,24 +337,67 @@ type forwarding struct {
 }
 
 // forwarded returns the Forwarded element for a client at clientIP that
-// asked for host ("" when it named none), in fw's text.
-func (fw *forwarding) forwarded(clientIP, host string) string {
+// asked for host ("" when it named none), in fw's text; false when a
+// value cannot be written as a quoted string (RFC 7239 section 4).
+func (fw *forwarding) forwarded(clientIP, host string) (string, bool) {
 	b := append(fw.text[:0], "for="...)
-	if strings.Contains(clientIP, ":") {
-		b = append(append(append(b, `"[`...), clientIP...), `]"`...) // an IPv6 node must be quoted
-	} else {
+	ok := true
+	switch {
+	case strings.Contains(clientIP, ":"): // an IPv6 node, quoted and bracketed
+		b, ok = appendQuoted(append(b, `"[`...), clientIP)
+		b = append(b, `]"`...)
+	case isToken(clientIP): // an IPv4 address
 		b = append(b, clientIP...)
+	default:
+		b, ok = appendQuoted(append(b, '"'), clientIP)
+		b = append(b, '"')
 	}
 	b = append(b, ";proto=http"...)
-	if host != "" {
-		b = append(append(append(b, `;host="`...), host...), '"')
+	if host != "" && ok {
+		b, ok = appendQuoted(append(b, `;host="`...), host)
+		b = append(b, '"')
 	}
 	fw.text = b
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return unsafe.String(unsafe.SliceData(b), len(b)), ok
 }
 
-// forwardingFields are the fields an untrusted client's request loses.
-var forwardingFields = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+// appendQuoted appends s as the inside of an RFC 9110 quoted-string: '"'
+// and '\' escaped with '\'. It reports false, having appended what came
+// before, when s holds a control character other than HTAB, which no
+// quoted-string can carry.
+func appendQuoted(b []byte, s string) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < ' ' && c != '\t' || c == 0x7f:
+			return b, false
+		default:
+			b = append(b, c)
+		}
+	}
+	return b, true
+}
+
+// isToken reports whether s is an RFC 9110 token: a parameter value that
+// needs no quotes.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// forwardingFields are the fields an untrusted client's request loses
+// (canonical names): those the proxy sets, and the others that back ends
+// and their frameworks take for the client's address or the port and
+// host it asked for (nginx's real_ip module, Cloudflare's and Akamai's
+// True-Client-IP, Rails' and Express's client address), which a client
+// could otherwise set to pass itself off as someone else.
+var forwardingFields = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
+	"X-Forwarded-Port", "X-Forwarded-Server", "X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip"}
 
 // appended is value after what earlier proxies said in h's field name.
 func appended(h http.Header, name, value string) string {
