@@ -60,7 +60,9 @@ type Config struct {
 	// HTTP request; off without a path.
 	AccessLog AccessLog `yaml:"access_log"`
 	// ShutdownTimeout is how long a graceful shutdown waits, after it stops
-	// accepting, for pairs to finish before closing them.
+	// accepting, for pairs to finish before closing them; and how long a
+	// reload lets the pairs of a listener it removes finish (a changed
+	// listener's pairs run on until they end or the process shuts down).
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// Threads is how many threads run splicer's own work at once (Go's
 	// GOMAXPROCS; HAProxy's nbthread, Envoy's --concurrency): 0, the

@@ -12,11 +12,12 @@ type Filter struct {
 	// BlockContentTypes are response media type patterns (path.Match
 	// syntax, e.g. image/* or application/zip) replaced by a 403.
 	BlockContentTypes []string `yaml:"block_content_types"`
-	// PathIgnoreCase matches block_paths regardless of case (for origins
-	// whose paths are case-insensitive: /ADMIN reaches /admin there).
+	// PathIgnoreCase is kept for old files: block_paths always match
+	// regardless of case, since a case-insensitive origin reads /ADMIN as
+	// /admin and a deny list must over-block, not under-block.
 	PathIgnoreCase bool `yaml:"path_ignore_case"`
-	// PathStripParams drops ";params" from each path segment before
-	// matching (for origins that ignore them: /admin;x=1 reaches /admin).
+	// PathStripParams is kept for old files: block_paths are always
+	// matched with and without ";params" (Tomcat and Jetty drop them).
 	PathStripParams bool `yaml:"path_strip_params"`
 }
 
