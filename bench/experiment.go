@@ -40,6 +40,11 @@ type Settings struct {
 	// inherits what the run before it (another target's largest object)
 	// left behind: full socket buffers, sockets closing, cold caches.
 	Warmup time.Duration
+	// ConnRateFor is how long connrate measures each point (target, object
+	// size, concurrency), alone and in sequence; a target's points together
+	// last longer than TIME_WAIT's 60 s in the full run, so that the next
+	// target meets all it left behind.
+	ConnRateFor time.Duration
 	// Progress receives a one-line progress counter (stderr); nil for none.
 	Progress io.Writer
 }
@@ -47,15 +52,17 @@ type Settings struct {
 // DefaultSettings are the full run's settings.
 func DefaultSettings() Settings {
 	return Settings{Runs: 5, Duration: 2 * time.Second, Pairs: 1000, TraceFor: 3 * time.Second,
-		MemoryPairs: []int{1000, MaxMemoryPairs}, Warmup: 500 * time.Millisecond,
+		MemoryPairs: []int{1000, MaxMemoryPairs}, Warmup: 500 * time.Millisecond, ConnRateFor: 15 * time.Second,
 		WebSizes: kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 64, 100, 1024, 8192)}
 }
 
-// QuickSettings make `all` a smoke test of well under 90 seconds.
+// QuickSettings make `all` a smoke test: each experiment but connrate in
+// well under 90 seconds; connrate's 128 points of a second each and its 13
+// labs take about 3 minutes.
 func QuickSettings() Settings {
 	return Settings{Runs: 1, Duration: 250 * time.Millisecond, Pairs: 200, TraceFor: 2 * time.Second,
-		MemoryPairs: []int{500},
-		WebSizes:    kib(1, 64, 128), SwitchSizes: kib(1, 1024)}
+		MemoryPairs: []int{500}, ConnRateFor: time.Second,
+		WebSizes: kib(1, 64, 128), SwitchSizes: kib(1, 1024)}
 }
 
 // kib converts sizes in KiB to bytes.
@@ -103,6 +110,7 @@ var Experiments = []Experiment{
 	{Name: "memory", Help: "bytes per pair held unspliced and spliced: process RSS, kernel socket memory, BPF map memory (seed 001 §V-C)", Tool: "splicer-bench", Run: Memory},
 	{Name: "web", Help: "GET and CONNECT through the HTTP forward proxy, a connection per request, objects of 1 to 128 KiB: requests/s, CPU µs per request, p50 latency (seed 002); beside it wrk (2 threads, 16 keep-alive connections) through http-reverse per engine, HAProxy (mode http) and nginx (proxy_pass, upstream keepalive), objects of 1 KiB to 1 MiB: requests/s, p50/p99 latency", Tool: "loadgen", Run: Web},
 	{Name: "switch", Help: "GETs over a keep-alive connection through http-reverse and HAProxy in HTTP mode, objects of 1 KiB to 1 MiB: p50/p99 latency, Gbit/s (seed 003)", Tool: "loadgen", Run: Switch},
+	{Name: "connrate", Help: "connection churn: wrk -H 'Connection: close' (1 and 64 KiB objects, 16 and 256 connections) through splicer's tcp listener per engine and auto, http-reverse and http-forward (auto), HAProxy (mode tcp, mode http), nginx (stream, proxy_pass) and to the origin direct; beside it loadgen's connect/send/close to an echo: conn/s alone (a fresh lab and process per target) and in sequence (one process per forwarder, targets one after another) with their ratio, p50/p99 latency, forwarder CPU µs per connection, errors, the engine that carried the pairs", Tool: "wrk", Run: ConnRate},
 }
 
 // Lookup returns the named experiment.

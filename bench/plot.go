@@ -41,6 +41,12 @@ var barPlots = []barPlot{
 		[]string{"splice_us_p50", "splice_us_p99"}, []string{"median", "p99"}, true},
 	{"memory", "memory.png", "Memory per pair", "bytes per pair",
 		[]string{"bytes_per_pair_unspliced", "bytes_per_pair_spliced"}, []string{"unspliced", "spliced"}, false},
+	{"connrate", "connrate.png", "A connection per request (wrk -H 'Connection: close'), targets in sequence", "connections/s",
+		[]string{"conn_s_1k-c16", "conn_s_1k-c256", "conn_s_64k-c16", "conn_s_64k-c256"},
+		[]string{"1 KiB, 16 conns", "1 KiB, 256 conns", "64 KiB, 16 conns", "64 KiB, 256 conns"}, false},
+	{"connrate", "connrate_alone.png", "A connection per request: rate in sequence over rate alone", "conn/s in sequence / conn/s alone",
+		[]string{"seq_vs_alone_1k-c16", "seq_vs_alone_1k-c256", "seq_vs_alone_64k-c16", "seq_vs_alone_64k-c256", "seq_vs_alone_tcp1k-c16", "seq_vs_alone_tcp1k-c256"},
+		[]string{"1 KiB, 16", "1 KiB, 256", "64 KiB, 16", "64 KiB, 256", "TCP 1 KiB, 16", "TCP 1 KiB, 256"}, false},
 }
 
 // WritePlots writes PNG plots of results into dir and returns the files.

@@ -180,6 +180,10 @@ func WriteMarkdown(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "%s\n\n", r.Pending)
 		return
 	}
+	if fams := pointFamilies[r.Experiment]; len(fams) > 0 {
+		writePointTables(w, r, fams)
+		return
+	}
 	if fams := sizedFamilies[r.Experiment]; len(fams) > 0 {
 		writeSizedTables(w, r, fams)
 		return

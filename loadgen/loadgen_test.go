@@ -281,3 +281,33 @@ func TestHTTPGetThroughProxy(t *testing.T) {
 		t.Errorf("%d requests succeeded, the proxy saw %d absolute URIs; want %d of each", res.Requests, absolute.Load(), n)
 	}
 }
+
+// TestConnect checks that every transaction is a connection of its own
+// (the origin accepts as many as Connect counts) and that a peer that does
+// not echo is counted as errors, not as connections.
+func TestConnect(t *testing.T) {
+	testenv.NoGoroutineLeaks(t)
+	timeBound(t, testDur+testBound)
+	s := startOrigin(t)
+	res, err := Connect(t.Context(), nil, serve(t, s, origin.Echo), 100, 4, testDur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Conns <= 0 || res.Errors != 0 || res.CPS <= 0 || res.Elapsed != testDur {
+		t.Fatalf("result %+v: want connections over %v and no errors", res, testDur)
+	}
+	if !(0 < res.P50 && res.P50 <= res.P99 && res.P99 <= res.Max) {
+		t.Errorf("latencies p50 %v p99 %v max %v out of order", res.P50, res.P99, res.Max)
+	}
+	if acc := s.Stats()[origin.Echo].Accepted; acc < res.Conns {
+		t.Errorf("origin accepted %d connections, fewer than the %d transactions counted", acc, res.Conns)
+	}
+
+	bad, err := Connect(t.Context(), nil, serve(t, s, origin.Source), 100, 2, testDur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad.Conns != 0 || bad.Errors == 0 || bad.FirstErr == nil {
+		t.Errorf("through a source: result %+v; want errors and no connection counted", bad)
+	}
+}
