@@ -21,12 +21,27 @@ import (
 	"github.com/splicer/splicer/origin"
 )
 
-// connrate's load: the object sizes and concurrent connections of wrk's
-// points; the plain TCP points echo connSizes[0].
-var (
-	connSizes       = kib(1, 64)
-	connConcurrency = []int{16, 256}
-)
+// connLoad is what connrate measures: wrk's points are every object size
+// over every count of concurrent connections, the plain TCP points echo
+// sizes[0] over every count; each point lasts dur.
+type connLoad struct {
+	sizes []int64
+	conns []int
+	dur   time.Duration
+}
+
+// connLoadOf is s's load: the full run's 1 and 64 KiB over 16 and 256
+// connections unless s narrows them (--quick).
+func connLoadOf(s Settings) connLoad {
+	l := connLoad{sizes: s.ConnRateSizes, conns: s.ConnRateConns, dur: max(s.ConnRateFor, time.Second)}
+	if len(l.sizes) == 0 {
+		l.sizes = kib(1, 64)
+	}
+	if len(l.conns) == 0 {
+		l.conns = []int{16, 256}
+	}
+	return l
+}
 
 // connrate's phases: each target alone in a stage of its own, then every
 // target in sequence in one stage.
@@ -59,16 +74,16 @@ func (p connPoint) label() string {
 
 // connPoints are c's points: wrk's for every target, the plain TCP ones
 // for a byte forwarder (and route).
-func connPoints(c connSpec) []connPoint {
+func connPoints(c connSpec, l connLoad) []connPoint {
 	var out []connPoint
-	for _, size := range connSizes {
-		for _, n := range connConcurrency {
+	for _, size := range l.sizes {
+		for _, n := range l.conns {
 			out = append(out, connPoint{size: size, conns: n})
 		}
 	}
 	if c.forwardsBytes() {
-		for _, n := range connConcurrency {
-			out = append(out, connPoint{size: connSizes[0], conns: n, tcp: true})
+		for _, n := range l.conns {
+			out = append(out, connPoint{size: l.sizes[0], conns: n, tcp: true})
 		}
 	}
 	return out
@@ -115,20 +130,20 @@ func ConnRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 		}
 		return probe.Reason(name)
 	}
-	dur := max(s.ConnRateFor, time.Second)
+	load := connLoadOf(s)
 	total := 0
 	for _, c := range connSpecs {
-		total += 2 * len(connPoints(c))
+		total += 2 * len(connPoints(c, load))
 	}
 	p := newProgress(s.Progress, "connrate", total)
 	tally := newConnTally()
 	unavailable := map[string]string{}
 	for _, c := range connSpecs {
-		if err := e.connStage(ctx, []connSpec{c}, engineReason, phaseAlone, dur, p, tally, unavailable); err != nil {
+		if err := e.connStage(ctx, []connSpec{c}, engineReason, phaseAlone, load, p, tally, unavailable); err != nil {
 			return nil, err
 		}
 	}
-	if err := e.connStage(ctx, connSpecs, engineReason, phaseSequence, dur, p, tally, unavailable); err != nil {
+	if err := e.connStage(ctx, connSpecs, engineReason, phaseSequence, load, p, tally, unavailable); err != nil {
 		return nil, err
 	}
 	p.finish()
@@ -150,7 +165,7 @@ func ConnRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	res.Notes = append(res.Notes, tally.notes...)
 	res.Notes = append(res.Notes, notes...)
-	res.Notes = append(res.Notes, connMethodNotes(dur, e.Lab != nil)...)
+	res.Notes = append(res.Notes, connMethodNotes(load.dur, e.Lab != nil)...)
 	return res, nil
 }
 
@@ -166,8 +181,8 @@ func targetsNamed(names []string) []*Target {
 // connStage builds a stage, starts the forwarders of specs in it and
 // measures their points in order as phase; a target that cannot start is
 // recorded in unavailable.
-func (e *Env) connStage(ctx context.Context, specs []connSpec, engineReason func(string) string, phase string, dur time.Duration, p *progress, tally *connTally, unavailable map[string]string) error {
-	st, err := e.newConnStage(ctx, connSizes)
+func (e *Env) connStage(ctx context.Context, specs []connSpec, engineReason func(string) string, phase string, load connLoad, p *progress, tally *connTally, unavailable map[string]string) error {
+	st, err := e.newConnStage(ctx, load.sizes)
 	if err != nil {
 		return fmt.Errorf("connrate %s stage: %w", phase, err)
 	}
@@ -178,12 +193,12 @@ func (e *Env) connStage(ctx context.Context, specs []connSpec, engineReason func
 			if _, ok := unavailable[c.name]; !ok {
 				unavailable[c.name] = t.Unavailable
 			}
-			p.done += len(connPoints(c))
+			p.done += len(connPoints(c, load))
 			continue
 		}
-		for _, pt := range connPoints(c) {
+		for _, pt := range connPoints(c, load) {
 			p.step(fmt.Sprintf("%s %s %s", phase, c.name, pt.label()))
-			m, err := st.connMeasurePoint(ctx, c, t, pt, dur)
+			m, err := st.connMeasurePoint(ctx, c, t, pt, load.dur)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

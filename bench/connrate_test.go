@@ -22,7 +22,7 @@ func connSpecNamed(tb testing.TB, name string) connSpec {
 
 func TestConnPoints(t *testing.T) {
 	var got []string
-	for _, p := range connPoints(connSpecNamed(t, "haproxy")) {
+	for _, p := range connPoints(connSpecNamed(t, "haproxy"), connLoadOf(DefaultSettings())) {
 		got = append(got, p.label())
 	}
 	want := []string{"1k-c16", "1k-c256", "64k-c16", "64k-c256", "tcp1k-c16", "tcp1k-c256"}
@@ -30,7 +30,7 @@ func TestConnPoints(t *testing.T) {
 		t.Errorf("haproxy's points %v, want %v", got, want)
 	}
 	// An HTTP proxy relays requests, not bytes: no plain TCP point.
-	if n := len(connPoints(connSpecNamed(t, "auto-reverse"))); n != 4 {
+	if n := len(connPoints(connSpecNamed(t, "auto-reverse"), connLoadOf(DefaultSettings()))); n != 4 {
 		t.Errorf("auto-reverse has %d points, want wrk's 4", n)
 	}
 }
@@ -193,7 +193,7 @@ func TestConnConfigs(t *testing.T) {
 func TestConnratePlots(t *testing.T) {
 	ct := newConnTally()
 	for _, name := range []string{"copy", "haproxy"} {
-		for _, pt := range connPoints(connSpecNamed(t, name)) {
+		for _, pt := range connPoints(connSpecNamed(t, name), connLoadOf(DefaultSettings())) {
 			m := connMeasure{tool: "wrk", rate: 1000, conns: 1000}
 			if name == "copy" {
 				m.splices = map[string]float64{"copy": 1000}
