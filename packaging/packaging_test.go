@@ -86,6 +86,14 @@ func TestSystemdUnitPrivileges(t *testing.T) {
 			t.Errorf("unit: %s grants CAP_SYS_ADMIN", key)
 		}
 	}
+	// A seccomp filter: a service's system calls and bpf(2), which the
+	// sockmap and ip engines load their programs with.
+	filter := strings.Fields(strings.Join(d["SystemCallFilter"], " "))
+	for _, need := range []string{"@system-service", "bpf"} {
+		if !slices.Contains(filter, need) {
+			t.Errorf("unit: SystemCallFilter=%v lacks %s", filter, need)
+		}
+	}
 }
 
 // goreleaser is the part of .goreleaser.yaml the release relies on.

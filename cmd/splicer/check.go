@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/splicer/splicer/engine/all"
@@ -56,6 +57,7 @@ Options:
 	var failed bool
 	var cfgs []*config.Config
 	for _, path := range paths {
+		warnWritable(slog.New(slog.NewTextHandler(os.Stderr, nil)), path)
 		cfg, err := loadConfig(path)
 		if err != nil {
 			if err != errSilent {
@@ -166,6 +168,26 @@ func printEngineChoice(cfg *config.Config) {
 			fallback = "falls back to " + strings.Join(names[1:], ", ")
 		}
 		fmt.Printf("  listener %s: engine %s (%s; %s)\n", l.Name, names[0], why, fallback)
+	}
+}
+
+// warnWritable warns when another user may change the configuration
+// file at path: the file or its directory (unless sticky, as /tmp is)
+// writable by others. What the file says runs with the daemon's
+// capabilities and names its upstreams and its admin token.
+func warnWritable(log *slog.Logger, path string) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return
+	}
+	for _, p := range []string{abs, filepath.Dir(abs)} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if m := fi.Mode(); m.Perm()&0o002 != 0 && !(m.IsDir() && m&os.ModeSticky != 0) {
+			log.Warn("configuration writable by any user: anyone on this host can change what splicer runs; chmod o-w it", "path", p, "mode", m.String())
+		}
 	}
 }
 

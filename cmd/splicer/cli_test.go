@@ -40,7 +40,11 @@ func splicerBinary(tb testing.TB) string {
 	tb.Helper()
 	bin := filepath.Join(binDir, "splicer")
 	buildOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-ldflags", testenv.VersionLDFlags(), "-o", bin, ".").CombinedOutput()
+		// Without cgo, as releases are built: only then can the daemon
+		// change every thread's capabilities (capabilities.go).
+		cmd := exec.Command("go", "build", "-ldflags", testenv.VersionLDFlags(), "-o", bin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = errors.New(string(out))
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,10 +90,37 @@ func signalPid(path string, sig syscall.Signal) error {
 	if err != nil || pid <= 0 {
 		return fmt.Errorf("%s: no pid in it", path)
 	}
+	if err := isSplicer(pid); err != nil {
+		return fmt.Errorf("%s: %w: not signalling it (a stale pid file, its pid reused?)", path, err)
+	}
 	if err := syscall.Kill(pid, sig); err != nil {
 		return fmt.Errorf("signal %d: %w", pid, err)
 	}
 	return nil
+}
+
+// isSplicer checks that process pid runs a splicer binary: one named as
+// this one is, or starting with "splicer". It reads the process's
+// executable, or its name (comm, which anyone may read) when the
+// executable is another user's to see.
+func isSplicer(pid int) error {
+	name, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	truncated := false
+	if err != nil {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			return fmt.Errorf("process %d: %w", pid, err)
+		}
+		name = strings.TrimSpace(string(comm))
+		truncated = len(name) == 15 // comm keeps the first 15 bytes
+	}
+	name = filepath.Base(strings.TrimSuffix(name, " (deleted)"))
+	self, _ := os.Executable()
+	self = filepath.Base(self)
+	if strings.HasPrefix(name, "splicer") || name == self || (truncated && strings.HasPrefix(self, name)) {
+		return nil
+	}
+	return fmt.Errorf("process %d runs %s, not splicer", pid, name)
 }
 
 // adminFlags name a running daemon's admin endpoint: --admin, or

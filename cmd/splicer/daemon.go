@@ -42,6 +42,9 @@ type daemon struct {
 	f             *forwarder.Forwarder
 	adm           *admin.Server
 	accessFile    *os.File // the access log's file, closed at the end
+	// caps are the capabilities the daemon keeps when not root
+	// (neededCaps at start), given to the process of an upgrade.
+	caps []uintptr
 
 	// worker is this process's place among a master's workers, when
 	// isWorker (worker.go).
@@ -113,6 +116,8 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 		d.f.ShutdownTimeout()
 		return nil, fmt.Errorf("admin: %w", err)
 	}
+	d.caps = neededCaps(cfg)
+	settleCaps(d.caps, log)
 	if err := writePidFile(pidFile, os.Getpid()); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
 		d.log.Warn("pid file", "path", pidFile, "err", err)
 	}
@@ -309,7 +314,11 @@ func (d *daemon) upgradeLogged(by string) (int, error) {
 		}
 	}
 	restore := passDrained(d.f)
-	child, err := handoff.Start(d.exe, os.Args[1:], files, upgradeTimeout)
+	var child *handoff.Child
+	err = withAmbient(d.caps, func() (err error) {
+		child, err = handoff.Start(d.exe, os.Args[1:], files, upgradeTimeout)
+		return err
+	})
 	restore()
 	if err != nil {
 		d.log.Error("upgrade failed: this process keeps serving", "err", err)

@@ -39,6 +39,9 @@ type master struct {
 	exe           string // this binary at start: an upgrade runs what is there then
 	log           *slog.Logger
 	count         int
+	// caps are the capabilities the master and its workers keep when
+	// not root (neededCaps), given to each worker it starts.
+	caps []uintptr
 	// dir holds the workers' admin sockets: only this user may enter it.
 	dir string
 	// files are each worker's sockets: one per listener, by its name,
@@ -77,7 +80,7 @@ type workerExit struct {
 
 // newMaster is a master of count workers, none started yet.
 func newMaster(path, pidFile, exe string, log *slog.Logger, cfg *config.Config, count int) *master {
-	return &master{path: path, pidFile: pidFile, exe: exe, log: log, cfg: cfg, count: count,
+	return &master{path: path, pidFile: pidFile, exe: exe, log: log, cfg: cfg, count: count, caps: neededCaps(cfg),
 		pids: make([]int, count), started: make([]time.Time, count),
 		spread: map[string]*reuseport.Group{}, exited: make(chan workerExit, 16)}
 }
@@ -138,6 +141,7 @@ func runMaster(path, pidFile string, cfg *config.Config) error {
 	if err := writePidFile(pidFile, os.Getpid()); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
 		log.Warn("pid file", "path", pidFile, "err", err)
 	}
+	settleCaps(m.caps, log)
 	log.Info("master serves", "workers", m.count, "pid", os.Getpid())
 	notify(log, sdnotify.Ready)
 	return m.loop()
@@ -323,9 +327,13 @@ func (m *master) closeFiles(removeDir bool) {
 // start runs worker i on its sockets and waits until it serves.
 func (m *master) start(i int) error {
 	w := worker{index: i, count: m.count}
-	child, err := handoff.StartAs(m.exe, []string{"run", "--config", m.path}, m.files[i], upgradeTimeout, nil,
-		w.env(), masterPidEnv+"="+strconv.Itoa(os.Getpid()), masterSocketsEnv+"="+filepath.Join(m.dir, socketServiceName),
-		"NOTIFY_SOCKET=")
+	var child *handoff.Child
+	err := withAmbient(m.caps, func() (err error) {
+		child, err = handoff.StartAs(m.exe, []string{"run", "--config", m.path}, m.files[i], upgradeTimeout, nil,
+			w.env(), masterPidEnv+"="+strconv.Itoa(os.Getpid()), masterSocketsEnv+"="+filepath.Join(m.dir, socketServiceName),
+			"NOTIFY_SOCKET=")
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -255,7 +255,7 @@ func (m *master) reexec() {
 		js, _ = json.Marshal(st)
 		env := append(os.Environ(), masterStateEnv+"="+string(js))
 		m.log.Info("master: running the new binary", "binary", m.exe)
-		err = syscall.Exec(m.exe, os.Args, env)
+		err = withAmbient(m.caps, func() error { return syscall.Exec(m.exe, os.Args, env) })
 	}
 	passed.undo() // or the workers it starts next would inherit them
 	m.log.Error("master keeps the old binary (its workers run the new one)", "err", err)
@@ -396,6 +396,7 @@ func resumeMaster(path, pidFile, js string) error {
 	for _, pid := range st.Retired {
 		go m.reap(pid)
 	}
+	settleCaps(m.caps, m.log)
 	m.log.Info("master upgraded", "binary", exe, "pid", os.Getpid(), "workers", m.count)
 	notify(m.log, sdnotify.Ready)
 	return m.loop()

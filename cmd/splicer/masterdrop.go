@@ -28,7 +28,7 @@ func workerSocket(i int, name string) string { return strconv.Itoa(i) + "/" + na
 // handToUser starts this binary as cfg.User on every socket the master
 // bound, and returns once it serves: the caller, root, then exits.
 func (m *master) handToUser() error {
-	id, err := lookupUser(m.cfg.User)
+	id, err := lookupUser(m.cfg.User, m.caps)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,9 @@ func (m *master) handToUser() error {
 		defer f.Close()
 		files[adminSocket] = f
 	}
-	child, err := handoff.StartAs(m.exe, os.Args[1:], files, time.Minute, id)
+	child, err := startBounded(id.Caps, func() (*handoff.Child, error) {
+		return handoff.StartAs(m.exe, os.Args[1:], files, time.Minute, id)
+	})
 	if err != nil {
 		return fmt.Errorf("start as user %s: %w", m.cfg.User, err)
 	}

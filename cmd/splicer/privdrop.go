@@ -1,4 +1,4 @@
-// Least privilege: a daemon started as root with `user:` binds its sockets, then hands them to a copy of itself running as that user with only the capabilities its engines need, and steps aside.
+// Least privilege: a daemon started as root with `user:` binds its sockets, then hands them to a copy of itself running as that user with only the capabilities its engines need (capabilities.go), and steps aside.
 
 package main
 
@@ -17,21 +17,14 @@ import (
 	"github.com/splicer/splicer/internal/handoff"
 )
 
-// engineCaps are the capabilities the engines use after start: tc programs
-// and TCP_REPAIR (CAP_NET_ADMIN), BPF programs and maps (CAP_BPF), the
-// verifier's variable stack access in ip's option parser (CAP_PERFMON),
-// ip's raw probe socket (CAP_NET_RAW), and binding ports below 1024 on a
-// reload (CAP_NET_BIND_SERVICE). Not CAP_SYS_ADMIN: engine ip does not
-// switch namespaces when it already runs in its home one.
-var engineCaps = []uintptr{unix.CAP_NET_ADMIN, unix.CAP_BPF, unix.CAP_PERFMON, unix.CAP_NET_RAW, unix.CAP_NET_BIND_SERVICE}
-
 // needsDrop reports whether this process should hand over to cfg.User.
 func needsDrop(cfg *config.Config) bool {
 	return cfg.User != "" && os.Geteuid() == 0
 }
 
-// lookupUser resolves a user name or uid to its uid and primary gid.
-func lookupUser(name string) (*handoff.Identity, error) {
+// lookupUser resolves a user name or uid to its uid and primary gid, to
+// run with caps (neededCaps).
+func lookupUser(name string, caps []uintptr) (*handoff.Identity, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
 		if u, err = user.LookupId(name); err != nil {
@@ -43,14 +36,14 @@ func lookupUser(name string) (*handoff.Identity, error) {
 	if err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("user %q: uid %q gid %q", name, u.Uid, u.Gid)
 	}
-	return &handoff.Identity{UID: uint32(uid), GID: uint32(gid), Caps: engineCaps}, nil
+	return &handoff.Identity{UID: uint32(uid), GID: uint32(gid), Caps: caps}, nil
 }
 
 // dropPrivileges binds every listener and the admin endpoint as root,
 // starts this binary as cfg.User on those sockets, and returns once it
 // serves; the caller then exits.
 func dropPrivileges(cfg *config.Config, pidFile string, log *slog.Logger) error {
-	id, err := lookupUser(cfg.User)
+	id, err := lookupUser(cfg.User, neededCaps(cfg))
 	if err != nil {
 		return err
 	}
@@ -87,12 +80,14 @@ func dropPrivileges(cfg *config.Config, pidFile string, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	child, err := handoff.StartAs(exe, os.Args[1:], files, time.Minute, id)
+	child, err := startBounded(id.Caps, func() (*handoff.Child, error) {
+		return handoff.StartAs(exe, os.Args[1:], files, time.Minute, id)
+	})
 	if err != nil {
 		return fmt.Errorf("start as user %s: %w", cfg.User, err)
 	}
 	pid := child.Process.Pid
-	log.Info("sockets bound as root; running as "+cfg.User, "pid", pid, "uid", id.UID, "capabilities", "CAP_NET_ADMIN CAP_BPF CAP_PERFMON CAP_NET_RAW CAP_NET_BIND_SERVICE")
+	log.Info("sockets bound as root; running as "+cfg.User, "pid", pid, "uid", id.UID, "capabilities", capNames(id.Caps))
 	announceSuccessor(log, pidFile, pid)
 	return nil
 }
@@ -103,7 +98,10 @@ func lockPrivileges(cfg *config.Config, log *slog.Logger) {
 	if cfg.User == "" || os.Geteuid() == 0 {
 		return
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		log.Warn("no_new_privs", "err", err)
+	// Every thread: a thread without it could exec a setuid binary.
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			log.Warn("no_new_privs", "err", err)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-// Least privilege in the lab: `splicer run` started as root with `user: nobody` serves as uid 65534 without CAP_SYS_ADMIN, with no_new_privs, and still splices with engine ip, with one process or a master and workers.
+// Least privilege in the lab: `splicer run` started as root with `user: nobody` serves as uid 65534 with only the capabilities its engines need (none ambient, the bounding set no wider), with no_new_privs, and still splices with engine ip, with one process or a master and workers.
 
 package main
 
@@ -13,11 +13,74 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
-func TestRunAsUserStillSplicesWithIP(t *testing.T) { testRunAsUser(t, 0) }
+// TestRunAsUserStillSplicesWithIP: with ip and sockmap on, the serving
+// process keeps what they need; with both off, nothing but
+// CAP_NET_BIND_SERVICE where it binds a port below 1024.
+func TestRunAsUserStillSplicesWithIP(t *testing.T) {
+	t.Run("without ip and sockmap", func(t *testing.T) {
+		testenv.RequireRoot(t)
+		t.Run("high port", func(t *testing.T) { testRunAsUserWithoutBPF(t, freeLoopback(t), 0) })
+		t.Run("port below 1024", func(t *testing.T) {
+			testRunAsUserWithoutBPF(t, freeLowLoopback(t), 1<<unix.CAP_NET_BIND_SERVICE)
+		})
+	})
+	testRunAsUser(t, 0)
+}
+
+// ipCaps are the capabilities engine ip needs (and sockmap's are among
+// them): CAP_NET_ADMIN, CAP_NET_RAW, CAP_PERFMON and CAP_BPF.
+const ipCaps = 1<<unix.CAP_NET_ADMIN | 1<<unix.CAP_NET_RAW | 1<<unix.CAP_PERFMON | 1<<unix.CAP_BPF
+
+// testRunAsUserWithoutBPF runs a copy and pipe forwarder on loopback as
+// nobody, listening on addr, and wants exactly caps in its sets.
+func testRunAsUserWithoutBPF(t *testing.T, addr string, caps uint64) {
+	s := loopbackSite(t)
+	up := s.echoUpstream(t)
+	os.Chmod(filepath.Dir(splicerBinary(t)), 0o755)
+	cfg := "user: nobody\nengines: {ip: {enabled: false}, sockmap: {enabled: false}}\n" +
+		daemonYAML(s, "1s", listenerYAML("plain", addr, up, "auto"))
+	d := s.startRunReadable(t, cfg)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !served(t, c) {
+		t.Fatalf("%s: no echo", addr)
+	}
+	// The root process ends once the user's process serves, its
+	// capabilities settled.
+	select {
+	case <-d.exited:
+	case <-time.After(waitFor):
+		t.Fatal("the root process is still running after handing over")
+	}
+	checkRunsAsNobody(t, d.pid(), caps)
+}
+
+// freeLowLoopback is a loopback address with a free port below 1024.
+func freeLowLoopback(tb testing.TB) string {
+	tb.Helper()
+	for port := 1023; port > 600; port-- {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
+	}
+	tb.Fatal("no free loopback port below 1024")
+	return ""
+}
 
 // TestRunAsUserWithWorkers: the same with two workers: the root process
 // binds every socket and steps aside, and the master and both workers
@@ -60,7 +123,7 @@ func testRunAsUser(t *testing.T, workers int) {
 		}
 	}
 	for _, pid := range pids {
-		checkRunsAsNobody(t, pid)
+		checkRunsAsNobody(t, pid, ipCaps)
 	}
 	// The root process stepped aside.
 	select {
@@ -100,8 +163,10 @@ func testRunAsUser(t *testing.T, workers int) {
 }
 
 // checkRunsAsNobody checks that process pid runs as nobody with
-// CAP_NET_ADMIN and CAP_BPF but not CAP_SYS_ADMIN, and no_new_privs.
-func checkRunsAsNobody(tb testing.TB, pid int) {
+// no_new_privs, exactly caps effective and in its bounding set (no
+// CAP_SYS_ADMIN, nothing it could regain), and no ambient capability
+// (nothing a program it runs would inherit).
+func checkRunsAsNobody(tb testing.TB, pid int, caps uint64) {
 	tb.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -116,15 +181,14 @@ func checkRunsAsNobody(tb testing.TB, pid int) {
 	if uid := strings.Fields(fields["Uid"]); len(uid) < 2 || uid[1] != "65534" {
 		tb.Errorf("process %d: Uid %q, want 65534 (nobody)", pid, fields["Uid"])
 	}
-	eff, err := strconv.ParseUint(fields["CapEff"], 16, 64)
-	if err != nil {
-		tb.Fatalf("process %d: CapEff %q: %v", pid, fields["CapEff"], err)
-	}
-	if eff&(1<<21) != 0 {
-		tb.Errorf("process %d: CapEff %s has CAP_SYS_ADMIN", pid, fields["CapEff"])
-	}
-	if eff&(1<<12) == 0 || eff&(1<<39) == 0 {
-		tb.Errorf("process %d: CapEff %s lacks CAP_NET_ADMIN or CAP_BPF, which engine ip needs", pid, fields["CapEff"])
+	for set, want := range map[string]uint64{"CapEff": caps, "CapPrm": caps, "CapBnd": caps, "CapAmb": 0} {
+		got, err := strconv.ParseUint(fields[set], 16, 64)
+		if err != nil {
+			tb.Fatalf("process %d: %s %q: %v", pid, set, fields[set], err)
+		}
+		if got != want {
+			tb.Errorf("process %d: %s %016x, want %016x", pid, set, got, want)
+		}
 	}
 	if fields["NoNewPrivs"] != "1" {
 		tb.Errorf("process %d: NoNewPrivs %q, want 1", pid, fields["NoNewPrivs"])

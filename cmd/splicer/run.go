@@ -72,6 +72,9 @@ process of an upgrade. See examples/ for configurations.
 		if err != nil {
 			return err
 		}
+		if !(cfg.User != "" && os.Geteuid() != 0) { // not again in the user's copy
+			warnWritable(newLogger(cfg.Log), *path)
+		}
 		if cfg.Workers.Master() {
 			return runMaster(*path, *pidFile, cfg)
 		}

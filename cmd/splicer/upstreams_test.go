@@ -62,6 +62,7 @@ listeners:
 // upstreams --admin` then prints both, the dead one skipped with one
 // failure, and --json the endpoint's JSON.
 func TestUpstreamsCommand(t *testing.T) {
+	splicerBinary(t) // built first: the skip lasts fail_timeout (10s) only
 	live, dead := fwdtest.Echo(t), fwdtest.FreeAddr(t)
 	plug, adminAddr := plugWithAdmin(t, dead, live)
 	c, err := net.Dial("tcp", plug)

@@ -90,7 +90,39 @@ func TestManifests(t *testing.T) {
 	if !ok {
 		t.Fatal("ConfigMap has no splicer.yaml")
 	}
-	if _, err := config.Parse("configmap.yaml:splicer.yaml", []byte(cfg)); err != nil {
-		t.Errorf("the ConfigMap's configuration: %v", err)
+	parsed, err := config.Parse("configmap.yaml:splicer.yaml", []byte(cfg))
+	if err != nil {
+		t.Fatalf("the ConfigMap's configuration: %v", err)
 	}
+	adminToken(t, parsed, pod)
+}
+
+// adminToken: an admin endpoint on the node's addresses takes its token
+// from a Secret the pod mounts at the path the configuration reads, so
+// that the token is not in the ConfigMap for anyone who reads it.
+func adminToken(tb testing.TB, cfg *config.Config, pod corev1.PodSpec) {
+	tb.Helper()
+	if strings.HasPrefix(cfg.Admin, "127.") || cfg.Admin == "" {
+		return
+	}
+	if cfg.AdminToken != "" {
+		tb.Error("the ConfigMap holds admin_token in clear: read it from a Secret with admin_token_file")
+	}
+	if cfg.AdminTokenFile == "" {
+		tb.Fatalf("admin %s is beyond loopback without admin_token_file", cfg.Admin)
+	}
+	c := pod.Containers[0]
+	for _, m := range c.VolumeMounts {
+		if !strings.HasPrefix(cfg.AdminTokenFile, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			continue
+		}
+		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if i < 0 || pod.Volumes[i].Secret == nil {
+			tb.Errorf("admin_token_file %s is on volume %s, which is not a Secret", cfg.AdminTokenFile, m.Name)
+		} else if key := strings.TrimPrefix(cfg.AdminTokenFile, m.MountPath+"/"); key != "token" {
+			tb.Errorf("admin_token_file %s names key %q of Secret %s; the DaemonSet's comment creates key token", cfg.AdminTokenFile, key, pod.Volumes[i].Secret.SecretName)
+		}
+		return
+	}
+	tb.Errorf("admin_token_file %s is on no volume the container mounts", cfg.AdminTokenFile)
 }

@@ -1,4 +1,4 @@
-// Package admin serves the forwarder's admin endpoints: GET /metrics (Prometheus text), GET /flows and /upstreams (JSON), POST /upstreams/drain and /ready, GET /healthz (alive), GET /ready (accepting; 503 while draining).
+// Package admin serves the forwarder's admin endpoints: GET /metrics (Prometheus text), GET /flows and /upstreams (JSON), POST /upstreams/drain and /ready, GET /healthz (alive), GET /ready (accepting; 503 while draining); guarded by a token or, without one, against browsers (guard.go).
 package admin
 
 import (
@@ -120,6 +120,8 @@ func Serve(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger) *Server {
 type Options struct {
 	// Token, if set, must come as "Authorization: Bearer TOKEN" on every
 	// request but GET /healthz and GET /ready (probes, which show nothing).
+	// Without it, a TCP endpoint answers only requests addressed to
+	// loopback by name (see guardBrowsers).
 	Token string
 }
 
@@ -131,7 +133,7 @@ func ServeWith(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger, o Opti
 // ServeMux serves mux as the admin endpoint on ln, with the options'
 // hardening (a master serves its workers' endpoints this way).
 func ServeMux(ln net.Listener, mux *http.ServeMux, log *slog.Logger, o Options) *Server {
-	s := &Server{ln: ln, log: log, mux: mux, srv: &http.Server{Handler: requireToken(o.Token, mux),
+	s := &Server{ln: ln, log: log, mux: mux, srv: &http.Server{Handler: guardBrowsers(ln.Addr(), o.Token, requireToken(o.Token, mux)),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: time.Minute}}
 	if o.Token == "" && network(ln.Addr()) {

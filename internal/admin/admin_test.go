@@ -308,3 +308,67 @@ func TestAdminToken(t *testing.T) {
 		t.Errorf("GET /flows with the token: %d, want 200", got)
 	}
 }
+
+// TestAdminRefusesBrowsers: without a token, a web page the operator
+// opens cannot drain a server, neither cross-site (a foreign Origin, a
+// form's content type) nor through a name of its own resolving to
+// loopback (DNS rebinding: a foreign Host); Prometheus, which sends no
+// Origin, still scrapes, and the endpoint's own origin still drains.
+func TestAdminRefusesBrowsers(t *testing.T) {
+	upstream := fwdtest.Echo(t)
+	f := startForwarder(t, upstream)
+	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	addr := srv.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	drained := func() bool {
+		var got []map[string]any
+		getJSON(t, "http://"+addr+"/upstreams", &got)
+		return len(got) == 1 && got[0]["drained"] == true
+	}
+	drain := "/upstreams/drain?server=" + upstream
+	for _, tc := range []struct {
+		name, method, path, host string
+		header                   map[string]string
+		status                   int
+	}{
+		{"foreign Origin", "POST", drain, addr, map[string]string{"Origin": "http://attacker.example"}, http.StatusForbidden},
+		{"null Origin", "POST", drain, addr, map[string]string{"Origin": "null"}, http.StatusForbidden},
+		{"foreign Host", "POST", drain, "attacker.example:" + port, nil, http.StatusForbidden},
+		{"foreign Host without Origin on GET", "GET", "/flows", "attacker.example:" + port, nil, http.StatusForbidden},
+		{"another port", "POST", drain, "127.0.0.1:1", nil, http.StatusForbidden},
+		{"form body", "POST", drain, addr, map[string]string{"Content-Type": "text/plain"}, http.StatusUnsupportedMediaType},
+		{"Prometheus", "GET", "/metrics", addr, nil, http.StatusOK},
+		{"localhost", "GET", "/metrics", "localhost:" + port, nil, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(tc.method, "http://"+addr+tc.path, nil)
+		req.Host = tc.host
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %s %s with Host %s: %s, want %d", tc.name, tc.method, tc.path, tc.host, resp.Status, tc.status)
+		}
+		if drained() {
+			t.Fatalf("%s: the server was drained", tc.name)
+		}
+	}
+	req, _ := http.NewRequest("POST", "http://"+addr+drain, nil)
+	req.Header.Set("Origin", "http://"+addr)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !drained() {
+		t.Errorf("POST %s from the endpoint's own origin: %s, drained %v; want 200 and drained", drain, resp.Status, drained())
+	}
+}

@@ -50,8 +50,14 @@ type Config struct {
 	Admin string `yaml:"admin"`
 	Log   Log    `yaml:"log"`
 	// AdminToken, if set, is required as a bearer token on the admin
-	// endpoint (probes /healthz and /ready excepted).
+	// endpoint (probes /healthz and /ready excepted). An admin address
+	// beyond loopback needs one.
 	AdminToken string `yaml:"admin_token,omitempty"`
+	// AdminTokenFile names a file (relative to the configuration file's
+	// directory) whose content, less surrounding white space, is the
+	// AdminToken: a Kubernetes Secret or a systemd credential. Load reads
+	// it; the process running as `user` must be able to.
+	AdminTokenFile string `yaml:"admin_token_file,omitempty"`
 	// User, when splicer starts as root, is who it runs as once its
 	// listening sockets are bound: a user name or uid (its primary group
 	// too), keeping only the capabilities its engines need.
@@ -389,7 +395,34 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, data)
+	cfg, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.readTokenFile(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// readTokenFile sets AdminToken from AdminTokenFile, if named, resolved
+// against dir.
+func (c *Config) readTokenFile(dir string) error {
+	if c.AdminTokenFile == "" {
+		return nil
+	}
+	path := c.AdminTokenFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("admin_token_file: %w", err)
+	}
+	if c.AdminToken = strings.TrimSpace(string(b)); c.AdminToken == "" {
+		return fmt.Errorf("admin_token_file: %s is empty", path)
+	}
+	return nil
 }
 
 // Parse parses and validates a configuration; name is the file name used in

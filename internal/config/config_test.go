@@ -334,6 +334,26 @@ func TestParseErrors(t *testing.T) {
 			"  - {name: b, listen: ':80', upstream: ['h:2']}",
 		), []wantErr{{3, "listeners[1].listen", "overlaps"}}},
 
+		// Admin beyond loopback without a token.
+		{"admin on every address without a token", lines(
+			"admin: 0.0.0.0:9901",
+			"listeners:", okListener,
+		), []wantErr{{1, "admin", `"0.0.0.0:9901" is reachable beyond this host and no admin_token is set`}}},
+		{"admin on an empty host without a token", lines(
+			"admin: ':9901'",
+			"listeners:", okListener,
+		), []wantErr{{1, "admin", "no admin_token is set"}}},
+		{"admin on a name without a token", lines(
+			"admin: node1.example:9901",
+			"listeners:", okListener,
+		), []wantErr{{1, "admin", "no admin_token is set"}}},
+		{"admin token twice", lines(
+			"admin: 0.0.0.0:9901",
+			"admin_token: s3cret",
+			"admin_token_file: /run/secrets/token",
+			"listeners:", okListener,
+		), []wantErr{{3, "admin_token_file", "not both"}}},
+
 		// Addresses.
 		{"missing port", lines(
 			"admin: 127.0.0.1",
@@ -726,6 +746,44 @@ func TestLoad(t *testing.T) {
 	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Load of a missing file = %v, want fs.ErrNotExist", err)
 	}
+}
+
+// TestAdminBeyondLoopback: an admin address beyond loopback is accepted
+// with a token, from the file or from admin_token_file, which Load reads
+// relative to the configuration; loopback needs none.
+func TestAdminBeyondLoopback(t *testing.T) {
+	for _, admin := range []string{"127.0.0.1:9901", "'[::1]:9901'", "localhost:9901"} {
+		mustParse(t, lines("admin: "+admin, "listeners:", okListener))
+	}
+	mustParse(t, lines("admin: 0.0.0.0:9901", "admin_token: s3cret", "listeners:", okListener))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "splicer.yaml")
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("splicer.yaml", string(lines("admin: 0.0.0.0:9901", "admin_token_file: token", "listeners:", okListener)))
+	write("token", "s3cret\n")
+	cfg, err := Load(path)
+	if err != nil || cfg.AdminToken != "s3cret" {
+		t.Fatalf("Load with admin_token_file: token %q, %v; want s3cret", cfgToken(cfg), err)
+	}
+	write("token", "\n")
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("Load with an empty token file: %v, want an error saying it is empty", err)
+	}
+	os.Remove(filepath.Join(dir, "token"))
+	if _, err := Load(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load with a missing token file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+func cfgToken(cfg *Config) string {
+	if cfg == nil {
+		return ""
+	}
+	return cfg.AdminToken
 }
 
 func TestValidateConfigBuiltInCode(t *testing.T) {

@@ -71,11 +71,7 @@ func parentPath(path string) string {
 }
 
 func (v *validator) top() {
-	if v.cfg.Admin != "" {
-		if _, _, err := parseAddr(v.cfg.Admin, adminAddr); err != nil {
-			v.errorf("admin", "%v", err)
-		}
-	}
+	v.admin()
 	v.oneOf("log.level", v.cfg.Log.Level, LogLevels)
 	v.oneOf("log.format", v.cfg.Log.Format, LogFormats)
 	v.oneOf("access_log.format", v.cfg.AccessLog.Format, LogFormats)
@@ -84,6 +80,29 @@ func (v *validator) top() {
 		v.errorf("threads", "must be 0 (one per CPU) or a count up to %d, got %d", MaxThreads, t)
 	}
 	v.workers()
+}
+
+// admin checks the admin address, and refuses one reachable beyond this
+// host without a token: anyone who reached it could drain servers,
+// reload or upgrade.
+func (v *validator) admin() {
+	c := v.cfg
+	if c.AdminToken != "" && c.AdminTokenFile != "" {
+		v.errorf("admin_token_file", "set admin_token or admin_token_file, not both")
+	}
+	if c.Admin == "" {
+		return
+	}
+	ip, _, err := parseAddr(c.Admin, adminAddr)
+	if err != nil {
+		v.errorf("admin", "%v", err)
+		return
+	}
+	host, _, _ := net.SplitHostPort(c.Admin)
+	loopback := ip.IsLoopback() || strings.EqualFold(host, "localhost")
+	if !loopback && c.AdminToken == "" && c.AdminTokenFile == "" {
+		v.errorf("admin", "%q is reachable beyond this host and no admin_token is set: anyone who reaches it could drain servers, reload or upgrade; set admin_token (or admin_token_file), or listen on 127.0.0.1", c.Admin)
+	}
 }
 
 // workers checks the count, and refuses what the processes cannot honour
