@@ -16,8 +16,10 @@ all: build
 
 # build: the daemon (bin/splicer) and, beside it, splicer-bench (demo and
 # benchmarks: the lab, load generators and plots the daemon does not link).
+# The daemon is static (no cgo), as released: only then can it drop its
+# capabilities on every thread once it serves (AllThreadsSyscall).
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/splicer
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/splicer
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BENCH) ./cmd/splicer-bench
 
 # deps installs the Debian packages the lab tests and the demo drive (root).
