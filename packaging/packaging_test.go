@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"

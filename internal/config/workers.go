@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"strconv"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Workers is the number of worker processes; 0 (left out) is one process
