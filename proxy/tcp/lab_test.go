@@ -188,8 +188,9 @@ func (sl *sniLab) testNoSNI(t *testing.T) {
 }
 
 // testNoSNIRefused: without a default_pool, a hello without a server
-// name is refused: no origin read a hello, the client's handshake fails
-// and the pair is counted as no_route.
+// name, or with one no route takes, is refused: no origin read a hello,
+// the client's handshake fails on an unrecognized_name alert and the
+// pair is counted as no_route.
 func (sl *sniLab) testNoSNIRefused(t *testing.T) {
 	before := sl.a.hellos.Load() + sl.b.hellos.Load()
 	conn := httplab.Dial(t, sl.Lab, httplab.FwdAddr(sl.Lab, strictPort))
@@ -198,8 +199,14 @@ func (sl *sniLab) testNoSNIRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unrecognized name") {
 		t.Errorf("handshake: %v, want the alert unrecognized name", err)
 	}
-	testenv.Eventually(t, "the refusal counted", func() bool {
-		return sl.Metric("splicer_connections_closed_total", "listener", "strict", "reason", "no_route") == 1
+	// A name no route takes, with curl: it says why.
+	_, err = httplab.Curl(t, sl.Lab, "--resolve", fmt.Sprintf("c.test:%d:%s", strictPort, sl.Lab.Cfg.FwdClient.Addr()),
+		"-k", fmt.Sprintf("https://c.test:%d/", strictPort))
+	if err == nil || !strings.Contains(err.Error(), "unrecognized name") {
+		t.Errorf("curl https://c.test:%d/: %v, want the alert unrecognized name", strictPort, err)
+	}
+	testenv.Eventually(t, "the refusals counted", func() bool {
+		return sl.Metric("splicer_connections_closed_total", "listener", "strict", "reason", "no_route") == 2
 	})
 	if n := sl.a.hellos.Load() + sl.b.hellos.Load() - before; n != 0 {
 		t.Errorf("the origins read %d hellos, want none", n)
