@@ -51,8 +51,8 @@ func newOrigin(tb testing.TB) *origin {
 
 func (o *origin) addr() string { return o.ln.Addr().String() }
 
-// accepted is how many connections reached o so far, waiting a little
-// for those under way.
+// received is what each connection that reached o sent, waiting a
+// little for those under way.
 func (o *origin) received(tb testing.TB) [][]byte {
 	tb.Helper()
 	var out [][]byte
@@ -87,8 +87,8 @@ func newHelloLab(tb testing.TB, noDefault bool) *helloLab {
 }
 
 // connect runs the proxy's connect for a client that sends what send
-// writes, and returns its error and what the client then read.
-func (hl *helloLab) connect(tb testing.TB, timeout time.Duration, send func(c net.Conn)) (error, []byte) {
+// writes, and returns what the client then read and connect's error.
+func (hl *helloLab) connect(tb testing.TB, timeout time.Duration, send func(c net.Conn)) ([]byte, error) {
 	tb.Helper()
 	c := enginetest.NewPair(tb)
 	c.Pair.SetUpstream(nil)
@@ -114,7 +114,7 @@ func (hl *helloLab) connect(tb testing.TB, timeout time.Duration, send func(c ne
 	c.Pair.Client.Close()
 	c.Client.SetReadDeadline(time.Now().Add(5 * time.Second))
 	back, _ := io.ReadAll(c.Client)
-	return err, back
+	return back, err
 }
 
 // goHello sends Go's TLS client's hello for cfg, and keeps what it sent.
@@ -186,7 +186,7 @@ func TestHelloPicksThePool(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sent bytes.Buffer
-			err, _ := hl.connect(t, time.Second, goHello(tc.cfg, &sent, tc.oneByte))
+			_, err := hl.connect(t, time.Second, goHello(tc.cfg, &sent, tc.oneByte))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +221,7 @@ func TestHelloRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hl := newHelloLab(t, tc.noDefault)
-			err, back := hl.connect(t, 300*time.Millisecond, tc.send)
+			back, err := hl.connect(t, 300*time.Millisecond, tc.send)
 			if tc.reason == "eof" {
 				if !errors.Is(err, io.EOF) {
 					t.Errorf("got %v, want io.EOF (Serve returns nil)", err)
