@@ -81,7 +81,8 @@ FUZZTIME ?= 10s
 FUZZ_TARGETS := \
 	./proxy/httpcore:FuzzRequestHead ./proxy/httpcore:FuzzResponseHead ./proxy/httpcore:FuzzChunked \
 	./proxy/filter:FuzzMessage ./proxy/socks5:FuzzRequest ./proxy/socks5:FuzzUserPass \
-	./proxy/proxyproto:FuzzRead ./internal/config:FuzzParse ./engine/ip/internal/datapath:FuzzDatapath
+	./proxy/proxyproto:FuzzRead ./internal/config:FuzzParse ./engine/ip/internal/datapath:FuzzDatapath \
+	./proxy/tlshello:FuzzRead
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \

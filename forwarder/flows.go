@@ -116,8 +116,10 @@ func flowOf(p *engine.Pair) Flow {
 	fl := Flow{ID: p.ID, Listener: p.Listener, Client: p.Client.RemoteAddr().String(),
 		Engine: name, Note: note, State: p.State().String(),
 		BytesUp: p.Bytes(engine.Up), BytesDown: p.Bytes(engine.Down), AgeS: uptime(p.Created)}
-	if up := p.Upstream(); up != nil {
-		fl.Upstream = up.RemoteAddr().String()
+	// The address outlives the socket: engine ip forwards a pair whose
+	// sockets it let go of (detached), and /flows still names its server.
+	if up := p.UpstreamAddr(); up != nil {
+		fl.Upstream = up.String()
 	}
 	if fl.Engine == "" {
 		fl.Engine = "none"

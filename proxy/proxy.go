@@ -142,6 +142,10 @@ func CloseReason(err error) string {
 		// but no reset came: the peer may be gone without a trace.
 		return "peer_timeout"
 	}
+	var named interface{ CloseReason() string }
+	if errors.As(err, &named) {
+		return named.CloseReason() // a proxy's own refusal (tcp's hello refusals)
+	}
 	var bad interface{ BadInput() bool }
 	if errors.As(err, &bad) && bad.BadInput() {
 		return "bad_request"

@@ -298,6 +298,11 @@ type Listener struct {
 	Filter *Filter `yaml:"filter,omitempty"`
 	Routes []Route `yaml:"routes,omitempty"`
 	Pools  []Pool  `yaml:"pools,omitempty"`
+	// TLSRoutes, DefaultPool and RequestTimeout route a tcp listener's
+	// connections by their TLS ClientHello (kind_tcp.go).
+	TLSRoutes      []TLSRoute `yaml:"tls_routes,omitempty"`
+	DefaultPool    string     `yaml:"default_pool,omitempty"`
+	RequestTimeout Duration   `yaml:"request_timeout,omitempty"`
 	// UpstreamPool keeps idle keep-alive upstream connections for any
 	// client connection to reuse (http-reverse).
 	UpstreamPool *UpstreamPool `yaml:"upstream_pool,omitempty"`

@@ -829,7 +829,7 @@ func TestPlannedProxyKind(t *testing.T) {
 // FuzzParse checks that no input crashes Parse or yields both a Config and
 // an error, and that what Parse accepts also passes Validate.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"tcp.yaml", "broken.yaml"} {
+	for _, name := range []string{"tcp.yaml", "broken.yaml", "sni.yaml"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
 		if err != nil {
 			f.Fatal(err)

@@ -32,6 +32,30 @@ func TestExampleTCPParses(t *testing.T) {
 	}
 }
 
+// TestExampleSNIParses: sni.yaml sends a.test to 10.99.2.2:9443 and
+// b.test to 10.99.2.2:9444 from 10.99.1.1:8443, passing TLS through.
+func TestExampleSNIParses(t *testing.T) {
+	cfg, err := Load(examplePath("sni.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Listeners[0]
+	servers := map[string]string{}
+	for _, pl := range l.Pools {
+		servers[pl.Name] = pl.Servers[0].Address
+	}
+	route := map[string]string{}
+	for _, r := range l.TLSRoutes {
+		if r.ALPN == "" {
+			route[r.ServerName] = servers[r.Pool]
+		}
+	}
+	if l.Listen != "10.99.1.1:8443" || l.Proxy != "tcp" || l.Engine != "auto" || !l.RoutesByHello() ||
+		route["a.test"] != "10.99.2.2:9443" || route["b.test"] != "10.99.2.2:9444" {
+		t.Errorf("listener %s (%s, engine %s) routes %v, want 10.99.1.1:8443 (tcp, auto) sending a.test to 10.99.2.2:9443, b.test to 10.99.2.2:9444", l.Listen, l.Proxy, l.Engine, route)
+	}
+}
+
 // TestExampleBrokenFails checks that broken.yaml fails with exactly one error
 // on each line marked "# ERROR:", and that each message says what the
 // comment promises.

@@ -337,8 +337,19 @@ func (v *validator) http(p string, l *Listener) {
 	if len(l.Routes) == 0 {
 		v.errorf(p+".routes", "proxy http-reverse needs at least one route")
 	}
+	pools := v.pools(p, l.Pools, true)
+	for i, r := range l.Routes {
+		v.route(p+".routes["+itoa(i)+"]", r, pools)
+	}
+	v.upstreamPool(p+".upstream_pool", l)
+}
+
+// pools checks a listener's pools and returns their names. needPath:
+// their health checks must GET a path (http-reverse), else a connect
+// may do (tcp).
+func (v *validator) pools(p string, list []Pool, needPath bool) map[string]bool {
 	pools := map[string]bool{}
-	for i, pl := range l.Pools {
+	for i, pl := range list {
 		pp := p + ".pools[" + itoa(i) + "]"
 		if pl.Name == "" {
 			v.errorf(pp+".name", "a pool needs a name")
@@ -354,14 +365,11 @@ func (v *validator) http(p string, l *Listener) {
 			v.errorf(pp+".servers", "a pool needs at least one server host:port")
 		}
 		v.poolServers(pp+".servers", pl.Servers)
-		v.healthCheck(pp+".health_check", pl.HealthCheck, true)
+		v.healthCheck(pp+".health_check", pl.HealthCheck, needPath)
 		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
 		v.queue(pp, pl.QueueTimeout, pl.MaxQueue, pl.Servers)
 	}
-	for i, r := range l.Routes {
-		v.route(p+".routes["+itoa(i)+"]", r, pools)
-	}
-	v.upstreamPool(p+".upstream_pool", l)
+	return pools
 }
 
 // upstreamPool checks the upstream_pool section. A PROXY protocol header

@@ -17,7 +17,10 @@ var kindSections = map[string][]string{
 	"http":   {"http-forward", "http-reverse", "filter"},
 	"filter": {"filter"},
 	"routes": {"http-reverse"},
-	"pools":  {"http-reverse"},
+	"pools":  {"http-reverse", "tcp"},
+	// Routing by the TLS ClientHello (kind_tcp.go).
+	"tls_routes":   {"tcp"},
+	"default_pool": {"tcp"},
 	// Shared upstream connections: http-reverse's per-server pools.
 	"upstream_pool": {"http-reverse"},
 	// Only these kinds let the client name the destination.
@@ -49,6 +52,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 		"socks5": l.SOCKS5 != nil, "http": l.HTTP != nil, "filter": l.Filter != nil,
 		"routes": len(l.Routes) > 0, "pools": len(l.Pools) > 0,
 		"destinations": l.Destinations != nil, "upstream_pool": l.UpstreamPool != nil,
+		"tls_routes": len(l.TLSRoutes) > 0, "default_pool": l.DefaultPool != "",
 	}
 	for section, kinds := range kindSections {
 		if present[section] && !contains(kinds, l.Proxy) {
@@ -70,6 +74,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 		}
 	}
 	v.accessRules(p, l)
+	v.tlsRouting(p, l)
 	switch l.Proxy {
 	case "socks5":
 		v.socks5(p, l)

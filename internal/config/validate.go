@@ -268,7 +268,7 @@ func (v *validator) proxyKind(p string, l *Listener) {
 }
 
 func (v *validator) upstreams(p string, l *Listener) {
-	if l.Proxy == "tcp" && len(l.Upstream) == 0 {
+	if l.Proxy == "tcp" && len(l.Upstream) == 0 && !l.RoutesByHello() {
 		v.errorf(p+".upstream", "proxy tcp needs at least one upstream host:port")
 	}
 	v.poolServers(p+".upstream", l.Upstream)

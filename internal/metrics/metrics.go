@@ -92,7 +92,7 @@ func New() *Metrics {
 		}, []string{"listener"}),
 		Closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_connections_closed_total",
-			Help: "Pairs closed, by listener and reason (eof, reset, peer_timeout, idle, client_timeout, shutdown, max_connections, client_left, upstream_refused, upstream_unreachable, upstream_timeout, bad_request, proxy_error, error).",
+			Help: "Pairs closed, by listener and reason (eof, reset, peer_timeout, idle, client_timeout, shutdown, max_connections, client_left, upstream_refused, upstream_unreachable, upstream_timeout, bad_request, proxy_error, error; a tcp listener with tls_routes: bad_hello, hello_too_large, hello_timeout, no_route).",
 		}, []string{"listener", "reason"}),
 		Splices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_splice_transitions_total",

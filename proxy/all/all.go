@@ -34,8 +34,13 @@ type Deps struct {
 func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 	switch lc.Proxy {
 	case "tcp", "":
-		return &tcp.Proxy{Upstreams: upstreams(lc, deps), IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std(),
-			ProxyProtocol: lc.ProxyProtocol}, nil
+		p := &tcp.Proxy{IdleTimeout: lc.IdleTimeout.Std(), SpliceAfter: lc.SpliceAfter.Std(), ProxyProtocol: lc.ProxyProtocol}
+		if lc.RoutesByHello() {
+			p.Hello = tcp.NewHelloRouter(lc, deps.Dial, deps.Log)
+		} else {
+			p.Upstreams = upstreams(lc, deps)
+		}
+		return p, nil
 	case "socks5":
 		return socks5.FromConfig(lc)
 	case "filter":
