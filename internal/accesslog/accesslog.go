@@ -26,8 +26,9 @@ type Entry struct {
 	// Protocol ("HTTP/1.1") are a request's.
 	Method, Host, Target, Protocol string
 	Status                         int
-	// BytesUp came from the client, BytesDown went to it: for a request,
-	// its head and body each way.
+	// BytesUp went from the client's side to the upstream, BytesDown to
+	// the client: for a request, its head (as the proxy rewrote it) and
+	// body each way.
 	BytesUp, BytesDown int64
 	// Duration is a request's from its head's arrival to its answer's
 	// end, or a pair's whole life; UpstreamDuration is a request's wait
@@ -92,6 +93,9 @@ func newLogger(out *output, format string) (*Logger, error) {
 	}
 	return l, nil
 }
+
+// Path is the file the logger writes to ("-" for stdout), "" for a writer.
+func (l *Logger) Path() string { return l.out.path }
 
 // Format is the logger's format.
 func (l *Logger) Format() string { return l.format }
