@@ -79,6 +79,11 @@ process of an upgrade. See examples/ for configurations.
 			return runMaster(*path, *pidFile, cfg)
 		}
 	}
+	// Signals are caught from before the daemon serves: one that came
+	// between its start and wait would end it (SIGHUP) or be lost
+	// (SIGUSR1: a log rotation's reopen).
+	sigs, stop := controlSignals()
+	defer stop()
 	d, err := startDaemon(*path, *pidFile)
 	if errors.Is(err, errHandedOver) {
 		return nil // the copy running as the configured user serves
@@ -86,13 +91,11 @@ process of an upgrade. See examples/ for configurations.
 	if err != nil {
 		return err
 	}
-	return d.wait()
+	return d.wait(sigs)
 }
 
-// wait handles signals until the daemon stops, then shuts it down.
-func (d *daemon) wait() error {
-	sigs, stop := controlSignals()
-	defer stop()
+// wait handles sigs until the daemon stops, then shuts it down.
+func (d *daemon) wait(sigs chan os.Signal) error {
 	for {
 		select {
 		case sig := <-sigs:
