@@ -1,63 +1,73 @@
-// The access log: one JSON line per closed pair with who, where, which engine, how much, how long and why it closed.
+// The access log: one line per closed pair with who, where, which engine, how much, how long and why it closed, in each format.
 
 package forwarder_test
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/accesslog"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 )
 
-func TestAccessLogLinePerPair(t *testing.T) {
-	up := fwdtest.Echo(t)
+// onePairLogged runs one tcp pair through a listener with an access log
+// in format (5 bytes each way) and returns the log once it has a line,
+// the client's and the upstream's addresses.
+func onePairLogged(tb testing.TB, format string) (log, client, up string) {
+	tb.Helper()
+	up = fwdtest.Echo(tb)
 	cfg := config.Default()
 	l := config.DefaultListener()
 	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(up), pipe.Name
 	cfg.Listeners = []config.Listener{l}
 	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	buf := &testenv.Buffer{}
-	f, err := forwarder.New(&cfg, forwarder.Options{AccessLog: slog.New(slog.NewJSONHandler(buf, nil))})
+	a, err := accesslog.New(buf, format)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
+	}
+	f, err := forwarder.New(&cfg, forwarder.Options{AccessLog: a})
+	if err != nil {
+		tb.Fatal(err)
 	}
 	if err := f.Start(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { f.Shutdown(canceledCtx()) })
+	tb.Cleanup(func() { f.Shutdown(canceledCtx()) })
 
 	c, err := net.Dial("tcp", f.Addr("t").String())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	io.WriteString(c, "hello")
 	c.(*net.TCPConn).CloseWrite()
 	io.ReadAll(c)
-	client := c.LocalAddr().String()
+	client = c.LocalAddr().String()
 	c.Close()
+	testenv.Eventually(tb, "an access log line", func() bool { return strings.HasSuffix(buf.String(), "\n") })
+	return buf.String(), client, up
+}
 
+func TestAccessLogLinePerPair(t *testing.T) {
+	log, client, up := onePairLogged(t, accesslog.JSON)
 	var line map[string]any
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && !strings.Contains(buf.String(), `"msg":"pair"`) {
-		time.Sleep(5 * time.Millisecond)
+	if err := json.Unmarshal([]byte(strings.TrimSpace(log)), &line); err != nil {
+		t.Fatalf("access log %q: %v", log, err)
 	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(buf.String())), &line); err != nil {
-		t.Fatalf("access log %q: %v", buf.String(), err)
-	}
-	want := map[string]any{"listener": "t", "client": client, "upstream": up, "engine": pipe.Name,
-		"bytes_up": float64(5), "bytes_down": float64(5), "reason": "eof"}
+	want := map[string]any{"type": "pair", "listener": "t", "proxy": "tcp", "client": client, "upstream": up,
+		"engine": pipe.Name, "bytes_up": float64(5), "bytes_down": float64(5), "reason": "eof",
+		"status": float64(200), "method": "", "request_id": ""}
 	for k, v := range want {
 		if line[k] != v {
 			t.Errorf("access log %s = %v, want %v (line %v)", k, line[k], v, line)
@@ -65,6 +75,28 @@ func TestAccessLogLinePerPair(t *testing.T) {
 	}
 	if d, ok := line["duration_s"].(float64); !ok || d <= 0 {
 		t.Errorf("access log duration_s = %v", line["duration_s"])
+	}
+}
+
+// TestAccessLogTextKeepsItsLines: the default format writes the
+// key=value lines it always has.
+func TestAccessLogTextKeepsItsLines(t *testing.T) {
+	log, client, up := onePairLogged(t, accesslog.Text)
+	for _, want := range []string{"msg=pair", "listener=t", "client=" + client, "upstream=" + up,
+		"engine=" + pipe.Name, "bytes_up=5", "bytes_down=5", "reason=eof"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("text access log %q lacks %s", log, want)
+		}
+	}
+}
+
+// TestAccessLogCombinedPair: a tcp pair in the combined format is a
+// CONNECT to its upstream, as documented, with the bytes sent back.
+func TestAccessLogCombinedPair(t *testing.T) {
+	log, _, up := onePairLogged(t, accesslog.Combined)
+	want := fmt.Sprintf(`"CONNECT %s tcp" 200 5 "-" "-"`, up)
+	if !strings.HasPrefix(log, "127.0.0.1 - - [") || !strings.HasSuffix(log, want+"\n") {
+		t.Errorf("combined access log %q, want 127.0.0.1 - - [time] %s", log, want)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine/all"
+	"github.com/splicer/splicer/internal/accesslog"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/metrics"
 	"github.com/splicer/splicer/internal/sockopt"
@@ -35,8 +36,9 @@ type Options struct {
 	Listen  ListenFunc // default: net.Listen
 	// Engines overrides the engines built from the configuration.
 	Engines *all.Set
-	// AccessLog, if set, gets one line per closed pair (see accessLine).
-	AccessLog *slog.Logger
+	// AccessLog, if set, gets one line per closed pair and one per
+	// answered HTTP request (see accesslog.go).
+	AccessLog *accesslog.Logger
 	// Inherit returns a listening socket handed over by the process this
 	// one replaces (a hitless upgrade), or nil to bind a new one.
 	Inherit InheritFunc
@@ -47,16 +49,19 @@ type InheritFunc func(name, addr string) (net.Listener, error)
 
 // Forwarder runs every listener of a configuration.
 type Forwarder struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	access  *slog.Logger
-	metrics *metrics.Metrics
-	engines *all.Set
-	ownsSet bool
-	dial    DialFunc
-	listen  ListenFunc
-	inherit InheritFunc
-	flows   *Flows
+	cfg *config.Config
+	log *slog.Logger
+	// access is the text access log's slog logger, accessLog the json
+	// or combined one's; nil when not in use.
+	access    *slog.Logger
+	accessLog *accesslog.Logger
+	metrics   *metrics.Metrics
+	engines   *all.Set
+	ownsSet   bool
+	dial      DialFunc
+	listen    ListenFunc
+	inherit   InheritFunc
+	flows     *Flows
 
 	// mu guards listeners, retiring, cfg and stopped against a reload.
 	mu        sync.Mutex
@@ -79,8 +84,11 @@ type Forwarder struct {
 // New builds a forwarder for cfg; Start binds its listeners.
 func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 	f := &Forwarder{cfg: cfg, log: opts.Log, metrics: opts.Metrics, engines: opts.Engines,
-		dial: opts.Dial, listen: opts.Listen, inherit: opts.Inherit, flows: newFlows(), access: opts.AccessLog,
+		dial: opts.Dial, listen: opts.Listen, inherit: opts.Inherit, flows: newFlows(), access: opts.AccessLog.Slog(),
 		retiring: map[*listener]struct{}{}}
+	if f.access == nil {
+		f.accessLog = opts.AccessLog
+	}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}

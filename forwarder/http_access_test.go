@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/accesslog"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 )
@@ -30,7 +30,11 @@ listeners:
 		t.Fatal(err)
 	}
 	buf := &testenv.Buffer{}
-	f, err := forwarder.New(cfg, forwarder.Options{AccessLog: slog.New(slog.NewJSONHandler(buf, nil))})
+	a, err := accesslog.New(buf, accesslog.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := forwarder.New(cfg, forwarder.Options{AccessLog: a})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +67,7 @@ listeners:
 		lines = nil
 		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 			var m map[string]any
-			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
+			if json.Unmarshal([]byte(l), &m) == nil && m["type"] == "request" {
 				lines = append(lines, m)
 			}
 		}
@@ -75,8 +79,8 @@ listeners:
 			t.Errorf("first request line %s = %v, want %v (%v)", k, first[k], v, first)
 		}
 	}
-	if b, _ := first["bytes"].(float64); b < 1000 || b > 1500 {
-		t.Errorf("first request bytes %v, want the 1000-byte body and its head", first["bytes"])
+	if b, _ := first["bytes_down"].(float64); b < 1000 || b > 1500 {
+		t.Errorf("first request bytes_down %v, want the 1000-byte body and its head", first["bytes_down"])
 	}
 	if lines[2]["status"] != float64(404) || lines[4]["status"] != float64(400) {
 		t.Errorf("statuses %v %v, want 404 and 400", lines[2]["status"], lines[4]["status"])
@@ -86,7 +90,7 @@ listeners:
 			t.Errorf("splicer_http_responses_total{code=%q} = %v, want %v", code, n, want)
 		}
 	}
-	if b, _ := lines[4]["bytes"].(float64); b > 1000 {
+	if b, _ := lines[4]["bytes_down"].(float64); b > 1000 {
 		t.Errorf("the refused request's line counts %v bytes, want its 400 alone (the answer before it not again)", b)
 	}
 	checkResponseWays(t, f, lines, big)
@@ -99,7 +103,7 @@ func checkResponseWays(tb testing.TB, f *forwarder.Forwarder, lines []map[string
 	tb.Helper()
 	var logged float64
 	for _, l := range lines {
-		b, _ := l["bytes"].(float64)
+		b, _ := l["bytes_down"].(float64)
 		logged += b
 	}
 	ways := map[string]float64{}
@@ -134,4 +138,109 @@ func counterValue(tb testing.TB, f *forwarder.Forwarder, name string, labels map
 		}
 	}
 	return 0
+}
+
+// requestIDEcho is a back end that answers each request with the
+// X-Request-ID values it received, joined by ",".
+func requestIDEcho(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fwdtest.ServeEach(tb, ln, 10*time.Second, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(r)
+			if err != nil {
+				return
+			}
+			body := strings.Join(req.Header.Values("X-Request-Id"), ",")
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestRequestIDPassedOnAndLogged: http-reverse passes a client's sane
+// X-Request-ID on, replaces one that is not (a space, too long, two of
+// them) and adds one where there is none, a new one each request; the
+// json access log names the ID the back end saw, and the request's user
+// agent, referer, target with its query, protocol and bytes each way.
+func TestRequestIDPassedOnAndLogged(t *testing.T) {
+	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
+`, requestIDEcho(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &testenv.Buffer{}
+	a, err := accesslog.New(buf, accesslog.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fwdtest.StartWith(t, forwarder.Options{AccessLog: a}, cfg.Listeners...)
+	c, err := net.Dial("tcp", f.Addr("rev").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	sent := []string{
+		"X-Request-ID: client-id-42\r\nUser-Agent: ua/1.0\r\nReferer: http://r.example/x\r\n",
+		"", "",
+		"X-Request-ID: two words\r\n",
+		"X-Request-ID: " + strings.Repeat("a", 129) + "\r\n",
+		"X-Request-ID: one\r\nX-Request-ID: other\r\n",
+	}
+	var seen []string
+	for i, extra := range sent {
+		fmt.Fprintf(c, "GET /obj/10?n=%d HTTP/1.1\r\nHost: app.example\r\n%s\r\n", i, extra)
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		seen = append(seen, string(b))
+	}
+	if seen[0] != "client-id-42" {
+		t.Errorf("back end saw X-Request-ID %q, want the client's client-id-42", seen[0])
+	}
+	made := map[string]bool{}
+	for i, id := range seen[1:] {
+		if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" || made[id] {
+			t.Errorf("request %d (%q): back end saw X-Request-ID %q, want a new 32-hex-digit one", i+1, sent[i+1], id)
+		}
+		made[id] = true
+	}
+
+	var lines []map[string]any
+	testenv.Eventually(t, "six request lines", func() bool {
+		lines = nil
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["type"] == "request" {
+				lines = append(lines, m)
+			}
+		}
+		return len(lines) == len(sent)
+	})
+	for i, l := range lines {
+		if l["request_id"] != seen[i] {
+			t.Errorf("request %d logged request_id %v, want %q, what the back end saw", i, l["request_id"], seen[i])
+		}
+	}
+	for k, v := range map[string]any{"path": "/obj/10?n=0", "protocol": "HTTP/1.1", "user_agent": "ua/1.0",
+		"referer": "http://r.example/x", "method": "GET", "host": "app.example", "proxy": "http-reverse"} {
+		if lines[0][k] != v {
+			t.Errorf("first request %s = %v, want %v", k, lines[0][k], v)
+		}
+	}
+	// Its head as sent upstream: the client's 124 bytes and the
+	// forwarding fields.
+	if b, _ := lines[0]["bytes_up"].(float64); b < 124 || b > 400 {
+		t.Errorf("first request bytes_up %v, want its head's length as sent upstream", lines[0]["bytes_up"])
+	}
 }

@@ -3,7 +3,6 @@
 package forwarder
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -373,26 +372,5 @@ func (l *listener) finish(s *session, err error) {
 		log = l.log.With("pair", p.ID, "client", p.Client.RemoteAddr().String(), "upstream", upstreamOf(p))
 	}
 	log.Info("pair closed", attrs...)
-	if a := l.f.access; a != nil {
-		a.LogAttrs(context.Background(), slog.LevelInfo, "pair", accessLine(p, reason, err)...)
-	}
-}
-
-// accessLine is a closed pair as the access log shows it.
-func accessLine(p *engine.Pair, reason string, err error) []slog.Attr {
-	name, note := p.Engine()
-	upstream := upstreamOf(p)
-	attrs := []slog.Attr{
-		slog.String("listener", p.Listener), slog.String("client", p.Client.RemoteAddr().String()),
-		slog.String("upstream", upstream), slog.String("engine", name),
-		slog.Int64("bytes_up", p.Bytes(engine.Up)), slog.Int64("bytes_down", p.Bytes(engine.Down)),
-		slog.Float64("duration_s", uptime(p.Created)), slog.String("reason", reason),
-	}
-	if note != "" {
-		attrs = append(attrs, slog.String("note", note))
-	}
-	if err != nil && reason != "eof" {
-		attrs = append(attrs, slog.String("err", err.Error()))
-	}
-	return attrs
+	l.logPair(p, reason, err)
 }

@@ -160,7 +160,7 @@ func TestGoreleaserConfig(t *testing.T) {
 			}
 			dsts[c.Dst] = true
 		}
-		for _, need := range []string{"/usr/lib/systemd/system/splicer.service", "/etc/splicer/splicer.yaml"} {
+		for _, need := range []string{"/usr/lib/systemd/system/splicer.service", "/etc/splicer/splicer.yaml", "/etc/logrotate.d/splicer"} {
 			if !dsts[need] {
 				t.Errorf("nfpm package lacks %s", need)
 			}
@@ -193,5 +193,29 @@ func TestDockerfile(t *testing.T) {
 func TestPackagedConfig(t *testing.T) {
 	if _, err := config.Load("splicer.yaml"); err != nil {
 		t.Fatalf("packaging/splicer.yaml: %v", err)
+	}
+}
+
+// TestLogrotateSnippet: logrotate reads the snippet without an error,
+// it rotates what the unit's LogsDirectory holds, and it has the
+// service's main process reopen the access log (SIGUSR1) afterwards.
+func TestLogrotateSnippet(t *testing.T) {
+	if _, err := exec.LookPath("logrotate"); err != nil {
+		testenv.SkipOrFail(t, "logrotate not installed (apt-get install logrotate)")
+	}
+	out, err := exec.Command("logrotate", "--debug", "--state", filepath.Join(t.TempDir(), "state"), "logrotate/splicer").CombinedOutput()
+	if err != nil || strings.Contains(strings.ToLower(string(out)), "error") {
+		t.Errorf("logrotate --debug: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile("logrotate/splicer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	if !slices.Contains(unitDirectives(t)["LogsDirectory"], "splicer") || !strings.Contains(s, "/var/log/splicer/*.log {") {
+		t.Errorf("the snippet rotates %q; want the unit's LogsDirectory=splicer, /var/log/splicer", s)
+	}
+	if !strings.Contains(s, "systemctl kill --kill-whom=main --signal=USR1 splicer.service") {
+		t.Errorf("the snippet's postrotate does not send SIGUSR1 to splicer.service's main process:\n%s", s)
 	}
 }

@@ -189,21 +189,41 @@ func EndErr(r engine.Result) error {
 // per-listener status counters.
 type Request struct {
 	Method, Host, Path string
-	Status             int
-	// Bytes is what the client was sent for the request, head included.
-	Bytes int64
+	// Target is the request target as the client sent it (path and
+	// query), Proto its protocol ("HTTP/1.1"); UserAgent, Referer and
+	// RequestID (X-Request-ID, as the proxy sent it on, or as the client
+	// sent it if sane: see httpcore.ValidRequestID) are its header
+	// fields'. These strings may share memory with the next request: a
+	// recorder copies what it keeps past the call.
+	Target, Proto                 string
+	UserAgent, Referer, RequestID string
+	Status                        int
+	// Bytes is what the client was sent for the request, head included;
+	// BytesUp what went upstream for it, its head as the proxy rewrote
+	// it and its body (0 for a request answered without an upstream).
+	Bytes, BytesUp int64
 	// Kernel and Spliced are the parts of Bytes that did not pass
 	// through the proxy's memory: moved by splice(2) in control mode
 	// (Kernel), or by the listener's engine (Spliced). The rest was
 	// copied.
 	Kernel, Spliced int64
 	Duration        time.Duration
+	// Upstream is how long the back end took to send its response head,
+	// from the request's start on its way there; 0 for an answer the
+	// proxy gave itself.
+	Upstream time.Duration
 }
 
 // RequestRecorder is a Session that records HTTP requests (the forwarder's
 // does); HTTP proxies report each answered request to it.
 type RequestRecorder interface {
 	RecordRequest(r Request)
+}
+
+// RequestLogger is a Session that writes an access log line for each
+// answered request; HTTP proxies report each to it, after RecordRequest.
+type RequestLogger interface {
+	LogRequest(r Request)
 }
 
 // ServerHealth is one back-end server's health-check state, whether it

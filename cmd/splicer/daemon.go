@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/internal/accesslog"
 	"github.com/splicer/splicer/internal/admin"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/handoff"
@@ -41,7 +41,7 @@ type daemon struct {
 	log           *slog.Logger
 	f             *forwarder.Forwarder
 	adm           *admin.Server
-	accessFile    *os.File // the access log's file, closed at the end
+	access        *accesslog.Logger // the access log, reopened on SIGUSR1 and closed at the end
 	// caps are the capabilities the daemon keeps when not root
 	// (neededCaps at start), given to the process of an upgrade.
 	caps []uintptr
@@ -93,11 +93,10 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 		return nil, err
 	}
 	d.exe = exe
-	access, err := d.openAccessLog(cfg.AccessLog)
-	if err != nil {
+	if d.access, err = openAccessLog(cfg.AccessLog); err != nil {
 		return nil, fmt.Errorf("access_log: %w", err)
 	}
-	opts := forwarder.Options{Log: log, AccessLog: access, Inherit: in.Listener}
+	opts := forwarder.Options{Log: log, AccessLog: d.access, Inherit: in.Listener}
 	if isWorker {
 		opts.Inherit = d.workerSockets(in)
 		// Where the master has no socket for a listener a reload adds:
@@ -163,24 +162,26 @@ func defaultPinDir(cfg *config.Config, path string) {
 }
 
 // openAccessLog returns the access logger c asks for, or nil.
-func (d *daemon) openAccessLog(c config.AccessLog) (*slog.Logger, error) {
-	var w io.Writer
-	switch c.Path {
-	case "":
+func openAccessLog(c config.AccessLog) (*accesslog.Logger, error) {
+	if c.Path == "" {
 		return nil, nil
-	case "-":
-		w = os.Stdout
-	default:
-		f, err := os.OpenFile(c.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-		if err != nil {
-			return nil, err
-		}
-		d.accessFile, w = f, f
 	}
-	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	return accesslog.Open(c.Path, c.Format)
+}
+
+// reopenAccessLog opens the access log's file anew (SIGUSR1), for log
+// rotation: lines go to a file at its path, the one moved away keeps
+// what it has.
+func (d *daemon) reopenAccessLog() {
+	if d.access == nil {
+		d.log.Info("SIGUSR1: no access log to reopen")
+		return
 	}
-	return slog.New(slog.NewTextHandler(w, nil)), nil
+	if err := d.access.Reopen(); err != nil {
+		d.log.Error("reopening the access log: lines still go to the old file", "path", d.access.Path(), "err", err)
+		return
+	}
+	d.log.Info("access log reopened", "path", d.access.Path())
 }
 
 // startAdmin serves the admin endpoint, on the inherited socket if any,
@@ -356,8 +357,8 @@ func (d *daemon) shutdown(sigs <-chan os.Signal) error {
 		d.log.Warn("shutdown", "err", err)
 	}
 	removePidFile(d.pidFile)
-	if d.accessFile != nil {
-		d.accessFile.Close()
+	if d.access != nil {
+		d.access.Close()
 	}
 	d.log.Info("stopped")
 	return nil

@@ -356,6 +356,10 @@ func (m *master) loop() error {
 				m.reloadLogged("signal")
 			case syscall.SIGUSR2:
 				m.upgradeLogged("signal")
+			case syscall.SIGUSR1:
+				// The workers write the access log, draining ones too.
+				m.log.Info("workers reopen the access log", "signal", sig.String())
+				m.stopWorkers(syscall.SIGUSR1, true)
 			default:
 				m.log.Info("shutting down", "signal", sig.String(), "workers", m.count)
 				return m.shutdown(sigs)
@@ -474,8 +478,8 @@ func (m *master) left() int {
 	return n
 }
 
-// stopWorkers sends sig to every worker's current process, and with
-// retired to those an upgrade replaced that still drain.
+// stopWorkers sends sig (a stop, or SIGUSR1) to every worker's current
+// process, and with retired to those an upgrade replaced that still drain.
 func (m *master) stopWorkers(sig syscall.Signal, retired bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -1,4 +1,4 @@
-// splicer run: start the forwarder from a configuration, serve admin endpoints, reload on SIGHUP, upgrade on SIGUSR2, shut down gracefully on SIGINT/SIGTERM.
+// splicer run: start the forwarder from a configuration, serve admin endpoints, reload on SIGHUP, upgrade on SIGUSR2, reopen the access log on SIGUSR1, shut down gracefully on SIGINT/SIGTERM.
 
 package main
 
@@ -39,6 +39,9 @@ Signals:
             arguments, hand it the listening sockets, and once it serves,
             stop accepting and let open connections finish (no connection
             attempt is refused). Also: 'splicer upgrade', or POST /upgrade.
+  SIGUSR1   reopen the access log's file (access_log.path), for log
+            rotation: move it away, then signal; lines go to a new file at
+            the path, the moved one keeps what it had.
   SIGINT, SIGTERM
             stop accepting and let open connections finish for
             shutdown_timeout; a second signal closes them at once.
@@ -79,6 +82,11 @@ process of an upgrade. See examples/ for configurations.
 			return runMaster(*path, *pidFile, cfg)
 		}
 	}
+	// Signals are caught from before the daemon serves: one that came
+	// between its start and wait would end it (SIGHUP) or be lost
+	// (SIGUSR1: a log rotation's reopen).
+	sigs, stop := controlSignals()
+	defer stop()
 	d, err := startDaemon(*path, *pidFile)
 	if errors.Is(err, errHandedOver) {
 		return nil // the copy running as the configured user serves
@@ -86,13 +94,11 @@ process of an upgrade. See examples/ for configurations.
 	if err != nil {
 		return err
 	}
-	return d.wait()
+	return d.wait(sigs)
 }
 
-// wait handles signals until the daemon stops, then shuts it down.
-func (d *daemon) wait() error {
-	sigs, stop := controlSignals()
-	defer stop()
+// wait handles sigs until the daemon stops, then shuts it down.
+func (d *daemon) wait(sigs chan os.Signal) error {
 	for {
 		select {
 		case sig := <-sigs:
@@ -110,6 +116,9 @@ func (d *daemon) wait() error {
 			case sig == syscall.SIGUSR2:
 				d.upgradeLogged("signal")
 				continue
+			case sig == syscall.SIGUSR1:
+				d.reopenAccessLog()
+				continue
 			}
 			d.log.Info("shutting down", "signal", sig.String(), "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
 		case <-d.masterGone:
@@ -126,11 +135,12 @@ func (d *daemon) wait() error {
 }
 
 // controlSignals delivers the signals 'splicer run' acts on, as a single
-// process or as a master: SIGHUP (reload), SIGUSR2 (upgrade), SIGINT and
-// SIGTERM (stop); stop stops the delivery.
+// process or as a master: SIGHUP (reload), SIGUSR2 (upgrade), SIGUSR1
+// (reopen the access log), SIGINT and SIGTERM (stop); stop stops the
+// delivery.
 func controlSignals() (sigs chan os.Signal, stop func()) {
 	sigs = make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGUSR1)
 	return sigs, func() { signal.Stop(sigs) }
 }
 

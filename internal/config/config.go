@@ -100,12 +100,18 @@ type Log struct {
 // AccessLog configures the access log: one line per pair when it closes
 // (client, upstream, listener, engine, bytes each way, duration, why it
 // closed and, when it was not spliced, why not), and for the HTTP kinds
-// one per answered request (msg "request": method, host, path, status,
-// bytes, duration, upstream, engine).
+// one per answered request (method, target, protocol, status, bytes each
+// way, durations, user agent, referer, request ID). docs/access-log.md
+// describes each format's fields.
 type AccessLog struct {
-	// Path is a file (appended to), "-" for stdout, or empty for none.
-	Path   string `yaml:"path"`
-	Format string `yaml:"format"` // one of LogFormats
+	// Path is a file (appended to, reopened on SIGUSR1 for log
+	// rotation), "-" for stdout, or empty for none.
+	Path string `yaml:"path"`
+	// Format is one of AccessLogFormats: text (the default: key=value
+	// lines), json (one object per line with a fixed set of fields) or
+	// combined (the NCSA combined format of nginx and Apache, for log
+	// analysers; request lines only for the HTTP kinds).
+	Format string `yaml:"format"`
 }
 
 // Engines holds per-engine switches and tuning, shared by all listeners.
@@ -345,10 +351,12 @@ func RegisterEngines(names ...string) {
 	}
 }
 
-// LogLevels and LogFormats are the values of log.level and log.format.
+// LogLevels, LogFormats and AccessLogFormats are the values of
+// log.level, log.format and access_log.format.
 var (
-	LogLevels  = []string{"debug", "info", "warn", "error"}
-	LogFormats = []string{"text", "json"}
+	LogLevels        = []string{"debug", "info", "warn", "error"}
+	LogFormats       = []string{"text", "json"}
+	AccessLogFormats = []string{"text", "json", "combined"}
 )
 
 // Default returns the configuration an empty file would mean, were an empty

@@ -535,6 +535,18 @@ func TestParseErrors(t *testing.T) {
 			"log: {format: xml}",
 			"listeners:", okListener,
 		), []wantErr{{1, "log.format", "(allowed: text, json)"}}},
+		{"access log format misspelt", lines(
+			"access_log: {path: /var/log/splicer/access.log, format: combind}",
+			"listeners:", okListener,
+		), []wantErr{{1, "access_log.format", `unknown value "combind" (allowed: text, json, combined)`}}},
+		{"access log format key misspelt", lines(
+			"access_log: {path: /var/log/splicer/access.log, fromat: combined}",
+			"listeners:", okListener,
+		), []wantErr{{1, "access_log.fromat", `unknown key "fromat" (did you mean "format"?)`}}},
+		{"combined is for the access log only", lines(
+			"log: {format: combined}",
+			"listeners:", okListener,
+		), []wantErr{{1, "log.format", `unknown value "combined" (allowed: text, json)`}}},
 		{"unknown engine", lines(
 			"listeners:",
 			"  - {name: a, listen: ':1', upstream: ['h:2'], engine: splice}",

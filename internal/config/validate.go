@@ -74,7 +74,7 @@ func (v *validator) top() {
 	v.admin()
 	v.oneOf("log.level", v.cfg.Log.Level, LogLevels)
 	v.oneOf("log.format", v.cfg.Log.Format, LogFormats)
-	v.oneOf("access_log.format", v.cfg.AccessLog.Format, LogFormats)
+	v.oneOf("access_log.format", v.cfg.AccessLog.Format, AccessLogFormats)
 	v.notNegative("shutdown_timeout", v.cfg.ShutdownTimeout)
 	if t := v.cfg.Threads; t < 0 || t > MaxThreads {
 		v.errorf("threads", "must be 0 (one per CPU) or a count up to %d, got %d", MaxThreads, t)

@@ -55,8 +55,15 @@ type Conn struct {
 	// (proxy.Request's Kernel and Spliced).
 	cur                   *http.Request
 	curStart              time.Time
-	curDown               int64
+	curDown, curUp        int64
 	curKernel, curSpliced int64
+	// curUpstream is the current request's wait for response heads
+	// (RoundTrip), proxy.Request's Upstream.
+	curUpstream time.Duration
+	// reqID holds the X-Request-ID the proxy made for the current
+	// request (SetRequestID), reqIDValue its header field's value.
+	reqID      [2 * requestIDBytes]byte
+	reqIDValue [1]string
 
 	// Pool, if not nil, shares upstream connections with the listener's
 	// other client connections: the current one goes back to it when the
@@ -312,20 +319,50 @@ func (c *Conn) record(status int) {
 		req = &http.Request{URL: &url.URL{}}
 	}
 	c.cur = nil
-	rr, ok := c.S.(proxy.RequestRecorder)
-	if !ok {
+	rr, recorded := c.S.(proxy.RequestRecorder)
+	rl, logged := c.S.(proxy.RequestLogger)
+	if !recorded && !logged {
 		return
 	}
+	down, up, end := c.S.Pair().Bytes(engine.Down), c.S.Pair().Bytes(engine.Up), time.Now()
+	r := requestOf(req)
+	r.Status, r.Bytes, r.BytesUp = status, max(down-c.curDown, 0), max(up-c.curUp, 0)
+	r.Kernel, r.Spliced, r.Duration, r.Upstream = c.curKernel, c.curSpliced, end.Sub(c.curStart), c.curUpstream
+	if recorded {
+		rr.RecordRequest(r)
+	}
+	if logged {
+		rl.LogRequest(r)
+	}
+	// The next answer counts from here. A head refused before it parsed
+	// starts no request, so its time counts from here too.
+	c.curStart, c.curDown, c.curUp, c.curKernel, c.curSpliced, c.curUpstream = end, down, up, 0, 0, 0
+}
+
+// requestOf is what req says of itself in a proxy.Request.
+func requestOf(req *http.Request) proxy.Request {
 	host := req.Host
 	if host == "" && req.URL != nil {
 		host = req.URL.Host
 	}
-	now, end := c.S.Pair().Bytes(engine.Down), time.Now()
-	rr.RecordRequest(proxy.Request{Method: req.Method, Host: host, Path: req.URL.Path, Status: status,
-		Bytes: max(now-c.curDown, 0), Kernel: c.curKernel, Spliced: c.curSpliced, Duration: end.Sub(c.curStart)})
-	// The next answer counts from here. A head refused before it parsed
-	// starts no request, so its time counts from here too.
-	c.curStart, c.curDown, c.curKernel, c.curSpliced = end, now, 0, 0
+	r := proxy.Request{Method: req.Method, Host: host, Target: req.RequestURI, Proto: req.Proto}
+	if req.URL != nil {
+		r.Path = req.URL.Path
+	}
+	if id := req.Header[requestIDField]; len(id) > 0 && ValidRequestID(id[0]) {
+		r.RequestID = id[0]
+	}
+	r.UserAgent, r.Referer = headerValue(req.Header, "User-Agent"), headerValue(req.Header, "Referer")
+	return r
+}
+
+// headerValue is h's first value of the canonical name, as h.Get without
+// canonicalizing.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // Record reports the current request as answered with status, for

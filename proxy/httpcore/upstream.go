@@ -234,6 +234,14 @@ func (c *Conn) responseRead(upKeep bool) {
 // error means the request failed before a byte of the response reached the
 // client.
 func (c *Conn) RoundTrip(ctx context.Context, req *http.Request, redial Dialer) (*http.Response, error) {
+	start := time.Now()
+	resp, err := c.roundTripRetried(ctx, req, redial)
+	c.curUpstream += time.Since(start) // the access log's upstream time
+	return resp, err
+}
+
+// roundTripRetried is RoundTrip but for its timing.
+func (c *Conn) roundTripRetried(ctx context.Context, req *http.Request, redial Dialer) (*http.Response, error) {
 	before := c.up.in.n
 	resp, err := c.roundTrip(ctx, req)
 	stale := err != nil && c.up.reused && c.up.in.n == before && isStale(err)

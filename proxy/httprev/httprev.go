@@ -4,7 +4,8 @@
 // control mode, picks the route (the first whose host and path rule match),
 // picks a healthy server of the route's pool (round_robin, least_conn, or
 // consistent_hash on the client's IP address), adds Forwarded and
-// X-Forwarded-For, sends the request and splices the response body with a
+// X-Forwarded-For, passes on the client's X-Request-ID or adds one, sends
+// the request and splices the response body with a
 // byte limit. The next request on the same keep-alive client connection may
 // go to another server; the proxy keeps the upstream connection while
 // successive requests go to the same server. When they do not, or when the
@@ -186,6 +187,7 @@ func (p *Proxy) handle(ctx context.Context, c *httpcore.Conn, req *http.Request,
 	if err := addForwarded(req, c.ClientIP(), p.trusts(c.ClientIP()), fwd); err != nil {
 		return false, err
 	}
+	c.SetRequestID(req)
 	tried := map[*proxy.Server]bool{} // servers that failed this request
 	var unanswered error              // the last server's failure to answer
 	for {
