@@ -254,6 +254,9 @@ type Listener struct {
 	// not used until it passes again.
 	HealthCheck *HealthCheck `yaml:"health_check,omitempty"`
 	Engine      string       `yaml:"engine"` // one of EngineNames
+	// Promote is when engine auto moves a pair from copy to ip (see
+	// Promote).
+	Promote Promote `yaml:"promote"`
 	// ConnectTimeout bounds the connect to an upstream.
 	ConnectTimeout Duration `yaml:"connect_timeout"`
 	// IdleTimeout closes a pair idle this long; 0 means never.
@@ -370,6 +373,7 @@ func DefaultListener() Listener {
 		IdleTimeout:    Duration(time.Hour),
 		MaxConnections: 10000,
 		TCPKeepalive:   DefaultTCPKeepalive,
+		Promote:        DefaultPromote,
 	}
 }
 
