@@ -57,7 +57,8 @@ type Config struct {
 	// too), keeping only the capabilities its engines need.
 	User string `yaml:"user"`
 	// AccessLog writes one line per closed pair, and one per answered
-	// HTTP request; off without a path.
+	// HTTP request; off without a path. With it, the process log writes
+	// a pair's closing line at debug: the access log is the record.
 	AccessLog AccessLog `yaml:"access_log"`
 	// ShutdownTimeout is how long a graceful shutdown waits, after it stops
 	// accepting, for pairs to finish before closing them.
