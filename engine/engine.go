@@ -103,7 +103,8 @@ type DirOptions struct {
 // (EndLimit); a watched direction has data (EndData); every Forward direction
 // without a limit has seen EOF and forwarded it as a FIN (EndEOF); either side
 // reset the connection (EndReset); no byte moved for IdleTimeout (EndIdle); For
-// elapsed (EndTimer); or ctx was cancelled (EndCancel).
+// elapsed (EndTimer); Promote's bytes moved or its time elapsed
+// (EndPromote); or ctx was cancelled (EndCancel).
 type Options struct {
 	Up, Down DirOptions
 	// IdleTimeout ends the splice when no byte moved either way for this
@@ -112,6 +113,13 @@ type Options struct {
 	// For ends the splice after this long with the pair intact (EndTimer);
 	// 0 disables it. Proxies use it to forward in control mode for a while.
 	For time.Duration
+	// Promote ends the splice with the pair intact (EndPromote) once the
+	// pair has proved long enough for a deeper engine: engine auto starts
+	// a pair on a cheap engine and hands it to ip past these thresholds,
+	// so short pairs never pay ip's splice. Only the engines that move
+	// bytes through the process (Run: copy, pipe) honour it; the
+	// forwarder sets it for no other.
+	Promote Promotion
 	// OnSpliced, if set, is called once when forwarding is in place (for an
 	// engine with kernel state: when the state is installed). The time from
 	// calling Splice to OnSpliced is the splice cost the bench reports.
@@ -140,6 +148,17 @@ type Options struct {
 	// draining meanwhile. Engines never set a pair's state themselves.
 	OnDraining func(draining bool)
 }
+
+// Promotion is when a splice ends for a deeper engine to take the pair
+// over: after Bytes moved, both ways together, or After elapsed, whichever
+// comes first; 0 leaves that threshold out.
+type Promotion struct {
+	Bytes int64
+	After time.Duration
+}
+
+// On reports whether any threshold is set.
+func (p Promotion) On() bool { return p.Bytes > 0 || p.After > 0 }
 
 // ReportDraining calls OnDraining, if set.
 func (o Options) ReportDraining(draining bool) {
@@ -196,6 +215,9 @@ const (
 	// EndDetached: the engine follows the pair on its own and reports
 	// how it ends through Options.OnEnd; the caller is done with it.
 	EndDetached
+	// EndPromote: Options.Promote's threshold was reached; the pair is
+	// open and back in control mode, for a deeper engine to take over.
+	EndPromote
 )
 
 func (e End) String() string {
@@ -218,13 +240,17 @@ func (e End) String() string {
 		return "timer"
 	case EndDetached:
 		return "detached"
+	case EndPromote:
+		return "promote"
 	}
 	return fmt.Sprintf("end(%d)", uint8(e))
 }
 
 // KeepsPair reports whether the pair is still usable in control mode after a
 // splice that ended this way.
-func (e End) KeepsPair() bool { return e == EndLimit || e == EndData || e == EndTimer }
+func (e End) KeepsPair() bool {
+	return e == EndLimit || e == EndData || e == EndTimer || e == EndPromote
+}
 
 // Result reports how a splice ended.
 type Result struct {

@@ -58,6 +58,7 @@ const (
 	evIdle
 	evCancel
 	evTimer
+	evPromote
 )
 
 // Run splices p with pump according to opts: one goroutine per forwarded
@@ -80,6 +81,8 @@ type runner struct {
 
 	lateMu sync.Mutex
 	late   []event // sent once the loop had stopped taking events
+
+	promoted atomic.Bool // evPromote was sent
 }
 
 func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
@@ -121,6 +124,8 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 			res.End = EndCancel
 		case evTimer:
 			res.End = EndTimer
+		case evPromote:
+			res.End = EndPromote
 		default:
 			end, ok := ev.failure()
 			if !ok {
@@ -266,6 +271,7 @@ func (r *runner) forward(d Direction, pump Pump) {
 		r.moved[d].Add(n)
 		r.p.AddBytes(d, n)
 		r.last.Store(time.Now().UnixNano())
+		r.promoteAtBytes()
 	})
 	switch {
 	case err == nil && limit > 0 && r.moved[d].Load() == limit:
@@ -282,6 +288,25 @@ func (r *runner) forward(d Direction, pump Pump) {
 	}
 }
 
+// promoteAtBytes ends the splice for a promotion once both directions
+// together moved Options.Promote.Bytes. The pump that crossed the
+// threshold goes on until the loop stops it, with every byte it read
+// written, as for any end that keeps the pair.
+func (r *runner) promoteAtBytes() {
+	at := r.opts.Promote.Bytes
+	if at <= 0 || r.moved[Up].Load()+r.moved[Down].Load() < at {
+		return
+	}
+	r.promote()
+}
+
+// promote sends evPromote, once.
+func (r *runner) promote() {
+	if r.promoted.CompareAndSwap(false, true) {
+		r.send(event{kind: evPromote})
+	}
+}
+
 // watch waits until direction d's source has something to read (data, EOF or
 // an error) without consuming it.
 func (r *runner) watch(d Direction) {
@@ -293,10 +318,11 @@ func (r *runner) watch(d Direction) {
 	r.send(event{kind: evData, dir: d})
 }
 
-// watchdog ends the splice when ctx is done or nothing moved for the idle timeout.
+// watchdog ends the splice when ctx is done, nothing moved for the idle
+// timeout, For elapsed or Promote.After did.
 func (r *runner) watchdog(ctx context.Context) {
 	idle := r.opts.IdleTimeout
-	var tick, timer <-chan time.Time
+	var tick, timer, promote <-chan time.Time
 	if idle > 0 {
 		t := time.NewTicker(max(idle/4, 10*time.Millisecond))
 		defer t.Stop()
@@ -307,6 +333,11 @@ func (r *runner) watchdog(ctx context.Context) {
 		defer t.Stop()
 		timer = t.C
 	}
+	if r.opts.Promote.After > 0 {
+		t := time.NewTimer(r.opts.Promote.After)
+		defer t.Stop()
+		promote = t.C
+	}
 	for {
 		select {
 		case <-r.stopped:
@@ -316,6 +347,9 @@ func (r *runner) watchdog(ctx context.Context) {
 			return
 		case <-timer:
 			r.send(event{kind: evTimer})
+			return
+		case <-promote:
+			r.promote()
 			return
 		case <-tick:
 			if time.Since(time.Unix(0, r.last.Load())) >= idle {

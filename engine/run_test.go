@@ -1,9 +1,10 @@
-// Tests of Run: what a direction meets after the splice ended is not lost.
+// Tests of Run: what a direction meets after the splice ended is not lost, and promotions end a splice with the pair intact.
 
 package engine_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
+	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/engine/enginetest"
 )
 
@@ -62,4 +64,49 @@ func TestRunKeepsAFINForwardedAfterTheTimer(t *testing.T) {
 		t.Fatalf("splice ended %v with EOF %v, want the timer with the client's direction EOF", res.End, res.EOF)
 	}
 	expectEOF(t, c.Server)
+}
+
+// TestRunPromotesAtBytes: a splice with Promote.Bytes ends with EndPromote,
+// the pair intact, once that many bytes moved; a second splice carries
+// the rest, and the stream arrives whole.
+func TestRunPromotesAtBytes(t *testing.T) {
+	c := enginetest.NewPair(t)
+	e := copyengine.New(4 << 10)
+	msg := enginetest.Random(1<<20, 1)
+	go enginetest.SendThenClose(t, c.Client, msg)
+	got := make(chan [32]byte, 1)
+	go func() { got <- enginetest.DigestAll(t, c.Server) }()
+	c.Server.CloseWrite()
+
+	opts := engine.Both(0)
+	opts.Promote = engine.Promotion{Bytes: 64 << 10}
+	first, err := e.Splice(context.Background(), c.Pair, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.End != engine.EndPromote || first.Moved[engine.Up] < 64<<10 || first.Moved[engine.Up] == 1<<20 {
+		t.Fatalf("first splice ended %v having moved %v, want promote past 64 KiB and before the end", first.End, first.Moved)
+	}
+	rest := engine.Both(0)
+	if first.EOF[engine.Down] {
+		rest.Down.Mode = engine.Hold
+	}
+	if res, err := e.Splice(context.Background(), c.Pair, rest); err != nil || res.End != engine.EndEOF {
+		t.Fatalf("the rest: %+v, %v", res, err)
+	}
+	if <-got != sha256.Sum256(msg) {
+		t.Fatal("the stream arrived changed across the promotion")
+	}
+}
+
+// TestRunPromotesAfter: a splice with Promote.After ends with EndPromote
+// once that long elapsed, on a pair that moved nothing.
+func TestRunPromotesAfter(t *testing.T) {
+	c := enginetest.NewPair(t)
+	opts := engine.Both(0)
+	opts.Promote = engine.Promotion{Bytes: 1 << 30, After: 20 * time.Millisecond}
+	res, err := copyengine.New(0).Splice(context.Background(), c.Pair, opts)
+	if err != nil || res.End != engine.EndPromote || !res.End.KeepsPair() {
+		t.Fatalf("splice ended %+v, %v; want promote, the pair kept", res, err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -105,4 +106,78 @@ func canceledCtx() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// TestAccessLogKeepsPairsOutOfTheInfoLog: with an access log, the
+// forwarder's own log at info gets no line per pair (the access log is
+// the per-pair record, and a churn of short connections must not write
+// the daemon's log a line each); without one, each pair's closing line
+// stays at info.
+func TestAccessLogKeepsPairsOutOfTheInfoLog(t *testing.T) {
+	for _, withAccess := range []bool{true, false} {
+		daemon, access := &testenv.Buffer{}, &testenv.Buffer{}
+		opts := forwarder.Options{Log: slog.New(slog.NewTextHandler(daemon, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+		if withAccess {
+			a, err := accesslog.New(access, "text")
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.AccessLog = a
+		}
+		f, addr := startEchoForwarder(t, opts)
+		const pairs = 3
+		clients := make([]string, pairs)
+		for i := range clients {
+			clients[i] = echoedClient(t, addr)
+		}
+		f.Shutdown(context.Background()) // every pair closed and logged
+		for _, client := range clients {
+			inDaemon := strings.Contains(daemon.String(), client)
+			switch {
+			case withAccess && inDaemon:
+				t.Errorf("with an access log, the info log has a line about pair %s:\n%s", client, daemon)
+			case withAccess && !strings.Contains(access.String(), "client="+client):
+				t.Errorf("the access log has no line for pair %s:\n%s", client, access)
+			case !withAccess && !inDaemon:
+				t.Errorf("without an access log, the info log has no line for pair %s:\n%s", client, daemon)
+			}
+		}
+	}
+}
+
+// startEchoForwarder starts a forwarder with one pipe listener on
+// loopback in front of an echo server, and returns it with the
+// listener's address.
+func startEchoForwarder(tb testing.TB, opts forwarder.Options) (*forwarder.Forwarder, string) {
+	tb.Helper()
+	cfg := config.Default()
+	l := config.DefaultListener()
+	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(fwdtest.Echo(tb)), pipe.Name
+	cfg.Listeners = []config.Listener{l}
+	f, err := forwarder.New(&cfg, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Shutdown(canceledCtx()) })
+	return f, f.Addr("t").String()
+}
+
+// echoedClient sends a few bytes through addr, reads the echo to the end and
+// closes, returning the client's address.
+func echoedClient(tb testing.TB, addr string) string {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "hello")
+	c.(*net.TCPConn).CloseWrite()
+	if b, err := io.ReadAll(c); err != nil || string(b) != "hello" {
+		tb.Fatalf("echo: %q, %v", b, err)
+	}
+	return c.LocalAddr().String()
 }

@@ -3,6 +3,7 @@
 package forwarder
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,11 @@ type listener struct {
 	cfg   config.Listener
 	proxy proxy.Proxy
 	chain []engine.Engine
+	// entry is the engine auto starts pairs on before promoting them to
+	// chain[0] (all.Set.Start), at promote; nil when pairs start on
+	// chain[0].
+	entry   engine.Engine
+	promote engine.Promotion
 	// matchMSS: upstream connections announce the client's MSS (see
 	// session.withClientMSS), because the chain holds engine ip.
 	matchMSS bool
@@ -73,6 +79,10 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc,
 		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(f.engines.Engines), log: f.log.With("listener", lc.Name)}
 	l.rcvBuf = upstreamRcvBuf(lc, l.matchMSS)
+	if lc.Promote.On() {
+		l.entry = f.engines.Start(lc.Engine, chain)
+		l.promote = engine.Promotion{Bytes: int64(lc.Promote.AfterBytes), After: lc.Promote.After.Std()}
+	}
 	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
 		reason := f.engines.Reason(want)
@@ -195,8 +205,17 @@ func (l *listener) bind() error {
 		}
 	}
 	l.ln = ln
-	l.log.Info("listening", "addr", ln.Addr().String(), "proxy", l.cfg.Proxy, "engine", l.chain[0].Name())
+	l.log.Info("listening", append([]any{"addr", ln.Addr().String(), "proxy", l.cfg.Proxy}, l.engineAttrs()...)...)
 	return nil
+}
+
+// engineAttrs names the engine the listener's pairs start on and, with
+// promotion, the one they move to and when.
+func (l *listener) engineAttrs() []any {
+	if l.entry == nil {
+		return []any{"engine", l.chain[0].Name()}
+	}
+	return []any{"engine", l.entry.Name(), "promote_to", l.chain[0].Name(), "promote", l.cfg.Promote.String()}
 }
 
 func (l *listener) close() {
@@ -361,6 +380,24 @@ func (l *listener) finish(s *session, err error) {
 	m.Active.WithLabelValues(l.cfg.Name).Dec()
 	m.Closed.WithLabelValues(l.cfg.Name, reason).Inc()
 	m.PairSeconds.WithLabelValues(l.cfg.Name).Observe(uptime(p.Created))
+	l.logClosed(s, reason, err)
+	l.logPair(p, reason, err)
+}
+
+// logClosed writes the pair's closing line to the daemon's log: at info
+// without an access log, at debug with one, which is then the per-pair
+// record (accessLine), so that the daemon's log keeps to events and a
+// churn of short connections does not write it a line each.
+func (l *listener) logClosed(s *session, reason string, err error) {
+	level := slog.LevelInfo
+	if l.f.access != nil || l.f.accessLog != nil {
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	p := s.p
 	name, _ := p.Engine()
 	attrs := []any{"reason", reason, "engine", name, "bytes_up", p.Bytes(engine.Up),
 		"bytes_down", p.Bytes(engine.Down), "duration_s", uptime(p.Created)}
@@ -371,6 +408,5 @@ func (l *listener) finish(s *session, err error) {
 	if s.detached {
 		log = l.log.With("pair", p.ID, "client", p.Client.RemoteAddr().String(), "upstream", upstreamOf(p))
 	}
-	log.Info("pair closed", attrs...)
-	l.logPair(p, reason, err)
+	log.Log(ctx, level, "pair closed", attrs...)
 }

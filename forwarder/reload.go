@@ -162,7 +162,7 @@ func handOver(old, nl *listener) {
 	ln.(deadliner).SetDeadline(time.Time{})
 	old.ln = nil
 	nl.ln = ln
-	nl.log.Info("listening", "addr", ln.Addr().String(), "proxy", nl.cfg.Proxy, "engine", nl.chain[0].Name(), "taken_over", true)
+	nl.log.Info("listening", append([]any{"addr", ln.Addr().String(), "proxy", nl.cfg.Proxy}, append(nl.engineAttrs(), "taken_over", true)...)...)
 }
 
 // supersede retires old, which a changed listener of the same name

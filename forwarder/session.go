@@ -39,6 +39,9 @@ type session struct {
 	end      engine.Result
 	// atEnd are the proxy's functions to call once the pair has ended.
 	atEnd []func()
+	// promoting: the pair passed its promotion thresholds, and the
+	// first engine of the chain to take it counts the promotion.
+	promoting atomic.Bool
 }
 
 // arrive is called once when the proxy has returned from a detached
@@ -172,12 +175,92 @@ func classifyDial(ctx context.Context, err error) error {
 	return err
 }
 
-// Splice tries the listener's engines in order, falling back when one
-// declines the pair, and records the outcome.
+// Splice splices the pair with the listener's engines (spliceChain).
+// With promotion (engine auto where ip can run), a pair spliced until it
+// closes starts on the entry engine (copy) instead, and goes to the chain
+// only once it has moved or lived enough to pay back the chain's first
+// engine's splice: short pairs never touch ip.
 func (s *session) Splice(ctx context.Context, opts engine.Options) (engine.Result, error) {
+	at, ok := s.promotion(opts)
+	if !ok {
+		return s.spliceChain(ctx, s.l.chain, opts, "")
+	}
+	entry := opts
+	entry.Promote = at
+	first, err := s.spliceChain(ctx, []engine.Engine{s.l.entry}, entry, "")
+	if err != nil || first.End != engine.EndPromote {
+		return first, err
+	}
+	rest := opts
+	rest.OnSpliced = nil // called once, by the entry engine
+	chain, note := s.l.chain, s.promotedNote(first, at)
+	if first.EOF[engine.Up] || first.EOF[engine.Down] {
+		// Half closed: ending, and ip takes no pair with a direction
+		// held; the entry engine carries it to the end.
+		rest.Up.Mode, rest.Down.Mode = held(first, engine.Up), held(first, engine.Down)
+		chain, note = []engine.Engine{s.l.entry}, ""
+	} else {
+		s.promoting.Store(true)
+	}
+	res, err := s.spliceChain(ctx, chain, rest, note)
+	s.promoting.Store(false)
+	for _, d := range []engine.Direction{engine.Up, engine.Down} {
+		res.Moved[d] += first.Moved[d]
+		res.EOF[d] = res.EOF[d] || first.EOF[d]
+	}
+	return res, err
+}
+
+// promotion is when a splice of the pair on the entry engine ends for the
+// chain, counted from where the pair is (its bytes and age): false when
+// the pair starts on the chain, because the listener has no entry
+// engine, the splice is not until the pair closes (byte limits, watched
+// directions, timers: HTTP bodies have engines.ip.min_body), or the pair
+// already passed a threshold.
+func (s *session) promotion(opts engine.Options) (engine.Promotion, bool) {
+	if s.l.entry == nil || opts.HasLimits() || opts.HasWatch() || opts.For > 0 || opts.Promote.On() ||
+		opts.Up.Mode != engine.Forward || opts.Down.Mode != engine.Forward {
+		return engine.Promotion{}, false
+	}
+	limit := s.l.promote
+	at := engine.Promotion{}
+	if limit.Bytes > 0 {
+		if at.Bytes = limit.Bytes - s.p.Bytes(engine.Up) - s.p.Bytes(engine.Down); at.Bytes <= 0 {
+			return engine.Promotion{}, false
+		}
+	}
+	if limit.After > 0 {
+		if at.After = limit.After - time.Since(s.p.Created); at.After <= 0 {
+			return engine.Promotion{}, false
+		}
+	}
+	return at, true
+}
+
+// promotedNote is what /flows and the access log say of a promoted pair:
+// which threshold it passed.
+func (s *session) promotedNote(first engine.Result, at engine.Promotion) string {
+	why := "open " + s.l.promote.After.String()
+	if at.Bytes > 0 && first.Moved[engine.Up]+first.Moved[engine.Down] >= at.Bytes {
+		why = "moved " + strconv.FormatInt(s.l.promote.Bytes, 10) + " bytes"
+	}
+	return "promoted from " + s.l.entry.Name() + ": " + why
+}
+
+// held is the mode of direction d after a splice that ended with r: a
+// direction whose FIN was forwarded is held, not spliced again.
+func held(r engine.Result, d engine.Direction) engine.Mode {
+	if r.EOF[d] {
+		return engine.Hold
+	}
+	return engine.Forward
+}
+
+// spliceChain tries chain's engines in order, falling back when one
+// declines the pair, and records the outcome. note is what /flows says of
+// the first engine's splice.
+func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts engine.Options, note string) (engine.Result, error) {
 	m := s.l.f.metrics
-	chain := s.l.chain
-	note := ""
 	for i, e := range chain {
 		if err := e.Supports(s.p, opts); err != nil {
 			note = s.fallback(e, chain, i, err)
@@ -229,6 +312,9 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	start := time.Now()
 	opts.OnSpliced = func() {
 		s.l.f.metrics.SpliceSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		if s.promoting.CompareAndSwap(true, false) {
+			s.l.f.metrics.Promotions.WithLabelValues(s.l.cfg.Name, name).Inc()
+		}
 		s.p.MarkSpliced()
 		if inner != nil {
 			inner()

@@ -4,6 +4,7 @@ package all
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/splicer/splicer/engine"
 	copyengine "github.com/splicer/splicer/engine/copy"
@@ -64,6 +65,22 @@ var Ladder = []Factory{
 // is not opt-in. An engine that declines a pair still falls back down the
 // rest of the order.
 var AutoOrder = []string{"ip", "pipe", "sockmap", "copy"}
+
+// AutoStart is the engine auto starts a pair on when the first engine of
+// AutoOrder it may use is one of PromoteTo: the pair moves there once it
+// proves long (a listener's promote thresholds), and a short pair never
+// pays that engine's splice. copy, since a short pair costs it less than
+// pipe, which takes a pipe from its pool and makes two splice(2) calls a
+// chunk where copy makes a read and a write: BenchmarkShortPair (1 KiB
+// each way, then close, on loopback; 2 vCPUs shared with other work,
+// load 15, 3 runs), process CPU per pair 651-749 µs copy against 716-728
+// µs pipe, wall 279-428 µs against 359-424 µs.
+const AutoStart = "copy"
+
+// PromoteTo are the engines auto hands pairs to once they prove long,
+// rather than starting them there: ip, whose splice installs kernel state
+// (55-80 µs here) that a short pair does not win back.
+var PromoteTo = []string{"ip"}
 
 // The configuration learns the engine names from here, where the engines are.
 func init() { config.RegisterEngines(Names()...) }
@@ -128,6 +145,22 @@ func (s *Set) Chain(name string) ([]engine.Engine, error) {
 	}
 	named := s.inAutoOrder(func(n string) bool { return n == name })
 	return append(named, s.inAutoOrder(func(n string) bool { return rank(n) > depth })...), nil
+}
+
+// Start returns the engine a pair of a listener whose engine is chain's
+// starts on before a promotion to chain[0] (AutoStart), or nil when pairs
+// start on chain[0]: name is not auto, chain[0] is not one of PromoteTo,
+// or AutoStart cannot run here.
+func (s *Set) Start(name string, chain []engine.Engine) engine.Engine {
+	if (name != "" && name != "auto") || len(chain) == 0 || !slices.Contains(PromoteTo, chain[0].Name()) {
+		return nil
+	}
+	for _, e := range chain {
+		if e.Name() == AutoStart {
+			return e
+		}
+	}
+	return nil
 }
 
 // inAutoOrder is the built engines whose names keep says, in AutoOrder

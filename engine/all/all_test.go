@@ -75,3 +75,33 @@ func chainNames(chain []engine.Engine) []string {
 	}
 	return n
 }
+
+// TestStart: auto starts pairs on copy where ip leads its chain, to be
+// promoted to ip; a named engine, or auto without ip, starts on its
+// chain's first engine.
+func TestStart(t *testing.T) {
+	s := &Set{Engines: []engine.Engine{named{name: "ip"}, named{name: "sockmap"}, named{name: "pipe"}, named{name: "copy"}}}
+	without := &Set{Engines: []engine.Engine{named{name: "sockmap"}, named{name: "pipe"}, named{name: "copy"}}}
+	for _, tc := range []struct {
+		set        *Set
+		name, want string
+	}{
+		{s, "auto", "copy"},
+		{s, "", "copy"},
+		{s, "ip", ""},
+		{s, "pipe", ""},
+		{without, "auto", ""},
+	} {
+		chain, err := tc.set.Chain(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if e := tc.set.Start(tc.name, chain); e != nil {
+			got = e.Name()
+		}
+		if got != tc.want {
+			t.Errorf("Start(%q) over %v = %q, want %q", tc.name, chainNames(chain), got, tc.want)
+		}
+	}
+}

@@ -63,7 +63,8 @@ type Config struct {
 	// too), keeping only the capabilities its engines need.
 	User string `yaml:"user"`
 	// AccessLog writes one line per closed pair, and one per answered
-	// HTTP request; off without a path.
+	// HTTP request; off without a path. With it, the process log writes
+	// a pair's closing line at debug: the access log is the record.
 	AccessLog AccessLog `yaml:"access_log"`
 	// ShutdownTimeout is how long a graceful shutdown waits, after it stops
 	// accepting, for pairs to finish before closing them; and how long a
@@ -268,6 +269,9 @@ type Listener struct {
 	// not used until it passes again.
 	HealthCheck *HealthCheck `yaml:"health_check,omitempty"`
 	Engine      string       `yaml:"engine"` // one of EngineNames
+	// Promote is when engine auto moves a pair from copy to ip (see
+	// Promote).
+	Promote Promote `yaml:"promote"`
 	// ConnectTimeout bounds the connect to an upstream.
 	ConnectTimeout Duration `yaml:"connect_timeout"`
 	// IdleTimeout closes a pair idle this long; 0 means never.
@@ -391,6 +395,7 @@ func DefaultListener() Listener {
 		IdleTimeout:    Duration(time.Hour),
 		MaxConnections: 10000,
 		TCPKeepalive:   DefaultTCPKeepalive,
+		Promote:        DefaultPromote,
 	}
 }
 

@@ -116,6 +116,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 			Name: "a", Listen: ":7000", Proxy: "tcp",
 			Upstream:       Servers("10.0.0.1:80", "backend.example:80", "[fd00::1]:80"),
 			Engine:         "pipe",
+			Promote:        DefaultPromote,
 			ConnectTimeout: Duration(250 * time.Millisecond),
 			IdleTimeout:    0,
 			MaxConnections: 0,

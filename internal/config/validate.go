@@ -180,6 +180,7 @@ func (v *validator) listeners() {
 		}
 		v.healthCheck(p+".health_check", l.HealthCheck, false)
 		v.engine(p, l)
+		v.promote(p, l)
 		v.oneOf(p+".proxy_protocol", l.ProxyProtocol, ProxyProtocols)
 		v.kindSections(p, l)
 		if l.ConnectTimeout <= 0 {

@@ -21,6 +21,9 @@ type Metrics struct {
 	Splices   *prometheus.CounterVec // engine, outcome
 	Fallbacks *prometheus.CounterVec // from, to, reason
 	Spliced   *prometheus.GaugeVec   // engine: pairs spliced right now
+	// Promotions counts pairs engine auto moved from the engine they
+	// started on to a deeper one once they proved long.
+	Promotions *prometheus.CounterVec // listener, to
 
 	ConnectSeconds *prometheus.HistogramVec // listener: upstream connect time
 	SpliceSeconds  *prometheus.HistogramVec // engine: from Splice to forwarding in place
@@ -96,12 +99,16 @@ func New() *Metrics {
 		}, []string{"listener", "reason"}),
 		Splices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_splice_transitions_total",
-			Help: "Splices by engine and outcome: how each ended (eof, limit, data, reset, idle, cancel, error, timer) or fallback.",
+			Help: "Splices by engine and outcome: how each ended (eof, limit, data, reset, idle, cancel, error, timer, promote) or fallback.",
 		}, []string{"engine", "outcome"}),
 		Fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_fallbacks_total",
 			Help: "Pairs handed to a shallower engine, by the engine that declined, the one that took over and why.",
 		}, []string{"from", "to", "reason"}),
+		Promotions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "splicer_promotions_total",
+			Help: "Pairs engine auto moved from the engine they started on (copy) to a deeper one once they moved promote.after_bytes or lived promote.after, by listener and the engine that took them (ip; another if ip declined).",
+		}, []string{"listener", "to"}),
 		Spliced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "splicer_pairs_spliced",
 			Help: "Pairs in forwarding mode now, by engine.",
@@ -150,7 +157,7 @@ func New() *Metrics {
 		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
 	})
 	build.Set(1)
-	m.Register(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Spliced,
+	m.Register(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Promotions, m.Spliced,
 		m.ConnectSeconds, m.SpliceSeconds, m.UnspliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, m.HTTPResponses, m.HTTPResponseBytes, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -31,8 +31,10 @@ func TestExampleParses(t *testing.T) {
 	}
 }
 
-// splicedEngines are the engines that take a pair out of the proxy's hands.
-var splicedEngines = []string{"ip", "sockmap", "pipe"}
+// splicedEngines are the engines that take a pair out of the proxy's
+// hands: with engine auto, copy carries a tunnel until it proves long
+// (the listener's promote thresholds), and ip past them.
+var splicedEngines = []string{"ip", "sockmap", "pipe", "copy"}
 
 func TestLabCurl(t *testing.T) {
 	l := httplab.New(t)
