@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // fakeDNS answers lookups from records a test changes.
@@ -92,17 +93,6 @@ func boolWord(b bool, word string) string {
 	return "-"
 }
 
-// eventually waits until cond holds, up to many resolve intervals.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestResolvedNameFollowsItsRecords(t *testing.T) {
 	dns := &fakeDNS{hosts: map[string][]string{"web.example": {"10.0.0.2", "10.0.0.1"}}}
 	p := resolvingPool(t, dns, nil, config.Pool{Name: "p", Servers: []config.PoolServer{
@@ -124,7 +114,7 @@ func TestResolvedNameFollowsItsRecords(t *testing.T) {
 
 	dns.set("web.example", "10.0.0.3", "10.0.0.2")
 	want = []string{"static.example:81 1 - ", "10.0.0.2:80 2 - web.example:80", "10.0.0.3:80 2 - web.example:80"}
-	eventually(t, "the new record followed", func() bool { return slices.Equal(serversOf(p), want) })
+	testenv.Eventually(t, "the new record followed", func() bool { return slices.Equal(serversOf(p), want) })
 	if p.Servers()[1] != kept {
 		t.Error("10.0.0.2:80, in both records, was made anew: its health, failures and connections would be lost")
 	}
@@ -140,7 +130,7 @@ func TestFailedLookupKeepsLastAddresses(t *testing.T) {
 	dns := &fakeDNS{hosts: map[string][]string{"web.example": {"10.0.0.1"}}}
 	p := resolvingPool(t, dns, nil, config.Pool{Name: "p", Servers: []config.PoolServer{{Address: "web.example:80", Weight: 1, Resolve: true}}})
 	dns.fail(errors.New("server misbehaving"))
-	eventually(t, "failed lookups counted", func() bool { return p.Resolutions()[0].Failures >= 3 })
+	testenv.Eventually(t, "failed lookups counted", func() bool { return p.Resolutions()[0].Failures >= 3 })
 	if got := serversOf(p); !slices.Equal(got, []string{"10.0.0.1:80 1 - web.example:80"}) {
 		t.Errorf("servers after failed lookups %q, want the last ones kept", got)
 	}
@@ -158,7 +148,7 @@ func TestFailedLookupKeepsLastAddresses(t *testing.T) {
 		t.Errorf("servers while the name is missing %q, want the last one kept", got)
 	}
 	dns.set("web.example", "10.0.0.9")
-	eventually(t, "the name followed once it answers again", func() bool {
+	testenv.Eventually(t, "the name followed once it answers again", func() bool {
 		return slices.Equal(serversOf(p), []string{"10.0.0.9:80 1 - web.example:80"})
 	})
 	if r := p.Resolutions()[0]; r.Err != "" {
@@ -206,7 +196,7 @@ func TestResolvedAddressesHealthChecked(t *testing.T) {
 	count := func(addr string) int { mu.Lock(); defer mu.Unlock(); return dialled[addr] }
 	hc := &config.HealthCheck{Interval: config.Duration(10 * time.Millisecond), Timeout: config.Duration(10 * time.Millisecond)}
 	p := resolvingPool(t, dns, dial, config.Pool{Name: "p", HealthCheck: hc, Servers: []config.PoolServer{{Address: "web.example:80", Weight: 1, Resolve: true}}})
-	eventually(t, "10.0.0.2:80 marked unhealthy", func() bool { return !p.Servers()[1].Healthy() })
+	testenv.Eventually(t, "10.0.0.2:80 marked unhealthy", func() bool { return !p.Servers()[1].Healthy() })
 	if !p.Servers()[0].Healthy() {
 		t.Error("10.0.0.1:80, which passes its checks, marked unhealthy")
 	}
@@ -215,7 +205,7 @@ func TestResolvedAddressesHealthChecked(t *testing.T) {
 	}
 
 	dns.set("web.example", "10.0.0.1")
-	eventually(t, "10.0.0.2 gone", func() bool { return len(p.Servers()) == 1 })
+	testenv.Eventually(t, "10.0.0.2 gone", func() bool { return len(p.Servers()) == 1 })
 	time.Sleep(30 * time.Millisecond) // a check under way ends
 	before := count("10.0.0.2:80")
 	time.Sleep(100 * time.Millisecond)
