@@ -1,4 +1,4 @@
-// The state of every back-end server of the running listeners, read when asked (splicer_upstream_healthy, _skipped, _drained, _active, _failures_total, and GET /upstreams), and draining one at run time.
+// The state of every back-end server of the running listeners, read when asked (splicer_upstream_healthy, _skipped, _drained, _active, _failures_total, _resolved_addresses, _resolve_failures_total, and GET /upstreams), and draining one at run time.
 
 package forwarder
 
@@ -27,6 +27,12 @@ var (
 	failuresDesc = prometheus.NewDesc("splicer_upstream_failures_total",
 		"Failures of the back-end server that max_fails counts (connects that failed, and for http-reverse and filter requests it did not answer), by listener, pool and server, since the process started (a reload carries the count on).",
 		[]string{"listener", "pool", "server"}, nil)
+	resolvedDesc = prometheus.NewDesc("splicer_upstream_resolved_addresses",
+		"Addresses a server given by name with resolve (or srv) stands for now, each a server of its own (the server label of the other splicer_upstream_ series), by listener, pool and name; a failed lookup keeps the last ones.",
+		[]string{"listener", "pool", "name"}, nil)
+	resolveFailuresDesc = prometheus.NewDesc("splicer_upstream_resolve_failures_total",
+		"Lookups of a server given by name with resolve (or srv) that failed or found no address, by listener, pool and name, since its listener last started or reloaded.",
+		[]string{"listener", "pool", "name"}, nil)
 )
 
 // healthCollector asks the current listeners' proxies for their pools.
@@ -39,6 +45,8 @@ func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- activeDesc
 	ch <- failuresDesc
 	ch <- queuedDesc
+	ch <- resolvedDesc
+	ch <- resolveFailuresDesc
 }
 
 func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -53,6 +61,10 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, pl := range pools(l.proxy) {
 			if pl.QueueTimeout > 0 {
 				ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(pl.Waiting()), l.cfg.Name, pl.Name)
+			}
+			for _, r := range onceResolved(pl.Resolutions()) {
+				ch <- prometheus.MustNewConstMetric(resolvedDesc, prometheus.GaugeValue, float64(len(r.Addresses)), l.cfg.Name, pl.Name, r.Name)
+				ch <- prometheus.MustNewConstMetric(resolveFailuresDesc, prometheus.CounterValue, float64(r.Failures), l.cfg.Name, pl.Name, r.Name)
 			}
 		}
 	}
@@ -141,6 +153,20 @@ func inheritUpstreams(from, to proxy.Proxy) {
 			pl.Inherit(o)
 		}
 	}
+}
+
+// onceResolved keeps the first of the names a pool gives twice: a series
+// exported twice would fail the whole scrape.
+func onceResolved(rs []proxy.Resolution) []proxy.Resolution {
+	seen := map[string]bool{}
+	out := rs[:0]
+	for _, r := range rs {
+		if !seen[r.Name] {
+			seen[r.Name] = true
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // gauge is 1 for true, 0 for false.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,77 @@ func (d CheckDialer) SendingProxyHeader(v string) CheckDialer {
 		}
 		return c, nil
 	}
+}
+
+// healthChecks runs a pool's health checks, one for each server from
+// when it joins the pool's set to when it leaves it (a name that
+// resolves to other addresses) or the pool closes.
+type healthChecks struct {
+	hc   config.HealthCheck
+	dial CheckDialer
+	log  *slog.Logger
+	pool string
+
+	mu      sync.Mutex // guards what follows
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running map[*Server]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// start has follow check each server as hc says, dialling with dial.
+func (h *healthChecks) start(hc config.HealthCheck, dial CheckDialer, log *slog.Logger, pool string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hc, h.dial, h.log, h.pool = hc, dial, log, pool
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.running = map[*Server]context.CancelFunc{}
+}
+
+// follow checks each of servers not yet checked, and ends the checks of
+// the servers no longer among them; nothing before start.
+func (h *healthChecks) follow(servers []*Server) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil || h.ctx.Err() != nil {
+		return
+	}
+	now := make(map[*Server]bool, len(servers))
+	for _, s := range servers {
+		now[s] = true
+		if h.running[s] == nil {
+			h.run(s)
+		}
+	}
+	for s, cancel := range h.running {
+		if !now[s] {
+			cancel()
+			delete(h.running, s)
+		}
+	}
+}
+
+// run starts the checks of s. A server found under a name is checked
+// with that name as the Host of a GET, as the server given by name was
+// before it resolved to several.
+func (h *healthChecks) run(s *Server) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.running[s] = cancel
+	hc := h.hc
+	if s.host != s.Addr {
+		hc.Host = cmp.Or(hc.Host, s.host)
+	}
+	h.wg.Go(func() { CheckHealth(ctx, hc, s.Addr, &s.healthy, h.dial, h.log, "pool", h.pool) })
+}
+
+// stop ends every check and waits for them.
+func (h *healthChecks) stop() {
+	h.mu.Lock()
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
 }
 
 // CheckHealth checks addr as hc says now and then every interval until ctx

@@ -3,12 +3,10 @@
 package proxy
 
 import (
-	"context"
 	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +16,9 @@ import (
 // Server is one server of a pool.
 type Server struct {
 	Addr string
+	// From is the name the address was found under (a server that
+	// resolves: host:port, or an SRV name); empty for one given by address.
+	From string
 	// Weight is the server's share of the pool's picks; 0 takes none.
 	Weight int
 	// Backup servers are picked only when no other can be.
@@ -29,6 +30,9 @@ type Server struct {
 	active   atomic.Int64 // upstream connections held to it (least_conn)
 	fails    Failures
 	queue    *queue // its pool's, woken when a full server frees a place
+	// host is the Host of its health checks where the check names none:
+	// the name it was found under (host:port), else Addr.
+	host string
 }
 
 // Healthy reports whether the last health check passed (always, without checks).
@@ -80,7 +84,6 @@ type Pool struct {
 	// HashOn is what consistent_hash hashes for an HTTP request
 	// (config.Pool.HashOn); the caller computes the key (HashKey).
 	HashOn      string
-	Servers     []*Server
 	HealthCheck *config.HealthCheck
 	// Fail says when a server that does not connect or answer is skipped.
 	Fail config.FailPolicy
@@ -91,13 +94,25 @@ type Pool struct {
 	MaxQueue int64
 	queue    queue
 
+	// set is what Pick looks at, replaced whole when a name resolves to
+	// other addresses.
+	set atomic.Pointer[serverSet]
+	// groups are the configured servers, each with the servers it
+	// stands for now (resolve.go).
+	groups groups
+	// health runs the servers' health checks, each from when it joins
+	// the set to when it leaves it.
+	health healthChecks
+}
+
+// serverSet is the pool's servers at one time and the orders Pick takes
+// them in, built together (buildSet).
+type serverSet struct {
+	servers []*Server
 	// tiers are the servers Pick looks at in turn: the primary ones,
 	// then the backups if there are any.
 	tiers []tier
 	ring  []ringPoint // consistent_hash only, sorted by hash
-	// stop ends the health checks; checks waits for them.
-	stop   context.CancelFunc
-	checks sync.WaitGroup
 }
 
 // tier is the servers Pick looks at together: the primary ones, or the
@@ -122,58 +137,86 @@ type ringPoint struct {
 const vnodes = 100
 
 // NewPool builds a pool from its configuration; every server starts
-// healthy, and none is checked until StartChecks.
+// healthy, none is checked, and no name is looked up until StartChecks.
 func NewPool(pc config.Pool) *Pool {
 	p := &Pool{Name: pc.Name, Balance: pc.Balance, HashOn: pc.HashOn, HealthCheck: pc.HealthCheck, Fail: pc.FailPolicy(),
 		QueueTimeout: pc.QueueTimeout.Std(), MaxQueue: int64(pc.MaxQueue)}
 	if p.Balance == "" {
 		p.Balance = "round_robin"
 	}
+	p.groups.init(pc.Resolver)
 	for _, ps := range pc.Servers {
-		s := &Server{Addr: ps.Address, Weight: ps.Weight, Backup: ps.Backup, MaxConns: int64(ps.MaxConns), queue: &p.queue}
-		s.healthy.Store(true)
-		p.Servers = append(p.Servers, s)
-	}
-	for _, backup := range []bool{false, true} {
-		servers := slices.DeleteFunc(slices.Clone(p.Servers), func(s *Server) bool { return s.Backup != backup })
-		if len(servers) > 0 || !backup {
-			p.tiers = append(p.tiers, tier{backup: backup, turns: smoothTurns(servers)})
+		g := &group{cfg: ps}
+		if !ps.Resolves() {
+			g.servers = []*Server{p.newServer(ps.Address, "", ps.Address, ps.Weight, ps.Backup, ps.MaxConns)}
 		}
+		p.groups.list = append(p.groups.list, g)
 	}
-	if p.Balance == "consistent_hash" {
-		for _, s := range p.Servers {
-			for i := range vnodes * s.Weight {
-				p.ring = append(p.ring, ringPoint{hash: hash64(s.Addr + "#" + strconv.Itoa(i)), srv: s})
-			}
-		}
-		slices.SortFunc(p.ring, func(a, b ringPoint) int { return cmpUint64(a.hash, b.hash) })
-	}
+	p.rebuild()
 	return p
 }
 
-// StartChecks starts the pool's health checks, if it has any, dialling
-// with dial, until Close.
-func (p *Pool) StartChecks(dial CheckDialer, log *slog.Logger) {
-	if p.HealthCheck == nil || dial == nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p.stop = cancel
-	for _, s := range p.Servers {
-		p.checks.Add(1)
-		go func() {
-			defer p.checks.Done()
-			CheckHealth(ctx, *p.HealthCheck, s.Addr, &s.healthy, dial, log, "pool", p.Name)
-		}()
-	}
+// newServer is a server of p, healthy until its checks say otherwise.
+func (p *Pool) newServer(addr, from, host string, weight int, backup bool, maxConns int) *Server {
+	s := &Server{Addr: addr, From: from, Weight: weight, Backup: backup, MaxConns: int64(maxConns), queue: &p.queue, host: host}
+	s.healthy.Store(true)
+	return s
 }
 
-// Close ends the health checks, if any, and waits for them.
-func (p *Pool) Close() error {
-	if p.stop != nil {
-		p.stop()
+// Servers are the pool's servers now, in configuration order (a name's
+// addresses in their order).
+func (p *Pool) Servers() []*Server { return p.set.Load().servers }
+
+// rebuild makes the set Pick looks at from the groups' servers now, has
+// the health checks follow it, and has the clients waiting for a place
+// pick again (a new server may have room).
+func (p *Pool) rebuild() {
+	p.groups.mu.Lock()
+	defer p.groups.mu.Unlock()
+	p.set.Store(buildSet(p.Balance, p.groups.servers()))
+	p.health.follow(p.Servers())
+	p.queue.wake()
+}
+
+// buildSet orders servers for balance.
+func buildSet(balance string, servers []*Server) *serverSet {
+	set := &serverSet{servers: servers}
+	for _, backup := range []bool{false, true} {
+		tierServers := slices.DeleteFunc(slices.Clone(servers), func(s *Server) bool { return s.Backup != backup })
+		if len(tierServers) > 0 || !backup {
+			set.tiers = append(set.tiers, tier{backup: backup, turns: smoothTurns(tierServers)})
+		}
 	}
-	p.checks.Wait()
+	if balance == "consistent_hash" {
+		for _, s := range servers {
+			for i := range vnodes * s.Weight {
+				set.ring = append(set.ring, ringPoint{hash: hash64(s.Addr + "#" + strconv.Itoa(i)), srv: s})
+			}
+		}
+		slices.SortFunc(set.ring, func(a, b ringPoint) int { return cmpUint64(a.hash, b.hash) })
+	}
+	return set
+}
+
+// StartChecks starts the pool's work in the background until Close: the
+// lookups of its servers given by name to resolve (the first one before
+// it returns, so that the pool starts with their addresses), and its
+// health checks, if it has any and a dial to run them with.
+func (p *Pool) StartChecks(dial CheckDialer, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if p.HealthCheck != nil && dial != nil {
+		p.health.start(*p.HealthCheck, dial, log, p.Name)
+		p.health.follow(p.Servers())
+	}
+	p.groups.start(p, log)
+}
+
+// Close ends the lookups and health checks, if any, and waits for them.
+func (p *Pool) Close() error {
+	p.groups.stop()
+	p.health.stop()
 	return nil
 }
 
@@ -186,7 +229,7 @@ func (p *Pool) Close() error {
 // passDrained); a restart does not (weight: 0 drains for good).
 func (p *Pool) Drain(addr string, on bool) int {
 	n := 0
-	for _, s := range p.Servers {
+	for _, s := range p.Servers() {
 		if s.Addr == addr {
 			s.drained.Store(on)
 			n++
@@ -205,8 +248,11 @@ func (p *Pool) Drain(addr string, on bool) int {
 // send clients again to a server drained for maintenance, or skipped as
 // dead. Health is not carried: the new pool's checks begin at once.
 func (p *Pool) Inherit(old *Pool) {
-	for _, s := range p.Servers {
-		for _, o := range old.Servers {
+	if p.groups.inherit(p, &old.groups) {
+		p.rebuild()
+	}
+	for _, s := range p.Servers() {
+		for _, o := range old.Servers() {
 			if o.Addr == s.Addr {
 				s.drained.Store(o.drained.Load())
 				s.fails.inherit(&o.fails)
@@ -233,9 +279,11 @@ func (p *Pool) Succeeded(s *Server) { s.fails.Succeeded() }
 // it had.
 func (p *Pool) Health() []ServerHealth {
 	now := time.Now()
-	out := make([]ServerHealth, len(p.Servers))
-	for i, s := range p.Servers {
-		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, Healthy: s.Healthy(), Skipped: s.fails.Down(now), Failures: s.fails.Total(), Drained: s.Drained(), Backup: s.Backup, Active: s.active.Load()}
+	servers := p.Servers()
+	out := make([]ServerHealth, len(servers))
+	for i, s := range servers {
+		out[i] = ServerHealth{Pool: p.Name, Server: s.Addr, ResolvedFrom: s.From, Healthy: s.Healthy(), Skipped: s.fails.Down(now),
+			Failures: s.fails.Total(), Drained: s.Drained(), Backup: s.Backup, Active: s.active.Load()}
 	}
 	return out
 }
@@ -260,9 +308,10 @@ func (p *Pool) Pick(key string, skip map[*Server]bool) *Server {
 	}
 	open := func(s *Server) bool { return s.takes() && !skip[s] }
 	retry := len(skip) > 0
+	set := p.set.Load()
 	for _, usable := range [...]func(*Server) bool{func(s *Server) bool { return open(s) && connects(s) }, open} {
-		for t := range p.tiers {
-			if s := p.pick(key, &p.tiers[t], retry, usable); s != nil {
+		for t := range set.tiers {
+			if s := p.pick(set, key, &set.tiers[t], retry, usable); s != nil {
 				return s
 			}
 		}
@@ -273,12 +322,12 @@ func (p *Pool) Pick(key string, skip map[*Server]bool) *Server {
 
 // pick is Pick's balancing among the servers of tier t usable says; retry
 // is a second look for the same request.
-func (p *Pool) pick(key string, t *tier, retry bool, usable func(*Server) bool) *Server {
+func (p *Pool) pick(set *serverSet, key string, t *tier, retry bool, usable func(*Server) bool) *Server {
 	switch p.Balance {
 	case "least_conn":
-		return p.leastConn(func(s *Server) bool { return s.Backup == t.backup && usable(s) })
+		return set.leastConn(func(s *Server) bool { return s.Backup == t.backup && usable(s) })
 	case "consistent_hash":
-		return p.consistentHash(key, func(s *Server) bool { return s.Backup == t.backup && usable(s) })
+		return set.consistentHash(key, func(s *Server) bool { return s.Backup == t.backup && usable(s) })
 	}
 	return t.roundRobin(retry, usable)
 }
@@ -334,9 +383,9 @@ func smoothTurns(servers []*Server) []*Server {
 // leastConn takes the usable server with the fewest held connections for
 // its weight, the first in configuration order among equals; a server of
 // weight 0 takes none.
-func (p *Pool) leastConn(usable func(*Server) bool) *Server {
+func (set *serverSet) leastConn(usable func(*Server) bool) *Server {
 	var best *Server
-	for _, s := range p.Servers {
+	for _, s := range set.servers {
 		if s.Weight == 0 || !usable(s) {
 			continue
 		}
@@ -350,14 +399,14 @@ func (p *Pool) leastConn(usable func(*Server) bool) *Server {
 
 // consistentHash walks the ring clockwise from key's hash to the first
 // usable server, so a key keeps its server while that server is up.
-func (p *Pool) consistentHash(key string, usable func(*Server) bool) *Server {
-	if len(p.ring) == 0 {
+func (set *serverSet) consistentHash(key string, usable func(*Server) bool) *Server {
+	if len(set.ring) == 0 {
 		return nil
 	}
 	h := hash64(key)
-	i, _ := slices.BinarySearchFunc(p.ring, h, func(pt ringPoint, h uint64) int { return cmpUint64(pt.hash, h) })
-	for j := range p.ring {
-		if s := p.ring[(i+j)%len(p.ring)].srv; usable(s) {
+	i, _ := slices.BinarySearchFunc(set.ring, h, func(pt ringPoint, h uint64) int { return cmpUint64(pt.hash, h) })
+	for j := range set.ring {
+		if s := set.ring[(i+j)%len(set.ring)].srv; usable(s) {
 			return s
 		}
 	}

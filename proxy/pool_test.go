@@ -23,26 +23,26 @@ func TestRoundRobinTakesTurnsAndSkipsUnhealthy(t *testing.T) {
 	if fmt.Sprint(got) != "[a:1 b:1 c:1 a:1 b:1 c:1]" {
 		t.Errorf("picks %v, want a b c in turn", got)
 	}
-	p.Servers[1].healthy.Store(false)
+	p.Servers()[1].healthy.Store(false)
 	for range 4 {
 		if s := p.Pick("", nil); s.Addr == "b:1" {
 			t.Fatal("picked the unhealthy server")
 		}
 	}
-	if s := p.Pick("", map[*Server]bool{p.Servers[0]: true, p.Servers[2]: true}); s != nil {
+	if s := p.Pick("", map[*Server]bool{p.Servers()[0]: true, p.Servers()[2]: true}); s != nil {
 		t.Errorf("picked %s with every healthy server failed", s.Addr)
 	}
 }
 
 func TestLeastConnTakesTheLeastLoaded(t *testing.T) {
 	p := pool("least_conn", "a:1", "b:1", "c:1")
-	p.Servers[0].active.Store(3)
-	p.Servers[1].active.Store(1)
-	p.Servers[2].active.Store(2)
+	p.Servers()[0].active.Store(3)
+	p.Servers()[1].active.Store(1)
+	p.Servers()[2].active.Store(2)
 	if s := p.Pick("", nil); s.Addr != "b:1" {
 		t.Errorf("picked %s, want b:1 (1 connection)", s.Addr)
 	}
-	if s := p.Pick("", map[*Server]bool{p.Servers[1]: true}); s.Addr != "c:1" {
+	if s := p.Pick("", map[*Server]bool{p.Servers()[1]: true}); s.Addr != "c:1" {
 		t.Errorf("with b failed picked %s, want c:1", s.Addr)
 	}
 }
@@ -66,7 +66,7 @@ func TestConsistentHashIsStableAndMovesFewKeys(t *testing.T) {
 			t.Errorf("server %s got %d of 1000 keys; the ring is badly unbalanced: %v", addr, n, count)
 		}
 	}
-	down := p.Servers[2]
+	down := p.Servers()[2]
 	down.healthy.Store(false)
 	for _, k := range keys {
 		s := p.Pick(k, nil)
@@ -95,7 +95,7 @@ func TestRoundRobinSpreadsByWeight(t *testing.T) {
 	if want := "[a a b a c a a a a b a c a a]"; fmt.Sprint(got) != want {
 		t.Errorf("picks %v, want %s", got, want)
 	}
-	p.Servers[0].healthy.Store(false)
+	p.Servers()[0].healthy.Store(false)
 	for range 4 {
 		if s := p.Pick("", nil); s.Addr != "b:1" && s.Addr != "c:1" {
 			t.Fatalf("picked %s with a unhealthy: want b or c, never the drained server", s.Addr)
@@ -106,12 +106,12 @@ func TestRoundRobinSpreadsByWeight(t *testing.T) {
 func TestLeastConnWeighsConnectionsByWeight(t *testing.T) {
 	p := weighted("least_conn", config.PoolServer{Address: "big:1", Weight: 4}, config.PoolServer{Address: "small:1", Weight: 1},
 		config.PoolServer{Address: "drained:1", Weight: 0})
-	p.Servers[0].active.Store(6) // 1.5 per weight
-	p.Servers[1].active.Store(2) // 2 per weight
+	p.Servers()[0].active.Store(6) // 1.5 per weight
+	p.Servers()[1].active.Store(2) // 2 per weight
 	if s := p.Pick("", nil); s.Addr != "big:1" {
 		t.Errorf("picked %s, want big:1 (fewer connections for its weight)", s.Addr)
 	}
-	p.Servers[0].active.Store(9) // 2.25 per weight
+	p.Servers()[0].active.Store(9) // 2.25 per weight
 	if s := p.Pick("", nil); s.Addr != "small:1" {
 		t.Errorf("picked %s, want small:1", s.Addr)
 	}
@@ -186,7 +186,7 @@ func TestBackupsStandInForTheOthers(t *testing.T) {
 						s.Hold() // so that least_conn spreads them
 					}
 				}
-				for _, s := range p.Servers {
+				for _, s := range p.Servers() {
 					s.active.Store(0)
 				}
 				return got
@@ -194,7 +194,7 @@ func TestBackupsStandInForTheOthers(t *testing.T) {
 			if got := picks(); got["x"]+got["y"] != 0 {
 				t.Errorf("with both primaries up: %v, want no backup", got)
 			}
-			p.Servers[0].healthy.Store(false)
+			p.Servers()[0].healthy.Store(false)
 			p.Drain("b:1", true)
 			got := picks()
 			if got["a"]+got["b"] != 0 || got["x"]+got["y"] != 40 {
@@ -204,11 +204,11 @@ func TestBackupsStandInForTheOthers(t *testing.T) {
 				t.Errorf("the backups shared 40 picks %d and %d, want 20 each", got["x"], got["y"])
 			}
 			p.Drain("b:1", false)
-			p.Servers[1].fails.Failed(config.FailPolicy{MaxFails: 1, Timeout: time.Hour}, time.Now())
+			p.Servers()[1].fails.Failed(config.FailPolicy{MaxFails: 1, Timeout: time.Hour}, time.Now())
 			if got := picks(); got["x"]+got["y"] != 40 {
 				t.Errorf("with a unhealthy and b skipped for failures: %v, want the backups only", got)
 			}
-			p.Servers[1].fails.Succeeded()
+			p.Servers()[1].fails.Succeeded()
 			if got := picks(); got["b"] != 40 {
 				t.Errorf("with b back: %v, want b alone", got)
 			}
@@ -220,7 +220,7 @@ func TestBackupsStandInForTheOthers(t *testing.T) {
 // for failures, backups included, a primary is picked all the same.
 func TestSkippedPrimariesComeBeforeNoServer(t *testing.T) {
 	p := NewPool(config.Pool{Name: "p", Servers: []config.PoolServer{{Address: "a:1", Weight: 1}, {Address: "x:1", Weight: 1, Backup: true}}})
-	for _, s := range p.Servers {
+	for _, s := range p.Servers() {
 		s.fails.Failed(config.FailPolicy{MaxFails: 1, Timeout: time.Hour}, time.Now())
 	}
 	if s := p.Pick("", nil); s == nil || s.Addr != "a:1" {
@@ -233,7 +233,7 @@ func TestSkippedPrimariesComeBeforeNoServer(t *testing.T) {
 // full there is none to pick; a released connection makes room.
 func TestFullServersArePassedOver(t *testing.T) {
 	p := NewPool(config.Pool{Name: "p", Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 2}, {Address: "b:1", Weight: 1, MaxConns: 1}}})
-	a, b := p.Servers[0], p.Servers[1]
+	a, b := p.Servers()[0], p.Servers()[1]
 	if !a.Hold() || !a.Hold() {
 		t.Fatal("a refused one of its 2 connections")
 	}

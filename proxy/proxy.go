@@ -230,13 +230,16 @@ type RequestLogger interface {
 // is skipped for failures, how many it had (Failures), and whether an
 // operator drained it.
 type ServerHealth struct {
-	Pool     string `json:"pool"`
-	Server   string `json:"server"`
-	Healthy  bool   `json:"healthy"`
-	Skipped  bool   `json:"skipped"`
-	Failures uint64 `json:"failures"`
-	Drained  bool   `json:"drained"`
-	Backup   bool   `json:"backup"`
+	Pool   string `json:"pool"`
+	Server string `json:"server"`
+	// ResolvedFrom is the name Server's address was found under (a
+	// server that resolves); empty for one given by address.
+	ResolvedFrom string `json:"resolved_from,omitempty"`
+	Healthy      bool   `json:"healthy"`
+	Skipped      bool   `json:"skipped"`
+	Failures     uint64 `json:"failures"`
+	Drained      bool   `json:"drained"`
+	Backup       bool   `json:"backup"`
 	// Active is the connections it carries (see config.PoolServer.MaxConns).
 	Active int64 `json:"active"`
 }

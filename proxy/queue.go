@@ -203,7 +203,7 @@ const (
 // healthy and not drained) has room, or is full.
 func (p *Pool) places(skip map[*Server]bool) placeState {
 	state := noneToWaitFor
-	for _, s := range p.Servers {
+	for _, s := range p.Servers() {
 		if s.Weight == 0 || skip[s] || !s.healthy.Load() || s.drained.Load() {
 			continue // Pick would not take it
 		}

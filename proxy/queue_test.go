@@ -18,7 +18,7 @@ func fullPool(tb testing.TB, timeout time.Duration) (*Pool, *Server) {
 	tb.Helper()
 	p := NewPool(config.Pool{Name: "p", QueueTimeout: config.Duration(timeout),
 		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}}})
-	s := p.Servers[0]
+	s := p.Servers()[0]
 	if !s.Hold() {
 		tb.Fatal("the empty server refused its first connection")
 	}
@@ -116,7 +116,7 @@ func TestQueueWakesWhenAServerIsReadied(t *testing.T) {
 	p := NewPool(config.Pool{Name: "p", QueueTimeout: config.Duration(10 * time.Second),
 		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}, {Address: "b:1", Weight: 1}}})
 	p.Drain("b:1", true)
-	p.Servers[0].Hold()
+	p.Servers()[0].Hold()
 	woke := waitInQueue(p)
 	p.Drain("b:1", false)
 	if !<-woke {
@@ -149,7 +149,7 @@ func TestQueueSeesAPlaceFreedBeforeItWaits(t *testing.T) {
 func TestQueueIgnoresServersPickSkips(t *testing.T) {
 	p := NewPool(config.Pool{Name: "p", QueueTimeout: config.Duration(time.Minute),
 		Servers: []config.PoolServer{{Address: "a:1", Weight: 1, MaxConns: 1}, {Address: "b:1", Weight: 0}, {Address: "c:1", Weight: 1}}})
-	a, c := p.Servers[0], p.Servers[2]
+	a, c := p.Servers()[0], p.Servers()[2]
 	a.Hold()
 	var deadline time.Time
 	// c has room but failed this request already; b has room but weight 0.

@@ -110,7 +110,13 @@ func upstreamList(l config.Listener) string {
 		if u.MaxConns > 0 {
 			notes = append(notes, fmt.Sprintf("max_conns %d", u.MaxConns))
 		}
+		if u.Resolve {
+			notes = append(notes, "each address a server, looked up every "+l.Resolver.ResolveInterval().String())
+		}
 		names[i] = u.Address
+		if u.SRV != "" {
+			names[i] = "SRV " + u.SRV + "'s targets, looked up every " + l.Resolver.ResolveInterval().String()
+		}
 		if len(notes) > 0 {
 			names[i] += " (" + strings.Join(notes, ", ") + ")"
 		}

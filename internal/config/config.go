@@ -268,7 +268,11 @@ type Listener struct {
 	// a connect, and a GET of path where one is given; one that fails is
 	// not used until it passes again.
 	HealthCheck *HealthCheck `yaml:"health_check,omitempty"`
-	Engine      string       `yaml:"engine"` // one of EngineNames
+	// Resolver says how and how often the servers of Upstream marked
+	// resolve (or given by srv) are looked up (tcp, filter);
+	// http-reverse's pools have their own.
+	Resolver *Resolver `yaml:"resolver,omitempty"`
+	Engine   string    `yaml:"engine"` // one of EngineNames
 	// Promote is when engine auto moves a pair from copy to ip (see
 	// Promote).
 	Promote Promote `yaml:"promote"`

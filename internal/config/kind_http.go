@@ -174,6 +174,9 @@ type Pool struct {
 	// more is answered 503 at once (HAProxy's maxqueue, nginx's queue
 	// size); 0, no bound.
 	MaxQueue int `yaml:"max_queue,omitempty"`
+	// Resolver says how and how often the servers marked resolve (or
+	// given by srv) are looked up; nil: the defaults.
+	Resolver *Resolver `yaml:"resolver,omitempty"`
 }
 
 // PoolServer is one server of a pool: its host:port and its share of the
@@ -197,6 +200,19 @@ type PoolServer struct {
 	// over, and with every server full a client waits up to the pool's
 	// QueueTimeout, then is refused (503; tcp closes). 0: no bound.
 	MaxConns int `yaml:"max_conns,omitempty"`
+	// Resolve makes a server given by name a group, as nginx's resolve
+	// parameter and HAProxy's server-template do: the name is looked up
+	// again every resolver interval, and each of its A and AAAA addresses
+	// is a server of its own, with the entry's weight, backup and
+	// max_conns, its own health checks and failures. Without it, a name
+	// is one server, resolved by each connect.
+	Resolve bool `yaml:"resolve,omitempty"`
+	// SRV, instead of Address, names a DNS SRV record
+	// (_service._proto.name) looked up as Resolve does: each target's
+	// addresses at the record's port, weighted by the record's weight
+	// (1 to MaxWeight) times the entry's; targets of the lowest priority
+	// are the primary servers, the others backups.
+	SRV string `yaml:"srv,omitempty"`
 }
 
 // DefaultWeight and MaxWeight bound a pool server's weight.
@@ -213,7 +229,7 @@ func (s *PoolServer) fromScalar(a string) { s.Address = a }
 
 // MarshalYAML writes a server of weight 1 as its address alone.
 func (s PoolServer) MarshalYAML() (any, error) {
-	if s.Weight == DefaultWeight && !s.Backup && s.MaxConns == 0 {
+	if s.Weight == DefaultWeight && !s.Backup && s.MaxConns == 0 && !s.Resolve && s.SRV == "" {
 		return s.Address, nil
 	}
 	type plain PoolServer
@@ -368,6 +384,7 @@ func (v *validator) pools(p string, list []Pool, needPath bool) map[string]bool 
 		v.healthCheck(pp+".health_check", pl.HealthCheck, needPath)
 		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
 		v.queue(pp, pl.QueueTimeout, pl.MaxQueue, pl.Servers)
+		v.resolver(pp+".resolver", pl.Resolver, pl.Servers)
 	}
 	return pools
 }
@@ -468,11 +485,7 @@ func (v *validator) poolServers(p string, servers []PoolServer) {
 	total := 0
 	for j, s := range servers {
 		sp := p + "[" + itoa(j) + "]"
-		if s.Address == "" {
-			v.errorf(sp, "missing required key \"address\" (host:port)")
-		} else if _, _, err := parseAddr(s.Address, upstreamAddr); err != nil {
-			v.errorf(sp, "%v", err)
-		}
+		v.serverAddress(sp, s)
 		if s.MaxConns < 0 || s.MaxConns > maxMaxConns {
 			v.errorf(sp+".max_conns", "expected 0 (no bound) to %d, got %d", maxMaxConns, s.MaxConns)
 		}
@@ -529,5 +542,6 @@ func (v *validator) healthCheck(p string, hc *HealthCheck, needPath bool) {
 // queue.
 func (l *Listener) UpstreamList() Pool {
 	return Pool{Name: "upstream", Balance: l.Balance, Servers: l.Upstream, HealthCheck: l.HealthCheck,
-		MaxFails: l.MaxFails, FailTimeout: l.FailTimeout, QueueTimeout: l.QueueTimeout, MaxQueue: l.MaxQueue}
+		MaxFails: l.MaxFails, FailTimeout: l.FailTimeout, QueueTimeout: l.QueueTimeout, MaxQueue: l.MaxQueue,
+		Resolver: l.Resolver}
 }

@@ -63,7 +63,8 @@ func TestPoolServersTakeAnAddressOrAWeight(t *testing.T) {
 		"          - {address: '10.0.0.4:80'}",
 		"          - {address: '10.0.0.5:80', backup: true, max_conns: 100}",
 	))
-	want := []PoolServer{{"10.0.0.1:80", 1, false, 0}, {"10.0.0.2:80", 3, false, 0}, {"10.0.0.3:80", 0, false, 0}, {"10.0.0.4:80", 1, false, 0}, {"10.0.0.5:80", 1, true, 100}}
+	want := []PoolServer{{Address: "10.0.0.1:80", Weight: 1}, {Address: "10.0.0.2:80", Weight: 3}, {Address: "10.0.0.3:80"},
+		{Address: "10.0.0.4:80", Weight: 1}, {Address: "10.0.0.5:80", Weight: 1, Backup: true, MaxConns: 100}}
 	if got := cfg.Listeners[0].Pools[0].Servers; !slices.Equal(got, want) {
 		t.Errorf("servers %+v, want %+v", got, want)
 	}

@@ -39,6 +39,7 @@ var builtinKeys = map[string][]string{
 	"queue_timeout":  {"tcp", "filter"},
 	"max_queue":      {"tcp", "filter"},
 	"health_check":   {"tcp", "filter"},
+	"resolver":       {"tcp", "filter"},
 	"proxy_protocol": {"tcp", "socks5", "filter", "http-forward", "http-reverse"},
 }
 
@@ -65,7 +66,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 			"proxy_protocol": l.ProxyProtocol != "",
 			"max_fails":      l.MaxFails != nil, "fail_timeout": l.FailTimeout != 0, "queue_timeout": l.QueueTimeout != 0,
 			"max_queue":    l.MaxQueue != 0,
-			"health_check": l.HealthCheck != nil, "balance": l.Balance != "",
+			"health_check": l.HealthCheck != nil, "balance": l.Balance != "", "resolver": l.Resolver != nil,
 		}
 		for key, kinds := range builtinKeys {
 			if set[key] && !contains(kinds, l.Proxy) {

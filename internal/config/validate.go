@@ -179,6 +179,7 @@ func (v *validator) listeners() {
 			v.queue(p, l.QueueTimeout, l.MaxQueue, l.Upstream)
 		}
 		v.healthCheck(p+".health_check", l.HealthCheck, false)
+		v.resolver(p+".resolver", l.Resolver, l.Upstream)
 		v.engine(p, l)
 		v.promote(p, l)
 		v.oneOf(p+".proxy_protocol", l.ProxyProtocol, ProxyProtocols)
