@@ -1,4 +1,4 @@
-// Each HTTP listener times the requests it answers: splicer_http_request_duration_seconds has a series per listener, counting its requests.
+// Per-listener metrics: each HTTP listener times the requests it answers (splicer_http_request_duration_seconds), and each listener with max_connections exports it (splicer_connections_limit).
 
 package forwarder_test
 
@@ -60,38 +60,27 @@ listeners:
 	getN(t, f.Addr("a").String(), 3)
 	getN(t, f.Addr("b").String(), 1)
 
-	var counts map[string]uint64
+	count := func(listener string) float64 {
+		return fwdtest.Metric(f, "splicer_http_request_duration_seconds", "listener", listener)
+	}
 	// A request is recorded when its answer has been sent, which may be
 	// just after the client read it.
 	testenv.Eventually(t, "request durations observed for a (3) and b (1)", func() bool {
-		counts = requestCounts(t, f)
-		return counts["a"] == 3 && counts["b"] == 1
+		return count("a") == 3 && count("b") == 1
 	})
-	if len(counts) != 2 {
-		t.Errorf("splicer_http_request_duration_seconds counts by listener %v, want a and b only", counts)
-	}
 }
 
-// requestCounts is splicer_http_request_duration_seconds's sample count by
-// listener.
-func requestCounts(tb testing.TB, f *forwarder.Forwarder) map[string]uint64 {
-	tb.Helper()
-	mfs, err := f.Metrics().Registry.Gather()
-	if err != nil {
-		tb.Fatal(err)
+func TestConnectionsLimitExported(t *testing.T) {
+	up := fwdtest.Echo(t)
+	capped := tcpListener("capped", "127.0.0.1:0", up)
+	capped.MaxConnections = 5
+	open := tcpListener("open", "127.0.0.1:0", up)
+	open.MaxConnections = 0
+	f := fwdtest.Start(t, capped, open)
+	if v := fwdtest.Metric(f, "splicer_connections_limit", "listener", "capped"); v != 5 {
+		t.Errorf("splicer_connections_limit{listener=capped} = %v, want its max_connections 5", v)
 	}
-	counts := map[string]uint64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "splicer_http_request_duration_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "listener" {
-					counts[l.GetValue()] = m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
+	if v := fwdtest.Metric(f, "splicer_connections_limit", "listener", "open"); v != 0 {
+		t.Errorf("splicer_connections_limit{listener=open} = %v, want no series without max_connections", v)
 	}
-	return counts
 }
