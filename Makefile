@@ -7,7 +7,8 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/splicer/splicer/internal/buildinfo.Version=$(VERSION) -X github.com/splicer/splicer/internal/buildinfo.Revision=$(REVISION)
 PKGS    := ./...
 TESTFLAGS ?=
-APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light libnginx-mod-stream systemd wrk sockperf goaccess logrotate
+# prometheus brings promtool, which checks and unit-tests deploy/prometheus/alerts.yaml.
+APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light libnginx-mod-stream systemd wrk sockperf goaccess logrotate prometheus
 GEN_DEPS := clang-19 llvm-19 libbpf-dev
 
 .PHONY: race fuzz tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean

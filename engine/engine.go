@@ -297,8 +297,11 @@ func IsFallback(err error) bool {
 }
 
 // Counters is implemented by engines that keep counters of their own (BPF
-// redirects, drops by reason, give-backs). The forwarder exports them as
-// splicer_engine_events_total{engine, event}.
+// redirects, drops by reason, give-backs, bytes moved). The forwarder
+// exports them as splicer_engine_events_total{engine, event}, except those
+// whose name ends in "_bytes", which count bytes: they are
+// splicer_engine_bytes_total{engine, kind}, kind the name without the
+// suffix.
 type Counters interface {
 	Counters() map[string]uint64
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/internal/accesslog"
 	"github.com/splicer/splicer/internal/config"
@@ -109,8 +110,8 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		}
 	}
 	f.flows.adopted = f.adoptedFlows
-	f.metrics.RegisterEngines(f.engines.Engines)
-	f.metrics.Register(newByteCollector(f.flows), healthCollector{f}, poolCollector{f})
+	f.metrics.RegisterEngines(metricsEngines(f.engines.Engines))
+	f.metrics.Register(newByteCollector(f.flows), healthCollector{f}, poolCollector{f}, limitCollector{f})
 	f.hard, f.cancel = context.WithCancel(context.Background())
 	for _, lc := range cfg.Listeners {
 		l, err := newListener(f, lc)
@@ -258,3 +259,12 @@ func (f *Forwarder) closeEngines() {
 
 // uptime is how long ago t was, in seconds.
 func uptime(t time.Time) float64 { return time.Since(t).Seconds() }
+
+// metricsEngines lists engines as the metrics package takes them.
+func metricsEngines(engines []engine.Engine) []metrics.Engine {
+	out := make([]metrics.Engine, len(engines))
+	for i, e := range engines {
+		out[i] = e
+	}
+	return out
+}

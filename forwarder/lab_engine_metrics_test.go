@@ -1,4 +1,4 @@
-// The engines' own counters reach /metrics: a sockmap splice shows up in its byte counters.
+// The engines' own counters reach /metrics: a sockmap splice shows up in its event and byte counters.
 
 package forwarder_test
 
@@ -34,10 +34,10 @@ func TestLabEngineCountersExported(t *testing.T) {
 	// map are moved in user space), so the check is on the sum.
 	want := float64(2 * len(msg))
 	moved := func() float64 {
-		return lf.Metric("splicer_engine_events_total", "engine", "sockmap", "event", "kernel_bytes") +
-			lf.Metric("splicer_engine_events_total", "engine", "sockmap", "event", "user_bytes")
+		return lf.Metric("splicer_engine_bytes_total", "engine", "sockmap", "kind", "kernel") +
+			lf.Metric("splicer_engine_bytes_total", "engine", "sockmap", "kind", "user")
 	}
-	eventually(t, "sockmap's kernel_bytes + user_bytes to count both directions", func() bool {
+	eventually(t, "sockmap's kernel + user bytes to count both directions", func() bool {
 		return moved() >= want
 	}, func() string { return fmt.Sprintf("counted %v bytes, want %v", moved(), want) })
 }

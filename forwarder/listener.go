@@ -55,7 +55,9 @@ type listener struct {
 	codes [len(statusClasses)]atomic.Pointer[prometheus.Counter]
 	// ways caches its response byte counters, by way (responseWays).
 	ways [len(responseWays)]atomic.Pointer[prometheus.Counter]
-	life lifecycle
+	// requestSeconds caches its request-duration histogram.
+	requestSeconds atomic.Pointer[prometheus.Observer]
+	life           lifecycle
 }
 
 var pairIDs atomic.Uint64
@@ -299,6 +301,18 @@ var errPanic = errors.New("panic")
 func (l *listener) httpResponses(status int) prometheus.Counter {
 	class := min(max(status/100, 0), 5)
 	return cachedCounter(&l.codes[class], l.f.metrics.HTTPResponses, l.cfg.Name, statusClasses[class])
+}
+
+// observeRequest adds an answered request's duration to the listener's
+// histogram, looked up once and kept, as the status counters are.
+func (l *listener) observeRequest(d time.Duration) {
+	h := l.requestSeconds.Load()
+	if h == nil {
+		o := l.f.metrics.HTTPRequestSeconds.WithLabelValues(l.cfg.Name)
+		h = &o
+		l.requestSeconds.Store(h)
+	}
+	(*h).Observe(d.Seconds())
 }
 
 // statusClasses label splicer_http_responses_total's code by status/100.

@@ -385,10 +385,12 @@ func (s *session) NoSplice(reason string) {
 }
 
 // RecordRequest implements proxy.RequestRecorder: an HTTP proxy's answered
-// request is counted by status class and its bytes by the way they moved
-// and, with an access log, written as a line of its own.
+// request is counted by status class, its duration observed by listener,
+// its bytes counted by the way they moved and, with an access log, written
+// as a line of its own.
 func (s *session) RecordRequest(r proxy.Request) {
 	s.l.httpResponses(r.Status).Inc()
+	s.l.observeRequest(r.Duration)
 	s.l.addResponseBytes(r)
 	if a := s.l.f.access; a != nil {
 		a.LogAttrs(context.Background(), slog.LevelInfo, "request",

@@ -5,14 +5,9 @@ package grafana_test
 import (
 	"encoding/json"
 	"os"
-	"regexp"
-	"slices"
-	"strings"
 	"testing"
 
-	"github.com/splicer/splicer/forwarder"
-	"github.com/splicer/splicer/internal/config"
-	"github.com/splicer/splicer/internal/metrics"
+	"github.com/splicer/splicer/deploy/deploytest"
 )
 
 // dashboard is the part of Grafana's JSON model the test reads.
@@ -30,20 +25,6 @@ type dashboard struct {
 	} `json:"templating"`
 }
 
-var metricRE = regexp.MustCompile(`\bsplicer_[a-z0-9_]+`)
-
-// exported lists what a running forwarder, or a master of workers, can
-// export.
-func exported(t *testing.T) []string {
-	cfg := config.Default()
-	f, err := forwarder.New(&cfg, forwarder.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// With workers, a master exports its own beside its workers'.
-	return append(f.Metrics().Names(), metrics.NewMaster(2).Names()...)
-}
-
 func TestDashboardUsesExportedMetrics(t *testing.T) {
 	data, err := os.ReadFile("splicer.json")
 	if err != nil {
@@ -53,7 +34,7 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	if err := json.Unmarshal(data, &d); err != nil {
 		t.Fatal(err)
 	}
-	names := exported(t)
+	names := deploytest.Exported(t)
 	var queries []string
 	for _, p := range d.Panels {
 		if len(p.Targets) == 0 {
@@ -70,17 +51,10 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	}
 	used := 0
 	for _, q := range queries {
-		for _, m := range metricRE.FindAllString(q, -1) {
-			used++
-			base := m
-			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-				if trimmed, ok := strings.CutSuffix(m, suffix); ok && slices.Contains(names, trimmed) {
-					base = trimmed
-				}
-			}
-			if !slices.Contains(names, base) {
-				t.Errorf("the dashboard queries %s, which splicer does not export (query %q)", m, q)
-			}
+		u, unknown := deploytest.Check(names, q)
+		used += len(u)
+		for _, m := range unknown {
+			t.Errorf("the dashboard queries %s, which splicer does not export (query %q)", m, q)
 		}
 	}
 	if used == 0 {

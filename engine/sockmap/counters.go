@@ -1,4 +1,4 @@
-// The engine's counters by name, for splicer_engine_events_total.
+// The engine's counters by name, for splicer_engine_events_total and (the *_bytes ones) splicer_engine_bytes_total.
 
 package sockmap
 

@@ -81,7 +81,8 @@ func (f *LabForwarder) Metric(name string, labels ...string) float64 {
 }
 
 // Metric is f's counter or gauge name whose labels are exactly the given
-// name, value pairs, or 0 when there is no such series.
+// name, value pairs (a histogram's sample count), or 0 when there is no
+// such series.
 func Metric(f *forwarder.Forwarder, name string, labels ...string) float64 {
 	families, err := f.Metrics().Registry.Gather()
 	if err != nil {
@@ -97,6 +98,9 @@ func Metric(f *forwarder.Forwarder, name string, labels ...string) float64 {
 			}
 			if c := m.GetCounter(); c != nil {
 				return c.GetValue()
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
 			}
 			return m.GetGauge().GetValue()
 		}

@@ -1,4 +1,4 @@
-// Package metrics holds splicer's Prometheus metrics: connections, bytes, splice transitions and fallbacks.
+// Package metrics holds splicer's Prometheus metrics: connections, bytes, splice transitions, fallbacks and HTTP request durations.
 package metrics
 
 import (
@@ -37,6 +37,9 @@ type Metrics struct {
 	// bytes moved: copied, kernel (splice(2) in control mode), spliced
 	// (an engine).
 	HTTPResponseBytes *prometheus.CounterVec // listener, way
+	// HTTPRequestSeconds is how long the HTTP kinds took to answer a
+	// request, from its head to the answer's last byte.
+	HTTPRequestSeconds *prometheus.HistogramVec // listener
 	// DestinationsDenied counts dials the destination rules refused.
 	DestinationsDenied *prometheus.CounterVec // listener
 
@@ -78,8 +81,26 @@ func collectorNames(cs []prometheus.Collector) []string {
 // (see forwarder.byteCollector), counting open pairs as they run.
 const BytesName = "splicer_bytes_total"
 
-// latencyBuckets spans 10 µs (an ip splice) to 10 s (a slow connect).
-var latencyBuckets = prometheus.ExponentialBucketsRange(10e-6, 10, 19)
+// The histograms' bucket bounds are written out in 1-2.5-5 steps so that
+// every le label reads as a round number (0.0025, not 0.0026164428292736004).
+var (
+	// latencyBuckets spans 10 µs (an ip splice) to 10 s (a slow connect).
+	latencyBuckets = []float64{
+		0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+		0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+		0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+	}
+	// requestBuckets spans 1 ms (a cached answer) to 2 min (a long download).
+	requestBuckets = []float64{
+		0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+		1, 2.5, 5, 10, 30, 60, 120,
+	}
+	// pairBuckets spans 1 ms (a refused pair) to a day (a tunnel kept open).
+	pairBuckets = []float64{
+		0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60,
+		300, 900, 1800, 3600, 10800, 43200, 86400,
+	}
+)
 
 // New creates and registers the metrics, plus Go runtime and process collectors.
 func New() *Metrics {
@@ -131,7 +152,7 @@ func New() *Metrics {
 		PairSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "splicer_pair_duration_seconds",
 			Help:    "Life of a pair from accept to close, by listener.",
-			Buckets: prometheus.ExponentialBucketsRange(1e-3, 86400, 20),
+			Buckets: pairBuckets,
 		}, []string{"listener"}),
 		HTTPResponses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_http_responses_total",
@@ -141,6 +162,11 @@ func New() *Metrics {
 			Name: "splicer_http_response_bytes_total",
 			Help: "Bytes of the answers the HTTP kinds sent clients, heads included, by listener and way: copied (through the proxy's memory), kernel (splice(2) in control mode, no engine) or spliced (by the listener's engine).",
 		}, []string{"listener", "way"}),
+		HTTPRequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "splicer_http_request_duration_seconds",
+			Help:    "Time the HTTP kinds (http-forward, http-reverse) took to answer a request, from its head to the end of its answer, by listener; the proxy's own refusals included.",
+			Buckets: requestBuckets,
+		}, []string{"listener"}),
 		DestinationsDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "splicer_destinations_denied_total",
 			Help: "Connections a client asked for (http-forward, socks5) that the destination rules refused: loopback, metadata, the forwarder itself, deny rules.",
@@ -158,7 +184,7 @@ func New() *Metrics {
 	})
 	build.Set(1)
 	m.Register(m.Accepted, m.Active, m.Closed, m.Splices, m.Fallbacks, m.Promotions, m.Spliced,
-		m.ConnectSeconds, m.SpliceSeconds, m.UnspliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, m.HTTPResponses, m.HTTPResponseBytes, build,
+		m.ConnectSeconds, m.SpliceSeconds, m.UnspliceSeconds, m.PairSeconds, m.Draining, m.DestinationsDenied, m.HTTPResponses, m.HTTPResponseBytes, m.HTTPRequestSeconds, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
