@@ -62,13 +62,18 @@ func TestSystemdUnitVerifies(t *testing.T) {
 }
 
 // TestSystemdUnitPrivileges: the unit runs as its own user with the engines'
-// capabilities and nothing more, reloads with SIGHUP and tells systemd when
-// it is ready (and which process is main after an upgrade).
+// capabilities and nothing more, reloads with 'splicer reload' on the pid
+// file the daemon writes (so that a refused file fails the reload) and
+// tells systemd when it is ready (and which process is main after an
+// upgrade).
 func TestSystemdUnitPrivileges(t *testing.T) {
 	d := unitDirectives(t)
+	const pidFile = "/run/splicer/splicer.pid" // in RuntimeDirectory=splicer, the user's
 	want := map[string]string{
 		"User": "splicer", "Type": "notify", "NoNewPrivileges": "yes",
-		"ExecReload": "/bin/kill -HUP $MAINPID", "ProtectSystem": "strict",
+		"ExecStart":  "/usr/bin/splicer run --config /etc/splicer/splicer.yaml --pid-file " + pidFile,
+		"ExecReload": "/usr/bin/splicer reload --pid-file " + pidFile, "RuntimeDirectory": "splicer",
+		"ProtectSystem": "strict",
 	}
 	for k, v := range want {
 		if !slices.Contains(d[k], v) {

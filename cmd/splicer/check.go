@@ -36,7 +36,10 @@ func checkCmd(args []string) error {
 
 Validates each FILE without starting anything: unknown keys, keys the
 listener's proxy kind would ignore, wrong types, bad addresses, durations,
-sizes and engine names are reported each with its line, all at once. Then,
+sizes and engine names, addresses that cannot all be bound (two listeners,
+or a listener and admin, on one address), and files named that this user
+could not use (admin_token_file unreadable or empty, access_log.path not
+writable) are reported each with its line, all at once. Then,
 unless --engines=false, it probes which engines this host can run (as the
 user running check: run it as the daemon's user) and says which engine each
 listener would use and why. Exits 0 when every file is valid, 1 otherwise.
@@ -58,7 +61,7 @@ Options:
 	var cfgs []*config.Config
 	for _, path := range paths {
 		warnWritable(slog.New(slog.NewTextHandler(os.Stderr, nil)), path)
-		cfg, err := loadConfig(path)
+		cfg, err := checkConfig(path)
 		if err != nil {
 			if err != errSilent {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)

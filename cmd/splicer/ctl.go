@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,17 +19,20 @@ import (
 
 // control is one daemon action: its signal and its admin endpoint.
 type control struct {
-	name   string
-	signal syscall.Signal
-	path   string
-	help   string
+	name    string
+	signal  syscall.Signal
+	path    string
+	help    string
+	pidHelp string // what --pid-file does
 }
 
 var (
 	reloadCtl = control{"reload", syscall.SIGHUP, "/reload",
-		"Re-read the configuration file of a running 'splicer run' and apply it;\na file with errors is refused and the running setup stays."}
+		"Re-read the configuration file of a running 'splicer run' and apply it;\na file with errors is refused and the running setup stays.",
+		"It waits for the outcome and prints it; a refusal (with every error)\nexits 1. With --pid-file it sends SIGHUP and reads the daemon's answer\nfrom the file beside the pid file (FILE with .reload for .pid)."}
 	upgradeCtl = control{"upgrade", syscall.SIGUSR2, "/upgrade",
-		"Start the splicer binary now installed at the running daemon's path,\nhand it the listening sockets, and let the old process drain: no\nconnection attempt is refused."}
+		"Start the splicer binary now installed at the running daemon's path,\nhand it the listening sockets, and let the old process drain: no\nconnection attempt is refused.",
+		"With --admin or --config it waits for the outcome and prints it; with\n--pid-file it sends SIGUSR2 and the daemon logs the outcome."}
 )
 
 func reloadCmd(args []string) error  { return controlCmd(reloadCtl, args) }
@@ -43,7 +47,7 @@ func controlCmd(c control, args []string) error {
 	pidFile := fs.String("pid-file", "", "the daemon's pid file (as given to 'splicer run --pid-file'): send a signal")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n", c.name, c.help)
-		fmt.Fprintf(os.Stderr, "With --admin or --config it waits for the outcome and prints it; with\n--pid-file it sends %s and the daemon logs the outcome.\n\nOptions:\n", unixSignalName(c.signal))
+		fmt.Fprintf(os.Stderr, "%s\n\nOptions:\n", c.pidHelp)
 		fs.PrintDefaults()
 	}
 	fs.Parse(args)
@@ -52,7 +56,14 @@ func controlCmd(c control, args []string) error {
 		return errSilent
 	}
 	if *pidFile != "" {
-		return signalPid(*pidFile, c.signal)
+		pid, err := splicerPid(*pidFile)
+		if err != nil {
+			return err
+		}
+		if c.signal == syscall.SIGHUP {
+			return reloadByPid(*pidFile, pid)
+		}
+		return sendSignal(pid, c.signal)
 	}
 	if err := adm.resolve(); errors.Is(err, errNoAdmin) {
 		return fmt.Errorf("%w: use --pid-file", err)
@@ -71,31 +82,53 @@ func controlCmd(c control, args []string) error {
 	return nil
 }
 
-func unixSignalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case syscall.SIGUSR2:
-		return "SIGUSR2"
-	}
-	return s.String()
-}
-
-func signalPid(path string, sig syscall.Signal) error {
+// splicerPid reads the pid file at path, and checks that the process it
+// names runs splicer.
+func splicerPid(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {
-		return fmt.Errorf("%s: no pid in it", path)
+		return 0, fmt.Errorf("%s: no pid in it", path)
 	}
 	if err := isSplicer(pid); err != nil {
-		return fmt.Errorf("%s: %w: not signalling it (a stale pid file, its pid reused?)", path, err)
+		return 0, fmt.Errorf("%s: %w: not signalling it (a stale pid file, its pid reused?)", path, err)
 	}
+	return pid, nil
+}
+
+func sendSignal(pid int, sig syscall.Signal) error {
 	if err := syscall.Kill(pid, sig); err != nil {
 		return fmt.Errorf("signal %d: %w", pid, err)
 	}
+	return nil
+}
+
+// reloadByPid sends SIGHUP to pid and prints its answer, read from the
+// status file beside pidFile (reloadstatus.go); a refusal is the error.
+// A daemon whose status file does not name it cannot answer: the signal
+// is sent, and the unknown outcome is an error too.
+func reloadByPid(pidFile string, pid int) error {
+	st, err := readStatus(pidFile)
+	for i := 0; i < 10 && err != nil && !errors.Is(err, fs.ErrNotExist); i++ {
+		time.Sleep(20 * time.Millisecond) // being written in place
+		st, err = readStatus(pidFile)
+	}
+	answers := err == nil && st.Pid == pid
+	sent := monotonicNow()
+	if err := sendSignal(pid, syscall.SIGHUP); err != nil {
+		return err
+	}
+	if !answers {
+		return fmt.Errorf("sent SIGHUP to process %d, but %w in %s (a splicer older than this one, or one that cannot write there): see its log for the outcome", pid, errNoAnswer, statusPath(pidFile))
+	}
+	answer, err := awaitReload(pidFile, pid, sent, reloadAnswerTimeout)
+	if err != nil {
+		return err
+	}
+	fmt.Println(answer)
 	return nil
 }
 

@@ -236,12 +236,16 @@ func answer(w http.ResponseWriter, ok string, err error) {
 
 // reloadLogged re-reads the configuration file and applies it. A file with
 // errors is refused with every error, as 'splicer check' prints them.
-func (d *daemon) reloadLogged(by string) ([]string, error) {
+// Its outcome goes to the reload status file, for 'splicer reload
+// --pid-file'.
+func (d *daemon) reloadLogged(by string) (notes []string, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.done {
 		return nil, errors.New("shutting down")
 	}
+	began := monotonicNow()
+	defer func() { recordReload(d.log, d.pidFile, began, notes, err) }()
 	notify(d.log, sdnotify.Reloading)
 	defer notify(d.log, sdnotify.Ready)
 	d.log.Info("reloading", "config", d.path, "by", by)
@@ -250,7 +254,7 @@ func (d *daemon) reloadLogged(by string) ([]string, error) {
 		return nil, err
 	}
 	d.prepare(cfg)
-	notes, err := d.f.Reload(cfg)
+	notes, err = d.f.Reload(cfg)
 	if err != nil {
 		d.log.Error("reload refused", "err", err)
 		return nil, fmt.Errorf("reload refused, the running configuration stays: %w", err)
@@ -261,6 +265,14 @@ func (d *daemon) reloadLogged(by string) ([]string, error) {
 	logThreads(d.log, cfg.Threads)
 	d.log.Info("reloaded", "listeners", len(cfg.Listeners))
 	return notes, nil
+}
+
+// recordReload writes the outcome of a reload that began at began to
+// the status file beside pidFile.
+func recordReload(log *slog.Logger, pidFile string, began int64, notes []string, err error) {
+	if werr := writeStatus(pidFile, reloadOutcome(began, notes, err)); werr != nil {
+		log.Warn("reload status", "path", statusPath(pidFile), "err", werr)
+	}
 }
 
 // loadForReload reads the file a reload applies; one with errors is

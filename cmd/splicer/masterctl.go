@@ -24,13 +24,16 @@ import (
 )
 
 // reloadLogged re-reads the configuration and has every worker apply it.
-// A file with errors is refused before any worker sees it.
-func (m *master) reloadLogged(by string) ([]string, error) {
+// A file with errors is refused before any worker sees it. The outcome
+// goes to the reload status file, for 'splicer reload --pid-file'.
+func (m *master) reloadLogged(by string) (notes []string, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopping {
 		return nil, errors.New("shutting down")
 	}
+	began := monotonicNow()
+	defer func() { recordReload(m.log, m.pidFile, began, notes, err) }()
 	notify(m.log, sdnotify.Reloading)
 	defer notify(m.log, sdnotify.Ready)
 	m.log.Info("reloading", "config", m.path, "by", by, "workers", m.count)
@@ -38,7 +41,6 @@ func (m *master) reloadLogged(by string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var notes []string
 	if cfg.Workers.Count() != m.count {
 		notes = append(notes, fmt.Sprintf("workers: %d until a restart (a reload neither starts nor stops workers)", m.count))
 	}

@@ -67,7 +67,7 @@ func (m *master) handToUser() error {
 	}
 	pid := child.Process.Pid
 	m.log.Info("sockets bound as root; the master runs as "+m.cfg.User, "pid", pid, "uid", id.UID, "workers", m.count)
-	announceSuccessor(m.log, m.pidFile, pid)
+	announceSuccessor(m.log, m.pidFile, pid, id)
 	return nil
 }
 

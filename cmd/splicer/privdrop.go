@@ -88,7 +88,7 @@ func dropPrivileges(cfg *config.Config, pidFile string, log *slog.Logger) error 
 	}
 	pid := child.Process.Pid
 	log.Info("sockets bound as root; running as "+cfg.User, "pid", pid, "uid", id.UID, "capabilities", capNames(id.Caps))
-	announceSuccessor(log, pidFile, pid)
+	announceSuccessor(log, pidFile, pid, id)
 	return nil
 }
 

@@ -335,6 +335,36 @@ func TestParseErrors(t *testing.T) {
 			"  - {name: b, listen: ':80', upstream: ['h:2']}",
 		), []wantErr{{3, "listeners[1].listen", "overlaps"}}},
 
+		// The admin address against the listeners': run binds the
+		// listeners, then fails on the admin endpoint.
+		{"admin on a listener's address", lines(
+			"admin: 127.0.0.1:9901",
+			"listeners:",
+			"  - {name: a, listen: '127.0.0.1:9901', upstream: ['h:2']}",
+		), []wantErr{{1, "admin", "admin address 127.0.0.1:9901 is the same address as listen address 127.0.0.1:9901 of listeners[0] on line 3; both cannot be bound"}}},
+		{"admin under a wildcard listener", lines(
+			"admin: 127.0.0.1:9901",
+			"listeners:", okListener,
+			"  - {name: all, listen: '0.0.0.0:9901', upstream: ['h:2']}",
+		), []wantErr{{1, "admin", "admin address 127.0.0.1:9901 overlaps listen address 0.0.0.0:9901 of listeners[1] on line 4"}}},
+		{"admin on localhost, a listener on 127.0.0.1", lines(
+			"admin: localhost:9901",
+			"listeners:",
+			"  - {name: a, listen: '127.0.0.1:9901', upstream: ['h:2']}",
+		), []wantErr{{1, "admin", "is the same address as listen address 127.0.0.1:9901 of listeners[0]"}}},
+		{"admin on a name, a listener on every address", lines(
+			"admin: node1.example:9901",
+			"admin_token: s3cret",
+			"listeners:",
+			"  - {name: a, listen: ':9901', upstream: ['h:2']}",
+		), []wantErr{{1, "admin", "admin address node1.example:9901 overlaps listen address :9901 of listeners[0]"}}},
+		{"admin on every address, a listener on one", lines(
+			"admin: '[::]:9901'",
+			"admin_token: s3cret",
+			"listeners:",
+			"  - {name: a, listen: '10.0.0.1:9901', upstream: ['h:2']}",
+		), []wantErr{{1, "admin", "overlaps listen address 10.0.0.1:9901"}}},
+
 		// Admin beyond loopback without a token.
 		{"admin on every address without a token", lines(
 			"admin: 0.0.0.0:9901",
@@ -789,6 +819,21 @@ func TestAdminBeyondLoopback(t *testing.T) {
 	os.Remove(filepath.Join(dir, "token"))
 	if _, err := Load(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Load with a missing token file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestAdminBesideListeners: an admin address on another port, or another
+// IP of the same port, or port 0, does not clash with a listener.
+func TestAdminBesideListeners(t *testing.T) {
+	for _, tc := range []struct{ admin, listen string }{
+		{"127.0.0.1:9901", "127.0.0.1:9902"},
+		{"127.0.0.1:9901", "127.0.0.2:9901"},
+		{"localhost:9901", "127.0.0.2:9901"},
+		{"127.0.0.1:0", "0.0.0.0:0"},
+		{"node1.example:9901", "10.0.0.1:9901"},
+	} {
+		mustParse(t, lines("admin: "+tc.admin, "admin_token: s3cret", "listeners:",
+			"  - {name: a, listen: '"+tc.listen+"', upstream: ['h:2']}"))
 	}
 }
 

@@ -194,6 +194,45 @@ func (v *validator) listeners() {
 			v.errorf(p+".max_connections", "must be 0 (unlimited) or more, got %d", l.MaxConnections)
 		}
 	}
+	v.adminClash(addrs)
+}
+
+// adminClash refuses an admin address that a listener's address takes:
+// run binds the listeners first, and the admin endpoint then fails with
+// "address already in use" (a reload that adds such a listener fails
+// its bind). Workers change nothing: the admin socket is bound without
+// SO_REUSEPORT, so it shares its port with no listener. A host name
+// (other than localhost) is resolved only at the bind: it clashes with a
+// listener on every address of both families, whatever it resolves to.
+func (v *validator) adminClash(listeners []seenAddr) {
+	if v.cfg.Admin == "" {
+		return
+	}
+	ip, port, err := parseAddr(v.cfg.Admin, adminAddr)
+	if err != nil {
+		return // admin reported it
+	}
+	host, _, _ := net.SplitHostPort(v.cfg.Admin)
+	named := host != "" && !ip.IsValid()
+	if strings.EqualFold(host, "localhost") {
+		ip, named = netip.AddrFrom4([4]byte{127, 0, 0, 1}), false // what net.Listen binds
+	}
+	admin := seenAddr{addr: ip, port: port}
+	for _, l := range listeners {
+		clash := overlaps(admin, l)
+		if named {
+			clash = port != 0 && port == l.port && (!l.addr.IsValid() || l.addr == netip.IPv6Unspecified())
+		}
+		if !clash {
+			continue
+		}
+		how := "overlaps"
+		if !named && admin.addr == l.addr {
+			how = "is the same address as"
+		}
+		v.errorf("admin", "admin address %s %s listen address %s of listeners[%d]%s; both cannot be bound", v.cfg.Admin, how, l.text, l.index, v.onLine(l.index))
+		return
+	}
 }
 
 func (v *validator) listenerName(p string, i int, l *Listener, names map[string]int) {
