@@ -12,6 +12,7 @@ import (
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/handoff"
+	"github.com/splicer/splicer/proxy"
 )
 
 // Reload applies cfg's listeners: an unchanged listener keeps running, a
@@ -39,6 +40,9 @@ func (f *Forwarder) Reload(cfg *config.Config) (notes []string, err error) {
 		plan.abandon()
 		return nil, err
 	}
+	for _, commit := range plan.files {
+		commit()
+	}
 	for nl, old := range plan.takeover {
 		handOver(old, nl)
 	}
@@ -64,6 +68,8 @@ type reloadPlan struct {
 	fresh    []*listener // built for this reload, not yet bound (unless taking over)
 	takeover map[*listener]*listener
 	retired  []*listener
+	// files put in use what kept listeners read again (proxy.FileReloader).
+	files []func()
 }
 
 // abandon releases what the plan built when the reload is refused.
@@ -86,6 +92,10 @@ func (f *Forwarder) planReload(cfg *config.Config) (*reloadPlan, error) {
 	p := &reloadPlan{takeover: map[*listener]*listener{}}
 	for _, lc := range cfg.Listeners {
 		if old := byName[lc.Name]; old != nil && reflect.DeepEqual(old.cfg, lc) {
+			if err := p.rereadFiles(old); err != nil {
+				p.abandon()
+				return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+			}
 			kept[old] = true
 			p.next = append(p.next, old)
 			continue
@@ -117,6 +127,21 @@ func (f *Forwarder) planReload(cfg *config.Config) (*reloadPlan, error) {
 		}
 	}
 	return p, nil
+}
+
+// rereadFiles has a kept listener's proxy read its files again (a
+// certificate renewed on disk), for the reload to put in use.
+func (p *reloadPlan) rereadFiles(l *listener) error {
+	fr, ok := l.proxy.(proxy.FileReloader)
+	if !ok {
+		return nil
+	}
+	commit, err := fr.ReloadFiles()
+	if err != nil {
+		return err
+	}
+	p.files = append(p.files, commit)
+	return nil
 }
 
 // replaced reports whether the reload puts a listener of the same name in

@@ -293,6 +293,8 @@ type Listener struct {
 	// UpstreamPool keeps idle keep-alive upstream connections for any
 	// client connection to reuse (http-reverse).
 	UpstreamPool *UpstreamPool `yaml:"upstream_pool,omitempty"`
+	// TLS terminates TLS on the listener (http-reverse).
+	TLS *TLS `yaml:"tls,omitempty"`
 
 	// Line is the line of the listener's list item, for messages about the
 	// listener found after loading (e.g. a failed bind).
@@ -404,6 +406,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if root != nil {
 		d.decode(root, &cfg, "")
 	}
+	cfg.resolveTLSPaths(filepath.Dir(name))
 	validate(&cfg, errs, d.nodes)
 	if len(errs.errs) > 0 {
 		return nil, errs.sorted()

@@ -174,6 +174,8 @@ type Pool struct {
 	// more is answered 503 at once (HAProxy's maxqueue, nginx's queue
 	// size); 0, no bound.
 	MaxQueue int `yaml:"max_queue,omitempty"`
+	// TLS, if set, has the proxy speak TLS to the pool's servers.
+	TLS *UpstreamTLS `yaml:"tls,omitempty"`
 }
 
 // PoolServer is one server of a pool: its host:port and its share of the
@@ -357,11 +359,13 @@ func (v *validator) http(p string, l *Listener) {
 		v.healthCheck(pp+".health_check", pl.HealthCheck, true)
 		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
 		v.queue(pp, pl.QueueTimeout, pl.MaxQueue, pl.Servers)
+		v.upstreamTLS(pp+".tls", pl.TLS)
 	}
 	for i, r := range l.Routes {
 		v.route(p+".routes["+itoa(i)+"]", r, pools)
 	}
 	v.upstreamPool(p+".upstream_pool", l)
+	v.tls(p+".tls", l.TLS)
 }
 
 // upstreamPool checks the upstream_pool section. A PROXY protocol header

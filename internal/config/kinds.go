@@ -20,6 +20,8 @@ var kindSections = map[string][]string{
 	"pools":  {"http-reverse"},
 	// Shared upstream connections: http-reverse's per-server pools.
 	"upstream_pool": {"http-reverse"},
+	// TLS termination: http-reverse only.
+	"tls": {"http-reverse"},
 	// Only these kinds let the client name the destination.
 	"destinations": {"http-forward", "socks5"},
 }
@@ -49,6 +51,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 		"socks5": l.SOCKS5 != nil, "http": l.HTTP != nil, "filter": l.Filter != nil,
 		"routes": len(l.Routes) > 0, "pools": len(l.Pools) > 0,
 		"destinations": l.Destinations != nil, "upstream_pool": l.UpstreamPool != nil,
+		"tls": l.TLS != nil,
 	}
 	for section, kinds := range kindSections {
 		if present[section] && !contains(kinds, l.Proxy) {

@@ -5,9 +5,13 @@ package httpcore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/proxy"
@@ -76,6 +80,10 @@ func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
 		}
 		c.up.r.Discard(n)
 	}
+	if c.inUserSpace() {
+		c.S.Log().Debug("protocol switched: copying both ways", "upgrade", c.upgrade)
+		return c.copyBoth()
+	}
 	c.S.Log().Debug("protocol switched: splicing both ways", "upgrade", c.upgrade)
 	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.Idle})
 	if err != nil {
@@ -88,4 +96,54 @@ func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
 		c.up.counted = false
 	}
 	return proxy.EndErr(r)
+}
+
+// copyBoth copies both ways until both sides have closed their sending
+// side, for a pair no engine may take (inUserSpace): the client's through
+// its TLS connection. Each read waits at most Idle (0: no bound); each
+// side's end is passed on as a half-close.
+func (c *Conn) copyBoth() error {
+	c.clientDL.lift()
+	c.up.dl.lift()
+	p := c.S.Pair()
+	up := c.up.conn
+	done := make(chan error, 1)
+	go func() { // the client's bytes, upstream
+		done <- copyIdle(up, c.clientConn, c.Idle, func(n int) { p.AddBytes(engine.Up, int64(n)) })
+		up.CloseWrite()
+	}()
+	err := copyIdle(c.clientConn, up, c.Idle, func(n int) { p.AddBytes(engine.Down, int64(n)) })
+	if cw, ok := c.clientConn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	if err != nil {
+		p.Client.SetDeadline(past) // the other way ends too
+		up.SetDeadline(past)
+	}
+	return errors.Join(err, <-done)
+}
+
+// copyIdle copies src to dst until src ends (nil) or fails, each read
+// bounded by idle (0: none); count is told what each write moved.
+func copyIdle(dst io.Writer, src net.Conn, idle time.Duration, count func(int)) error {
+	buf := make([]byte, 32<<10)
+	for {
+		if idle > 0 {
+			src.SetReadDeadline(time.Now().Add(idle))
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			k, werr := dst.Write(buf[:n])
+			count(k)
+			if werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

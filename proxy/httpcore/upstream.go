@@ -142,7 +142,7 @@ func (c *Conn) dialNew(ctx context.Context, dial Dialer) (*net.TCPConn, error) {
 func (c *Conn) attach(key string, conn *net.TCPConn, place Place, reused bool) {
 	c.up = &upstream{key: key, conn: conn, in: &c.upIn, place: place, counted: place != nil, reused: reused}
 	c.up.dl.conn = conn
-	c.upIn = idleReader{dl: &c.up.dl, idle: c.responseIdle(), stopped: &c.stopped, pair: c.S.Pair()}
+	c.upIn = idleReader{dl: &c.up.dl, conn: conn, idle: c.responseIdle(), stopped: &c.stopped, pair: c.S.Pair()}
 	if rc, err := conn.SyscallConn(); err == nil {
 		c.upIn.rc = rc
 	}

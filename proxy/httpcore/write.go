@@ -4,6 +4,7 @@ package httpcore
 
 import (
 	"io"
+	"net"
 
 	"github.com/splicer/splicer/engine"
 )
@@ -23,9 +24,12 @@ func (c *Conn) write(d engine.Direction, b []byte) error {
 	}
 	var n int
 	var err error
-	if w.conn == dst && w.rc != nil {
+	switch {
+	case w.rc != nil && w.conn == net.Conn(dst):
 		n, err = w.writev(b, nil)
-	} else {
+	case d == engine.Down && c.clientTLS:
+		n, err = w.writev(b, nil) // through the TLS connection, never the socket
+	default:
 		n, err = dst.Write(b)
 	}
 	p.AddBytes(d, int64(n))

@@ -1,0 +1,227 @@
+// TLS termination: the listener's certificates chosen by server name, reloaded in place, session tickets under rotating keys, and the handshake.
+
+package httprev
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
+)
+
+// terminator is a listener's TLS side: the crypto/tls configuration every
+// client connection's handshake uses, whose certificates come from store
+// (GetCertificate), so that a reload swaps them without touching the
+// configuration or a connection that already shook hands.
+type terminator struct {
+	cfg   *tls.Config
+	certs []config.Certificate // the files store was read from
+	store atomic.Pointer[certStore]
+	keys  ticketKeys
+}
+
+// newTerminator reads t's certificates and starts rotating the session
+// ticket keys (until close).
+func newTerminator(t *config.TLS) (*terminator, error) {
+	st, err := loadCertStore(t.Certificates)
+	if err != nil {
+		return nil, err
+	}
+	tt := &terminator{certs: t.Certificates}
+	tt.store.Store(st)
+	tt.cfg = &tls.Config{
+		MinVersion: t.MinTLSVersion(),
+		// HTTP/1.1 only: a client that offers h2 too gets http/1.1; one
+		// that offers h2 alone is refused by the handshake.
+		NextProtos:     []string{"http/1.1"},
+		GetCertificate: tt.certificate,
+	}
+	if err := tt.keys.start(tt.cfg, t.TicketRotation()); err != nil {
+		return nil, err
+	}
+	return tt, nil
+}
+
+func (tt *terminator) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return tt.store.Load().pick(hello.ServerName), nil
+}
+
+// reload reads the certificate files again and returns what puts them in
+// use: new handshakes get them, connections already open keep theirs.
+// Nothing changes when a file cannot be read or a pair does not match.
+func (tt *terminator) reload() (commit func(), err error) {
+	st, err := loadCertStore(tt.certs)
+	if err != nil {
+		return nil, err
+	}
+	return func() { tt.store.Store(st) }, nil
+}
+
+func (tt *terminator) close() { tt.keys.stop() }
+
+// handshake runs the TLS handshake with the client of s, bounded by
+// deadline (zero: none) and by ctx.
+func (tt *terminator) handshake(ctx context.Context, s proxy.Session, deadline time.Time) (*tls.Conn, error) {
+	raw := s.Pair().Client
+	if !deadline.IsZero() {
+		raw.SetDeadline(deadline)
+	}
+	tc := tls.Server(raw, tt.cfg)
+	err := tc.HandshakeContext(ctx)
+	raw.SetDeadline(time.Time{})
+	if err != nil {
+		return nil, &handshakeError{err}
+	}
+	return tc, nil
+}
+
+// closeNotify tells the client of s, within a second, that no more
+// comes (TLS close_notify); the socket is the forwarder's to close.
+func (tt *terminator) closeNotify(s proxy.Session, tc *tls.Conn) {
+	s.Pair().Client.SetWriteDeadline(time.Now().Add(time.Second))
+	tc.CloseWrite()
+}
+
+// handshakeError: the client's TLS handshake failed (close reason
+// bad_request, unless it timed out or the client went away).
+type handshakeError struct{ err error }
+
+func (e *handshakeError) Error() string { return "tls handshake: " + e.err.Error() }
+func (e *handshakeError) Unwrap() error { return e.err }
+
+// BadInput says a handshake that failed on what the client sent (no
+// common version or protocol, a bad record) is the client's fault.
+func (e *handshakeError) BadInput() bool {
+	var ne net.Error
+	return !errors.As(e.err, &ne) && !errors.Is(e.err, io.EOF) && !errors.Is(e.err, io.ErrUnexpectedEOF)
+}
+
+// certStore is one generation of a listener's certificates by the names
+// they cover: exact names, "*.suffix" for one label, and the default.
+type certStore struct {
+	byName map[string]*tls.Certificate
+	def    *tls.Certificate
+}
+
+// loadCertStore reads certs; the first is the default. A name two
+// certificates cover goes to the first listed.
+func loadCertStore(certs []config.Certificate) (*certStore, error) {
+	st := &certStore{byName: map[string]*tls.Certificate{}}
+	for _, c := range certs {
+		pair, err := c.LoadPair()
+		if err != nil {
+			return nil, err
+		}
+		leaf := pair.Leaf
+		if leaf == nil {
+			if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+				return nil, fmt.Errorf("%s: %w", c.CertFile, err)
+			}
+		}
+		cert := &pair
+		if st.def == nil {
+			st.def = cert
+		}
+		names := leaf.DNSNames
+		if len(names) == 0 && leaf.Subject.CommonName != "" {
+			names = []string{leaf.Subject.CommonName}
+		}
+		for _, n := range names {
+			n = strings.ToLower(n)
+			if _, taken := st.byName[n]; !taken {
+				st.byName[n] = cert
+			}
+		}
+	}
+	if st.def == nil {
+		return nil, errors.New("no certificate")
+	}
+	return st, nil
+}
+
+// pick is the certificate for a client that asked for name (SNI): the
+// one naming it, else the one whose "*.suffix" covers it, else the
+// default.
+func (st *certStore) pick(name string) *tls.Certificate {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if c, ok := st.byName[name]; ok {
+		return c
+	}
+	if _, rest, ok := strings.Cut(name, "."); ok {
+		if c, ok := st.byName["*."+rest]; ok {
+			return c
+		}
+	}
+	return st.def
+}
+
+// ticketKeys rotates the keys of a tls.Config's session tickets: a new
+// key seals tickets every interval, and the keysKept-1 before it still
+// open the tickets they sealed, so a ticket resumes for between
+// (keysKept-1) and keysKept intervals. The keys live in memory only: a
+// restart, or another worker, cannot resume a ticket.
+type ticketKeys struct {
+	mu   sync.Mutex
+	cfg  *tls.Config
+	keys [][32]byte // newest first
+	quit chan struct{}
+	done sync.WaitGroup
+}
+
+// keysKept is how many ticket keys open tickets: the current and two before.
+const keysKept = 3
+
+func (k *ticketKeys) start(cfg *tls.Config, every time.Duration) error {
+	k.cfg = cfg
+	if err := k.rotate(); err != nil {
+		return err
+	}
+	k.quit = make(chan struct{})
+	k.done.Add(1)
+	go func() {
+		defer k.done.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				k.rotate()
+			case <-k.quit:
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// rotate puts a new key first and drops the oldest past keysKept.
+func (k *ticketKeys) rotate() error {
+	var key [32]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.keys = append([][32]byte{key}, k.keys[:min(len(k.keys), keysKept-1)]...)
+	k.cfg.SetSessionTicketKeys(k.keys)
+	return nil
+}
+
+func (k *ticketKeys) stop() {
+	if k.quit != nil {
+		close(k.quit)
+		k.done.Wait()
+		k.quit = nil
+	}
+}
