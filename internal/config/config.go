@@ -406,7 +406,9 @@ func Parse(name string, data []byte) (*Config, error) {
 	if root != nil {
 		d.decode(root, &cfg, "")
 	}
-	cfg.resolveTLSPaths(filepath.Dir(name))
+	if dir, err := filepath.Abs(filepath.Dir(name)); err == nil {
+		cfg.resolveTLSPaths(dir) // a daemon may change directory
+	}
 	validate(&cfg, errs, d.nodes)
 	if len(errs.errs) > 0 {
 		return nil, errs.sorted()

@@ -202,7 +202,7 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	}
 	c.ProxyProtocol, c.CopyBelow = p.ProxyProtocol, p.CopyBelow
 	c.Pool, c.Class = p.Idle, proxy.DialClass(s)
-	c.Reuse()          // handle keeps no request or response past its exchange
+	c.Reuse()                       // handle keeps no request or response past its exchange
 	fwd := forwarding{proto: proto} // the forwarding fields' values, each request's in turn
 	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
 		return p.handle(ctx, c, req, &fwd)
