@@ -203,3 +203,4 @@ func tlsFileError(err error) string {
 	}
 	return err.Error()
 }
+

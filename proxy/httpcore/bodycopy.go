@@ -175,10 +175,11 @@ func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first fu
 }
 
 // inUserSpace reports whether the pair's bytes can be moved only by the
-// process: its client side is TLS (NewConnOn), so what its socket
-// carries is records crypto/tls must seal or open, and neither an engine
-// nor splice(2) may move a body.
-func (c *Conn) inUserSpace() bool { return c.clientTLS }
+// process: its client side (NewConnOn) or its current upstream
+// (UpstreamTLS) is TLS, so what that socket carries is records
+// crypto/tls must seal or open, and neither an engine nor splice(2) may
+// move a body.
+func (c *Conn) inUserSpace() bool { return c.clientTLS || c.up != nil && c.up.tls != nil }
 
 // kernelCopyAbove is the longest rest of a body copyBody moves through a
 // buffer of its own rather than with kernelCopy. Through the bench's lab

@@ -5,6 +5,7 @@ package httpcore
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -63,6 +64,11 @@ type Conn struct {
 	// next request goes elsewhere or the client connection ends, and Use
 	// takes one from it before dialling.
 	Pool *UpstreamPool
+	// UpstreamTLS, if not nil, gives the TLS configuration of the
+	// upstream named key (Use's), nil for one reached over plain TCP. A
+	// TLS upstream's connections are kept by their client connection
+	// only, never pooled, and its bodies are copied in user space.
+	UpstreamTLS func(key string) *tls.Config
 	// Class is added to Use's key in the pool: connections made for a
 	// client connection of another class are not interchangeable (see
 	// proxy.DialClass).

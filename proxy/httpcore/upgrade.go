@@ -5,6 +5,7 @@ package httpcore
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -106,21 +107,28 @@ func (c *Conn) copyBoth() error {
 	c.clientDL.lift()
 	c.up.dl.lift()
 	p := c.S.Pair()
-	up := c.up.conn
+	up := c.up.net()
 	done := make(chan error, 1)
 	go func() { // the client's bytes, upstream
 		done <- copyIdle(up, c.clientConn, c.Idle, func(n int) { p.AddBytes(engine.Up, int64(n)) })
-		up.CloseWrite()
+		closeWrite(up, c.up.conn)
 	}()
 	err := copyIdle(c.clientConn, up, c.Idle, func(n int) { p.AddBytes(engine.Down, int64(n)) })
-	if cw, ok := c.clientConn.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
+	closeWrite(c.clientConn, p.Client)
 	if err != nil {
 		p.Client.SetDeadline(past) // the other way ends too
-		up.SetDeadline(past)
+		c.up.conn.SetDeadline(past)
 	}
 	return errors.Join(err, <-done)
+}
+
+// closeWrite ends the sending side of conn, a TLS connection over sock
+// (close_notify, then FIN) or sock itself.
+func closeWrite(conn net.Conn, sock *net.TCPConn) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		tc.CloseWrite()
+	}
+	sock.CloseWrite()
 }
 
 // copyIdle copies src to dst until src ends (nil) or fails, each read

@@ -63,6 +63,9 @@ type Proxy struct {
 	// tls, if not nil, terminates TLS on the client side: its bytes are
 	// decrypted in user space, and no body is spliced.
 	tls *terminator
+	// upTLS are the TLS configurations of the servers of pools with a
+	// tls section; empty when none has one.
+	upTLS upstreamTLS
 
 	// pools are the listener's pools, each once, in configuration order.
 	pools []*proxy.Pool
@@ -115,6 +118,12 @@ func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) (*Proxy, 
 		}
 		p.tls = t
 	}
+	ut, err := newUpstreamTLS(lc.Pools)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.upTLS = ut
 	p.Trusted, _ = acl.ParsePrefixes(h.TrustedProxies) // validated with the configuration
 	if up := lc.UpstreamPool.WithDefaults(); *up.MaxIdlePerServer > 0 && p.ProxyProtocol == "" {
 		p.Idle = httpcore.NewUpstreamPool(*up.MaxIdlePerServer, up.IdleTimeout.Std())
@@ -122,7 +131,8 @@ func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) (*Proxy, 
 	pools := map[string]*proxy.Pool{}
 	for _, pc := range lc.Pools {
 		pl := proxy.NewPool(pc)
-		pl.StartChecks(dial.SendingProxyHeader(lc.ProxyProtocol), log)
+		pl.StartChecks(ut.checkDialer(pc.Name, dial.SendingProxyHeader(lc.ProxyProtocol)), log)
+		ut.learn(pl)
 		pools[pc.Name] = pl
 		p.pools = append(p.pools, pl)
 	}
@@ -202,6 +212,9 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	}
 	c.ProxyProtocol, c.CopyBelow = p.ProxyProtocol, p.CopyBelow
 	c.Pool, c.Class = p.Idle, proxy.DialClass(s)
+	if len(p.upTLS.configs) > 0 {
+		c.UpstreamTLS = p.upTLS.config
+	}
 	c.Reuse()                       // handle keeps no request or response past its exchange
 	fwd := forwarding{proto: proto} // the forwarding fields' values, each request's in turn
 	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
@@ -295,7 +308,7 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 			continue // full since Pick looked: the next Pick sees it full
 		}
 		// The kept connection, if it goes to srv, takes the place (Use).
-		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv)
+		err := c.Use(ctx, p.upTLS.key(srv), dialer(c.S, srv.Addr), srv)
 		if err == nil {
 			return srv, nil // answered once the response head comes (handle)
 		}

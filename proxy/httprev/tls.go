@@ -225,3 +225,95 @@ func (k *ticketKeys) stop() {
 		k.quit = nil
 	}
 }
+
+// upstreamTLS holds the TLS configurations of the servers of pools with a
+// tls section, by the key their connections go under
+// (httpcore.Conn.Use's): the server's address and the pool's name, since
+// two pools may reach one server with different settings.
+type upstreamTLS struct {
+	configs map[string]*tls.Config
+	keys    map[*proxy.Server]string
+	// byPool is each pool's configurations by server address, for its
+	// health checks.
+	byPool map[string]map[string]*tls.Config
+}
+
+// newUpstreamTLS builds a configuration for each server of a pool with a
+// tls section: its server_name, or the server's host, in SNI and checked
+// against the certificate, which must lead to ca_file's certificates
+// (default: the host's roots) unless verification is off. HTTP/1.1 is
+// asked for in ALPN. A pool's servers share a session cache, so that a
+// new connection resumes a session where the server takes it.
+func newUpstreamTLS(pools []config.Pool) (upstreamTLS, error) {
+	out := upstreamTLS{configs: map[string]*tls.Config{}, keys: map[*proxy.Server]string{}, byPool: map[string]map[string]*tls.Config{}}
+	for _, pc := range pools {
+		if pc.TLS == nil {
+			continue
+		}
+		roots, err := pc.TLS.LoadCAs()
+		if err != nil {
+			return out, fmt.Errorf("pool %s: %w", pc.Name, err)
+		}
+		cache := tls.NewLRUClientSessionCache(len(pc.Servers) * 4)
+		out.byPool[pc.Name] = map[string]*tls.Config{}
+		for _, s := range pc.Servers {
+			name := pc.TLS.ServerName
+			if name == "" {
+				name, _, _ = net.SplitHostPort(s.Address)
+			}
+			cfg := &tls.Config{ServerName: name, RootCAs: roots, InsecureSkipVerify: pc.TLS.InsecureSkipVerify,
+				NextProtos: []string{"http/1.1"}, ClientSessionCache: cache, MinVersion: tls.VersionTLS12}
+			out.configs[tlsKey(pc.Name, s.Address)] = cfg
+			out.byPool[pc.Name][s.Address] = cfg
+		}
+	}
+	return out, nil
+}
+
+func tlsKey(pool, addr string) string { return addr + " tls " + pool }
+
+// learn records the keys of pl's servers, if pl's are reached over TLS.
+func (u upstreamTLS) learn(pl *proxy.Pool) {
+	if u.byPool[pl.Name] == nil {
+		return
+	}
+	for _, s := range pl.Servers {
+		u.keys[s] = tlsKey(pl.Name, s.Addr)
+	}
+}
+
+// key is what connections to srv go under: its address, with its pool's
+// name when that pool speaks TLS to it.
+func (u upstreamTLS) key(srv *proxy.Server) string {
+	if len(u.keys) > 0 {
+		if k, ok := u.keys[srv]; ok {
+			return k
+		}
+	}
+	return srv.Addr
+}
+
+// config is the TLS configuration of the connections under key, nil for
+// plain TCP.
+func (u upstreamTLS) config(key string) *tls.Config { return u.configs[key] }
+
+// checkDialer is dial followed by the TLS handshake for pool's servers,
+// if it speaks TLS to them, so that their health checks speak it.
+func (u upstreamTLS) checkDialer(pool string, dial proxy.CheckDialer) proxy.CheckDialer {
+	cfgs := u.byPool[pool]
+	if cfgs == nil || dial == nil {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil || cfgs[addr] == nil {
+			return c, err
+		}
+		tc := tls.Client(c, cfgs[addr])
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("tls handshake: %w", err)
+		}
+		return tc, nil
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,6 +32,8 @@ import (
 const (
 	httpsPort    = 8444 // examples/https.yaml's listener
 	reloadedPort = 8445 // the same, with certificate files the test replaces
+	toTLSPort    = 8446 // plain HTTP in, TLS to the origin
+	tlsOrigin    = 8443 // the origin's TLS port
 	bigBody      = 8 << 20
 )
 
@@ -56,7 +59,46 @@ func TestLabHTTPS(t *testing.T) {
 	owned.Name, owned.Listen = "owned", httplab.FwdAddr(l, reloadedPort)
 	certs := copyCertificate(t, example.TLS.Certificates[0])
 	owned.TLS = &config.TLS{Certificates: []config.Certificate{certs}}
-	f := httplab.Start(t, l, example, owned)
+	httplab.ServeHTTPOn(t, tlsListen(t, l, httplab.ServerAddr(l, tlsOrigin), example.TLS.Certificates[0]),
+		&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/big" {
+				w.Header().Set("Content-Length", strconv.Itoa(bigBody))
+				w.Write(bigContent())
+				return
+			}
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "tls origin: %s %d bytes, tls %v\n", r.Method, len(body), r.TLS != nil)
+		})})
+	toTLS := httplab.Listener("to-tls", httplab.FwdAddr(l, toTLSPort), "http-reverse")
+	toTLS.Routes = []config.Route{{Host: "unverified.test", Pool: "unverified"}, {Pool: "verified"}}
+	toTLS.Pools = []config.Pool{
+		{Name: "verified", Servers: config.Servers(httplab.ServerAddr(l, tlsOrigin)),
+			TLS: &config.UpstreamTLS{ServerName: "origin.test", CAFile: example.TLS.Certificates[0].CertFile}},
+		{Name: "unverified", Servers: config.Servers(httplab.ServerAddr(l, tlsOrigin)),
+			TLS: &config.UpstreamTLS{ServerName: "origin.test"}}, // the host's roots do not know the origin
+	}
+	f := httplab.Start(t, l, example, owned, toTLS)
+
+	t.Run("tls-upstream", func(t *testing.T) {
+		base := "http://" + httplab.FwdAddr(l, toTLSPort)
+		post := filepath.Join(t.TempDir(), "post")
+		os.WriteFile(post, bytes.Repeat([]byte("x"), 700<<10), 0o600)
+		out, err := httplab.Curl(t, l, "--data-binary", "@"+post, "-H", "Expect:", base+"/post")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("tls origin: POST %d bytes, tls true\n", 700<<10); string(out) != want {
+			t.Errorf("POST through a TLS pool: %q, want %q", out, want)
+		}
+		out, err = httplab.Curl(t, l, base+"/big")
+		if err != nil || !bytes.Equal(out, bigContent()) {
+			t.Errorf("GET /big through a TLS pool: %d bytes, %v; want %d, the origin's", len(out), err, bigBody)
+		}
+		out, _ = httplab.Curl(t, l, "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: unverified.test", base+"/")
+		if string(out) != "502" {
+			t.Errorf("a server whose certificate does not verify answered %q, want 502", out)
+		}
+	})
 
 	t.Run("curl", func(t *testing.T) {
 		out, err := httplab.Curl(t, l, "-k", "https://"+httplab.FwdAddr(l, httpsPort)+"/")
@@ -111,6 +153,20 @@ func TestLabHTTPS(t *testing.T) {
 			t.Errorf("the old connection's certificate changed")
 		}
 	})
+}
+
+// tlsListen listens on addr in the server namespace, serving TLS with c.
+func tlsListen(tb testing.TB, l *lab.Lab, addr string, c config.Certificate) net.Listener {
+	tb.Helper()
+	pair, err := c.LoadPair()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := l.Server.Listen("tcp", addr)
+	if err != nil {
+		tb.Fatalf("listen %s: %v", addr, err)
+	}
+	return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}})
 }
 
 // bigContent is /big's body: a counter's bytes, so a byte out of place shows.
