@@ -203,4 +203,3 @@ func tlsFileError(err error) string {
 	}
 	return err.Error()
 }
-
