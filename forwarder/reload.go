@@ -15,8 +15,9 @@ import (
 	"github.com/splicer/splicer/proxy"
 )
 
-// Reload applies cfg's listeners: an unchanged listener keeps running, a
-// new one is bound, a removed one stops accepting and its pairs get
+// Reload applies cfg's listeners: an unchanged listener keeps running,
+// its proxy's files read again (proxy.FileReloader: renewed TLS
+// certificates, for new connections), a new one is bound, a removed one stops accepting and its pairs get
 // shutdown_timeout to finish, and a changed one is replaced: the
 // replacement takes over the listening socket when the address is the
 // same, so no connection attempt is refused, and the old listener's pairs
@@ -24,7 +25,7 @@ import (
 // shutdown: a download must not end because a setting changed); only a
 // shutdown, an upgrade's drain included, closes them at its
 // shutdown_timeout. Nothing changes when any new listener cannot be built
-// or bound. Sections a reload cannot apply (engines, admin, log) are
+// or bound, or a kept one's files cannot be read. Sections a reload cannot apply (engines, admin, log) are
 // reported in the returned notes; they take effect at the next start.
 func (f *Forwarder) Reload(cfg *config.Config) (notes []string, err error) {
 	f.mu.Lock()
