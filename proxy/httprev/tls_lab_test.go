@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,6 +152,16 @@ func TestLabHTTPS(t *testing.T) {
 		}
 		if got := old.ConnectionState().PeerCertificates[0]; !got.Equal(before) {
 			t.Errorf("the old connection's certificate changed")
+		}
+
+		// A key that no longer matches its certificate refuses the
+		// reload: the certificate in use stays.
+		writeCertificate(t, config.Certificate{CertFile: filepath.Join(t.TempDir(), "c"), KeyFile: certs.KeyFile}, "*.test")
+		if _, err := f.Forwarder.Reload(&cfg); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
+			t.Errorf("reload with a key of another certificate: %v, want it refused", err)
+		}
+		if got := dialTLS(t, l, addr).ConnectionState().PeerCertificates[0]; !got.Equal(fresh) {
+			t.Errorf("after a refused reload a new connection got serial %v, want %v", got.SerialNumber, fresh.SerialNumber)
 		}
 	})
 }
