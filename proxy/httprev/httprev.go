@@ -201,7 +201,11 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	if p.tls != nil {
 		// The handshake is part of the first request's wait: both are
 		// done within request_timeout of accept.
-		tc, err := p.tls.handshake(ctx, s, s.Pair().Created.Add(p.Limits.RequestTimeout))
+		var by time.Time
+		if p.Limits.RequestTimeout > 0 {
+			by = s.Pair().Created.Add(p.Limits.RequestTimeout)
+		}
+		tc, err := p.tls.handshake(ctx, s, by)
 		if err != nil {
 			return err
 		}

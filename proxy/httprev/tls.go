@@ -81,9 +81,19 @@ func (tt *terminator) handshake(ctx context.Context, s proxy.Session, deadline t
 	err := tc.HandshakeContext(ctx)
 	raw.SetDeadline(time.Time{})
 	if err != nil {
-		return nil, &handshakeError{err}
+		return nil, handshakeFailed(err)
 	}
 	return tc, nil
+}
+
+// handshakeFailed is what Serve returns for a failed handshake: nil for a
+// client that closed before finishing it (a TCP check, say), which ends
+// the pair as eof, as a plain client that sends nothing does.
+func handshakeFailed(err error) error {
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return &handshakeError{err}
 }
 
 // closeNotify tells the client of s, within a second, that no more

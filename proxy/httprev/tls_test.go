@@ -10,6 +10,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy"
 )
 
 // certFor writes a self-signed pair for names into dir and returns it.
@@ -197,5 +200,22 @@ func TestForwardedProtoHTTPS(t *testing.T) {
 	}
 	if got := req.Header.Get("X-Forwarded-Proto"); got != "https" {
 		t.Errorf("X-Forwarded-Proto = %q, want https", got)
+	}
+}
+
+// TestHandshakeCloseReason: a handshake that fails on what the client sent
+// closes as bad_request; one the client abandoned or let time out does not.
+func TestHandshakeCloseReason(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("tls: client offered only unsupported versions"), "bad_request"},
+		{&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, "proxy_error"},
+		{io.EOF, "eof"},
+	} {
+		if got := proxy.CloseReason(handshakeFailed(c.err)); got != c.want {
+			t.Errorf("handshake failed with %v: close reason %s, want %s", c.err, got, c.want)
+		}
 	}
 }
