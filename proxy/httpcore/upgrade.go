@@ -11,7 +11,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -101,19 +103,22 @@ func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
 
 // copyBoth copies both ways until both sides have closed their sending
 // side, for a pair no engine may take (inUserSpace): the client's through
-// its TLS connection. Each read waits at most Idle (0: no bound); each
-// side's end is passed on as a half-close.
+// its TLS connection. As under an engine, the pair ends when nothing
+// moved either way for Idle (0: no bound); each side's end is passed on
+// as a half-close.
 func (c *Conn) copyBoth() error {
 	c.clientDL.lift()
 	c.up.dl.lift()
 	p := c.S.Pair()
 	up := c.up.net()
+	var moved atomic.Int64 // when bytes last moved either way (UnixNano)
+	moved.Store(time.Now().UnixNano())
 	done := make(chan error, 1)
 	go func() { // the client's bytes, upstream
-		done <- copyIdle(up, c.clientConn, c.Idle, func(n int) { p.AddBytes(engine.Up, int64(n)) })
+		done <- copyIdle(up, c.clientConn, c.Idle, &moved, func(n int) { p.AddBytes(engine.Up, int64(n)) })
 		closeWrite(up, c.up.conn)
 	}()
-	err := copyIdle(c.clientConn, up, c.Idle, func(n int) { p.AddBytes(engine.Down, int64(n)) })
+	err := copyIdle(c.clientConn, up, c.Idle, &moved, func(n int) { p.AddBytes(engine.Down, int64(n)) })
 	closeWrite(c.clientConn, p.Client)
 	if err != nil {
 		p.Client.SetDeadline(past) // the other way ends too
@@ -131,26 +136,30 @@ func closeWrite(conn net.Conn, sock *net.TCPConn) {
 	sock.CloseWrite()
 }
 
-// copyIdle copies src to dst until src ends (nil) or fails, each read
-// bounded by idle (0: none); count is told what each write moved.
-func copyIdle(dst io.Writer, src net.Conn, idle time.Duration, count func(int)) error {
+// copyIdle copies src to dst until src ends (nil) or fails, or nothing
+// moved either way for idle (0: no bound): moved is when bytes last moved
+// in this copy or the other way's. count is told what each write moved.
+func copyIdle(dst io.Writer, src net.Conn, idle time.Duration, moved *atomic.Int64, count func(int)) error {
 	buf := make([]byte, 32<<10)
 	for {
 		if idle > 0 {
-			src.SetReadDeadline(time.Now().Add(idle))
+			src.SetReadDeadline(time.Unix(0, moved.Load()).Add(idle))
 		}
 		n, err := src.Read(buf)
 		if n > 0 {
+			moved.Store(time.Now().UnixNano())
 			k, werr := dst.Write(buf[:n])
 			count(k)
 			if werr != nil {
 				return werr
 			}
 		}
-		if err == io.EOF {
+		switch {
+		case err == io.EOF:
 			return nil
-		}
-		if err != nil {
+		case errors.Is(err, os.ErrDeadlineExceeded) && idle > 0 && time.Since(time.Unix(0, moved.Load())) < idle:
+			continue // the other way moved meanwhile
+		case err != nil:
 			return err
 		}
 	}

@@ -48,6 +48,17 @@ func TestLabHTTPS(t *testing.T) {
 	var sawProto atomic.Value // the X-Forwarded-Proto the origin last saw
 	httplab.ServeHTTP(t, l, httplab.ServerAddr(l, portA), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sawProto.Store(r.Header.Get("X-Forwarded-Proto"))
+		if r.URL.Path == "/echo" { // an upgrade to a protocol that echoes
+			conn, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			brw.Flush()
+			io.Copy(conn, brw)
+			return
+		}
 		if r.URL.Path == "/big" {
 			w.Header().Set("Content-Length", strconv.Itoa(bigBody))
 			w.Write(bigContent())
@@ -112,6 +123,26 @@ func TestLabHTTPS(t *testing.T) {
 		}
 		if got := sawProto.Load(); got != "https" {
 			t.Errorf("the origin saw X-Forwarded-Proto %q, want https", got)
+		}
+	})
+
+	t.Run("upgrade", func(t *testing.T) {
+		c := dialTLS(t, l, httplab.FwdAddr(l, httpsPort))
+		fmt.Fprintf(c, "GET /echo HTTP/1.1\r\nHost: shop.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade over TLS: %v, %v; want 101", resp, err)
+		}
+		for _, msg := range []string{"ping\n", "pong\n"} {
+			c.Write([]byte(msg))
+			if got, err := br.ReadString('\n'); got != msg {
+				t.Fatalf("echoed over TLS after the upgrade: %q, %v; want %q", got, err, msg)
+			}
+		}
+		c.CloseWrite()
+		if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+			t.Errorf("after the client's close_notify: %q, %v; want the end", rest, err)
 		}
 	})
 
