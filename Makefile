@@ -11,7 +11,7 @@ TESTFLAGS ?=
 APT_DEPS := iproute2 haproxy socat iperf3 curl nginx-light libnginx-mod-stream systemd wrk sockperf goaccess logrotate prometheus
 GEN_DEPS := clang-19 llvm-19 libbpf-dev
 
-.PHONY: race fuzz tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
+.PHONY: test-cert race fuzz tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean
 
 all: build
 
@@ -38,6 +38,13 @@ gen-deps:
 	if [ -n "$$missing" ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+
+# test-cert regenerates examples/tls/test.crt and test.key: a self-signed
+# pair for *.test (ECDSA P-256, ten years) that examples/https.yaml serves.
+test-cert:
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+		-subj "/CN=*.test" -addext "subjectAltName=DNS:*.test,DNS:test" \
+		-keyout examples/tls/test.key -out examples/tls/test.crt
 
 # demo: the embedded default run (a lab, an origin, traffic through every engine).
 demo: deps build

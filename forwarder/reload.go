@@ -12,10 +12,12 @@ import (
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/handoff"
+	"github.com/splicer/splicer/proxy"
 )
 
-// Reload applies cfg's listeners: an unchanged listener keeps running, a
-// new one is bound, a removed one stops accepting and its pairs get
+// Reload applies cfg's listeners: an unchanged listener keeps running,
+// its proxy's files read again (proxy.FileReloader: renewed TLS
+// certificates, for new connections), a new one is bound, a removed one stops accepting and its pairs get
 // shutdown_timeout to finish, and a changed one is replaced: the
 // replacement takes over the listening socket when the address is the
 // same, so no connection attempt is refused, and the old listener's pairs
@@ -23,7 +25,7 @@ import (
 // shutdown: a download must not end because a setting changed); only a
 // shutdown, an upgrade's drain included, closes them at its
 // shutdown_timeout. Nothing changes when any new listener cannot be built
-// or bound. Sections a reload cannot apply (engines, admin, log) are
+// or bound, or a kept one's files cannot be read. Sections a reload cannot apply (engines, admin, log) are
 // reported in the returned notes; they take effect at the next start.
 func (f *Forwarder) Reload(cfg *config.Config) (notes []string, err error) {
 	f.mu.Lock()
@@ -38,6 +40,9 @@ func (f *Forwarder) Reload(cfg *config.Config) (notes []string, err error) {
 	if err := bindAll(plan.toBind()); err != nil {
 		plan.abandon()
 		return nil, err
+	}
+	for _, commit := range plan.files {
+		commit()
 	}
 	for nl, old := range plan.takeover {
 		handOver(old, nl)
@@ -64,6 +69,8 @@ type reloadPlan struct {
 	fresh    []*listener // built for this reload, not yet bound (unless taking over)
 	takeover map[*listener]*listener
 	retired  []*listener
+	// files put in use what kept listeners read again (proxy.FileReloader).
+	files []func()
 }
 
 // abandon releases what the plan built when the reload is refused.
@@ -86,6 +93,10 @@ func (f *Forwarder) planReload(cfg *config.Config) (*reloadPlan, error) {
 	p := &reloadPlan{takeover: map[*listener]*listener{}}
 	for _, lc := range cfg.Listeners {
 		if old := byName[lc.Name]; old != nil && reflect.DeepEqual(old.cfg, lc) {
+			if err := p.rereadFiles(old); err != nil {
+				p.abandon()
+				return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+			}
 			kept[old] = true
 			p.next = append(p.next, old)
 			continue
@@ -117,6 +128,21 @@ func (f *Forwarder) planReload(cfg *config.Config) (*reloadPlan, error) {
 		}
 	}
 	return p, nil
+}
+
+// rereadFiles has a kept listener's proxy read its files again (a
+// certificate renewed on disk), for the reload to put in use.
+func (p *reloadPlan) rereadFiles(l *listener) error {
+	fr, ok := l.proxy.(proxy.FileReloader)
+	if !ok {
+		return nil
+	}
+	commit, err := fr.ReloadFiles()
+	if err != nil {
+		return err
+	}
+	p.files = append(p.files, commit)
+	return nil
 }
 
 // replaced reports whether the reload puts a listener of the same name in

@@ -63,6 +63,14 @@ type UpstreamAdopter interface {
 	AdoptUpstream(c *net.TCPConn)
 }
 
+// FileReloader is a proxy that reads files of its own (http-reverse's TLS
+// certificates): a reload that keeps its listener reads them again.
+type FileReloader interface {
+	// ReloadFiles reads the files and returns what puts them in use for
+	// new connections, or an error, which refuses the reload.
+	ReloadFiles() (commit func(), err error)
+}
+
 // DialClass returns what s's upstream connections carry of their client
 // beyond the listener's settings ("" for nothing): connections of different
 // classes must not be shared between pairs. The forwarder's sessions have

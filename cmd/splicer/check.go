@@ -10,10 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/proxy/httprev"
 )
+
+// tlsPath is httprev.TLSPath, probed once for every listener.
+var tlsPath = sync.OnceValue(httprev.TLSPath)
 
 // errSilent is returned when the command already printed what went wrong.
 var errSilent = errors.New("")
@@ -177,6 +182,9 @@ func printEngineChoice(cfg *config.Config) {
 			fallback = "falls back to " + strings.Join(names[1:], ", ")
 		}
 		fmt.Printf("  listener %s: engine %s (%s; %s)\n", l.Name, names[0], why, fallback)
+		if l.TLS != nil {
+			fmt.Printf("  listener %s: tls: %s\n", l.Name, tlsPath())
+		}
 	}
 }
 

@@ -297,3 +297,17 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSaysTLSPath: for a listener that terminates TLS, check says
+// its bytes are decrypted in user space and whether this kernel has kTLS.
+func TestCheckSaysTLSPath(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := splicer(t, "check", "../../examples/https.yaml")
+	want := "listener secure: tls: terminated in user space (crypto/tls); bodies copied, never spliced; kTLS "
+	if code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("check: exit %d, stdout %q, stderr %q; want a line starting %q", code, stdout, stderr, want)
+	}
+	if stdout, _, _ := splicer(t, "check", "../../examples/http-reverse.yaml"); strings.Contains(stdout, " tls: ") {
+		t.Errorf("check of a listener without tls: stdout %q, want no tls line", stdout)
+	}
+}

@@ -320,6 +320,8 @@ type Listener struct {
 	// UpstreamPool keeps idle keep-alive upstream connections for any
 	// client connection to reuse (http-reverse).
 	UpstreamPool *UpstreamPool `yaml:"upstream_pool,omitempty"`
+	// TLS terminates TLS on the listener (http-reverse).
+	TLS *TLS `yaml:"tls,omitempty"`
 
 	// Line is the line of the listener's list item, for messages about the
 	// listener found after loading (e.g. a failed bind).
@@ -460,6 +462,9 @@ func Parse(name string, data []byte) (*Config, error) {
 	d := newDecoder(errs)
 	if root != nil {
 		d.decode(root, &cfg, "")
+	}
+	if dir, err := filepath.Abs(filepath.Dir(name)); err == nil {
+		cfg.resolveTLSPaths(dir) // a daemon may change directory
 	}
 	validate(&cfg, errs, d.nodes)
 	if len(errs.errs) > 0 {

@@ -177,6 +177,8 @@ type Pool struct {
 	// Resolver says how and how often the servers marked resolve (or
 	// given by srv) are looked up; nil: the defaults.
 	Resolver *Resolver `yaml:"resolver,omitempty"`
+	// TLS, if set, has the proxy speak TLS to the pool's servers.
+	TLS *UpstreamTLS `yaml:"tls,omitempty"`
 }
 
 // PoolServer is one server of a pool: its host:port and its share of the
@@ -358,6 +360,7 @@ func (v *validator) http(p string, l *Listener) {
 		v.route(p+".routes["+itoa(i)+"]", r, pools)
 	}
 	v.upstreamPool(p+".upstream_pool", l)
+	v.tls(p+".tls", l.TLS)
 }
 
 // pools checks a listener's pools and returns their names. needPath:
@@ -385,6 +388,13 @@ func (v *validator) pools(p string, list []Pool, needPath bool) map[string]bool 
 		v.failKeys(pp, pl.MaxFails, pl.FailTimeout)
 		v.queue(pp, pl.QueueTimeout, pl.MaxQueue, pl.Servers)
 		v.resolver(pp+".resolver", pl.Resolver, pl.Servers)
+		if pl.TLS != nil && !needPath {
+			// needPath marks http-reverse's pools; a tcp listener's
+			// pools take TLS through as it comes, never speak it.
+			v.errorf(pp+".tls", "TLS to a pool's servers is http-reverse's: a tcp listener passes TLS through")
+		} else {
+			v.upstreamTLS(pp+".tls", pl.TLS)
+		}
 	}
 	return pools
 }

@@ -23,6 +23,8 @@ var kindSections = map[string][]string{
 	"default_pool": {"tcp"},
 	// Shared upstream connections: http-reverse's per-server pools.
 	"upstream_pool": {"http-reverse"},
+	// TLS termination: http-reverse only.
+	"tls": {"http-reverse"},
 	// Only these kinds let the client name the destination.
 	"destinations": {"http-forward", "socks5"},
 }
@@ -54,6 +56,7 @@ func (v *validator) kindSections(p string, l *Listener) {
 		"routes": len(l.Routes) > 0, "pools": len(l.Pools) > 0,
 		"destinations": l.Destinations != nil, "upstream_pool": l.UpstreamPool != nil,
 		"tls_routes": len(l.TLSRoutes) > 0, "default_pool": l.DefaultPool != "",
+		"tls": l.TLS != nil,
 	}
 	for section, kinds := range kindSections {
 		if present[section] && !contains(kinds, l.Proxy) {

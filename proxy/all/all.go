@@ -48,7 +48,10 @@ func New(lc config.Listener, deps Deps) (proxy.Proxy, error) {
 	case "http-forward":
 		return httpfwd.New(lc), nil
 	case "http-reverse":
-		p := httprev.New(lc, deps.Dial, deps.Log)
+		p, err := httprev.New(lc, deps.Dial, deps.Log)
+		if err != nil {
+			return nil, err
+		}
 		if deps.CopyBelow > 0 {
 			p.CopyBelow = deps.CopyBelow
 		}

@@ -85,8 +85,12 @@ const ReverseCopyBelow = 512<<10 - 1
 // source's head reader) holds the first, is copied rather than spliced:
 // whether what a splice would carry (its byte limit) is at most
 // c.CopyBelow, or DefaultCopyBelow when that is 0. Request and response
-// bodies go by the same rule.
+// bodies go by the same rule. Every body of a pair that only user space
+// can move (inUserSpace) is copied, whatever its length.
 func (c *Conn) copiesRest(n int64, src *bufio.Reader) bool {
+	if c.inUserSpace() {
+		return true
+	}
 	bound := c.CopyBelow
 	if bound <= 0 {
 		bound = DefaultCopyBelow
@@ -121,7 +125,7 @@ func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first fu
 			bodyBufs.Put(buf)
 		}
 	}()
-	kernel := n > kernelCopyAbove && !c.paced(d)
+	kernel := n > kernelCopyAbove && !c.inUserSpace() && !c.paced(d)
 	for start := true; n > 0; start = false {
 		if kernel && !start && src.Buffered() == 0 && n > kernelCopyAbove {
 			k, err := c.kernelCopy(d, n)
@@ -169,6 +173,13 @@ func (c *Conn) copyBody(d engine.Direction, src *bufio.Reader, n int64, first fu
 	}
 	return nil
 }
+
+// inUserSpace reports whether the pair's bytes can be moved only by the
+// process: its client side (NewConnOn) or its current upstream
+// (UpstreamTLS) is TLS, so what that socket carries is records
+// crypto/tls must seal or open, and neither an engine nor splice(2) may
+// move a body.
+func (c *Conn) inUserSpace() bool { return c.clientTLS || c.up != nil && c.up.tls != nil }
 
 // kernelCopyAbove is the longest rest of a body copyBody moves through a
 // buffer of its own rather than with kernelCopy. Through the bench's lab
@@ -360,6 +371,11 @@ func (c *Conn) spliceToEOF(ctx context.Context) error {
 			return err
 		}
 		c.up.r.Discard(k)
+	}
+	if c.inUserSpace() {
+		defer c.streaming()()
+		_, err := io.Copy(c.clientWriter(), c.up.r)
+		return err
 	}
 	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.upIdle(), Up: engine.DirOptions{Mode: engine.Hold}})
 	c.curSpliced += r.Moved[engine.Down]

@@ -5,6 +5,7 @@ package httpcore
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -70,6 +71,11 @@ type Conn struct {
 	// next request goes elsewhere or the client connection ends, and Use
 	// takes one from it before dialling.
 	Pool *UpstreamPool
+	// UpstreamTLS, if not nil, gives the TLS configuration of the
+	// upstream named key (Use's), nil for one reached over plain TCP. A
+	// TLS upstream's connections are kept by their client connection
+	// only, never pooled, and its bodies are copied in user space.
+	UpstreamTLS func(key string) *tls.Config
 	// Class is added to Use's key in the pool: connections made for a
 	// client connection of another class are not interchangeable (see
 	// proxy.DialClass).
@@ -107,6 +113,13 @@ type Conn struct {
 	// clientW and upW write to the client and the current upstream.
 	clientW, upW rawWriter
 
+	// clientConn is what the proxy reads the client from and writes it
+	// to: the pair's socket itself, or a TLS connection over it
+	// (NewConnOn); clientTLS tells the second, whose bytes never leave
+	// the process unencrypted, so never go to an engine or splice(2).
+	clientConn net.Conn
+	clientTLS  bool
+
 	client   *bufio.Reader
 	clientIn idleReader // what client reads from
 	clientDL idleDeadline
@@ -142,15 +155,29 @@ func (c *Conn) Reuse() {
 
 // NewConn starts serving the client of s.
 func NewConn(s proxy.Session, lim Limits, idle time.Duration) *Conn {
-	c := &Conn{S: s, Limits: lim, Idle: idle}
+	return NewConnOn(s, s.Pair().Client, lim, idle)
+}
+
+// NewConnOn starts serving the client of s through client: the pair's
+// socket, or a connection over it that the proxy decrypts (a *tls.Conn).
+// Through any other than the socket itself, every body is copied in user
+// space: no engine splices the pair and no splice(2) moves a body, since
+// the socket's bytes are not the body's (TLS records).
+func NewConnOn(s proxy.Session, client net.Conn, lim Limits, idle time.Duration) *Conn {
+	c := &Conn{S: s, Limits: lim, Idle: idle, clientConn: client}
 	c.clientDL.conn = s.Pair().Client
-	c.clientIn = idleReader{dl: &c.clientDL, idle: c.clientIdle(), stopped: &c.stopped, early: true}
-	if rc, err := s.Pair().Client.SyscallConn(); err == nil {
-		c.clientIn.rc = rc
+	c.clientIn = idleReader{dl: &c.clientDL, conn: client, idle: c.clientIdle(), stopped: &c.stopped, early: true}
+	if tc, ok := client.(*net.TCPConn); ok && tc == s.Pair().Client {
+		if rc, err := tc.SyscallConn(); err == nil {
+			c.clientIn.rc = rc
+		}
+	} else {
+		c.clientTLS = true
+		s.NoSplice("client side is TLS: decrypted and copied in user space")
 	}
 	c.clientW.full = c.clientFull
 	c.clientIn.full = c.clientW.full
-	c.clientW.use(s.Pair().Client, c.clientIn.rc)
+	c.clientW.use(client, c.clientIn.rc)
 	c.stop.done = make(chan struct{})
 	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
 	return c

@@ -199,6 +199,11 @@ func (c *Conn) Fail(status int, reason string) {
 	if err := c.writeClient([]byte(head + body)); err != nil {
 		return
 	}
+	if c.clientTLS {
+		if cw, ok := c.clientConn.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite() // close_notify, before the socket's FIN
+		}
+	}
 	client.CloseWrite()
 	client.SetReadDeadline(time.Now().Add(lingerFor))
 	io.CopyN(io.Discard, client, lingerBytes)

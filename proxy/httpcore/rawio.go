@@ -71,7 +71,10 @@ func recvNow(fd int, b []byte) (int, error) {
 // control mode: a stalled peer must not hold the pair past its bound).
 // Off, the caller's own deadlines (header and request timeouts) apply.
 type idleReader struct {
-	dl      *idleDeadline
+	dl *idleDeadline
+	// conn is what Read reads when not through rc: dl's connection, or
+	// a TLS connection over it.
+	conn    net.Conn
 	idle    time.Duration
 	on      bool
 	stopped *atomic.Bool
@@ -110,7 +113,7 @@ func (r *idleReader) Read(b []byte) (int, error) {
 	if r.rc != nil && len(b) > 0 {
 		return r.rawRead(b)
 	}
-	n, err := r.dl.conn.Read(b)
+	n, err := r.conn.Read(b)
 	r.n += int64(n)
 	return n, err
 }
@@ -313,7 +316,7 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 // what Write does, without the runtime's system call, which hands the P
 // over when it seems to block and keeps sysmon polling (see rawRead).
 type rawWriter struct {
-	conn *net.TCPConn
+	conn net.Conn
 	rc   syscall.RawConn
 	st   rawStep
 	fn   func(fd uintptr) bool
@@ -323,8 +326,8 @@ type rawWriter struct {
 }
 
 // use makes w write to conn through rc, conn's RawConn; without one
-// (nil), the runtime's way.
-func (w *rawWriter) use(conn *net.TCPConn, rc syscall.RawConn) {
+// (nil), the runtime's way, as for a TLS connection.
+func (w *rawWriter) use(conn net.Conn, rc syscall.RawConn) {
 	*w = rawWriter{conn: conn, rc: rc, full: w.full}
 }
 

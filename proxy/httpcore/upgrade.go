@@ -5,9 +5,16 @@ package httpcore
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/proxy"
@@ -76,6 +83,10 @@ func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
 		}
 		c.up.r.Discard(n)
 	}
+	if c.inUserSpace() {
+		c.S.Log().Debug("protocol switched: copying both ways", "upgrade", c.upgrade)
+		return c.copyBoth()
+	}
 	c.S.Log().Debug("protocol switched: splicing both ways", "upgrade", c.upgrade)
 	r, err := c.Splice(ctx, engine.Options{IdleTimeout: c.Idle})
 	if err != nil {
@@ -88,4 +99,68 @@ func (c *Conn) relaySwitch(ctx context.Context, resp *http.Response) error {
 		c.up.counted = false
 	}
 	return proxy.EndErr(r)
+}
+
+// copyBoth copies both ways until both sides have closed their sending
+// side, for a pair no engine may take (inUserSpace): the client's through
+// its TLS connection. As under an engine, the pair ends when nothing
+// moved either way for Idle (0: no bound); each side's end is passed on
+// as a half-close.
+func (c *Conn) copyBoth() error {
+	c.clientDL.lift()
+	c.up.dl.lift()
+	p := c.S.Pair()
+	up := c.up.net()
+	var moved atomic.Int64 // when bytes last moved either way (UnixNano)
+	moved.Store(time.Now().UnixNano())
+	done := make(chan error, 1)
+	go func() { // the client's bytes, upstream
+		done <- copyIdle(up, c.clientConn, c.Idle, &moved, func(n int) { p.AddBytes(engine.Up, int64(n)) })
+		closeWrite(up, c.up.conn)
+	}()
+	err := copyIdle(c.clientConn, up, c.Idle, &moved, func(n int) { p.AddBytes(engine.Down, int64(n)) })
+	closeWrite(c.clientConn, p.Client)
+	if err != nil {
+		p.Client.SetDeadline(past) // the other way ends too
+		c.up.conn.SetDeadline(past)
+	}
+	return errors.Join(err, <-done)
+}
+
+// closeWrite ends the sending side of conn, a TLS connection over sock
+// (close_notify, then FIN) or sock itself.
+func closeWrite(conn net.Conn, sock *net.TCPConn) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		tc.CloseWrite()
+	}
+	sock.CloseWrite()
+}
+
+// copyIdle copies src to dst until src ends (nil) or fails, or nothing
+// moved either way for idle (0: no bound): moved is when bytes last moved
+// in this copy or the other way's. count is told what each write moved.
+func copyIdle(dst io.Writer, src net.Conn, idle time.Duration, moved *atomic.Int64, count func(int)) error {
+	buf := make([]byte, 32<<10)
+	for {
+		if idle > 0 {
+			src.SetReadDeadline(time.Unix(0, moved.Load()).Add(idle))
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			moved.Store(time.Now().UnixNano())
+			k, werr := dst.Write(buf[:n])
+			count(k)
+			if werr != nil {
+				return werr
+			}
+		}
+		switch {
+		case err == io.EOF:
+			return nil
+		case errors.Is(err, os.ErrDeadlineExceeded) && idle > 0 && time.Since(time.Unix(0, moved.Load())) < idle:
+			continue // the other way moved meanwhile
+		case err != nil:
+			return err
+		}
+	}
 }

@@ -5,7 +5,9 @@ package httpcore
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -27,8 +29,11 @@ const recheckAfter = time.Second
 type upstream struct {
 	key  string
 	conn *net.TCPConn
-	in   *idleReader // what r reads from
-	r    *bufio.Reader
+	// tls, if not nil, is the TLS connection over conn the proxy reads
+	// and writes (Conn.UpstreamTLS): no body to or from it is spliced.
+	tls *tls.Conn
+	in  *idleReader // what r reads from
+	r   *bufio.Reader
 	// place counts the connection against its server's bound
 	// (max_conns) while counted: from the request it carries until its
 	// response is read whole, or it is given up.
@@ -83,21 +88,21 @@ func (c *Conn) Use(ctx context.Context, key string, dial Dialer, place Place) er
 		return nil
 	}
 	c.Close()
-	if c.Pool != nil && (c.requests > 1 || (c.cur != nil && Retryable(c.cur))) {
+	if c.Pool != nil && c.upstreamTLS(key) == nil && (c.requests > 1 || (c.cur != nil && Retryable(c.cur))) {
 		if conn := c.Pool.Get(c.poolKey(key)); conn != nil {
 			c.adopt(conn)
-			c.attach(key, conn, place, true)
+			c.attach(key, conn, nil, place, true)
 			return nil
 		}
 	}
-	conn, err := c.dialNew(ctx, dial)
+	conn, tc, err := c.dialNew(ctx, key, dial)
 	if err != nil {
 		if place != nil {
 			place.Release()
 		}
 		return err
 	}
-	c.attach(key, conn, place, false)
+	c.attach(key, conn, tc, place, false)
 	return nil
 }
 
@@ -125,34 +130,69 @@ func (c *Conn) keptUsable() bool {
 	return false
 }
 
-// dialNew dials a new upstream connection and sends it the PROXY protocol
-// header, if the listener sends one: once per connection.
-func (c *Conn) dialNew(ctx context.Context, dial Dialer) (*net.TCPConn, error) {
-	conn, err := dial(ctx)
+// dialNew dials a new upstream connection for key and sends it the PROXY
+// protocol header, if the listener sends one: once per connection. Where
+// UpstreamTLS gives key a configuration, the TLS handshake follows,
+// bounded by the response timeout, and tc is the connection to use.
+func (c *Conn) dialNew(ctx context.Context, key string, dial Dialer) (conn *net.TCPConn, tc *tls.Conn, err error) {
+	conn, err = dial(ctx)
 	if err == nil && c.ProxyProtocol != "" {
 		if err = proxyproto.Send(c.ProxyProtocol, c.S.Pair().Client, conn); err != nil {
 			conn.Close()
 		}
 	}
-	return conn, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg := c.upstreamTLS(key); cfg != nil {
+		if d := c.responseIdle(); d > 0 {
+			conn.SetDeadline(time.Now().Add(d))
+		}
+		tc = tls.Client(conn, cfg)
+		if err = tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("tls handshake with %s: %w", conn.RemoteAddr(), err)
+		}
+		conn.SetDeadline(time.Time{})
+	}
+	return conn, tc, nil
+}
+
+// upstreamTLS is the TLS configuration of the upstream named key, nil
+// for plain TCP.
+func (c *Conn) upstreamTLS(key string) *tls.Config {
+	if c.UpstreamTLS == nil {
+		return nil
+	}
+	return c.UpstreamTLS(key)
 }
 
 // attach makes conn the current upstream, reading it through the
-// connection's one upstream reader.
-func (c *Conn) attach(key string, conn *net.TCPConn, place Place, reused bool) {
-	c.up = &upstream{key: key, conn: conn, in: &c.upIn, place: place, counted: place != nil, reused: reused}
+// connection's one upstream reader: through tc, its TLS connection, if
+// not nil.
+func (c *Conn) attach(key string, conn *net.TCPConn, tc *tls.Conn, place Place, reused bool) {
+	c.up = &upstream{key: key, conn: conn, tls: tc, in: &c.upIn, place: place, counted: place != nil, reused: reused}
 	c.up.dl.conn = conn
-	c.upIn = idleReader{dl: &c.up.dl, idle: c.responseIdle(), stopped: &c.stopped, pair: c.S.Pair()}
-	if rc, err := conn.SyscallConn(); err == nil {
+	c.upIn = idleReader{dl: &c.up.dl, conn: c.up.net(), idle: c.responseIdle(), stopped: &c.stopped, pair: c.S.Pair()}
+	if rc, err := conn.SyscallConn(); err == nil && tc == nil {
 		c.upIn.rc = rc
 	}
-	c.upW.use(conn, c.upIn.rc)
+	c.upW.use(c.up.net(), c.upIn.rc)
 	if c.upR == nil {
 		c.upR = bufio.NewReaderSize(&c.upIn, readerSize)
 	} else {
 		c.upR.Reset(&c.upIn)
 	}
 	c.up.r = c.upR
+}
+
+// net is what the proxy reads and writes the upstream through: its TLS
+// connection, or its socket.
+func (up *upstream) net() net.Conn {
+	if up.tls != nil {
+		return up.tls
+	}
+	return up.conn
 }
 
 // adopt records a pooled connection as the pair's upstream, for the engines,
@@ -196,7 +236,9 @@ func (c *Conn) Close() {
 // so that the forwarder does not close it with the pair.
 func (c *Conn) park(up *upstream) bool {
 	p := c.S.Pair()
-	if c.Pool == nil || !up.idle || up.r.Buffered() > 0 || c.stopped.Load() || p.State() != engine.StateControl {
+	// The pool keeps sockets, not TLS sessions: a TLS upstream is kept
+	// by its client connection only.
+	if c.Pool == nil || up.tls != nil || !up.idle || up.r.Buffered() > 0 || c.stopped.Load() || p.State() != engine.StateControl {
 		return false
 	}
 	if p.Upstream() == up.conn {
@@ -260,14 +302,14 @@ func (c *Conn) roundTripRetried(ctx context.Context, req *http.Request, redial D
 		}
 		c.up.counted = false
 		c.Close() // not idle: closed
-		conn, derr := c.dialNew(ctx, redial)
+		conn, tc, derr := c.dialNew(ctx, key, redial)
 		if derr != nil {
 			if place != nil {
 				place.Release()
 			}
 			return nil, derr
 		}
-		c.attach(key, conn, place, false)
+		c.attach(key, conn, tc, place, false)
 		resp, err = c.roundTrip(ctx, req)
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ package httpcore
 
 import (
 	"io"
+	"net"
 
 	"github.com/splicer/splicer/engine"
 )
@@ -23,13 +24,24 @@ func (c *Conn) write(d engine.Direction, b []byte) error {
 	}
 	var n int
 	var err error
-	if w.conn == dst && w.rc != nil {
+	switch {
+	case w.rc != nil && w.conn == net.Conn(dst):
 		n, err = w.writev(b, nil)
-	} else {
+	case c.secured(d):
+		n, err = w.writev(b, nil) // through the TLS connection, never the socket
+	default:
 		n, err = dst.Write(b)
 	}
 	p.AddBytes(d, int64(n))
 	return err
+}
+
+// secured reports whether d's destination is written through TLS.
+func (c *Conn) secured(d engine.Direction) bool {
+	if d == engine.Down {
+		return c.clientTLS
+	}
+	return c.up != nil && c.up.tls != nil
 }
 
 func (c *Conn) writeClient(b []byte) error { return c.write(engine.Down, b) }

@@ -61,6 +61,12 @@ type Proxy struct {
 	// connection private to its client connection (no pool, or a PROXY
 	// protocol header, which names one client).
 	Idle *httpcore.UpstreamPool
+	// tls, if not nil, terminates TLS on the client side: its bytes are
+	// decrypted in user space, and no body is spliced.
+	tls *terminator
+	// upTLS are the TLS configurations of the servers of pools with a
+	// tls section; empty when none has one.
+	upTLS upstreamTLS
 
 	// pools are the listener's pools, each once, in configuration order.
 	pools []*proxy.Pool
@@ -97,14 +103,28 @@ func stripPort(host string) string {
 }
 
 // New builds the proxy for a listener configured with proxy http-reverse and
-// starts the health checks of its pools, dialling with dial.
-func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) *Proxy {
+// starts the health checks of its pools, dialling with dial. It fails
+// when the listener's TLS certificates cannot be read.
+func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := lc.HTTP.WithDefaults()
 	p := &Proxy{Limits: httpcore.LimitsFrom(h), IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol,
 		CopyBelow: httpcore.ReverseCopyBelow}
+	if lc.TLS != nil {
+		t, err := newTerminator(lc.TLS)
+		if err != nil {
+			return nil, err
+		}
+		p.tls = t
+	}
+	ut, err := newUpstreamTLS(lc.Pools)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.upTLS = ut
 	p.Trusted, _ = acl.ParsePrefixes(h.TrustedProxies) // validated with the configuration
 	if up := lc.UpstreamPool.WithDefaults(); *up.MaxIdlePerServer > 0 && p.ProxyProtocol == "" {
 		p.Idle = httpcore.NewUpstreamPool(*up.MaxIdlePerServer, up.IdleTimeout.Std())
@@ -112,14 +132,23 @@ func New(lc config.Listener, dial proxy.CheckDialer, log *slog.Logger) *Proxy {
 	pools := map[string]*proxy.Pool{}
 	for _, pc := range lc.Pools {
 		pl := proxy.NewPool(pc)
-		pl.StartChecks(dial.SendingProxyHeader(lc.ProxyProtocol), log)
+		pl.StartChecks(ut.checkDialer(pl, dial.SendingProxyHeader(lc.ProxyProtocol)), log)
 		pools[pc.Name] = pl
 		p.pools = append(p.pools, pl)
 	}
 	for _, rc := range lc.Routes {
 		p.Routes = append(p.Routes, Route{Route: rc, Pool: pools[rc.Pool]})
 	}
-	return p
+	return p, nil
+}
+
+// ReloadFiles implements proxy.FileReloader: the TLS certificates are
+// read again, for new connections; none without TLS.
+func (p *Proxy) ReloadFiles() (commit func(), err error) {
+	if p.tls == nil {
+		return func() {}, nil
+	}
+	return p.tls.reload()
 }
 
 // Pools implements proxy.PoolOwner: the listener's pools, in
@@ -159,16 +188,39 @@ func (p *Proxy) Close() error {
 	if p.Idle != nil {
 		p.Idle.Close()
 	}
+	if p.tls != nil {
+		p.tls.close()
+	}
 	return nil
 }
 
 // Serve implements proxy.Proxy.
 func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
-	c := httpcore.NewConn(s, p.Limits, p.IdleTimeout)
+	var c *httpcore.Conn
+	proto := "http"
+	if p.tls != nil {
+		// The handshake is part of the first request's wait: both are
+		// done within request_timeout of accept.
+		var by time.Time
+		if p.Limits.RequestTimeout > 0 {
+			by = s.Pair().Created.Add(p.Limits.RequestTimeout)
+		}
+		tc, err := p.tls.handshake(ctx, s, by)
+		if err != nil {
+			return err
+		}
+		defer p.tls.closeNotify(s, tc)
+		c, proto = httpcore.NewConnOn(s, tc, p.Limits, p.IdleTimeout), "https"
+	} else {
+		c = httpcore.NewConn(s, p.Limits, p.IdleTimeout)
+	}
 	c.ProxyProtocol, c.CopyBelow = p.ProxyProtocol, p.CopyBelow
 	c.Pool, c.Class = p.Idle, proxy.DialClass(s)
-	c.Reuse()          // handle keeps no request or response past its exchange
-	var fwd forwarding // the forwarding fields' values, each request's in turn
+	if p.upTLS.any() {
+		c.UpstreamTLS = p.upTLS.config
+	}
+	c.Reuse()                       // handle keeps no request or response past its exchange
+	fwd := forwarding{proto: proto} // the forwarding fields' values, each request's in turn
 	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
 		return p.handle(ctx, c, req, &fwd)
 	})
@@ -261,7 +313,7 @@ func (p *Proxy) connect(ctx context.Context, c *httpcore.Conn, pool *proxy.Pool,
 			continue // full since Pick looked: the next Pick sees it full
 		}
 		// The kept connection, if it goes to srv, takes the place (Use).
-		err := c.Use(ctx, srv.Addr, dialer(c.S, srv.Addr), srv)
+		err := c.Use(ctx, p.upTLS.key(pool.Name, srv), dialer(c.S, srv.Addr), srv)
 		if err == nil {
 			return srv, nil // answered once the response head comes (handle)
 		}
@@ -323,7 +375,7 @@ func addForwarded(req *http.Request, clientIP string, trusted bool, fw *forwardi
 		return httpcore.Errorf(http.StatusBadRequest, "host %q cannot be carried in Forwarded", req.Host)
 	}
 	v := &fw.values
-	v[0], v[1], v[2] = appended(h, "Forwarded", fwd), appended(h, "X-Forwarded-For", clientIP), "http"
+	v[0], v[1], v[2] = appended(h, "Forwarded", fwd), appended(h, "X-Forwarded-For", clientIP), fw.scheme()
 	h["Forwarded"], h["X-Forwarded-For"], h["X-Forwarded-Proto"] = v[0:1:1], v[1:2:2], v[2:3:3]
 	return nil
 }
@@ -336,6 +388,17 @@ func addForwarded(req *http.Request, clientIP string, trusted bool, fw *forwardi
 type forwarding struct {
 	values [3]string
 	text   []byte
+	// proto is how the client reached the proxy: "http" (or ""), or
+	// "https" through TLS the proxy terminated.
+	proto string
+}
+
+// scheme is the proto parameter's value: fw.proto, "http" when unset.
+func (fw *forwarding) scheme() string {
+	if fw.proto == "" {
+		return "http"
+	}
+	return fw.proto
 }
 
 // forwarded returns the Forwarded element for a client at clientIP that
@@ -354,7 +417,7 @@ func (fw *forwarding) forwarded(clientIP, host string) (string, bool) {
 		b, ok = appendQuoted(append(b, '"'), clientIP)
 		b = append(b, '"')
 	}
-	b = append(b, ";proto=http"...)
+	b = append(append(b, ";proto="...), fw.scheme()...)
 	if host != "" && ok {
 		b, ok = appendQuoted(append(b, `;host="`...), host)
 		b = append(b, '"')
