@@ -5,6 +5,7 @@ package ports
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -164,12 +165,37 @@ func lockSysctl() (unlock func()) {
 	return func() { f.Close() } // closing releases the lock
 }
 
+// readSysctl reads the reserved ports. The kernel formats the whole list
+// at the first read and returns what fits in the caller's buffer, then
+// end of file: os.ReadFile's first 512 bytes would cut a long list. So
+// the read takes a buffer larger than the list, trying again with a
+// larger one if it came back full.
 func readSysctl() (Set, error) {
-	b, err := os.ReadFile(SysctlPath)
-	if err != nil {
-		return Set{}, err
+	for size := 64 << 10; ; size *= 4 {
+		b, err := readOnce(SysctlPath, size)
+		if err != nil {
+			return Set{}, err
+		}
+		if len(b) < size {
+			return ParseSet(string(b))
+		}
 	}
-	return ParseSet(string(b))
+}
+
+// readOnce is what one read of up to size bytes returns from the file at
+// path.
+func readOnce(path string, size int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, size)
+	n, err := f.Read(b)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return b[:n], nil
 }
 
 // maxWrite is the most of one write to the sysctl that the kernel parses
