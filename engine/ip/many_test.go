@@ -35,7 +35,7 @@ func TestEngineTenThousandPairs(t *testing.T) {
 	}
 	n := pairsFromEnv(10000)
 	el := newEngineLab(t, Options{MaxPairs: n + 64})
-	m := spliceMany(t, el, n, el.l.Fwd.Dial)
+	m := spliceMany(t, el, n, 0, el.l.Fwd.Dial)
 	m.echo(t)
 }
 
@@ -52,7 +52,10 @@ func TestEngineManyPairsHoldNoDescriptors(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: n + 64, TimeWait: time.Second,
 		LocalPorts: PortRange{Low: 45000, High: 45015}})
 	before, rssBefore := openFDs(t), rssKB(t)
-	m := spliceMany(t, el, n, func(ctx context.Context, network, addr string) (net.Conn, error) {
+	// The range's pairs one at a time: a port picked while a pair in
+	// control mode uses it toward the server is refused at connect, but
+	// taken if that pair is spliced and closes its socket meanwhile.
+	m := spliceMany(t, el, n, 16, func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return dialFromRange(ctx, el, addr)
 	})
 	const most = 48 // descriptors of the engine's first splices (links, raw sockets), not per pair
@@ -147,9 +150,9 @@ type manyPairs struct {
 // spliceMany has helper processes open n connections from the client
 // namespace and accept them in the server's; this process, the forwarder,
 // accepts each, dials its upstream with dial and splices the pair (at
-// most 512 pairs' sockets open here at a time). It returns once all n
-// are spliced, idle.
-func spliceMany(tb testing.TB, el *engineLab, n int, dial func(context.Context, string, string) (net.Conn, error)) *manyPairs {
+// most 512 pairs' sockets open here at a time; the first serial pairs
+// one after the other, and the rest once they are spliced). It returns once all n are spliced, idle.
+func spliceMany(tb testing.TB, el *engineLab, n, serial int, dial func(context.Context, string, string) (net.Conn, error)) *manyPairs {
 	tb.Helper()
 	port := uint16(el.port.Add(1))
 	fwdAddr := netip.AddrPortFrom(el.l.Cfg.FwdClient.Addr(), port).String()
@@ -170,6 +173,9 @@ func spliceMany(tb testing.TB, el *engineLab, n int, dial func(context.Context, 
 	go func() {
 		for i := range n {
 			slots <- struct{}{}
+			for i <= serial && m.spliced.Load() < int64(i) && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
 			fa, err := fln.Accept()
 			if err != nil {
 				m.results <- err
