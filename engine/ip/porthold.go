@@ -108,4 +108,3 @@ func (e *Engine) holdCounters(out map[string]uint64) {
 	out["local_ports_unreserved"] = uint64(unreserved)
 	out["port_hold_descriptors"] = uint64(e.portFDCount.Load())
 }
-
