@@ -26,8 +26,10 @@ import (
 // pair spliced by ip is dialled from the range and keeps no descriptor in
 // the process once spliced; bytes cross it intact both ways. A second
 // pair gets the other port; a third, with one port spliced and the other
-// in the datapath's TIME_WAIT, gets a kernel port outside the range (and
-// still works). Once the TIME_WAIT is swept, the range serves again.
+// in the datapath's TIME_WAIT, gets a kernel port outside the range
+// (and still works), which is reserved while it is spliced, with no
+// descriptor kept for it. Once the TIME_WAIT is swept, the range serves
+// again.
 func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
 	t.Cleanup(func() { // runs after the forwarder's shutdown
@@ -88,9 +90,13 @@ func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	if p3 := upstreamPort(s3); p3 >= 45000 && p3 <= 45001 {
 		t.Fatalf("the third pair got port %d from the range while one port is spliced and the other (%d) in TIME_WAIT", p3, p1)
 	}
-	// Its port is the kernel's: the engine keeps a duplicate of the
-	// upstream socket for it.
-	settled("a descriptor kept for a pair dialled from a kernel port", fds+3)
+	// Its port is the kernel's: the engine reserves it too while the
+	// pair is spliced, and keeps no descriptor for it.
+	p3 := upstreamPort(s3)
+	settled("no descriptor kept for a pair dialled from a kernel port", fds+2)
+	if got := reservedPorts(t, l); !portListHas(got, 45000) || !portListHas(got, 45001) || !portListHas(got, p3) {
+		t.Errorf("with the third pair spliced the forwarder namespace reserves %q, want 45000-45001 and %d", got, p3)
+	}
 	exchangeBothWays(t, c3, s3, 1000)
 
 	// Past TIME_WAIT (4 s) and the next sweep, the first port is free.
@@ -170,6 +176,22 @@ func reservedPorts(tb testing.TB, l *lab.Lab) string {
 		tb.Fatal(err)
 	}
 	return strings.TrimSpace(string(v))
+}
+
+// portListHas reports whether the sysctl's port list v ("1,3-5") has p.
+func portListHas(v string, p int) bool {
+	for _, item := range strings.Split(v, ",") {
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, _ := strconv.Atoi(lo)
+		b := a
+		if isRange {
+			b, _ = strconv.Atoi(hi)
+		}
+		if p >= a && p <= b {
+			return true
+		}
+	}
+	return false
 }
 
 // TestLabFullRangeFallsBackToKernelPorts: with engines.ip.local_ports

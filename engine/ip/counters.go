@@ -43,6 +43,7 @@ func (e *Engine) Counters() map[string]uint64 {
 	if a := e.ports.Load(); a != nil {
 		out["local_ports_exhausted"] = a.Exhausted()
 	}
+	e.holdCounters(out)
 	if dp == nil {
 		return out
 	}

@@ -52,9 +52,11 @@ type Options struct {
 	// upstreams from (engine.UpstreamPorts): the engine reserves it in
 	// its network namespace (net.ipv4.ip_local_reserved_ports) and keeps
 	// a pair's port busy toward its server while the datapath holds the
-	// pair, so that a pair spliced until it closes keeps no socket. Zero,
-	// or where it cannot be reserved: such a pair keeps a duplicate of its
-	// upstream socket (fdkeep.go).
+	// pair, so that a pair spliced until it closes keeps no socket; a
+	// pair dialled from another port (the range was busy toward its
+	// server) has that port reserved too while the datapath holds it.
+	// Zero, or where the range cannot be reserved: a pair keeps a
+	// duplicate of its upstream socket (porthold.go).
 	LocalPorts PortRange
 	// MinLimit is the smallest byte limit (engine.DirOptions.Limit) of a
 	// direction the engine splices: Supports declines a shorter one, for
@@ -68,15 +70,23 @@ type PortRange struct{ Low, High uint16 }
 
 // datapath is the options of this engine's datapaths, its own and the
 // adopted ones: with a port range, each pair's port is claimed while the
-// pair is in the table.
+// pair is in the table, or, outside the range, counted for the
+// reservation to hold (porthold.go). Both only count: the table's lock is
+// held.
 func (e *Engine) datapathOptions() datapath.Options {
 	o := datapath.Options{MaxPairs: e.opts.MaxPairs, TimeWait: e.opts.TimeWait, IdleTimeout: e.opts.IdleTimeout}
 	if a := e.ports.Load(); a != nil {
 		o.OnTable = func(b datapath.Tuple, in bool) {
-			if in {
-				a.Claim(b.Src, b.Dst.Port())
-			} else {
-				a.Unclaim(b.Src, b.Dst.Port())
+			port := b.Dst.Port()
+			switch {
+			case a.Range().Contains(port) && in:
+				a.Claim(b.Src, port)
+			case a.Range().Contains(port):
+				a.Unclaim(b.Src, port)
+			case in:
+				e.reserved.Load().Hold(port)
+			default:
+				e.reserved.Load().Unhold(port)
 			}
 		}
 	}
@@ -115,16 +125,21 @@ type Engine struct {
 	// those of pairs in the table busy (nil without Options.LocalPorts,
 	// or once the range could not be reserved); reserved is the range's
 	// reservation in the home namespace, made before the first
-	// attachment or adoption (reserveTried), under portsMu.
+	// attachment or adoption (reserveTried), under portsMu; it also
+	// holds the ports outside the range of pairs in the table.
 	ports        atomic.Pointer[ports.Allocator]
 	portsMu      sync.Mutex
-	reserved     *ports.Reservation
+	reserved     atomic.Pointer[ports.Reservation]
 	reserveTried bool
-	// kept holds, by A tuple, a descriptor of the frozen upstream socket
-	// of each pair whose local port is not in ports' range, until the
-	// pair leaves the table: it keeps the port, so no new upstream
-	// connection reuses the 4-tuple.
-	kept map[datapath.Tuple]int
+	// portFDs holds, by A tuple, a descriptor of the frozen upstream
+	// socket of each pair whose local port neither the range nor the
+	// reservation keeps, until the pair leaves the table: it keeps the
+	// port, so no new upstream connection reuses the 4-tuple
+	// (porthold.go). portFDCount is its size, for Counters; holdWarned:
+	// a failed reservation was logged.
+	portFDs     portHolds
+	portFDCount atomic.Int64
+	holdWarned  atomic.Bool
 	// unspl counts unsplices (unsplice.go).
 	unspl unspliceStats
 	// drops is a recent reading of the program's drop counters, for the
@@ -176,7 +191,7 @@ func New(opts Options, log *slog.Logger) *Engine {
 		attached: make(map[int]bool),
 		waiters:  make(map[datapath.Tuple]chan notice),
 		detached: make(map[datapath.Tuple]*detached),
-		kept:     make(map[datapath.Tuple]int),
+		portFDs:  make(portHolds),
 		stop:     make(chan struct{}),
 		inject:   newInjector(),
 	}
@@ -314,11 +329,11 @@ func (e *Engine) Close() error {
 		// Adopted followers reset their pairs, or leave them with keep.
 		e.stopAdopted()
 	}
-	// The kept sockets go first: once the program is detached, the
-	// pairs' segments would reach them, and a frozen socket may answer.
-	// (Repair mode sends nothing when they close.)
+	// The sockets holding ports go first: once the program is detached,
+	// the pairs' segments would reach them, and a frozen socket may
+	// answer. (Repair mode sends nothing when they close.)
 	e.mu.Lock()
-	for a := range e.kept {
+	for a := range e.portFDs {
 		e.releaseLocked(a)
 	}
 	e.mu.Unlock()
@@ -367,6 +382,10 @@ func (e *Engine) sweep() {
 		if e.pins != nil {
 			e.sweepAdopted(datapath.Now())
 			e.claimOthers()
+		}
+		// Ports of the pairs just removed leave the reservation.
+		if err := e.reserved.Load().Sync(); err != nil {
+			e.log.Warn("giving back the local ports of ended pairs", "err", err)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func (e *Engine) reservePorts() {
 		e.log.Warn("no local port range: each pair spliced until it closes keeps a socket for its port", "err", err)
 		return
 	}
-	e.reserved = res
+	e.reserved.Store(res)
 	e.log.Info("local port range reserved for upstream connections", "ports", a.Range().String())
 }
 
@@ -46,17 +46,17 @@ func (e *Engine) reservePorts() {
 func (e *Engine) releasePorts(keep bool) {
 	e.portsMu.Lock()
 	defer e.portsMu.Unlock()
-	if e.reserved == nil {
+	res := e.reserved.Swap(nil)
+	if res == nil {
 		return
 	}
 	if keep {
-		if err := e.reserved.Handover(); err != nil {
+		if err := res.Handover(); err != nil {
 			e.log.Warn("recording the local port range for the next process", "err", err)
 		}
-	} else if err := e.reserved.Release(); err != nil {
+	} else if err := res.Release(); err != nil {
 		e.log.Warn("giving the local port range back to the kernel", "err", err)
 	}
-	e.reserved = nil
 }
 
 // portsRecord is where the process of an upgrade that leaves its range

@@ -258,12 +258,9 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		d.start() // the owed bytes first, then the senders' news (drain.go)
 	}
 	e.announce(pub, sa, sb, q)
-	// A port from the engine's range stays busy while the pair is in the
-	// table; any other is kept by a duplicate of the upstream socket.
-	if !e.portClaimed(spec.B) {
-		if err := e.keep(spec.A, up); err != nil {
-			e.log.Warn("keeping the upstream socket's port", "pair", p.ID, "err", err)
-		}
+	// The port stays busy while the pair is in the table (porthold.go).
+	if err := e.holdPort(spec, up); err != nil {
+		e.log.Warn("holding the upstream socket's port", "pair", p.ID, "err", err)
 	}
 	sp := spliced{a: spec.A, ch: ch, spec: pub.spec, fz: fz, since: since,
 		unread:  [2]int64{int64(sa.InQ + len(pub.kept[engine.Up].data)), int64(sb.InQ + len(pub.kept[engine.Down].data))},

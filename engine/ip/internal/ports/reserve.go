@@ -5,6 +5,7 @@ package ports
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -28,6 +29,9 @@ type Reservation struct {
 	added Set
 	state string
 	do    func(func() error) error
+	// holds are the ports outside r that pairs use with no socket to
+	// keep them (Hold): hold.go.
+	holds holds
 }
 
 // Reserve adds r to ip_local_reserved_ports of the network namespace in
@@ -67,11 +71,11 @@ func Reserve(r Range, do func(func() error) error, state string) (*Reservation, 
 				res.added.Add(uint16(p))
 			}
 		}
+		res.holds.takeOver(&earlier, &cur, r)
 		if res.added.Empty() {
 			return nil
 		}
-		cur.Union(&res.added)
-		return writeSysctl(&cur)
+		return addSysctl(&res.added)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reserve local ports %v (net.ipv4.ip_local_reserved_ports): %w; reserve them beforehand, e.g. sysctl -w net.ipv4.ip_local_reserved_ports=%v", r, err, r)
@@ -98,6 +102,10 @@ func (res *Reservation) Release() error {
 			os.Remove(filepath.Dir(res.state)) // if nothing else is in it
 		}
 	}
+	res.holds.mu.Lock()
+	res.added.Union(&res.holds.owned)
+	res.holds.owned = Set{}
+	res.holds.mu.Unlock()
 	if res.added.Empty() {
 		return nil
 	}
@@ -109,20 +117,29 @@ func (res *Reservation) Release() error {
 			return err
 		}
 		cur.Minus(&res.added)
-		return writeSysctl(&cur)
+		_, err = writeSysctl(&cur)
+		return err
 	})
 }
 
-// Handover leaves the range reserved and records what Reserve added in
-// the state file, for the next process to take over.
+// Handover leaves the range reserved, and the ports held outside it
+// (Hold) too, and records what this process added in the state file, for
+// the next process to take over: the pairs it adopts still use them.
 func (res *Reservation) Handover() error {
-	if res == nil || res.added.Empty() || res.state == "" {
+	if res == nil || res.state == "" {
+		return nil
+	}
+	res.holds.mu.Lock()
+	rec := res.added
+	rec.Union(&res.holds.owned)
+	res.holds.mu.Unlock()
+	if rec.Empty() {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(res.state), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(res.state, []byte(res.added.String()+"\n"), 0o644)
+	return os.WriteFile(res.state, []byte(rec.String()+"\n"), 0o644)
 }
 
 // lockPath is a file the processes that edit the sysctl lock around each
@@ -148,20 +165,103 @@ func lockSysctl() (unlock func()) {
 	return func() { f.Close() } // closing releases the lock
 }
 
+// readSysctl reads the reserved ports. The kernel formats the whole list
+// at the first read and returns what fits in the caller's buffer, then
+// end of file: os.ReadFile's first 512 bytes would cut a long list. So
+// the read takes a buffer larger than the list, trying again with a
+// larger one if it came back full.
 func readSysctl() (Set, error) {
-	b, err := os.ReadFile(SysctlPath)
-	if err != nil {
-		return Set{}, err
+	for size := 64 << 10; ; size *= 4 {
+		b, err := readOnce(SysctlPath, size)
+		if err != nil {
+			return Set{}, err
+		}
+		if len(b) < size {
+			return ParseSet(string(b))
+		}
 	}
-	return ParseSet(string(b))
 }
 
-func writeSysctl(s *Set) error {
+// readOnce is what one read of up to size bytes returns from the file at
+// path.
+func readOnce(path string, size int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, size)
+	n, err := f.Read(b)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+// maxWrite is the most of one write to the sysctl that the kernel parses
+// at once: a longer write is taken a page at a time, the first page
+// replacing the reserved ports and each next one adding to them, so that
+// between the two the ports of the later pages are not reserved.
+const maxWrite = 4095
+
+// writeSysctl makes the reserved ports s, in one page: where s's list is
+// longer (many scattered ports), the smallest gaps between its runs are
+// reserved too until it fits (coarsen), and those ports are returned.
+func writeSysctl(s *Set) (filled Set, err error) {
 	v := s.String()
+	if len(v) > maxWrite {
+		c := coarsen(s, maxWrite)
+		filled = c
+		filled.Minus(s)
+		v = c.String()
+	}
 	if v == "" {
 		v = "\n" // the kernel takes an empty line as "none"
 	}
-	return os.WriteFile(SysctlPath, []byte(v), 0)
+	return filled, os.WriteFile(SysctlPath, []byte(v), 0)
+}
+
+// addSysctl adds s to the reserved ports, taking none out even for a
+// moment: the kernel adds what a write past the file's start lists.
+func addSysctl(s *Set) error {
+	f, err := os.OpenFile(SysctlPath, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Seek(1, 0); err != nil {
+		return err
+	}
+	_, err = f.WriteString(s.String())
+	return err
+}
+
+// coarsen returns s with every gap between its runs of at most g ports
+// filled, for the smallest g that makes its list at most max bytes long.
+func coarsen(s *Set, max int) Set {
+	fill := func(g int) Set {
+		c := *s
+		last := -1
+		s.each(func(p uint16) {
+			if last >= 0 && int(p)-last-1 <= g {
+				for q := last + 1; q < int(p); q++ {
+					c.Add(uint16(q))
+				}
+			}
+			last = int(p)
+		})
+		return c
+	}
+	lo, hi := 1, 65535 // a gap of hi fills everything: one run
+	for lo < hi {
+		g := (lo + hi) / 2
+		if c := fill(g); len(c.String()) <= max {
+			hi = g
+		} else {
+			lo = g + 1
+		}
+	}
+	return fill(lo)
 }
 
 // Set is a set of ports, in the list format of the sysctl ("1,3-5").
