@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/internal/config"
@@ -226,11 +225,12 @@ func (m *master) upgradeLogged(by string) error {
 const masterStateEnv = "SPLICER_MASTER_STATE"
 
 type masterState struct {
-	Config []byte           `json:"config"` // the running configuration, as YAML
-	Dir    string           `json:"dir"`
-	Files  []map[string]int `json:"files"` // per worker: socket name -> fd
-	Admin  int              `json:"admin"` // the admin endpoint's fd, -1 without one
-	Pids   []int            `json:"pids"`
+	Config     []byte           `json:"config"`      // the running configuration's file, as it was read
+	ConfigName string           `json:"config_name"` // and its name
+	Dir        string           `json:"dir"`
+	Files      []map[string]int `json:"files"` // per worker: socket name -> fd
+	Admin      int              `json:"admin"` // the admin endpoint's fd, -1 without one
+	Pids       []int            `json:"pids"`
 	// Retired are workers an upgrade replaced that may still drain:
 	// the next binary reaps them.
 	Retired []int `json:"retired"`
@@ -309,12 +309,9 @@ func (p *passedOn) undo() {
 // state is what the master hands its next binary, every descriptor made
 // to survive the execve (passed).
 func (m *master) state(passed *passedOn) (*masterState, error) {
-	cfg, err := yaml.Marshal(m.cfg)
-	if err != nil {
-		return nil, err
-	}
-	st := &masterState{Config: cfg, Dir: m.dir, Admin: -1, Pids: m.pids, Retired: m.retired, Spread: map[string]int{},
+	st := &masterState{Config: m.cfg.Source, ConfigName: m.cfg.SourceName, Dir: m.dir, Admin: -1, Pids: m.pids, Retired: m.retired, Spread: map[string]int{},
 		Restarts: int(counterValue(m.restarts))}
+	var err error
 	for _, files := range m.files {
 		fds := map[string]int{}
 		for name, f := range files {
@@ -353,7 +350,7 @@ func resumeMaster(path, pidFile, js string) error {
 	if err := json.Unmarshal([]byte(js), &st); err != nil {
 		return fmt.Errorf("%s: %w", masterStateEnv, err)
 	}
-	cfg, err := config.Parse("running configuration", st.Config)
+	cfg, err := config.LoadBytes(st.ConfigName, st.Config)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,12 @@ import (
 
 // Config is a whole splicer configuration file.
 type Config struct {
+	// Source is the file Parse read, as it was, and SourceName its name:
+	// what a master hands its next binary, which parses it anew (a
+	// Config written back out is no file a user wrote: every default
+	// spelled out, some as the 0 a user may not write).
+	Source     []byte `yaml:"-"`
+	SourceName string `yaml:"-"`
 	// Admin is the address of the admin HTTP server (GET /metrics, GET
 	// /flows); empty disables it.
 	Admin string `yaml:"admin"`
@@ -419,6 +425,12 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	return LoadBytes(path, data)
+}
+
+// LoadBytes is Load of data read from path before: Parse, and the files
+// the configuration names read.
+func LoadBytes(path string, data []byte) (*Config, error) {
 	cfg, err := Parse(path, data)
 	if err != nil {
 		return nil, err
@@ -470,6 +482,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if len(errs.errs) > 0 {
 		return nil, errs.sorted()
 	}
+	cfg.Source, cfg.SourceName = data, name
 	return &cfg, nil
 }
 

@@ -64,6 +64,7 @@ func TestParseFillsDefaults(t *testing.T) {
 	l := listenerWith("plug", "10.99.1.1:7000", "10.99.2.2:5201")
 	l.Line = 2
 	want.Listeners = []Listener{l}
+	want.Source, want.SourceName = cfg.Source, cfg.SourceName
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", *cfg, want)
 	}
@@ -125,6 +126,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 			Line:           11,
 		}},
 	}
+	want.Source, want.SourceName = cfg.Source, cfg.SourceName
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", *cfg, want)
 	}
@@ -186,8 +188,34 @@ func TestConfigRoundTripsThroughYAML(t *testing.T) {
 	for i := range again.Listeners {
 		again.Listeners[i].Line = cfg.Listeners[i].Line // positions differ, values must not
 	}
+	again.Source, again.SourceName = cfg.Source, cfg.SourceName
 	if !reflect.DeepEqual(cfg, again) {
 		t.Errorf("after Marshal and Parse:\n got %+v\nwant %+v\nYAML:\n%s", again, cfg, out)
+	}
+}
+
+// TestSourceLoadsAgain: every example's Source, loaded again under its
+// name, is the same configuration, as a master's must be when it hands
+// it to its next binary.
+func TestSourceLoadsAgain(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
+	for _, f := range files {
+		if filepath.Base(f) == "broken.yaml" {
+			continue
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cfg, err := Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := LoadBytes(cfg.SourceName, cfg.Source)
+			if err != nil {
+				t.Fatalf("loaded again: %v", err)
+			}
+			if !reflect.DeepEqual(cfg, again) {
+				t.Errorf("loaded again:\n got %+v\nwant %+v", again, cfg)
+			}
+		})
 	}
 }
 

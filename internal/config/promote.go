@@ -53,11 +53,13 @@ func (p Promote) String() string {
 var DefaultPromote = Promote{AfterBytes: 128 << 10, After: Duration(200 * time.Millisecond)}
 
 // promote checks a listener's promote section: it is for engine auto
-// only, and its times are not negative.
+// only, and its times are not negative. A section that holds the
+// defaults is let pass beside a named engine: the configuration a master
+// hands its next binary is written whole, every default included.
 func (v *validator) promote(p string, l *Listener) {
 	p += ".promote"
 	v.notNegative(p+".after", l.Promote.After)
-	if l.Engine != "auto" && l.Engine != "" && v.written(p) {
+	if l.Engine != "auto" && l.Engine != "" && v.written(p) && l.Promote != DefaultPromote {
 		v.errorf(p, "promote is for engine auto, which starts pairs on copy and moves them to ip; engine %s starts every pair on %s", l.Engine, l.Engine)
 	}
 }
