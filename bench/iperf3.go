@@ -107,13 +107,13 @@ func parseIperf3(out []byte) (gbps float64, err error) {
 // its samples; it returns a note for each failed run (toolRun: through an
 // engine, a run counts only if /flows showed its pairs spliced by that
 // engine).
-func (e *Env) throughputIperf3(ctx context.Context, t *Target, run int, dur time.Duration, p *progress, smp *samples, seen map[string]string) []string {
+func (e *Env) throughputIperf3(ctx context.Context, t *Target, run int, dur time.Duration, p *progress, smp *samples, c *carriage) []string {
 	gbps := make([]float64, len(iperf3Conns))
 	whats := make([]string, len(iperf3Conns))
 	for i, conns := range iperf3Conns {
 		whats[i] = fmt.Sprintf("iperf3 -P %d", conns)
 	}
-	return e.toolRuns(ctx, t, Iperf3, run, p, seen, whats,
+	return e.toolRuns(ctx, t, Iperf3, run, p, c, whats,
 		func(i int) (err error) {
 			gbps[i], err = e.Iperf3(ctx, t, iperf3Conns[i], dur)
 			return err
@@ -125,11 +125,11 @@ func (e *Env) throughputIperf3(ctx context.Context, t *Target, run int, dur time
 
 // iperf3Notes say how the iperf3 rows were measured, or why there are
 // none.
-func iperf3Notes(err error, dur time.Duration, targets []*Target, seen map[string]string) []string {
+func iperf3Notes(err error, dur time.Duration, targets []*Target, c *carriage) []string {
 	if err != nil {
 		return []string{fmt.Sprintf("iperf3_gbps_*: n/a, %v", err)}
 	}
-	return toolNotes("iperf3", targets, seen,
+	return toolNotes("iperf3", targets, c,
 		fmt.Sprintf("iperf3_gbps_1conn, iperf3_gbps_8conn (tool iperf3): `iperf3 -c HOST -P N -t %d -J` in the client namespace through the target to `iperf3 -s` in the server namespace, client to server; the rate is the server's received bytes over the whole test (end.sum_received), its control connection forwarded beside the data streams", iperf3Seconds(dur)),
 		"iperf3 vs gbps_*: gbps_* come from loadgen, Go writers and the origin's Go sink sharing the CPUs with the forwarder; iperf3 is a C client and server with 128 KiB writes: compare targets within one tool")
 }

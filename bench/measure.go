@@ -24,6 +24,10 @@ type BulkRun struct {
 	// target) and is the only honest figure for kernel forwarding.
 	ProcSPerGB, MachineSPerGB float64
 	Bytes                     int64
+	// SplicedBy is the engine /flows showed splicing each connection's
+	// pair when it was handed over ("" for one not seen spliced in time;
+	// none through a peer): whether the run measured its row's engine.
+	SplicedBy []string
 }
 
 // Bulk pushes data from the client to the origin's sink through t over
@@ -31,7 +35,8 @@ type BulkRun struct {
 func (e *Env) Bulk(ctx context.Context, t *Target, conns int, dur time.Duration) (BulkRun, error) {
 	pids := t.Pids()
 	var start CPUSample
-	dial := e.dialSpliced(t, conns, func() { start = sampleCPU(pids) })
+	var by []string
+	dial := e.dialSpliced(t, conns, func() { start = sampleCPU(pids) }, &by)
 	r, err := loadgen.Bulk(ctx, dial, t.Addr(Sink), conns, dur, loadgen.Up)
 	use := start.Since(pids)
 	if err != nil {
@@ -45,7 +50,7 @@ func (e *Env) Bulk(ctx context.Context, t *Target, conns int, dur time.Duration)
 	// the wall time.
 	share := r.Elapsed.Seconds() / use.Wall.Seconds()
 	gb := float64(r.Bytes) / 1e9
-	return BulkRun{Gbps: r.Gbps, Bytes: r.Bytes,
+	return BulkRun{Gbps: r.Gbps, Bytes: r.Bytes, SplicedBy: by,
 		ProcSPerGB:    use.Proc.Seconds() * share / gb,
 		MachineSPerGB: use.Machine.Seconds() * share / gb}, nil
 }
@@ -56,13 +61,16 @@ type RRRun struct {
 	// ProcUSPerTxn and MachineUSPerTxn are CPU microseconds per transaction.
 	ProcUSPerTxn, MachineUSPerTxn float64
 	P50, P99                      time.Duration
+	// SplicedBy is as BulkRun's.
+	SplicedBy []string
 }
 
 // RR ping-pongs size-byte messages with the origin's echo through t.
 func (e *Env) RR(ctx context.Context, t *Target, size int, dur time.Duration) (RRRun, error) {
 	pids := t.Pids()
 	var start CPUSample
-	dial := e.dialSpliced(t, 1, func() { start = sampleCPU(pids) })
+	var by []string
+	dial := e.dialSpliced(t, 1, func() { start = sampleCPU(pids) }, &by)
 	r, err := loadgen.RR(ctx, dial, t.Addr(Echo), size, dur)
 	use := start.Since(pids)
 	if err != nil {
@@ -73,7 +81,7 @@ func (e *Env) RR(ctx context.Context, t *Target, size int, dur time.Duration) (R
 	}
 	share := r.Elapsed.Seconds() / use.Wall.Seconds()
 	n := float64(r.Txns)
-	return RRRun{TPS: r.TPS, P50: r.P50, P99: r.P99,
+	return RRRun{TPS: r.TPS, P50: r.P50, P99: r.P99, SplicedBy: by,
 		ProcUSPerTxn:    use.Proc.Seconds() * share / n * 1e6,
 		MachineUSPerTxn: use.Machine.Seconds() * share / n * 1e6}, nil
 }
@@ -88,7 +96,9 @@ const spliceWait = 3 * time.Second
 // the measurement sees the engine, not the proxy's control mode, and an
 // engine that splices only idle pairs (ip) gets them idle. When the last of
 // conns connections is ready it calls ready, where CPU accounting starts.
-func (e *Env) dialSpliced(t *Target, conns int, ready func()) loadgen.DialFunc {
+// It appends to by the engine /flows showed splicing each pair ("" for one
+// not seen spliced in time); nothing for a peer.
+func (e *Env) dialSpliced(t *Target, conns int, ready func(), by *[]string) loadgen.DialFunc {
 	var mu sync.Mutex
 	n := 0
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -96,10 +106,14 @@ func (e *Env) dialSpliced(t *Target, conns int, ready func()) loadgen.DialFunc {
 		if err != nil {
 			return nil, err
 		}
-		if !t.Peer {
-			e.waitSpliced(ctx, c.LocalAddr().String())
+		engine, spliced := "", !t.Peer
+		if spliced {
+			engine = e.waitSpliced(ctx, c.LocalAddr().String())
 		}
 		mu.Lock()
+		if spliced {
+			*by = append(*by, engine)
+		}
 		n++
 		last := n == conns
 		mu.Unlock()
@@ -111,18 +125,22 @@ func (e *Env) dialSpliced(t *Target, conns int, ready func()) loadgen.DialFunc {
 }
 
 // waitSpliced polls /flows until the pair of the client at addr is spliced,
-// for at most spliceWait.
-func (e *Env) waitSpliced(ctx context.Context, client string) {
+// for at most spliceWait, and returns the engine splicing it ("" if none
+// did in time).
+func (e *Env) waitSpliced(ctx context.Context, client string) string {
 	deadline := time.Now().Add(spliceWait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		flows, err := e.Flows(ctx)
-		if err == nil && slices.ContainsFunc(flows, func(f Flow) bool {
-			return f.Client == client && f.State == "spliced"
-		}) {
-			return
+		if err == nil {
+			if i := slices.IndexFunc(flows, func(f Flow) bool {
+				return f.Client == client && f.State == "spliced"
+			}); i >= 0 {
+				return flows[i].Engine
+			}
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	return ""
 }
 
 // Flow is the part of splicer's /flows entries the harness reads.

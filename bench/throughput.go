@@ -19,13 +19,13 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "throughput", Unavailable: e.missing()}
 	targets := e.Available()
 	smp := newSamples()
-	seen := map[string]string{}
+	flows := newCarriage() // of the bulk runs
 	ipErr := e.startIperf3(ctx)
 	steps := len(throughputConns)
 	if ipErr == nil {
 		steps += len(iperf3Conns)
 	}
-	ipSeen := map[string]string{} // engine /flows showed for each target's iperf3 pairs
+	ipFlows := newCarriage() // of the iperf3 runs
 	p := newProgress(s.Progress, "throughput", s.Runs*len(targets)*steps)
 	for run := 0; run < s.Runs; run++ {
 		for _, t := range targets {
@@ -33,7 +33,7 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			complete := true
 			for _, n := range throughputConns {
 				p.step(fmt.Sprintf("run %d %s %d conn", run+1, t.Name, n))
-				b, engine, err := e.bulkSeen(ctx, t, n, s, seen[t.Name] == "" && n == 1)
+				b, err := e.Bulk(ctx, t, n, s.Duration)
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -43,10 +43,11 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 					res.Notes = append(res.Notes, fmt.Sprintf("run %d %s, %d conn: %v", run+1, t.Name, n, err))
 					continue
 				}
-				if engine != "" {
-					seen[t.Name] = engine
+				if note, ok := addBulk(smp, flows, t, run, n, b); !ok {
+					complete = false
+					res.Notes = append(res.Notes, note)
+					continue
 				}
-				smp.add(t.Name, fmt.Sprintf("gbps_%dconn", n), "Gbit/s", b.Gbps)
 				g := float64(b.Bytes) / 1e9
 				gb, machine, proc = gb+g, machine+b.MachineSPerGB*g, proc+b.ProcSPerGB*g
 			}
@@ -59,7 +60,7 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 				}
 			}
 			if ipErr == nil {
-				res.Notes = append(res.Notes, e.throughputIperf3(ctx, t, run, s.Duration, p, smp, ipSeen)...)
+				res.Notes = append(res.Notes, e.throughputIperf3(ctx, t, run, s.Duration, p, smp, ipFlows)...)
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -72,24 +73,21 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("%d run(s) of %v per target and connection count after a 200ms warm-up, targets interleaved; client -> origin sink; cells are median (min–max)", s.Runs, s.Duration),
 		"cpu_s_per_gb: every CPU's busy time (user, system, irq, softirq) per GB over the four runs of a repetition, load generator and origin included; proc_cpu_s_per_gb: the forwarder processes' own user+system time (none for route: no process forwards)")
-	res.Notes = append(res.Notes, engineNotes(targets, seen)...)
-	res.Notes = append(res.Notes, iperf3Notes(ipErr, s.Duration, targets, ipSeen)...)
+	res.Notes = append(res.Notes, engineNotes(targets, flows.seen)...)
+	res.Notes = append(res.Notes, flows.leftNotes("gbps_*, cpu_s_per_gb")...)
+	res.Notes = append(res.Notes, iperf3Notes(ipErr, s.Duration, targets, ipFlows)...)
 	return res, nil
 }
 
-// bulkSeen runs one bulk measurement; with check it also reads /flows to
-// confirm which engine spliced the pairs.
-func (e *Env) bulkSeen(ctx context.Context, t *Target, conns int, s Settings, check bool) (BulkRun, string, error) {
-	if !check || t.Peer {
-		b, err := e.Bulk(ctx, t, conns, s.Duration)
-		return b, "", err
+// addBulk adds b, run's bulk transfer through t over conns connections, to
+// smp if it counts (c: through an engine, /flows showed every pair spliced
+// by it); else it returns the note saying why it was left out.
+func addBulk(smp *samples, c *carriage, t *Target, run, conns int, b BulkRun) (note string, ok bool) {
+	if note, ok := c.carried(t, run, fmt.Sprintf("%d conn", conns), b.SplicedBy); !ok {
+		return note, false
 	}
-	var b BulkRun
-	engine, err := e.EngineSeen(ctx, t, func() (err error) {
-		b, err = e.Bulk(ctx, t, conns, s.Duration)
-		return err
-	})
-	return b, engine, err
+	smp.add(t.Name, fmt.Sprintf("gbps_%dconn", conns), "Gbit/s", b.Gbps)
+	return "", true
 }
 
 // engineNotes say which engine /flows showed for each engine target.

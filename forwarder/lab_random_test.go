@@ -235,13 +235,28 @@ func runRandomPairs(t *testing.T, kind randomKind, name string, lossPercent floa
 // drawn from the seed, resets the connection after a random number of its
 // chunks instead of half-closing. As over a direct connection, each side
 // has read a prefix of what the other wrote, the side still open learns
-// of the reset (never a clean end, never a hang), and the forwarder
-// counts every pair closed by reset.
+// of the reset (never a clean end, never a hang), the forwarder
+// counts every pair closed by reset, and the engine spliced some of them:
+// else the resets met the proxy's control mode, not the engine.
 func TestLabRandomResets(t *testing.T) {
 	forEachKindAndEngine(t, func(t *testing.T, kind randomKind, name string) {
 		lf, pairs := runRandomPairs(t, kind, name, 1, exchangeResettingStreams)
 		lf.waitClosed(t, "random", "reset", float64(pairs))
+		spliced := lf.splices(name)
+		if spliced == 0 {
+			t.Errorf("engine %s spliced none of the %d pairs", name, pairs)
+		}
+		t.Logf("%v of %d pairs spliced by %s", spliced, pairs, name)
 	})
+}
+
+// splices is how many splices engine name carried, however they ended:
+// splicer_splice_transitions_total of the engine but for the pairs it
+// declined (fallback) or failed to splice (error).
+func (lf *labForwarder) splices(name string) float64 {
+	declined := lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "fallback") +
+		lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "error")
+	return lf.sum("splicer_splice_transitions_total", "engine", name) - declined
 }
 
 // exchangeResettingStreams has the two sides of a pair write random

@@ -1,7 +1,9 @@
-// Package enginetest is the conformance suite every engine passes: exact bytes both ways, half-close, reset, limits, watch and idle.
+// Package enginetest is the conformance suite every engine passes: exact bytes both ways, half-close, reset, limits, watch, idle and timer.
 //
 // An engine's test calls Run(t, engine); the pairs are real TCP connections
-// on loopback in the test's own network namespace.
+// on loopback in the test's own network namespace. Where engines may
+// differ, each is held to the Contract declared for it: no subtest skips
+// because an engine declined an option.
 package enginetest
 
 import (
@@ -88,14 +90,26 @@ func SpliceAsync(tb testing.TB, e engine.Engine, p *engine.Pair, opts engine.Opt
 // not end within a minute.
 func Wait(tb testing.TB, ch <-chan engine.Result) engine.Result {
 	tb.Helper()
+	return WaitWithin(tb, ch, 60*time.Second)
+}
+
+// WaitWithin returns the result of a SpliceAsync, failing tb if the splice
+// does not end within d.
+func WaitWithin(tb testing.TB, ch <-chan engine.Result, d time.Duration) engine.Result {
+	tb.Helper()
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(60 * time.Second):
-		tb.Fatal("splice did not end within 60s")
+	case <-time.After(d):
+		tb.Fatalf("splice did not end within %v", d)
 	}
 	return engine.Result{}
 }
+
+// timerSlack is how long past Options.For a splice with nothing else to
+// end it may take to end, on a loaded machine: a splice still running
+// then did not honour its timer.
+const timerSlack = 15 * time.Second
 
 // NewPairFunc makes one pair in control mode for a test, with the far ends
 // the test drives. NewPair (loopback in the test's namespace) is the default.
@@ -108,10 +122,13 @@ type Option func(*suite)
 // loopback pairs (ip needs real devices) passes pairs through a lab.
 func WithPairs(f NewPairFunc) Option { return func(s *suite) { s.newPair = f } }
 
-// suite is one engine under test and where its pairs come from.
+// suite is one engine under test, the contract it is held to, and where
+// its pairs come from.
 type suite struct {
-	e       engine.Engine
-	newPair NewPairFunc
+	e        engine.Engine
+	newPair  NewPairFunc
+	contract *Contract // WithContract's, else the one declared for e's name
+	c        Contract  // the contract in force
 }
 
 // Run runs the conformance suite against e.
@@ -120,13 +137,19 @@ func Run(t *testing.T, e engine.Engine, opts ...Option) {
 	for _, o := range opts {
 		o(s)
 	}
+	c, err := s.contractOf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.c = c
 	t.Run("BothWays", func(t *testing.T) { s.testBothWays(t, 16<<20) })
 	t.Run("HalfCloseUp", func(t *testing.T) { s.testHalfClose(t, engine.Up) })
 	t.Run("HalfCloseDown", func(t *testing.T) { s.testHalfClose(t, engine.Down) })
 	t.Run("ResetFromClient", func(t *testing.T) { s.testReset(t, engine.Up) })
 	t.Run("ResetFromServer", func(t *testing.T) { s.testReset(t, engine.Down) })
 	t.Run("LimitThenControl", s.testLimit)
-	t.Run("WatchReturnsOnData", s.testWatch)
+	t.Run("WatchBesideLimit", func(t *testing.T) { s.testWatch(t, 1<<20) })
+	t.Run("WatchBesideFIN", func(t *testing.T) { s.testWatch(t, 0) })
 	t.Run("Idle", s.testIdle)
 	t.Run("Cancel", s.testCancel)
 	t.Run("TimerKeepsBytes", s.testTimer)
@@ -243,9 +266,7 @@ func (s *suite) testLimit(t *testing.T) {
 	data := Random(n+extra, 4)
 	go c.Server.Write(data)
 	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Hold}, Down: engine.DirOptions{Mode: engine.Forward, Limit: n}}
-	if err := s.e.Supports(c.Pair, opts); err != nil {
-		t.Skipf("engine does not support byte limits: %v", err)
-	}
+	s.require(t, c.Pair, opts, true, "a byte limit")
 	res := SpliceAsync(t, s.e, c.Pair, opts)
 	got := make([]byte, n)
 	if _, err := io.ReadFull(c.Client, got); err != nil {
@@ -269,18 +290,37 @@ func (s *suite) testLimit(t *testing.T) {
 	}
 }
 
-// testWatch forwards down while watching up; data from the client ends the
-// splice and stays readable for the proxy.
-func (s *suite) testWatch(t *testing.T) {
+// require checks that the engine supports opts for p when declared (every
+// engine, or its contract, says it must) and declines them when not, so
+// that a change in what the engine supports fails the suite. It reports
+// whether the splice is to be run.
+func (s *suite) require(t *testing.T, p *engine.Pair, opts engine.Options, declared bool, what string) bool {
+	t.Helper()
+	err := s.e.Supports(p, opts)
+	switch {
+	case declared && err != nil:
+		t.Fatalf("engine %s declines %s, which it must support: %v", s.e.Name(), what, err)
+	case !declared && err == nil:
+		t.Fatalf("engine %s supports %s, which its contract does not declare: update the contract", s.e.Name(), what)
+	case !declared:
+		t.Logf("engine %s declines %s, as its contract says: %v", s.e.Name(), what, err)
+	}
+	return declared
+}
+
+// testWatch forwards down, up to limit (0: to its FIN), while watching
+// up; data from the client ends the splice and stays readable for the
+// proxy. Every engine watches beside a limit, as the HTTP proxies do;
+// beside a FIN only where its contract says so.
+func (s *suite) testWatch(t *testing.T, limit int64) {
 	c := s.newPair(t)
-	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Forward}}
-	if err := s.e.Supports(c.Pair, opts); err != nil {
-		// An engine that cannot end at a FIN beside a watched direction
-		// (ip) watches beside a limit, as the HTTP proxies do.
-		opts.Down.Limit = 1 << 20
-		if err := s.e.Supports(c.Pair, opts); err != nil {
-			t.Skipf("engine does not support watch: %v", err)
-		}
+	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Forward, Limit: limit}}
+	what, declared := "a watch beside a limit", true
+	if limit == 0 {
+		what, declared = "a watch beside a direction forwarded to its FIN", s.c.WatchBesideFIN
+	}
+	if !s.require(t, c.Pair, opts, declared, what) {
+		return
 	}
 	res := SpliceAsync(t, s.e, c.Pair, opts)
 	c.Server.Write([]byte("response"))
@@ -328,25 +368,36 @@ func (s *suite) testCancel(t *testing.T) {
 
 // testTimer ends a splice by Options.For while bytes flow up and checks that
 // splicing again continues the stream with no byte lost or repeated. The
-// server closes once it has read everything, so the second splice ends at
-// both FINs.
+// client closes only once the first splice ended, so nothing but the timer
+// can end it (it has no idle timeout); the server closes once it has read
+// everything, so the second splice ends at both FINs.
 func (s *suite) testTimer(t *testing.T) {
 	c := s.newPair(t)
 	data := Random(8<<20, 5)
-	go SendThenClose(t, c.Client, data)
+	firstEnded := make(chan struct{})
+	go func() {
+		if _, err := c.Client.Write(data); err != nil {
+			t.Errorf("write: %v", err)
+		}
+		select {
+		case <-firstEnded:
+			c.Client.CloseWrite()
+		case <-t.Context().Done():
+		}
+	}()
 	got := make(chan [32]byte, 1)
 	go func() {
 		got <- DigestAll(t, c.Server)
 		c.Server.CloseWrite()
 	}()
-	r := Wait(t, SpliceAsync(t, s.e, c.Pair, engine.Options{For: 20 * time.Millisecond}))
-	if r.End != engine.EndTimer && r.End != engine.EndEOF {
-		t.Fatalf("end = %v, want timer", r.End)
+	opts := engine.Options{For: 20 * time.Millisecond}
+	r := WaitWithin(t, SpliceAsync(t, s.e, c.Pair, opts), opts.For+timerSlack)
+	close(firstEnded)
+	if r.End != engine.EndTimer {
+		t.Fatalf("end = %v (%v), want timer: nothing else could end the splice", r.End, r.Err)
 	}
-	if r.End == engine.EndTimer {
-		if r = Wait(t, SpliceAsync(t, s.e, c.Pair, engine.Options{})); r.End != engine.EndEOF {
-			t.Fatalf("second splice ended %v, want EOF", r.End)
-		}
+	if r = Wait(t, SpliceAsync(t, s.e, c.Pair, engine.Options{})); r.End != engine.EndEOF {
+		t.Fatalf("second splice ended %v, want EOF", r.End)
 	}
 	if <-got != sha256.Sum256(data) {
 		t.Fatal("stream changed across a timer end and a second splice")
@@ -356,9 +407,11 @@ func (s *suite) testTimer(t *testing.T) {
 // testTimerStalled ends a splice by Options.For while the server sends far
 // more than the buffers hold to a client that reads nothing. An engine
 // that lets its writes finish when a timer ends the splice must not wait
-// for that client past the idle timeout: the splice returns, idle (bytes
-// were read that cannot be written), or at the timer if the engine keeps
-// every byte without waiting.
+// for that client past the idle timeout: the splice returns idle with
+// engine.ErrStalledWrite (bytes were read that cannot be written), or at
+// the timer if the engine keeps every byte without waiting. An idle end
+// without ErrStalledWrite is the idle timeout's own: the timer never
+// ended the splice.
 func (s *suite) testTimerStalled(t *testing.T) {
 	c := s.newPair(t)
 	go c.Server.Write(Random(64<<20, 7)) // ends with the pair's close
@@ -367,8 +420,9 @@ func (s *suite) testTimerStalled(t *testing.T) {
 	opts := engine.Both(idle)
 	opts.For = 50 * time.Millisecond
 	r := Wait(t, SpliceAsync(t, s.e, c.Pair, opts))
-	if r.End != engine.EndIdle && r.End != engine.EndTimer {
-		t.Fatalf("end = %v, want idle or timer", r.End)
+	stalled := r.End == engine.EndIdle && errors.Is(r.Err, engine.ErrStalledWrite)
+	if r.End != engine.EndTimer && !stalled {
+		t.Fatalf("end = %v (%v), want timer, or idle from a write stalled after the timer's end", r.End, r.Err)
 	}
 	if took := time.Since(start); took > opts.For+idle+2*time.Second {
 		t.Fatalf("the splice took %v to end, past its timer (%v) and idle timeout (%v)", took, opts.For, idle)
@@ -400,12 +454,12 @@ func (s *suite) testTimerSlow(t *testing.T) {
 	}()
 	opts := engine.Both(300 * time.Millisecond)
 	opts.For = 50 * time.Millisecond
-	r := Wait(t, SpliceAsync(t, s.e, c.Pair, opts))
-	if r.End == engine.EndTimer {
-		r = Wait(t, SpliceAsync(t, s.e, c.Pair, engine.Both(0)))
+	r := WaitWithin(t, SpliceAsync(t, s.e, c.Pair, opts), opts.For+timerSlack)
+	if r.End != engine.EndTimer {
+		t.Fatalf("end = %v (%v), want timer: a slow client is not idle, and the stream takes seconds", r.End, r.Err)
 	}
-	if r.End != engine.EndEOF {
-		t.Fatalf("end = %v, want EOF after the timer: a slow client is not idle", r.End)
+	if r = Wait(t, SpliceAsync(t, s.e, c.Pair, engine.Both(0))); r.End != engine.EndEOF {
+		t.Fatalf("second splice ended %v (%v), want EOF", r.End, r.Err)
 	}
 	if b := <-got; sha256.Sum256(b) != sha256.Sum256(data) {
 		t.Fatalf("client got %d bytes, not the %d sent", len(b), len(data))
@@ -416,9 +470,9 @@ func (s *suite) testTimerSlow(t *testing.T) {
 // client's FIN, lets the server answer with its own FIN (which closes the
 // upstream socket for good), and splices again: the second splice must end
 // at both FINs, not report a reset for the FIN it already forwarded. An
-// engine may decline the second splice (the forwarder then falls back), or
-// keep a pair past a FIN spliced until both FINs (ip, which cannot give such
-// a pair back); then the server's FIN must end the first splice at EOF.
+// engine whose contract lacks TimerAfterFIN (ip, which cannot give such a
+// pair back) keeps the pair spliced instead: then the server's FIN must
+// end the first splice at EOF.
 func (s *suite) testResplicedAfterFIN(t *testing.T) {
 	c := s.newPair(t)
 	data := Random(64<<10, 6)
@@ -432,28 +486,45 @@ func (s *suite) testResplicedAfterFIN(t *testing.T) {
 	if <-got != sha256.Sum256(data) {
 		t.Fatal("upstream received a different byte stream than the client sent")
 	}
-	select {
-	case r := <-first:
-		if r.End != engine.EndTimer || !r.EOF[engine.Up] {
-			t.Fatalf("first splice = %+v, want a timer end after the client's FIN", r)
-		}
-		c.Server.CloseWrite()
-		time.Sleep(100 * time.Millisecond) // the server's FIN reaches the forwarder
-		r, err := s.e.Splice(context.Background(), c.Pair, engine.Options{})
-		if engine.IsFallback(err) {
-			t.Skipf("second splice declined: %v", err)
-		}
-		if err != nil || r.End != engine.EndEOF {
-			t.Fatalf("second splice ended %v (%v, %v), want EOF", r.End, r.Err, err)
-		}
-	case <-time.After(opts.For + 2*time.Second):
-		c.Server.CloseWrite()
-		if r := Wait(t, first); r.End != engine.EndEOF {
-			t.Fatalf("splice kept past the client's FIN ended %v (%v), want EOF", r.End, r.Err)
-		}
+	if s.c.TimerAfterFIN {
+		s.respliceAfterTimer(t, c, first, opts.For)
+	} else {
+		s.keptPastFIN(t, c, first, opts.For)
 	}
 	c.Client.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := c.Client.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 		t.Fatalf("client read after the server's FIN = %d, %v; want EOF", n, err)
+	}
+}
+
+// respliceAfterTimer is testResplicedAfterFIN for an engine whose timer
+// ends a splice past a FIN: the first splice ends at its timer, and a
+// second one (which the engine may not decline) ends at both FINs.
+func (s *suite) respliceAfterTimer(t *testing.T, c *Conns, first <-chan engine.Result, timer time.Duration) {
+	t.Helper()
+	if r := WaitWithin(t, first, timer+timerSlack); r.End != engine.EndTimer || !r.EOF[engine.Up] {
+		t.Fatalf("first splice = %+v, want a timer end after the client's FIN", r)
+	}
+	c.Server.CloseWrite()
+	time.Sleep(100 * time.Millisecond) // the server's FIN reaches the forwarder
+	r, err := s.e.Splice(context.Background(), c.Pair, engine.Options{})
+	if err != nil || r.End != engine.EndEOF {
+		t.Fatalf("second splice ended %v (%v, %v), want EOF", r.End, r.Err, err)
+	}
+}
+
+// keptPastFIN is testResplicedAfterFIN for an engine that keeps a pair
+// spliced past a FIN until both FINs: its timer does not end the first
+// splice, and the server's FIN does, at EOF.
+func (s *suite) keptPastFIN(t *testing.T, c *Conns, first <-chan engine.Result, timer time.Duration) {
+	t.Helper()
+	select {
+	case r := <-first:
+		t.Fatalf("splice past the client's FIN ended %+v before the server's FIN; its contract keeps it until both FINs", r)
+	case <-time.After(timer + 2*time.Second):
+	}
+	c.Server.CloseWrite()
+	if r := Wait(t, first); r.End != engine.EndEOF {
+		t.Fatalf("splice kept past the client's FIN ended %v (%v), want EOF", r.End, r.Err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/sockopt"
+	"github.com/splicer/splicer/internal/testenv"
 
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
@@ -313,7 +314,7 @@ func TestLive(t *testing.T) {
 			}
 			if tc.swCsum {
 				if _, err := exec.LookPath("ethtool"); err != nil {
-					t.Skip("ethtool not installed")
+					testenv.SkipOrFail(t, "ethtool not installed (make deps installs it)")
 				}
 				n.f.do(func() {
 					for _, dev := range []string{"fc", "fs"} {
