@@ -420,7 +420,7 @@ func (l *listener) logClosed(s *session, reason string, err error) {
 	}
 	log := s.log
 	if s.detached {
-		log = l.log.With("pair", p.ID, "client", p.Client.RemoteAddr().String(), "upstream", upstreamOf(p))
+		log = l.log.With("pair", p.ID, "client", p.ClientAddr().String(), "upstream", upstreamOf(p))
 	}
 	log.Log(ctx, level, "pair closed", attrs...)
 }

@@ -119,13 +119,20 @@ func Local(v string) ([]byte, error) {
 	return nil, fmt.Errorf("unknown PROXY protocol version %q (want v1 or v2)", v)
 }
 
+// Client names a connection's client: an engine.Pair, whose client a
+// trusted balancer's own header may have named.
+type Client interface {
+	ClientAddr() net.Addr      // the client
+	ClientLocalAddr() net.Addr // the address it connected to
+}
+
 // Send writes the header of version v for client's connection to upstream;
 // an empty v sends nothing.
-func Send(v string, client net.Conn, upstream io.Writer) error {
+func Send(v string, client Client, upstream io.Writer) error {
 	if v == "" {
 		return nil
 	}
-	hdr, err := Header(v, client.RemoteAddr(), client.LocalAddr())
+	hdr, err := Header(v, client.ClientAddr(), client.ClientLocalAddr())
 	if err != nil {
 		return err
 	}
