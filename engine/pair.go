@@ -53,6 +53,10 @@ type Pair struct {
 	Listener string
 	Client   *net.TCPConn
 	Created  time.Time
+	// origin and originLocal are the client and the address it reached,
+	// as a trusted balancer's PROXY protocol header named them
+	// (SetOrigin); nil when the client is the socket's peer.
+	origin, originLocal net.Addr
 
 	mu       sync.Mutex
 	upstream *net.TCPConn
@@ -74,6 +78,35 @@ type Pair struct {
 // NewPair returns a pair in control mode for an accepted client connection.
 func NewPair(id uint64, listener string, client *net.TCPConn) *Pair {
 	return &Pair{ID: id, Listener: listener, Client: client, Created: time.Now()}
+}
+
+// SetOrigin records the client a trusted balancer's PROXY protocol header
+// named, and the address that client connected to. The forwarder calls it
+// before any proxy or engine sees the pair. Engines keep to the sockets'
+// own addresses: the client socket's peer is still the balancer, and it
+// is with the balancer that the datapath exchanges segments.
+func (p *Pair) SetOrigin(client, local net.Addr) {
+	p.origin, p.originLocal = client, local
+}
+
+// ClientAddr is the client's address as everything above the datapath
+// uses it (access rules, the per-client cap, logs, Forwarded,
+// consistent hashing, a PROXY header sent on): the one a trusted
+// balancer named, or else the socket's peer.
+func (p *Pair) ClientAddr() net.Addr {
+	if p.origin != nil {
+		return p.origin
+	}
+	return p.Client.RemoteAddr()
+}
+
+// ClientLocalAddr is the address the client connected to: the
+// balancer's, as its header named it, or else the socket's own.
+func (p *Pair) ClientLocalAddr() net.Addr {
+	if p.originLocal != nil {
+		return p.originLocal
+	}
+	return p.Client.LocalAddr()
 }
 
 // Upstream returns the upstream connection, or nil before the proxy dialled.

@@ -25,7 +25,7 @@ func (l *listener) logPair(p *engine.Pair, reason string, err error) {
 	}
 	name, note := p.Engine()
 	e := accesslog.Entry{Type: "pair", Time: time.Now(), Listener: p.Listener, Kind: l.cfg.Proxy,
-		Client: p.Client.RemoteAddr().String(), Upstream: upstreamOf(p), Engine: name,
+		Client: p.ClientAddr().String(), Upstream: upstreamOf(p), Engine: name,
 		BytesUp: p.Bytes(engine.Up), BytesDown: p.Bytes(engine.Down), Duration: time.Since(p.Created),
 		Reason: reason, Note: note}
 	if err != nil && reason != "eof" {
@@ -43,7 +43,7 @@ func (s *session) LogRequest(r proxy.Request) {
 		return
 	}
 	a.Log(&accesslog.Entry{Type: "request", Time: time.Now(), Listener: s.l.cfg.Name, Kind: s.l.cfg.Proxy,
-		Client: s.p.Client.RemoteAddr().String(), Method: r.Method, Host: r.Host, Target: r.Target,
+		Client: s.p.ClientAddr().String(), Method: r.Method, Host: r.Host, Target: r.Target,
 		Protocol: r.Proto, Status: r.Status, BytesUp: r.BytesUp, BytesDown: r.Bytes,
 		Duration: r.Duration, UpstreamDuration: r.Upstream, UserAgent: r.UserAgent, Referer: r.Referer,
 		RequestID: r.RequestID, Upstream: upstreamOf(s.p), Engine: engineOf(s.p)})
@@ -54,7 +54,7 @@ func accessLine(p *engine.Pair, reason string, err error) []slog.Attr {
 	name, note := p.Engine()
 	upstream := upstreamOf(p)
 	attrs := []slog.Attr{
-		slog.String("listener", p.Listener), slog.String("client", p.Client.RemoteAddr().String()),
+		slog.String("listener", p.Listener), slog.String("client", p.ClientAddr().String()),
 		slog.String("upstream", upstream), slog.String("engine", name),
 		slog.Int64("bytes_up", p.Bytes(engine.Up)), slog.Int64("bytes_down", p.Bytes(engine.Down)),
 		slog.Float64("duration_s", uptime(p.Created)), slog.String("reason", reason),

@@ -113,7 +113,7 @@ func (f *Flows) Snapshot() []Flow {
 
 func flowOf(p *engine.Pair) Flow {
 	name, note := p.Engine()
-	fl := Flow{ID: p.ID, Listener: p.Listener, Client: p.Client.RemoteAddr().String(),
+	fl := Flow{ID: p.ID, Listener: p.Listener, Client: p.ClientAddr().String(),
 		Engine: name, Note: note, State: p.State().String(),
 		BytesUp: p.Bytes(engine.Up), BytesDown: p.Bytes(engine.Down), AgeS: uptime(p.Created)}
 	// The address outlives the socket: engine ip forwards a pair whose

@@ -49,7 +49,10 @@ type listener struct {
 	ln     net.Listener
 	active atomic.Int64
 	access *access
-	nextID *atomic.Uint64
+	// proxied reads a PROXY protocol header off accepted connections
+	// (accept_proxy_protocol); nil for none.
+	proxied *proxyAccept
+	nextID  *atomic.Uint64
 	// codes caches the listener's HTTP status counters (1xx..5xx), so a
 	// request does not pay a label lookup.
 	codes [len(statusClasses)]atomic.Pointer[prometheus.Counter]
@@ -78,7 +81,11 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc,
+	proxied, err := newProxyAccept(lc)
+	if err != nil {
+		return nil, err
+	}
+	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc, proxied: proxied,
 		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(f.engines.Engines), log: f.log.With("listener", lc.Name)}
 	l.rcvBuf = upstreamRcvBuf(lc, l.matchMSS)
 	if lc.Promote.On() {
@@ -270,16 +277,33 @@ func (l *listener) serve() {
 			l.refuse(tc, "max_connections")
 			continue
 		}
+		if l.proxied != nil {
+			l.enter()
+			go l.acceptProxied(tc)
+			continue
+		}
 		ip, refused := l.access.admit(tc.RemoteAddr())
 		if refused != "" {
 			l.refuse(tc, refused)
 			continue
 		}
-		l.active.Add(1)
-		l.f.pairs.Add(1)
-		l.life.pairs.Add(1)
-		go l.handle(tc, ip)
+		l.enter()
+		go l.handle(tc, ip, origin{})
 	}
+}
+
+// enter counts a new pair, which leave (or finish) uncounts.
+func (l *listener) enter() {
+	l.active.Add(1)
+	l.f.pairs.Add(1)
+	l.life.pairs.Add(1)
+}
+
+// leave uncounts a pair that entered and was refused before it started.
+func (l *listener) leave() {
+	l.active.Add(-1)
+	l.f.pairs.Done()
+	l.life.pairs.Done()
 }
 
 // serveProxy runs the proxy on the pair; a panic ends only this pair,
@@ -354,12 +378,16 @@ func (l *listener) refuse(c *net.TCPConn, reason string) {
 
 // handle runs one pair from accept to close, or until the proxy returns
 // from a pair its engine follows on its own (detached: OnEnd closes it).
-// ip is what the per-client cap counts the client by (clientKey).
-func (l *listener) handle(c *net.TCPConn, ip netip.Addr) {
+// ip is what the per-client cap counts the client by (clientKey); o, the
+// client a trusted balancer's PROXY protocol header named, if any.
+func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
 	m := l.f.metrics
 	l.keepAlive(c)
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
-	log := l.log.With("pair", p.ID, "client", c.RemoteAddr().String())
+	if o.client != nil {
+		p.SetOrigin(o.client, o.local)
+	}
+	log := l.log.With("pair", p.ID, "client", p.ClientAddr().String())
 	s := &session{l: l, p: p, log: log, base: log, clientIP: ip}
 	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
@@ -420,7 +448,7 @@ func (l *listener) logClosed(s *session, reason string, err error) {
 	}
 	log := s.log
 	if s.detached {
-		log = l.log.With("pair", p.ID, "client", p.Client.RemoteAddr().String(), "upstream", upstreamOf(p))
+		log = l.log.With("pair", p.ID, "client", p.ClientAddr().String(), "upstream", upstreamOf(p))
 	}
 	log.Log(ctx, level, "pair closed", attrs...)
 }

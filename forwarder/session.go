@@ -394,7 +394,7 @@ func (s *session) RecordRequest(r proxy.Request) {
 	s.l.addResponseBytes(r)
 	if a := s.l.f.access; a != nil {
 		a.LogAttrs(context.Background(), slog.LevelInfo, "request",
-			slog.String("listener", s.l.cfg.Name), slog.String("client", s.p.Client.RemoteAddr().String()),
+			slog.String("listener", s.l.cfg.Name), slog.String("client", s.p.ClientAddr().String()),
 			slog.String("upstream", upstreamOf(s.p)), slog.String("method", r.Method), slog.String("host", r.Host),
 			slog.String("path", r.Path), slog.Int("status", r.Status), slog.Int64("bytes", r.Bytes),
 			slog.Float64("duration_s", r.Duration.Seconds()), slog.String("engine", engineOf(s.p)))

@@ -92,7 +92,7 @@ func with(m map[*Server]bool, s *Server) map[*Server]bool {
 // address without the port, so that a client keeps its server across
 // connections (HAProxy's balance source).
 func clientKey(s Session) string {
-	if a, ok := s.Pair().Client.RemoteAddr().(*net.TCPAddr); ok {
+	if a, ok := s.Pair().ClientAddr().(*net.TCPAddr); ok {
 		return a.IP.String()
 	}
 	return ""

@@ -295,6 +295,19 @@ type Listener struct {
 	// ProxyProtocol sends a PROXY protocol header (v1 or v2) to the
 	// upstream before any client byte; empty sends none.
 	ProxyProtocol string `yaml:"proxy_protocol,omitempty"`
+	// AcceptProxyProtocol reads a PROXY protocol header (v1 or v2) from
+	// connections of ProxyProtocolFrom's sources, which must send one,
+	// and takes the client it names as the connection's client wherever
+	// the client's address counts: allow_clients and deny_clients,
+	// max_connections_per_client, Forwarded, logs, consistent hashing, a
+	// header sent on with ProxyProtocol (HAProxy's accept-proxy, nginx's
+	// proxy_protocol with set_real_ip_from). Another source's connection
+	// is served with its own address, unless it starts with a header:
+	// then it is refused (see proxyproto.Consume and forwarder).
+	AcceptProxyProtocol bool `yaml:"accept_proxy_protocol,omitempty"`
+	// ProxyProtocolFrom are the CIDRs (or IPs) of the balancers trusted
+	// to send that header; required with AcceptProxyProtocol.
+	ProxyProtocolFrom []string `yaml:"proxy_protocol_from,omitempty"`
 	// AllowClients, if set, are the only client CIDRs accepted;
 	// DenyClients are refused (deny wins). Refused connections are closed
 	// at once and counted (reason client_denied).

@@ -98,6 +98,7 @@ func (v *validator) accessRules(p string, l *Listener) {
 			}
 		}
 	}
+	v.acceptProxyProtocol(p, l)
 	if l.MaxConnectionsPerClient < 0 {
 		v.errorf(p+".max_connections_per_client", "must not be negative, got %d", l.MaxConnectionsPerClient)
 	}
@@ -123,3 +124,19 @@ func contains(list []string, s string) bool {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// acceptProxyProtocol checks that a listener accepting the PROXY protocol
+// names whom it trusts to send it, and that the names parse.
+func (v *validator) acceptProxyProtocol(p string, l *Listener) {
+	switch {
+	case l.AcceptProxyProtocol && len(l.ProxyProtocolFrom) == 0:
+		v.errorf(p+".proxy_protocol_from", "accept_proxy_protocol needs the CIDRs of the balancers that send the header")
+	case !l.AcceptProxyProtocol && len(l.ProxyProtocolFrom) > 0:
+		v.errorf(p+".proxy_protocol_from", "used only with accept_proxy_protocol: true")
+	}
+	for i, s := range l.ProxyProtocolFrom {
+		if _, err := acl.ParsePrefixes([]string{s}); err != nil {
+			v.errorf(p+".proxy_protocol_from["+itoa(i)+"]", "%v", err)
+		}
+	}
+}

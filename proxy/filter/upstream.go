@@ -172,7 +172,7 @@ func (c *conn) ensureUpstream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := proxyproto.Send(c.p.ProxyProtocol, c.client, up); err != nil {
+	if err := proxyproto.Send(c.p.ProxyProtocol, c.s.Pair(), up); err != nil {
 		up.Close()
 		srv.Release()
 		return err

@@ -413,10 +413,11 @@ func (c *Conn) ClientBuffered() []byte {
 // WriteUp sends b to the current upstream in control mode.
 func (c *Conn) WriteUp(b []byte) error { return c.writeUp(b) }
 
-// ClientIP is the client's address without the port.
+// ClientIP is the client's address without the port: the socket's peer,
+// or the client a trusted balancer's PROXY header named (Pair.ClientAddr).
 func (c *Conn) ClientIP() string {
 	if c.clientIP == "" {
-		c.clientIP = clientIP(c.S.Pair().Client.RemoteAddr())
+		c.clientIP = clientIP(c.S.Pair().ClientAddr())
 	}
 	return c.clientIP
 }

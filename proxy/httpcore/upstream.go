@@ -137,7 +137,7 @@ func (c *Conn) keptUsable() bool {
 func (c *Conn) dialNew(ctx context.Context, key string, dial Dialer) (conn *net.TCPConn, tc *tls.Conn, err error) {
 	conn, err = dial(ctx)
 	if err == nil && c.ProxyProtocol != "" {
-		if err = proxyproto.Send(c.ProxyProtocol, c.S.Pair().Client, conn); err != nil {
+		if err = proxyproto.Send(c.ProxyProtocol, c.S.Pair(), conn); err != nil {
 			conn.Close()
 		}
 	}

@@ -1,4 +1,4 @@
-// Package proxyproto writes (and, for upstreams written in Go and for tests, reads) PROXY protocol v1 and v2 headers.
+// Package proxyproto writes and reads PROXY protocol v1 and v2 headers.
 //
 // A listener with `proxy_protocol: v1` or `v2` sends the header to each
 // upstream right after connecting and before any client byte, so the
@@ -10,6 +10,11 @@
 //	hdr, err := proxyproto.Header("v2", client.RemoteAddr(), client.LocalAddr())
 //	...
 //	upstream.Write(hdr)
+//
+// A listener with `accept_proxy_protocol` reads the header a trusted
+// balancer sends first (Consume), taking exactly its bytes off the
+// socket, and refuses a connection from anyone else that starts with one
+// (Starts).
 package proxyproto
 
 import (
@@ -114,13 +119,20 @@ func Local(v string) ([]byte, error) {
 	return nil, fmt.Errorf("unknown PROXY protocol version %q (want v1 or v2)", v)
 }
 
+// Client names a connection's client: an engine.Pair, whose client a
+// trusted balancer's own header may have named.
+type Client interface {
+	ClientAddr() net.Addr      // the client
+	ClientLocalAddr() net.Addr // the address it connected to
+}
+
 // Send writes the header of version v for client's connection to upstream;
 // an empty v sends nothing.
-func Send(v string, client net.Conn, upstream io.Writer) error {
+func Send(v string, client Client, upstream io.Writer) error {
 	if v == "" {
 		return nil
 	}
-	hdr, err := Header(v, client.RemoteAddr(), client.LocalAddr())
+	hdr, err := Header(v, client.ClientAddr(), client.ClientLocalAddr())
 	if err != nil {
 		return err
 	}
@@ -140,33 +152,72 @@ type Info struct {
 // ErrNoHeader means the stream does not start with a PROXY protocol header.
 var ErrNoHeader = errors.New("no PROXY protocol header")
 
+// MaxV2 is the longest v2 header read, TLVs included: a cloud balancer's
+// (an endpoint ID, a link ID) and HAProxy's TLS TLVs fit many times over.
+// A longer one is refused, so that a sender cannot make a listener hold
+// 64 KiB per connection before a byte of it is known to be good.
+const MaxV2 = 16 + 2048
+
+// errShort means the bytes so far start a header that is not complete yet.
+var errShort = errors.New("PROXY protocol header incomplete")
+
 // Read reads one v1 or v2 header from r, consuming exactly the header's bytes.
 func Read(r *bufio.Reader) (Info, error) {
-	if peek, _ := r.Peek(len(signature)); bytes.Equal(peek, signature) {
-		return readV2(r)
+	for n := 1; ; n++ {
+		b, perr := r.Peek(n)
+		info, used, err := parse(b)
+		switch {
+		case err == nil:
+			r.Discard(used)
+			return info, nil
+		case err != errShort:
+			return Info{}, err
+		case perr != nil:
+			return Info{}, fmt.Errorf("PROXY protocol header: %w", unexpected(perr))
+		}
+		n = max(n, used-1) // a v2 header's length is known: peek it whole
 	}
-	if peek, _ := r.Peek(6); string(peek) == "PROXY " {
-		return readV1(r)
-	}
-	return Info{}, ErrNoHeader
 }
 
-func readV1(r *bufio.Reader) (Info, error) {
-	var line []byte
-	for len(line) < v1MaxLen {
-		c, err := r.ReadByte()
-		if err != nil {
-			return Info{}, fmt.Errorf("v1 header: %w", err)
-		}
-		line = append(line, c)
-		if c == '\n' {
-			break
-		}
+// unexpected is io.ErrUnexpectedEOF for an end of stream inside a header.
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
 	}
-	s, ok := strings.CutSuffix(string(line), "\r\n")
+	return err
+}
+
+// parse reads the header b starts with and how many bytes it takes. An
+// incomplete header gives errShort and, when it is known (v2), the
+// header's whole length, else 0. One parser serves both Read and
+// Consume, so a stream and a socket read a header alike.
+func parse(b []byte) (Info, int, error) {
+	if n := min(len(b), len(signature)); bytes.Equal(b[:n], signature[:n]) {
+		return parseV2(b)
+	}
+	if n := min(len(b), 6); string(b[:n]) == "PROXY "[:n] {
+		return parseV1(b)
+	}
+	return Info{}, 0, ErrNoHeader
+}
+
+func parseV1(b []byte) (Info, int, error) {
+	end := bytes.IndexByte(b[:min(len(b), v1MaxLen)], '\n')
+	if end < 0 {
+		if len(b) >= v1MaxLen {
+			return Info{}, 0, errors.New("v1 header: no CRLF within 107 bytes")
+		}
+		return Info{}, 0, errShort
+	}
+	s, ok := strings.CutSuffix(string(b[:end+1]), "\r\n")
 	if !ok {
-		return Info{}, errors.New("v1 header: no CRLF within 107 bytes")
+		return Info{}, 0, fmt.Errorf("v1 header: line %q does not end in CRLF", b[:end+1])
 	}
+	info, err := v1Fields(s)
+	return info, end + 1, err
+}
+
+func v1Fields(s string) (Info, error) {
 	f := strings.Split(s, " ")
 	if len(f) >= 2 && f[1] == "UNKNOWN" {
 		return Info{Version: 1}, nil
@@ -187,7 +238,7 @@ func v1Addr(ip, port string, want4 bool) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	if a.Is4() != want4 {
+	if a.Is4() != want4 || a.Zone() != "" {
 		return netip.AddrPort{}, fmt.Errorf("address %s is not of the header's family", a)
 	}
 	p, err := strconv.ParseUint(port, 10, 16)
@@ -197,24 +248,36 @@ func v1Addr(ip, port string, want4 bool) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a, uint16(p)), nil
 }
 
-func readV2(r *bufio.Reader) (Info, error) {
-	var fixed [16]byte
-	if _, err := io.ReadFull(r, fixed[:]); err != nil {
-		return Info{}, fmt.Errorf("v2 header: %w", err)
+func parseV2(b []byte) (Info, int, error) {
+	if len(b) < 16 {
+		return Info{}, 0, errShort
 	}
-	if fixed[12]>>4 != 2 {
-		return Info{}, fmt.Errorf("v2 header: version %d", fixed[12]>>4)
+	if b[12]>>4 != 2 {
+		return Info{}, 0, fmt.Errorf("v2 header: version %d", b[12]>>4)
 	}
-	body := make([]byte, binary.BigEndian.Uint16(fixed[14:]))
-	if _, err := io.ReadFull(r, body); err != nil {
-		return Info{}, fmt.Errorf("v2 header: %w", err)
+	if cmd := b[12] & 0xf; cmd > 1 {
+		return Info{}, 0, fmt.Errorf("v2 header: command %d", cmd)
 	}
+	total := 16 + int(binary.BigEndian.Uint16(b[14:]))
+	if total > MaxV2 {
+		return Info{}, 0, fmt.Errorf("v2 header: %d bytes, more than %d", total, MaxV2)
+	}
+	if len(b) < total {
+		return Info{}, total, errShort
+	}
+	info, err := v2Addrs(b[12], b[13], b[16:total])
+	return info, total, err
+}
+
+// v2Addrs reads the addresses of a v2 header's body, for the command and
+// family bytes ver and fam.
+func v2Addrs(ver, fam byte, body []byte) (Info, error) {
 	info := Info{Version: 2}
-	if fixed[12]&0xf == 0 { // LOCAL: the sender's own connection, no addresses
+	if ver&0xf == 0 { // LOCAL: the sender's own connection, no addresses
 		return info, nil
 	}
 	var n int
-	switch fixed[13] {
+	switch fam {
 	case v2TCP4:
 		n = 4
 	case v2TCP6:

@@ -177,7 +177,7 @@ func (p *Proxy) handshake(ctx context.Context, s proxy.Session, timeout time.Dur
 		s.Log().Info("socks5 connect failed", "destination", dst.String(), "err", err)
 		return nil, fail(c, replyFor(err), err)
 	}
-	if err := proxyproto.Send(p.ProxyProtocol, c, up); err != nil {
+	if err := proxyproto.Send(p.ProxyProtocol, s.Pair(), up); err != nil {
 		return nil, fail(c, RepGeneralFailure, err)
 	}
 	return up, nil

@@ -109,7 +109,7 @@ func (p *Proxy) dial(ctx context.Context, s proxy.Session, pool *proxy.Pool) (*n
 		}
 		return nil, nil, err
 	}
-	if err := proxyproto.Send(p.ProxyProtocol, s.Pair().Client, up); err != nil {
+	if err := proxyproto.Send(p.ProxyProtocol, s.Pair(), up); err != nil {
 		srv.Release()
 		return nil, nil, err
 	}
