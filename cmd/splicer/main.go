@@ -50,6 +50,7 @@ func init() {
 		"upstreams":     upstreamsCmd,
 		"hash-password": hashPasswordCmd,
 		"completion":    completionCmd,
+		"schema":        schemaCmd,
 		"demo":          func(args []string) error { return benchBinary("demo", args) },
 		"bench":         func(args []string) error { return benchBinary("bench", args) },
 	}

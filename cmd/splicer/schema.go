@@ -1,0 +1,44 @@
+// splicer schema: print a JSON Schema of the configuration file, for editors.
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/splicer/splicer/internal/config"
+)
+
+func schemaCmd(args []string) error {
+	fs := flag.NewFlagSet("schema", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, `Usage: splicer schema > splicer.schema.json
+
+Prints a JSON Schema (draft 2020-12) of the configuration file: every key,
+its type and default, and the values of the enumerated keys (the engines
+this binary has). Editors with YAML support use it to complete keys and
+flag mistakes as you type, e.g. with yaml-language-server:
+  # yaml-language-server: $schema=splicer.schema.json
+splicer check validates a file fully. docs/configuration.md describes
+every key.
+`)
+	}
+	fs.Parse(args)
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return errSilent
+	}
+	return writeSchema(os.Stdout)
+}
+
+// writeSchema writes the schema and a final newline to w.
+func writeSchema(w io.Writer) error {
+	b, err := config.JSONSchema()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
