@@ -3,20 +3,19 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/supervisor"
 )
 
 // errSilent is returned when the command already printed what went wrong.
-var errSilent = errors.New("")
+var errSilent = supervisor.ErrReported
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -60,7 +59,7 @@ Options:
 	var failed bool
 	var cfgs []*config.Config
 	for _, path := range paths {
-		warnWritable(slog.New(slog.NewTextHandler(os.Stderr, nil)), path)
+		supervisor.WarnWritable(slog.New(slog.NewTextHandler(os.Stderr, nil)), path)
 		cfg, err := checkConfig(path)
 		if err != nil {
 			if err != errSilent {
@@ -178,38 +177,4 @@ func printEngineChoice(cfg *config.Config) {
 		}
 		fmt.Printf("  listener %s: engine %s (%s; %s)\n", l.Name, names[0], why, fallback)
 	}
-}
-
-// warnWritable warns when another user may change the configuration
-// file at path: the file or its directory (unless sticky, as /tmp is)
-// writable by others. What the file says runs with the daemon's
-// capabilities and names its upstreams and its admin token.
-func warnWritable(log *slog.Logger, path string) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return
-	}
-	for _, p := range []string{abs, filepath.Dir(abs)} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue
-		}
-		if m := fi.Mode(); m.Perm()&0o002 != 0 && !(m.IsDir() && m&os.ModeSticky != 0) {
-			log.Warn("configuration writable by any user: anyone on this host can change what splicer runs; chmod o-w it", "path", p, "mode", m.String())
-		}
-	}
-}
-
-// loadConfig loads path and prints each configuration error on its own line.
-func loadConfig(path string) (*config.Config, error) {
-	cfg, err := config.Load(path)
-	var errs config.Errors
-	if errors.As(err, &errs) {
-		for _, e := range errs {
-			fmt.Fprintln(os.Stderr, e.Error())
-		}
-		fmt.Fprintf(os.Stderr, "%s: %d error(s)\n", path, len(errs))
-		return nil, errSilent
-	}
-	return cfg, err
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/supervisor"
 )
 
 // checkConfig loads path as 'splicer run' would and prints every
@@ -39,7 +40,7 @@ func checkConfig(path string) (*config.Config, error) {
 		return nil, errSilent
 	}
 	// Whatever else run's loading refuses.
-	return loadConfig(path)
+	return supervisor.LoadConfig(path)
 }
 
 // fileErrors checks the files cfg, read from path, names: the

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/splicer/splicer/internal/supervisor"
 )
 
 // control is one daemon action: its signal and its admin endpoint.
@@ -74,7 +75,7 @@ func controlCmd(c control, args []string) error {
 		fs.Usage()
 		return errSilent
 	}
-	body, err := adminRequest(http.MethodPost, *adm.addr, c.path, *adm.token, upgradeTimeout+10*time.Second)
+	body, err := adminRequest(http.MethodPost, *adm.addr, c.path, *adm.token, supervisor.UpgradeTimeout+10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -107,24 +108,10 @@ func sendSignal(pid int, sig syscall.Signal) error {
 }
 
 // reloadByPid sends SIGHUP to pid and prints its answer, read from the
-// status file beside pidFile (reloadstatus.go); a refusal is the error.
-// A daemon whose status file does not name it cannot answer: the signal
-// is sent, and the unknown outcome is an error too.
+// status file beside pidFile (supervisor.ReloadByPid); a refusal is the
+// error.
 func reloadByPid(pidFile string, pid int) error {
-	st, err := readStatus(pidFile)
-	for i := 0; i < 10 && err != nil && !errors.Is(err, fs.ErrNotExist); i++ {
-		time.Sleep(20 * time.Millisecond) // being written in place
-		st, err = readStatus(pidFile)
-	}
-	answers := err == nil && st.Pid == pid
-	sent := monotonicNow()
-	if err := sendSignal(pid, syscall.SIGHUP); err != nil {
-		return err
-	}
-	if !answers {
-		return fmt.Errorf("sent SIGHUP to process %d, but %w in %s (a splicer older than this one, or one that cannot write there): see its log for the outcome", pid, errNoAnswer, statusPath(pidFile))
-	}
-	answer, err := awaitReload(pidFile, pid, sent, reloadAnswerTimeout)
+	answer, err := supervisor.ReloadByPid(pidFile, pid)
 	if err != nil {
 		return err
 	}
@@ -174,7 +161,7 @@ func (a adminFlags) resolve() error {
 	if *a.config == "" {
 		return nil
 	}
-	cfg, err := loadConfig(*a.config)
+	cfg, err := supervisor.LoadConfig(*a.config)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 // The master of 'splicer run' with workers > 1: binds every listener once per worker, starts the workers, restarts one that dies, and passes on reload, upgrade and shutdown.
 
-package main
+package supervisor
 
 import (
 	"fmt"
@@ -329,7 +329,7 @@ func (m *master) start(i int) error {
 	w := worker{index: i, count: m.count}
 	var child *handoff.Child
 	err := withAmbient(m.caps, func() (err error) {
-		child, err = handoff.StartAs(m.exe, []string{"run", "--config", m.path}, m.files[i], upgradeTimeout, nil,
+		child, err = handoff.StartAs(m.exe, []string{"run", "--config", m.path}, m.files[i], UpgradeTimeout, nil,
 			w.env(), masterPidEnv+"="+strconv.Itoa(os.Getpid()), masterSocketsEnv+"="+filepath.Join(m.dir, socketServiceName),
 			"NOTIFY_SOCKET=")
 		return err

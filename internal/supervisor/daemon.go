@@ -1,6 +1,6 @@
 // The running daemon of 'splicer run': forwarder, admin server, pid file, and the reload and upgrade it performs.
 
-package main
+package supervisor
 
 import (
 	"errors"
@@ -31,9 +31,9 @@ const adminSocket = "@admin"
 // itself running as the configured user.
 var errHandedOver = errors.New("handed over")
 
-// upgradeTimeout bounds how long the new process of an upgrade may take to
+// UpgradeTimeout bounds how long the new process of an upgrade may take to
 // start serving before the old one gives up on it and carries on.
-const upgradeTimeout = time.Minute
+const UpgradeTimeout = time.Minute
 
 type daemon struct {
 	path, pidFile string
@@ -60,7 +60,7 @@ type daemon struct {
 // startDaemon loads path, starts the forwarder and admin server (on the
 // sockets of the process this one replaces, if any) and reports ready.
 func startDaemon(path, pidFile string) (*daemon, error) {
-	cfg, err := loadConfig(path)
+	cfg, err := LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func (d *daemon) reloadLogged(by string) (notes []string, err error) {
 // the status file beside pidFile.
 func recordReload(log *slog.Logger, pidFile string, began int64, notes []string, err error) {
 	if werr := writeStatus(pidFile, reloadOutcome(began, notes, err)); werr != nil {
-		log.Warn("reload status", "path", statusPath(pidFile), "err", werr)
+		log.Warn("reload status", "path", StatusPath(pidFile), "err", werr)
 	}
 }
 
@@ -329,7 +329,7 @@ func (d *daemon) upgradeLogged(by string) (int, error) {
 	restore := passDrained(d.f)
 	var child *handoff.Child
 	err = withAmbient(d.caps, func() (err error) {
-		child, err = handoff.Start(d.exe, os.Args[1:], files, upgradeTimeout)
+		child, err = handoff.Start(d.exe, os.Args[1:], files, UpgradeTimeout)
 		return err
 	})
 	restore()

@@ -1,6 +1,6 @@
 // What the master passes on to its workers: a reload, an upgrade (each worker hands its sockets to a new process, then the master replaces its own binary in place), and how it follows processes it did not start.
 
-package main
+package supervisor
 
 import (
 	"context"
@@ -87,7 +87,7 @@ func (m *master) reloadLogged(by string) (notes []string, err error) {
 // apply.
 func (m *master) reloadWorkers() (took int, notes []string, err error) {
 	for i := range m.count {
-		body, status, err := m.ask(context.Background(), i, "POST", "/reload", upgradeTimeout)
+		body, status, err := m.ask(context.Background(), i, "POST", "/reload", UpgradeTimeout)
 		if err == nil && status != 200 {
 			err = errors.New(strings.TrimSpace(string(body)))
 		}
@@ -200,7 +200,7 @@ func (m *master) upgradeLogged(by string) error {
 	}
 	m.log.Info("upgrading", "binary", m.exe, "by", by, "workers", m.count)
 	for i := range m.count {
-		body, status, err := m.ask(context.Background(), i, "POST", "/upgrade", upgradeTimeout+10*time.Second)
+		body, status, err := m.ask(context.Background(), i, "POST", "/upgrade", UpgradeTimeout+10*time.Second)
 		var pid int
 		if err == nil && status == 200 {
 			_, err = fmt.Sscanf(strings.Join(answerNotes(body), " "), "new process %d serves", &pid)

@@ -1,6 +1,6 @@
 // A worker's share of the configuration: its own pin directory, its own part of the local port range, its share of the CPUs.
 
-package main
+package supervisor
 
 import (
 	"fmt"

@@ -1,6 +1,6 @@
 // The master's socket service: a worker that a reload gives a new listener (or a listener a new address) asks the master for its socket of the group the master bound for it, as at the start.
 
-package main
+package supervisor
 
 import (
 	"encoding/json"

@@ -1,6 +1,6 @@
 // Back-end servers an operator drained, handed to the binary an upgrade starts: a server drained for maintenance stays drained across `splicer upgrade`.
 
-package main
+package supervisor
 
 import (
 	"encoding/json"

@@ -1,6 +1,6 @@
 // Worker mode of 'splicer run': one of the processes a master started (workers > 1), serving every listener on its own SO_REUSEPORT socket.
 
-package main
+package supervisor
 
 import (
 	"fmt"
