@@ -62,5 +62,5 @@ process of an upgrade. See examples/ for configurations.
 		fs.Usage()
 		return errSilent
 	}
-	return supervisor.Run(*path, *pidFile)
+	return supervisor.Run(*path, *pidFile, os.LookupEnv)
 }

@@ -25,10 +25,6 @@ import (
 	"github.com/splicer/splicer/internal/sockopt"
 )
 
-// masterPidEnv tells a worker its master's pid: a worker whose master is
-// gone (killed) drains and exits rather than serve on unsupervised.
-const masterPidEnv = "SPLICER_MASTER_PID"
-
 // restartDelay is how long the master waits before it restarts a worker
 // that died within restartDelay of its start, so that a worker that
 // cannot start does not spin.
@@ -87,12 +83,8 @@ func newMaster(path, pidFile, exe string, log *slog.Logger, cfg *config.Config, 
 
 // runMaster serves cfg, read from path, with cfg.Workers processes
 // until a signal stops it.
-func runMaster(path, pidFile string, cfg *config.Config) error {
+func runMaster(path, pidFile string, cfg *config.Config, in *handoff.Inherited) error {
 	log := newLogger(cfg.Log)
-	in, err := handoff.FromEnv()
-	if err != nil {
-		return err
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -330,8 +322,7 @@ func (m *master) start(i int) error {
 	var child *handoff.Child
 	err := withAmbient(m.caps, func() (err error) {
 		child, err = handoff.StartAs(m.exe, []string{"run", "--config", m.path}, m.files[i], UpgradeTimeout, nil,
-			w.env(), masterPidEnv+"="+strconv.Itoa(os.Getpid()), masterSocketsEnv+"="+filepath.Join(m.dir, socketServiceName),
-			"NOTIFY_SOCKET=")
+			append(workerEnviron(w, os.Getpid(), filepath.Join(m.dir, socketServiceName)), "NOTIFY_SOCKET=")...)
 		return err
 	})
 	if err != nil {

@@ -4,7 +4,6 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -221,26 +220,6 @@ func (m *master) upgradeLogged(by string) error {
 	return nil
 }
 
-// masterStateEnv carries the master's sockets and workers across its
-// execve into the new binary (resumeMaster).
-const masterStateEnv = "SPLICER_MASTER_STATE"
-
-type masterState struct {
-	Config []byte           `json:"config"` // the running configuration, as YAML
-	Dir    string           `json:"dir"`
-	Files  []map[string]int `json:"files"` // per worker: socket name -> fd
-	Admin  int              `json:"admin"` // the admin endpoint's fd, -1 without one
-	Pids   []int            `json:"pids"`
-	// Retired are workers an upgrade replaced that may still drain:
-	// the next binary reaps them.
-	Retired []int `json:"retired"`
-	// Spread is each listener's program's mode map (reuseport.File),
-	// by listener name: a reload may still flip it.
-	Spread map[string]int `json:"spread"`
-	// Restarts is splicer_worker_restarts_total, which goes on counting.
-	Restarts int `json:"restarts"`
-}
-
 // reexec replaces this process's binary with m.exe, handing it the
 // state in the environment. It returns only when execve fails: the
 // master then carries on with the old binary.
@@ -253,9 +232,7 @@ func (m *master) reexec() {
 	var passed passedOn
 	st, err := m.state(&passed)
 	if err == nil {
-		var js []byte
-		js, _ = json.Marshal(st)
-		env := append(os.Environ(), masterStateEnv+"="+string(js))
+		env := masterStateEnviron(os.Environ(), st)
 		m.log.Info("master: running the new binary", "binary", m.exe)
 		err = withAmbient(m.caps, func() error { return syscall.Exec(m.exe, os.Args, env) })
 	}
@@ -347,12 +324,7 @@ func (m *master) state(passed *passedOn) (*masterState, error) {
 
 // resumeMaster goes on as the master whose binary this process replaced:
 // the same sockets, workers and admin endpoint.
-func resumeMaster(path, pidFile, js string) error {
-	os.Unsetenv(masterStateEnv)
-	var st masterState
-	if err := json.Unmarshal([]byte(js), &st); err != nil {
-		return fmt.Errorf("%s: %w", masterStateEnv, err)
-	}
+func resumeMaster(path, pidFile string, st *masterState) error {
 	cfg, err := config.Parse("running configuration", st.Config)
 	if err != nil {
 		return err

@@ -16,10 +16,6 @@ import (
 	"github.com/splicer/splicer/internal/handoff"
 )
 
-// masterSocketsEnv names, in a worker's environment, the master's socket
-// service (a unix socket in the master's directory).
-const masterSocketsEnv = "SPLICER_MASTER_SOCKETS"
-
 // socketServiceName is the service's socket in the master's directory.
 const socketServiceName = "master.sock"
 

@@ -29,12 +29,16 @@ var ErrReported = errors.New("")
 
 // Run serves the configuration at path until a signal stops it: as the
 // master of workers, as one of them, or as a process of its own,
-// whichever the environment and the file say.
-func Run(path, pidFile string) error {
-	if js, ok := os.LookupEnv(masterStateEnv); ok {
-		return resumeMaster(path, pidFile, js) // a master's upgrade
+// whichever the environment (getenv: os.LookupEnv) and the file say.
+func Run(path, pidFile string, getenv Getenv) error {
+	st, err := ReadState(getenv)
+	if err != nil {
+		return err
 	}
-	if _, isWorker := os.LookupEnv(workerEnv); !isWorker {
+	if st.Role == ResumedMaster {
+		return resumeMaster(path, pidFile, st.Master) // a master's upgrade
+	}
+	if st.Role != Worker {
 		cfg, err := LoadConfig(path)
 		if err != nil {
 			return err
@@ -43,7 +47,7 @@ func Run(path, pidFile string) error {
 			WarnWritable(newLogger(cfg.Log), path)
 		}
 		if cfg.Workers.Master() {
-			return runMaster(path, pidFile, cfg)
+			return runMaster(path, pidFile, cfg, st.In)
 		}
 	}
 	// Signals are caught from before the daemon serves: one that came
@@ -51,7 +55,7 @@ func Run(path, pidFile string) error {
 	// (SIGUSR1: a log rotation's reopen).
 	sigs, stop := controlSignals()
 	defer stop()
-	d, err := startDaemon(path, pidFile)
+	d, err := startDaemon(path, pidFile, st)
 	if errors.Is(err, errHandedOver) {
 		return nil // the copy running as the configured user serves
 	}
@@ -72,7 +76,7 @@ func (d *daemon) wait(sigs chan os.Signal) error {
 				// with the sockets it binds for them; a worker doing
 				// so on its own would bind its own, which the master's
 				// program never picks (as nginx's workers ignore HUP).
-				d.log.Warn("signal ignored: a worker reloads and upgrades when its master does; signal the master", "signal", sig.String(), "master", masterPid())
+				d.log.Warn("signal ignored: a worker reloads and upgrades when its master does; signal the master", "signal", sig.String(), "master", d.state.MasterPid)
 				continue
 			case sig == syscall.SIGHUP:
 				d.reloadLogged("signal")

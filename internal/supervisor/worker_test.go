@@ -43,19 +43,6 @@ func TestWorkerShares(t *testing.T) {
 	}
 }
 
-func TestWorkerFromEnv(t *testing.T) {
-	t.Setenv(workerEnv, "1/4")
-	if w, ok, err := workerFromEnv(); !ok || err != nil || w != (worker{1, 4}) {
-		t.Errorf("1/4: %v %v %v", w, ok, err)
-	}
-	for _, bad := range []string{"4/4", "-1/2", "x", "1/"} {
-		t.Setenv(workerEnv, bad)
-		if _, _, err := workerFromEnv(); err == nil {
-			t.Errorf("%s=%q accepted", workerEnv, bad)
-		}
-	}
-}
-
 func TestMergeUpstreams(t *testing.T) {
 	w0 := `[{"listener":"l","pool":"p","server":"a:1","healthy":true,"failures":1,"active":2,"drained":true},
 	        {"listener":"l","pool":"p","server":"b:1","healthy":true}]`
