@@ -35,6 +35,7 @@ type master struct {
 	exe           string // this binary at start: an upgrade runs what is there then
 	log           *slog.Logger
 	count         int
+	sys           sys // processes and time (osSys but in tests)
 	// caps are the capabilities the master and its workers keep when
 	// not root (neededCaps), given to each worker it starts.
 	caps []uintptr
@@ -76,7 +77,7 @@ type workerExit struct {
 
 // newMaster is a master of count workers, none started yet.
 func newMaster(path, pidFile, exe string, log *slog.Logger, cfg *config.Config, count int) *master {
-	return &master{path: path, pidFile: pidFile, exe: exe, log: log, cfg: cfg, count: count, caps: neededCaps(cfg),
+	return &master{path: path, pidFile: pidFile, exe: exe, log: log, cfg: cfg, count: count, caps: neededCaps(cfg), sys: osSys{},
 		pids: make([]int, count), started: make([]time.Time, count),
 		spread: map[string]*reuseport.Group{}, exited: make(chan workerExit, 16)}
 }
@@ -319,18 +320,13 @@ func (m *master) closeFiles(removeDir bool) {
 // start runs worker i on its sockets and waits until it serves.
 func (m *master) start(i int) error {
 	w := worker{index: i, count: m.count}
-	var child *handoff.Child
-	err := withAmbient(m.caps, func() (err error) {
-		child, err = handoff.StartAs(m.exe, []string{"run", "--config", m.path}, m.files[i], UpgradeTimeout, nil,
-			append(workerEnviron(w, os.Getpid(), filepath.Join(m.dir, socketServiceName)), "NOTIFY_SOCKET=")...)
-		return err
-	})
+	env := append(workerEnviron(w, os.Getpid(), filepath.Join(m.dir, socketServiceName)), "NOTIFY_SOCKET=")
+	pid, exited, err := m.sys.startWorker(m.exe, []string{"run", "--config", m.path}, m.files[i], env, m.caps)
 	if err != nil {
 		return err
 	}
-	pid := child.Process.Pid
-	m.pids[i], m.started[i] = pid, time.Now()
-	go func() { m.exited <- workerExit{index: i, pid: pid, err: <-child.Exited()} }()
+	m.pids[i], m.started[i] = pid, m.sys.now()
+	go func() { m.exited <- workerExit{index: i, pid: pid, err: <-exited} }()
 	m.log.Info("worker serves", "worker", i, "pid", pid)
 	return nil
 }
@@ -374,11 +370,11 @@ func (m *master) workerEnded(e workerExit) {
 	m.pids[e.index] = 0
 	m.restarts.Inc()
 	delay := time.Duration(0)
-	if time.Since(m.started[e.index]) < restartDelay {
+	if m.sys.now().Sub(m.started[e.index]) < restartDelay {
 		delay = restartDelay
 	}
 	m.log.Error("worker exited: restarting it", "worker", e.index, "pid", e.pid, "err", errText(e.err), "after", delay.String())
-	time.AfterFunc(delay, func() { m.restart(e.index) })
+	m.sys.afterFunc(delay, func() { m.restart(e.index) })
 }
 
 // restart starts worker i again, retrying while it fails.
@@ -390,7 +386,7 @@ func (m *master) restart(i int) {
 	}
 	if err := m.start(i); err != nil {
 		m.log.Error("worker did not start: trying again", "worker", i, "err", err, "after", restartDelay.String())
-		time.AfterFunc(restartDelay, func() { m.restart(i) })
+		m.sys.afterFunc(restartDelay, func() { m.restart(i) })
 	}
 }
 
@@ -480,7 +476,7 @@ func (m *master) stopWorkers(sig syscall.Signal, retired bool) {
 	}
 	for _, pid := range pids {
 		if pid != 0 {
-			syscall.Kill(pid, sig)
+			m.sys.kill(pid, sig)
 		}
 	}
 }

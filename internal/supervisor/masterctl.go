@@ -212,11 +212,11 @@ func (m *master) upgradeLogged(by string) error {
 		}
 		m.log.Info("worker upgraded", "worker", i, "pid", pid, "was", m.pids[i])
 		m.retired = append(m.retired, m.pids[i])
-		m.pids[i], m.started[i] = pid, time.Now()
+		m.pids[i], m.started[i] = pid, m.sys.now()
 		go m.watch(i, pid)
 	}
 	// After the answer to whoever asked has gone out.
-	time.AfterFunc(100*time.Millisecond, m.reexec)
+	m.sys.afterFunc(100*time.Millisecond, m.reexec)
 	return nil
 }
 
@@ -234,7 +234,7 @@ func (m *master) reexec() {
 	if err == nil {
 		env := masterStateEnviron(os.Environ(), st)
 		m.log.Info("master: running the new binary", "binary", m.exe)
-		err = withAmbient(m.caps, func() error { return syscall.Exec(m.exe, os.Args, env) })
+		err = m.sys.exec(m.exe, os.Args, env, m.caps)
 	}
 	passed.undo() // or the workers it starts next would inherit them
 	m.log.Error("master keeps the old binary (its workers run the new one)", "err", err)
@@ -364,7 +364,7 @@ func resumeMaster(path, pidFile string, st *masterState) error {
 		return err
 	}
 	for i, pid := range m.pids {
-		m.started[i] = time.Now()
+		m.started[i] = m.sys.now()
 		go m.watch(i, pid)
 	}
 	for _, pid := range st.Retired {
@@ -380,13 +380,13 @@ func resumeMaster(path, pidFile string, st *masterState) error {
 // not have started (an upgrade's new worker; any worker after the
 // master's own execve).
 func (m *master) watch(i, pid int) {
-	m.exited <- workerExit{index: i, pid: pid, err: waitEnd(pid)}
+	m.exited <- workerExit{index: i, pid: pid, err: m.sys.waitEnd(pid)}
 }
 
 // reap waits for a retired worker, started by this process before its
 // execve, to end, and reaps it: no Go code of the old binary is left to.
 func (m *master) reap(pid int) {
-	waitEnd(pid)
+	m.sys.waitEnd(pid)
 	m.log.Debug("retired worker process ended", "pid", pid)
 	m.mu.Lock()
 	m.forgetRetired(pid)
