@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/splicer/splicer/engine/all"
@@ -24,13 +23,13 @@ func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func checkCmd(args []string) error {
-	fs := flag.NewFlagSet("check", flag.ExitOnError)
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	var paths stringList
 	fs.Var(&paths, "config", "configuration file (YAML) to validate; repeatable")
 	fs.Var(&paths, "c", "short for --config")
 	engines := fs.Bool("engines", true, "also probe this host's engines and say which one each listener gets")
 	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `Usage: splicer check [--engines=false] FILE...
+		fmt.Fprint(cur.stderr, `Usage: splicer check [--engines=false] FILE...
        splicer check --config FILE [--config FILE...]
 
 Validates each FILE without starting anything: unknown keys, keys the
@@ -48,7 +47,13 @@ Options:
 		fs.PrintDefaults()
 	}
 	// Flags may follow the files: parse again after each bare path.
-	for fs.Parse(args); fs.NArg() > 0; fs.Parse(args) {
+	for {
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
 		paths = append(paths, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
@@ -59,11 +64,11 @@ Options:
 	var failed bool
 	var cfgs []*config.Config
 	for _, path := range paths {
-		supervisor.WarnWritable(slog.New(slog.NewTextHandler(os.Stderr, nil)), path)
+		supervisor.WarnWritable(slog.New(slog.NewTextHandler(cur.stderr, nil)), path)
 		cfg, err := checkConfig(path)
 		if err != nil {
 			if err != errSilent {
-				fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
+				fmt.Fprintf(cur.stderr, "%s: %v\n", path, err)
 			}
 			failed = true
 			continue
@@ -83,16 +88,16 @@ Options:
 }
 
 func printListeners(path string, cfg *config.Config) {
-	fmt.Printf("%s: ok, %d listener(s)\n", path, len(cfg.Listeners))
+	fmt.Fprintf(cur.stdout, "%s: ok, %d listener(s)\n", path, len(cfg.Listeners))
 	if n := cfg.Workers.Count(); n > 1 {
-		fmt.Printf("  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns, max_queue and max_fails count per worker, max_connections_per_client across them (a client's connections reach one worker)\n", n)
+		fmt.Fprintf(cur.stdout, "  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns, max_queue and max_fails count per worker, max_connections_per_client across them (a client's connections reach one worker)\n", n)
 	}
 	for _, l := range cfg.Listeners {
 		to := ""
 		if len(l.Upstream) > 0 {
 			to = " -> " + upstreamList(l)
 		}
-		fmt.Printf("  %s: %s proxy on %s%s, engine %s\n", l.Name, l.Proxy, l.Listen, to, l.Engine)
+		fmt.Fprintf(cur.stdout, "  %s: %s proxy on %s%s, engine %s\n", l.Name, l.Proxy, l.Listen, to, l.Engine)
 	}
 }
 
@@ -147,17 +152,17 @@ func printEngineChoice(cfg *config.Config) {
 	engines.IP.LocalPorts = config.LocalPortsOff
 	set := all.Build(engines, slog.New(slog.DiscardHandler))
 	defer set.Close()
-	fmt.Println("engines on this host:")
+	fmt.Fprintln(cur.stdout, "engines on this host:")
 	for _, e := range set.Engines {
-		fmt.Printf("  %s: available\n", e.Name())
+		fmt.Fprintf(cur.stdout, "  %s: available\n", e.Name())
 	}
 	for _, u := range set.Unavailable {
-		fmt.Printf("  %s: unavailable: %s\n", u.Name, u.Reason)
+		fmt.Fprintf(cur.stdout, "  %s: unavailable: %s\n", u.Name, u.Reason)
 	}
 	for _, l := range cfg.Listeners {
 		chain, err := set.Chain(l.Engine)
 		if err != nil || len(chain) == 0 {
-			fmt.Printf("  listener %s: no engine can run (%v)\n", l.Name, err)
+			fmt.Fprintf(cur.stdout, "  listener %s: no engine can run (%v)\n", l.Name, err)
 			continue
 		}
 		names := make([]string, len(chain))
@@ -175,6 +180,6 @@ func printEngineChoice(cfg *config.Config) {
 		if len(names) > 1 {
 			fallback = "falls back to " + strings.Join(names[1:], ", ")
 		}
-		fmt.Printf("  listener %s: engine %s (%s; %s)\n", l.Name, names[0], why, fallback)
+		fmt.Fprintf(cur.stdout, "  listener %s: engine %s (%s; %s)\n", l.Name, names[0], why, fallback)
 	}
 }

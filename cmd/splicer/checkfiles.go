@@ -34,13 +34,13 @@ func checkConfig(path string) (*config.Config, error) {
 	}
 	if len(errs) > 0 {
 		for _, e := range errs {
-			fmt.Fprintln(os.Stderr, e.Error())
+			fmt.Fprintln(cur.stderr, e.Error())
 		}
-		fmt.Fprintf(os.Stderr, "%s: %d error(s)\n", path, len(errs))
+		fmt.Fprintf(cur.stderr, "%s: %d error(s)\n", path, len(errs))
 		return nil, errSilent
 	}
 	// Whatever else run's loading refuses.
-	return supervisor.LoadConfig(path)
+	return supervisor.LoadConfig(cur.stderr, path)
 }
 
 // fileErrors checks the files cfg, read from path, names: the

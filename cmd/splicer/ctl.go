@@ -43,15 +43,17 @@ func upgradeCmd(args []string) error { return controlCmd(upgradeCtl, args) }
 // from its configuration), which answers with the outcome, or else sends
 // the signal to the pid in the pid file.
 func controlCmd(c control, args []string) error {
-	fs := flag.NewFlagSet(c.name, flag.ExitOnError)
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	adm := newAdminFlags(fs)
 	pidFile := fs.String("pid-file", "", "the daemon's pid file (as given to 'splicer run --pid-file'): send a signal")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n", c.name, c.help)
-		fmt.Fprintf(os.Stderr, "%s\n\nOptions:\n", c.pidHelp)
+		fmt.Fprintf(cur.stderr, "Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n", c.name, c.help)
+		fmt.Fprintf(cur.stderr, "%s\n\nOptions:\n", c.pidHelp)
 		fs.PrintDefaults()
 	}
-	fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return errSilent
@@ -79,7 +81,7 @@ func controlCmd(c control, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Print(string(body))
+	fmt.Fprint(cur.stdout, string(body))
 	return nil
 }
 
@@ -115,7 +117,7 @@ func reloadByPid(pidFile string, pid int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(answer)
+	fmt.Fprintln(cur.stdout, answer)
 	return nil
 }
 
@@ -151,7 +153,7 @@ func newAdminFlags(fs *flag.FlagSet) adminFlags {
 	return adminFlags{
 		addr:   fs.String("admin", "", "the daemon's admin address (host:port)"),
 		config: fs.String("config", "", "the daemon's configuration file: its admin address is used"),
-		token:  fs.String("token", os.Getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)"),
+		token:  fs.String("token", getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)"),
 	}
 }
 
@@ -161,7 +163,7 @@ func (a adminFlags) resolve() error {
 	if *a.config == "" {
 		return nil
 	}
-	cfg, err := supervisor.LoadConfig(*a.config)
+	cfg, err := supervisor.LoadConfig(cur.stderr, *a.config)
 	if err != nil {
 		return err
 	}

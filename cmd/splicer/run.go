@@ -5,17 +5,16 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/splicer/splicer/internal/supervisor"
 )
 
 func runCmd(args []string) error {
-	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
 	pidFile := fs.String("pid-file", "", "write the process id to this file (for 'splicer reload' and 'splicer upgrade')")
 	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `Usage: splicer run --config FILE [--pid-file FILE]
+		fmt.Fprint(cur.stderr, `Usage: splicer run --config FILE [--pid-file FILE]
 
 Starts every listener of FILE. Logs are structured (log.format: text|json).
 With admin set, GET /metrics serves Prometheus metrics, GET /flows the open
@@ -57,10 +56,12 @@ Under systemd (Type=notify) it reports readiness, reloads and the new main
 process of an upgrade. See examples/ for configurations.
 `)
 	}
-	fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if *path == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return errSilent
 	}
-	return supervisor.Run(*path, *pidFile, os.LookupEnv)
+	return supervisor.Run(*path, *pidFile, cur.getenv)
 }

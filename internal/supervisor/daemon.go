@@ -61,7 +61,7 @@ type daemon struct {
 // startDaemon loads path, starts the forwarder and admin server (on the
 // sockets of the process this one replaces, if any) and reports ready.
 func startDaemon(path, pidFile string, st State) (*daemon, error) {
-	cfg, err := LoadConfig(path)
+	cfg, err := LoadConfig(os.Stderr, path)
 	if err != nil {
 		return nil, err
 	}

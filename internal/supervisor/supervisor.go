@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -39,7 +40,7 @@ func Run(path, pidFile string, getenv Getenv) error {
 		return resumeMaster(path, pidFile, st.Master) // a master's upgrade
 	}
 	if st.Role != Worker {
-		cfg, err := LoadConfig(path)
+		cfg, err := LoadConfig(os.Stderr, path)
 		if err != nil {
 			return err
 		}
@@ -157,15 +158,16 @@ func WarnWritable(log *slog.Logger, path string) {
 	}
 }
 
-// LoadConfig loads path and prints each configuration error on its own line.
-func LoadConfig(path string) (*config.Config, error) {
+// LoadConfig loads path and prints each configuration error on its own
+// line to w.
+func LoadConfig(w io.Writer, path string) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	var errs config.Errors
 	if errors.As(err, &errs) {
 		for _, e := range errs {
-			fmt.Fprintln(os.Stderr, e.Error())
+			fmt.Fprintln(w, e.Error())
 		}
-		fmt.Fprintf(os.Stderr, "%s: %d error(s)\n", path, len(errs))
+		fmt.Fprintf(w, "%s: %d error(s)\n", path, len(errs))
 		return nil, ErrReported
 	}
 	return cfg, err
