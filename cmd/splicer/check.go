@@ -3,17 +3,15 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/supervisor"
 	"github.com/splicer/splicer/proxy/httprev"
 )
 
@@ -21,7 +19,7 @@ import (
 var tlsPath = sync.OnceValue(httprev.TLSPath)
 
 // errSilent is returned when the command already printed what went wrong.
-var errSilent = errors.New("")
+var errSilent = supervisor.ErrReported
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -30,13 +28,13 @@ func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func checkCmd(args []string) error {
-	fs := flag.NewFlagSet("check", flag.ExitOnError)
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	var paths stringList
 	fs.Var(&paths, "config", "configuration file (YAML) to validate; repeatable")
 	fs.Var(&paths, "c", "short for --config")
 	engines := fs.Bool("engines", true, "also probe this host's engines and say which one each listener gets")
 	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `Usage: splicer check [--engines=false] FILE...
+		fmt.Fprint(cur.stderr, `Usage: splicer check [--engines=false] FILE...
        splicer check --config FILE [--config FILE...]
 
 Validates each FILE without starting anything: unknown keys, keys the
@@ -54,7 +52,13 @@ Options:
 		fs.PrintDefaults()
 	}
 	// Flags may follow the files: parse again after each bare path.
-	for fs.Parse(args); fs.NArg() > 0; fs.Parse(args) {
+	for {
+		if err := parse(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
 		paths = append(paths, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
@@ -65,11 +69,11 @@ Options:
 	var failed bool
 	var cfgs []*config.Config
 	for _, path := range paths {
-		warnWritable(slog.New(slog.NewTextHandler(os.Stderr, nil)), path)
+		supervisor.WarnWritable(slog.New(slog.NewTextHandler(cur.stderr, nil)), path)
 		cfg, err := checkConfig(path)
 		if err != nil {
 			if err != errSilent {
-				fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
+				fmt.Fprintf(cur.stderr, "%s: %v\n", path, err)
 			}
 			failed = true
 			continue
@@ -89,16 +93,16 @@ Options:
 }
 
 func printListeners(path string, cfg *config.Config) {
-	fmt.Printf("%s: ok, %d listener(s)\n", path, len(cfg.Listeners))
+	fmt.Fprintf(cur.stdout, "%s: ok, %d listener(s)\n", path, len(cfg.Listeners))
 	if n := cfg.Workers.Count(); n > 1 {
-		fmt.Printf("  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns, max_queue and max_fails count per worker, max_connections_per_client across them (a client's connections reach one worker)\n", n)
+		fmt.Fprintf(cur.stdout, "  workers: %d processes share every listener (SO_REUSEPORT); max_connections, max_conns, max_queue and max_fails count per worker, max_connections_per_client across them (a client's connections reach one worker)\n", n)
 	}
 	for _, l := range cfg.Listeners {
 		to := ""
 		if len(l.Upstream) > 0 {
 			to = " -> " + upstreamList(l)
 		}
-		fmt.Printf("  %s: %s proxy on %s%s, engine %s\n", l.Name, l.Proxy, l.Listen, to, l.Engine)
+		fmt.Fprintf(cur.stdout, "  %s: %s proxy on %s%s, engine %s\n", l.Name, l.Proxy, l.Listen, to, l.Engine)
 	}
 }
 
@@ -153,17 +157,17 @@ func printEngineChoice(cfg *config.Config) {
 	engines.IP.LocalPorts = config.LocalPortsOff
 	set := all.Build(engines, slog.New(slog.DiscardHandler))
 	defer set.Close()
-	fmt.Println("engines on this host:")
+	fmt.Fprintln(cur.stdout, "engines on this host:")
 	for _, e := range set.Engines {
-		fmt.Printf("  %s: available\n", e.Name())
+		fmt.Fprintf(cur.stdout, "  %s: available\n", e.Name())
 	}
 	for _, u := range set.Unavailable {
-		fmt.Printf("  %s: unavailable: %s\n", u.Name, u.Reason)
+		fmt.Fprintf(cur.stdout, "  %s: unavailable: %s\n", u.Name, u.Reason)
 	}
 	for _, l := range cfg.Listeners {
 		chain, err := set.Chain(l.Engine)
 		if err != nil || len(chain) == 0 {
-			fmt.Printf("  listener %s: no engine can run (%v)\n", l.Name, err)
+			fmt.Fprintf(cur.stdout, "  listener %s: no engine can run (%v)\n", l.Name, err)
 			continue
 		}
 		names := make([]string, len(chain))
@@ -181,43 +185,9 @@ func printEngineChoice(cfg *config.Config) {
 		if len(names) > 1 {
 			fallback = "falls back to " + strings.Join(names[1:], ", ")
 		}
-		fmt.Printf("  listener %s: engine %s (%s; %s)\n", l.Name, names[0], why, fallback)
+		fmt.Fprintf(cur.stdout, "  listener %s: engine %s (%s; %s)\n", l.Name, names[0], why, fallback)
 		if l.TLS != nil {
-			fmt.Printf("  listener %s: tls: %s\n", l.Name, tlsPath())
+			fmt.Fprintf(cur.stdout, "  listener %s: tls: %s\n", l.Name, tlsPath())
 		}
 	}
-}
-
-// warnWritable warns when another user may change the configuration
-// file at path: the file or its directory (unless sticky, as /tmp is)
-// writable by others. What the file says runs with the daemon's
-// capabilities and names its upstreams and its admin token.
-func warnWritable(log *slog.Logger, path string) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return
-	}
-	for _, p := range []string{abs, filepath.Dir(abs)} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue
-		}
-		if m := fi.Mode(); m.Perm()&0o002 != 0 && !(m.IsDir() && m&os.ModeSticky != 0) {
-			log.Warn("configuration writable by any user: anyone on this host can change what splicer runs; chmod o-w it", "path", p, "mode", m.String())
-		}
-	}
-}
-
-// loadConfig loads path and prints each configuration error on its own line.
-func loadConfig(path string) (*config.Config, error) {
-	cfg, err := config.Load(path)
-	var errs config.Errors
-	if errors.As(err, &errs) {
-		for _, e := range errs {
-			fmt.Fprintln(os.Stderr, e.Error())
-		}
-		fmt.Fprintf(os.Stderr, "%s: %d error(s)\n", path, len(errs))
-		return nil, errSilent
-	}
-	return cfg, err
 }

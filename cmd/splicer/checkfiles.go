@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/supervisor"
 )
 
 // checkConfig loads path as 'splicer run' would and prints every
@@ -33,13 +34,13 @@ func checkConfig(path string) (*config.Config, error) {
 	}
 	if len(errs) > 0 {
 		for _, e := range errs {
-			fmt.Fprintln(os.Stderr, e.Error())
+			fmt.Fprintln(cur.stderr, e.Error())
 		}
-		fmt.Fprintf(os.Stderr, "%s: %d error(s)\n", path, len(errs))
+		fmt.Fprintf(cur.stderr, "%s: %d error(s)\n", path, len(errs))
 		return nil, errSilent
 	}
 	// Whatever else run's loading refuses.
-	return loadConfig(path)
+	return supervisor.LoadConfig(cur.stderr, path)
 }
 
 // fileErrors checks the files cfg, read from path, names: the

@@ -54,7 +54,7 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
 		writeFile(t, path, []byte(tc.head+body))
 		want := path + tc.at + tc.says
-		_, stderr, code := splicer(t, "check", "--engines=false", path)
+		_, stderr, code := splicerIn(t, "check", "--engines=false", path)
 		if code != 1 || !strings.Contains(stderr, want) {
 			t.Errorf("%s: check: exit %d, stderr %q; want 1 and %q", tc.name, code, stderr, want)
 		}
@@ -62,7 +62,7 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 			t.Errorf("%s: run: exit %d, stderr %q; want 1", tc.name, code, stderr)
 		}
 		writeFile(t, path, []byte(tc.fixed+body))
-		if _, stderr, code := splicer(t, "check", "--engines=false", path); code != 0 {
+		if _, stderr, code := splicerIn(t, "check", "--engines=false", path); code != 0 {
 			t.Errorf("%s, fixed: check: exit %d, stderr %q; want 0", tc.name, code, stderr)
 		}
 	}
@@ -85,7 +85,7 @@ func TestCheckAsTheDaemonsUser(t *testing.T) {
 	path := filepath.Join(dir, "splicer.yaml")
 	writeFile(t, path, fmt.Appendf(nil, "admin_token_file: %s\naccess_log: {path: %s/access.log}\nlisteners:\n  - {name: a, listen: '%s', upstream: ['127.0.0.1:1']}\n",
 		token, logs, freeLoopback(t)))
-	if _, stderr, code := splicer(t, "check", "--engines=false", path); code != 0 {
+	if _, stderr, code := splicerIn(t, "check", "--engines=false", path); code != 0 {
 		t.Fatalf("check as root: exit %d, stderr %q; want 0", code, stderr)
 	}
 	cmd := exec.Command(splicerBinary(t), "check", "--engines=false", path)

@@ -1,4 +1,4 @@
-// Tests of the splicer binary as a user runs it: check on good and broken configurations, usage, help.
+// Tests of the splicer commands as a user runs them, in this process (splicerIn): check on good and broken configurations, usage, help; and the helpers that run the binary.
 
 package main
 
@@ -72,6 +72,15 @@ func splicer(tb testing.TB, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errOut.String(), code
 }
 
+// splicerIn runs the command args in this process, as the binary would
+// (run), and returns its output and exit code.
+func splicerIn(tb testing.TB, args ...string) (stdout, stderr string, code int) {
+	tb.Helper()
+	var out, errOut bytes.Buffer
+	code = run(env{stdout: &out, stderr: &errOut, getenv: func(string) (string, bool) { return "", false }}, args)
+	return out.String(), errOut.String(), code
+}
+
 // brokenProblems says, for words of each "# ERROR:" marker in
 // examples/broken.yaml, what check's message for that line must contain.
 var brokenProblems = []struct{ marker, says string }{
@@ -95,7 +104,7 @@ func TestCheckBrokenConfig(t *testing.T) {
 	t.Parallel()
 	const path = "../../examples/broken.yaml"
 	markers := errorMarkers(t, path)
-	_, stderr, code := splicer(t, "check", "--config", path)
+	_, stderr, code := splicerIn(t, "check", "--config", path)
 	if code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
@@ -163,7 +172,7 @@ func errorMarkers(tb testing.TB, path string) map[int]string {
 // TestCheckValidConfig: the example configuration passes and is summarised.
 func TestCheckValidConfig(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, code := splicer(t, "check", "--config", "../../examples/tcp.yaml")
+	stdout, stderr, code := splicerIn(t, "check", "--config", "../../examples/tcp.yaml")
 	if code != 0 {
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr)
 	}
@@ -188,7 +197,7 @@ listeners:
     max_queue: 100
     max_connections_per_client: 8
 `))
-	stdout, stderr, code := splicer(t, "check", "--engines=false", path)
+	stdout, stderr, code := splicerIn(t, "check", "--engines=false", path)
 	if code != 0 {
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr)
 	}
@@ -207,7 +216,7 @@ listeners:
 func TestCheckMissingFile(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "nope.yaml")
-	_, stderr, code := splicer(t, "check", "--config", missing)
+	_, stderr, code := splicerIn(t, "check", "--config", missing)
 	if code != 1 || !strings.Contains(stderr, missing) {
 		t.Errorf("check of a missing file: exit %d, stderr %q; want 1 and the file named", code, stderr)
 	}
@@ -218,20 +227,20 @@ func TestCheckMissingFile(t *testing.T) {
 func TestUsage(t *testing.T) {
 	t.Parallel()
 	for cmd, usage := range map[string]string{"check": "Usage: splicer check [--engines=false] FILE...", "run": "Usage: splicer run --config FILE"} {
-		_, stderr, code := splicer(t, cmd)
+		_, stderr, code := splicerIn(t, cmd)
 		if code == 0 || !strings.Contains(stderr, usage) {
 			t.Errorf("splicer %s without a file: exit %d, stderr %q; want non-zero and its usage", cmd, code, stderr)
 		}
 	}
 	// Arguments a command does not take are refused, not ignored.
-	if _, stderr, code := splicer(t, "run", "--config", "x.yaml", "extra"); code == 0 || !strings.Contains(stderr, "Usage: splicer run") {
+	if _, stderr, code := splicerIn(t, "run", "--config", "x.yaml", "extra"); code == 0 || !strings.Contains(stderr, "Usage: splicer run") {
 		t.Errorf("splicer run with an extra argument: exit %d, stderr %q; want its usage and a failure", code, stderr)
 	}
 	// help COMMAND prints the command's options.
-	if _, stderr, _ := splicer(t, "help", "reload"); !strings.Contains(stderr, "Usage: splicer reload") {
+	if _, stderr, _ := splicerIn(t, "help", "reload"); !strings.Contains(stderr, "Usage: splicer reload") {
 		t.Errorf("splicer help reload: %q", stderr)
 	}
-	stdout, _, code := splicer(t, "--help")
+	stdout, _, code := splicerIn(t, "--help")
 	if code != 0 {
 		t.Errorf("splicer --help: exit %d, want 0", code)
 	}
@@ -240,7 +249,7 @@ func TestUsage(t *testing.T) {
 			t.Errorf("splicer --help does not list %s:\n%s", cmd, stdout)
 		}
 	}
-	if _, stderr, code := splicer(t, "frobnicate"); code == 0 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+	if _, stderr, code := splicerIn(t, "frobnicate"); code == 0 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: exit %d, stderr %q", code, stderr)
 	}
 }
@@ -249,7 +258,7 @@ func TestUsage(t *testing.T) {
 // file, the exit status is 1 if any is broken, and flags may follow files.
 func TestCheckSeveralFiles(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, code := splicer(t, "check", "../../examples/tcp.yaml", "../../examples/broken.yaml", "--engines=false")
+	stdout, stderr, code := splicerIn(t, "check", "../../examples/tcp.yaml", "../../examples/broken.yaml", "--engines=false")
 	if code != 1 {
 		t.Errorf("check of a good and a broken file: exit %d, want 1", code)
 	}
@@ -259,7 +268,7 @@ func TestCheckSeveralFiles(t *testing.T) {
 	if strings.Contains(stdout, "engines on this host") {
 		t.Errorf("--engines=false after the files was ignored")
 	}
-	stdout, _, code = splicer(t, "check", "-c", "../../examples/tcp.yaml", "--config", "../../examples/http-reverse.yaml")
+	stdout, _, code = splicerIn(t, "check", "-c", "../../examples/tcp.yaml", "--config", "../../examples/http-reverse.yaml")
 	if code != 0 || !strings.Contains(stdout, "examples/http-reverse.yaml: ok") || !strings.Contains(stdout, "listener plug: engine ") {
 		t.Errorf("check -c A --config B: exit %d, stdout %q; want both ok and each listener's engine", code, stdout)
 	}
@@ -273,7 +282,7 @@ func TestCheckNamesEachListenersEngine(t *testing.T) {
 	if err := os.WriteFile(path, []byte("listeners:\n  - {name: c, listen: '127.0.0.1:1', upstream: ['127.0.0.1:2'], engine: copy}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code := splicer(t, "check", path)
+	stdout, stderr, code := splicerIn(t, "check", path)
 	if want := "listener c: engine copy (as configured; no fallback: it always runs)"; code != 0 || !strings.Contains(stdout, want) {
 		t.Errorf("check: exit %d, stdout %q, stderr %q; want a line %q", code, stdout, stderr, want)
 	}
@@ -284,7 +293,7 @@ func TestCheckNamesEachListenersEngine(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	t.Parallel()
 	for _, shell := range []string{"bash", "zsh"} {
-		out, _, code := splicer(t, "completion", shell)
+		out, _, code := splicerIn(t, "completion", shell)
 		if code != 0 || !strings.Contains(out, "reload") || !strings.Contains(out, "upgrade") {
 			t.Errorf("splicer completion %s: exit %d:\n%s", shell, code, out)
 		}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 )
@@ -53,7 +52,7 @@ _splicer "$@"
 
 func completionCmd(args []string) error {
 	if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {
-		fmt.Fprint(os.Stderr, "Usage: splicer completion bash|zsh\n\nPrints a completion script:\n  splicer completion bash > /usr/share/bash-completion/completions/splicer\n  splicer completion zsh > \"${fpath[1]}/_splicer\"\n")
+		fmt.Fprint(cur.stderr, "Usage: splicer completion bash|zsh\n\nPrints a completion script:\n  splicer completion bash > /usr/share/bash-completion/completions/splicer\n  splicer completion zsh > \"${fpath[1]}/_splicer\"\n")
 		return errSilent
 	}
 	names := []string{"version", "help"}
@@ -62,9 +61,9 @@ func completionCmd(args []string) error {
 	}
 	sort.Strings(names)
 	if args[0] == "bash" {
-		fmt.Printf(bashCompletion, strings.Join(names, " "), strings.Join(names, " "))
+		fmt.Fprintf(cur.stdout, bashCompletion, strings.Join(names, " "), strings.Join(names, " "))
 		return nil
 	}
-	fmt.Printf(zshCompletion, strings.Join(names, " "))
+	fmt.Fprintf(cur.stdout, zshCompletion, strings.Join(names, " "))
 	return nil
 }

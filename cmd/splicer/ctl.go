@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/splicer/splicer/internal/supervisor"
 )
 
 // control is one daemon action: its signal and its admin endpoint.
@@ -42,15 +43,17 @@ func upgradeCmd(args []string) error { return controlCmd(upgradeCtl, args) }
 // from its configuration), which answers with the outcome, or else sends
 // the signal to the pid in the pid file.
 func controlCmd(c control, args []string) error {
-	fs := flag.NewFlagSet(c.name, flag.ExitOnError)
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	adm := newAdminFlags(fs)
 	pidFile := fs.String("pid-file", "", "the daemon's pid file (as given to 'splicer run --pid-file'): send a signal")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n", c.name, c.help)
-		fmt.Fprintf(os.Stderr, "%s\n\nOptions:\n", c.pidHelp)
+		fmt.Fprintf(cur.stderr, "Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n", c.name, c.help)
+		fmt.Fprintf(cur.stderr, "%s\n\nOptions:\n", c.pidHelp)
 		fs.PrintDefaults()
 	}
-	fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return errSilent
@@ -74,11 +77,11 @@ func controlCmd(c control, args []string) error {
 		fs.Usage()
 		return errSilent
 	}
-	body, err := adminRequest(http.MethodPost, *adm.addr, c.path, *adm.token, upgradeTimeout+10*time.Second)
+	body, err := adminRequest(http.MethodPost, *adm.addr, c.path, *adm.token, supervisor.UpgradeTimeout+10*time.Second)
 	if err != nil {
 		return err
 	}
-	fmt.Print(string(body))
+	fmt.Fprint(cur.stdout, string(body))
 	return nil
 }
 
@@ -107,28 +110,14 @@ func sendSignal(pid int, sig syscall.Signal) error {
 }
 
 // reloadByPid sends SIGHUP to pid and prints its answer, read from the
-// status file beside pidFile (reloadstatus.go); a refusal is the error.
-// A daemon whose status file does not name it cannot answer: the signal
-// is sent, and the unknown outcome is an error too.
+// status file beside pidFile (supervisor.ReloadByPid); a refusal is the
+// error.
 func reloadByPid(pidFile string, pid int) error {
-	st, err := readStatus(pidFile)
-	for i := 0; i < 10 && err != nil && !errors.Is(err, fs.ErrNotExist); i++ {
-		time.Sleep(20 * time.Millisecond) // being written in place
-		st, err = readStatus(pidFile)
-	}
-	answers := err == nil && st.Pid == pid
-	sent := monotonicNow()
-	if err := sendSignal(pid, syscall.SIGHUP); err != nil {
-		return err
-	}
-	if !answers {
-		return fmt.Errorf("sent SIGHUP to process %d, but %w in %s (a splicer older than this one, or one that cannot write there): see its log for the outcome", pid, errNoAnswer, statusPath(pidFile))
-	}
-	answer, err := awaitReload(pidFile, pid, sent, reloadAnswerTimeout)
+	answer, err := supervisor.ReloadByPid(pidFile, pid)
 	if err != nil {
 		return err
 	}
-	fmt.Println(answer)
+	fmt.Fprintln(cur.stdout, answer)
 	return nil
 }
 
@@ -164,7 +153,7 @@ func newAdminFlags(fs *flag.FlagSet) adminFlags {
 	return adminFlags{
 		addr:   fs.String("admin", "", "the daemon's admin address (host:port)"),
 		config: fs.String("config", "", "the daemon's configuration file: its admin address is used"),
-		token:  fs.String("token", os.Getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)"),
+		token:  fs.String("token", getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)"),
 	}
 }
 
@@ -174,7 +163,7 @@ func (a adminFlags) resolve() error {
 	if *a.config == "" {
 		return nil
 	}
-	cfg, err := loadConfig(*a.config)
+	cfg, err := supervisor.LoadConfig(cur.stderr, *a.config)
 	if err != nil {
 		return err
 	}

@@ -17,10 +17,10 @@ import (
 )
 
 func hashPasswordCmd(args []string) error {
-	fs := flag.NewFlagSet("hash-password", flag.ExitOnError)
+	fs := flag.NewFlagSet("hash-password", flag.ContinueOnError)
 	iterations := fs.Int("iterations", passwd.DefaultIterations, "PBKDF2-SHA256 iterations (each SOCKS5 login pays them)")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, `Usage: splicer hash-password [-iterations N] < password
+		fmt.Fprintf(cur.stderr, `Usage: splicer hash-password [-iterations N] < password
 
 Reads a password (typed without echo on a terminal, else the first line of
 standard input) and prints its salted PBKDF2-SHA256 hash for a socks5 user's
@@ -29,12 +29,14 @@ password_hash. The same password hashes differently every time.
 `)
 		fs.PrintDefaults()
 	}
-	fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return errSilent
 	}
-	pw, err := readPassword(os.Stdin, os.Stderr)
+	pw, err := readPassword(os.Stdin, cur.stderr)
 	if err != nil {
 		return err
 	}
@@ -42,7 +44,7 @@ password_hash. The same password hashes differently every time.
 	if err != nil {
 		return err
 	}
-	fmt.Println(h)
+	fmt.Fprintln(cur.stdout, h)
 	return nil
 }
 

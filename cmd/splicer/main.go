@@ -2,8 +2,12 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 
 	"github.com/splicer/splicer/internal/buildinfo"
 	"github.com/splicer/splicer/internal/fdlimit"
@@ -57,35 +61,86 @@ func init() {
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	cmd, args := os.Args[1], os.Args[2:]
 	fdlimit.Raise()
+	os.Exit(run(env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv}, os.Args[1:]))
+}
+
+// env is what a command sees of its process: where it writes, and the
+// environment it reads.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) (string, bool)
+}
+
+// cur is the env of the command that runs (run sets it; runMu makes
+// one command run at a time in a test).
+var (
+	cur   env
+	runMu sync.Mutex
+)
+
+// getenv is a variable of the command's environment, "" if unset.
+func getenv(k string) string {
+	v, _ := cur.getenv(k)
+	return v
+}
+
+// errUsage and errHelp end a command whose flags were wrong (exit 2)
+// or that was asked for its help (exit 0), once it printed so.
+var (
+	errUsage = errors.New("usage")
+	errHelp  = errors.New("help")
+)
+
+// parse parses args into fs, printing to the command's stderr.
+func parse(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(cur.stderr)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return errHelp
+	case err != nil:
+		return errUsage
+	}
+	return nil
+}
+
+// run runs the command args name with e, and returns its exit code.
+func run(e env, args []string) int {
+	runMu.Lock()
+	defer runMu.Unlock()
+	cur = e
+	if len(args) < 1 {
+		fmt.Fprint(e.stderr, usage)
+		return 2
+	}
+	cmd, args := args[0], args[1:]
 	var err error
 	switch cmd {
 	case "version", "--version", "-version":
 		bi := buildinfo.Get()
-		fmt.Printf("splicer %s (revision %s, %s)\n", bi.Version, bi.Revision, bi.GoVersion)
+		fmt.Fprintf(e.stdout, "splicer %s (revision %s, %s)\n", bi.Version, bi.Revision, bi.GoVersion)
 	case "help", "-h", "--help":
 		if len(args) == 1 && commands[args[0]] != nil {
 			err = commands[args[0]]([]string{"-h"})
 			break
 		}
-		fmt.Print(usage)
+		fmt.Fprint(e.stdout, usage)
 	default:
 		fn := commands[cmd]
 		if fn == nil {
-			fmt.Fprintf(os.Stderr, "splicer: unknown command %q\n\n%s", cmd, usage)
-			os.Exit(2)
+			fmt.Fprintf(e.stderr, "splicer: unknown command %q\n\n%s", cmd, usage)
+			return 2
 		}
 		err = fn(args)
 	}
-	if err != nil {
-		if err != errSilent {
-			fmt.Fprintln(os.Stderr, "splicer:", err)
-		}
-		os.Exit(1)
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case err != errSilent:
+		fmt.Fprintln(e.stderr, "splicer:", err)
 	}
+	return 1
 }

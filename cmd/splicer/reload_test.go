@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/internal/supervisor"
 	"github.com/splicer/splicer/internal/testenv"
 )
 
@@ -96,7 +97,7 @@ func TestReloadWithoutAnswerFails(t *testing.T) {
 	up := s.echoUpstream(t)
 	keep, added := freeLoopback(t), freeLoopback(t)
 	d := s.startRun(t, daemonYAML(s, "10s", listenerYAML("keep", keep, up, "copy")))
-	if err := os.Remove(statusPath(d.pidFile)); err != nil {
+	if err := os.Remove(supervisor.StatusPath(d.pidFile)); err != nil {
 		t.Fatalf("the daemon wrote no status file beside its pid file: %v", err)
 	}
 	writeFile(t, d.configPath(), []byte(daemonYAML(s, "10s", listenerYAML("keep", keep, up, "copy"), listenerYAML("added", added, up, "copy"))))

@@ -3,24 +3,18 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/splicer/splicer/internal/config"
-	"github.com/splicer/splicer/internal/sdnotify"
+	"github.com/splicer/splicer/internal/supervisor"
 )
 
 func runCmd(args []string) error {
-	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
 	pidFile := fs.String("pid-file", "", "write the process id to this file (for 'splicer reload' and 'splicer upgrade')")
 	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `Usage: splicer run --config FILE [--pid-file FILE]
+		fmt.Fprint(cur.stderr, `Usage: splicer run --config FILE [--pid-file FILE]
 
 Starts every listener of FILE. Logs are structured (log.format: text|json).
 With admin set, GET /metrics serves Prometheus metrics, GET /flows the open
@@ -62,102 +56,12 @@ Under systemd (Type=notify) it reports readiness, reloads and the new main
 process of an upgrade. See examples/ for configurations.
 `)
 	}
-	fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if *path == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return errSilent
 	}
-	if js, ok := os.LookupEnv(masterStateEnv); ok {
-		return resumeMaster(*path, *pidFile, js) // a master's upgrade
-	}
-	if _, isWorker := os.LookupEnv(workerEnv); !isWorker {
-		cfg, err := loadConfig(*path)
-		if err != nil {
-			return err
-		}
-		if !(cfg.User != "" && os.Geteuid() != 0) { // not again in the user's copy
-			warnWritable(newLogger(cfg.Log), *path)
-		}
-		if cfg.Workers.Master() {
-			return runMaster(*path, *pidFile, cfg)
-		}
-	}
-	// Signals are caught from before the daemon serves: one that came
-	// between its start and wait would end it (SIGHUP) or be lost
-	// (SIGUSR1: a log rotation's reopen).
-	sigs, stop := controlSignals()
-	defer stop()
-	d, err := startDaemon(*path, *pidFile)
-	if errors.Is(err, errHandedOver) {
-		return nil // the copy running as the configured user serves
-	}
-	if err != nil {
-		return err
-	}
-	return d.wait(sigs)
-}
-
-// wait handles sigs until the daemon stops, then shuts it down.
-func (d *daemon) wait(sigs chan os.Signal) error {
-	for {
-		select {
-		case sig := <-sigs:
-			switch {
-			case (sig == syscall.SIGHUP || sig == syscall.SIGUSR2) && d.isWorker:
-				// The master reloads and upgrades its workers itself,
-				// with the sockets it binds for them; a worker doing
-				// so on its own would bind its own, which the master's
-				// program never picks (as nginx's workers ignore HUP).
-				d.log.Warn("signal ignored: a worker reloads and upgrades when its master does; signal the master", "signal", sig.String(), "master", masterPid())
-				continue
-			case sig == syscall.SIGHUP:
-				d.reloadLogged("signal")
-				continue
-			case sig == syscall.SIGUSR2:
-				d.upgradeLogged("signal")
-				continue
-			case sig == syscall.SIGUSR1:
-				d.reopenAccessLog()
-				continue
-			}
-			d.log.Info("shutting down", "signal", sig.String(), "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
-		case <-d.masterGone:
-			d.log.Warn("the master is gone: shutting down", "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
-		case <-d.upgraded:
-			// ip pairs still spliced when the grace period ends stay
-			// pinned for the new process, which adopts them once this
-			// one is gone.
-			d.f.KeepSplicedPairs()
-			d.log.Info("upgraded: draining", "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
-		}
-		return d.shutdown(sigs)
-	}
-}
-
-// controlSignals delivers the signals 'splicer run' acts on, as a single
-// process or as a master: SIGHUP (reload), SIGUSR2 (upgrade), SIGUSR1
-// (reopen the access log), SIGINT and SIGTERM (stop); stop stops the
-// delivery.
-func controlSignals() (sigs chan os.Signal, stop func()) {
-	sigs = make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGUSR1)
-	return sigs, func() { signal.Stop(sigs) }
-}
-
-// newLogger builds the slog logger the configuration asks for, on stderr.
-func newLogger(c config.Log) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
-
-// notify tells systemd, logging rather than failing when it cannot.
-func notify(log *slog.Logger, state string) {
-	if err := sdnotify.Notify(state); err != nil {
-		log.Warn("systemd notify", "err", err)
-	}
+	return supervisor.Run(*path, *pidFile, cur.getenv)
 }

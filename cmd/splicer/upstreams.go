@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 )
 
 func upstreamsCmd(args []string) error {
-	fs := flag.NewFlagSet("upstreams", flag.ExitOnError)
+	fs := flag.NewFlagSet("upstreams", flag.ContinueOnError)
 	adm := newAdminFlags(fs)
 	asJSON := fs.Bool("json", false, "print the admin endpoint's JSON as it came")
 	drain := fs.String("drain", "", "drain the back-end server at `HOST:PORT`: it gets no new connections or requests")
@@ -26,7 +25,7 @@ func upstreamsCmd(args []string) error {
 	listener := fs.String("listener", "", "with --drain or --ready: only in this listener (default: every one that has the server)")
 	pool := fs.String("pool", "", "with --drain or --ready: only in this pool (\"upstream\" for a tcp or filter listener's list)")
 	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `Usage: splicer upstreams (--admin HOST:PORT | --config FILE) [--json]
+		fmt.Fprint(cur.stderr, `Usage: splicer upstreams (--admin HOST:PORT | --config FILE) [--json]
        splicer upstreams (--admin HOST:PORT | --config FILE) (--drain | --ready) HOST:PORT [--listener NAME] [--pool NAME]
 
 Print every back-end server of a running daemon's listeners (http-reverse's
@@ -46,7 +45,9 @@ Options:
 `)
 		fs.PrintDefaults()
 	}
-	fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return errSilent
@@ -82,14 +83,14 @@ Options:
 		return err
 	}
 	if *asJSON {
-		_, err := os.Stdout.Write(body)
+		_, err := cur.stdout.Write(body)
 		return err
 	}
 	var ups []forwarder.UpstreamState
 	if err := json.Unmarshal(body, &ups); err != nil {
 		return fmt.Errorf("GET /upstreams: %w", err)
 	}
-	return printUpstreams(os.Stdout, ups)
+	return printUpstreams(cur.stdout, ups)
 }
 
 // printUpstreams writes ups as an aligned table, one server a line.

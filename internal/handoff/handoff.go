@@ -26,8 +26,8 @@ import (
 	"time"
 )
 
-// handoffEnv carries the manifest from the old process to the new one.
-const handoffEnv = "SPLICER_HANDOFF"
+// Env carries the manifest from the old process to the new one.
+const Env = "SPLICER_HANDOFF"
 
 // readyWord is what the new process writes to the pipe once it serves.
 const readyWord = "ready"
@@ -82,7 +82,7 @@ func StartAs(path string, args []string, files map[string]*os.File, timeout time
 	m.Ready = 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, readyW)
 	js, _ := json.Marshal(m)
-	cmd.Env = append(append(withoutHandoff(os.Environ()), env...), handoffEnv+"="+string(js))
+	cmd.Env = append(append(withoutHandoff(os.Environ()), env...), Env+"="+string(js))
 	if id != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{
 			Credential:  &syscall.Credential{Uid: id.UID, Gid: id.GID, Groups: []uint32{}},
@@ -139,7 +139,7 @@ func sortedNames(files map[string]*os.File) []string {
 func withoutHandoff(environ []string) []string {
 	out := environ[:0:0]
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, handoffEnv+"=") {
+		if !strings.HasPrefix(kv, Env+"=") {
 			out = append(out, kv)
 		}
 	}
@@ -156,14 +156,20 @@ type Inherited struct {
 // not started by Start. It clears the variable so that processes this one
 // starts do not see it.
 func FromEnv() (*Inherited, error) {
-	js, ok := os.LookupEnv(handoffEnv)
+	js, ok := os.LookupEnv(Env)
 	if !ok {
 		return nil, nil
 	}
-	os.Unsetenv(handoffEnv)
+	os.Unsetenv(Env)
+	return Parse(js)
+}
+
+// Parse decodes the manifest js, the value of Env, into the sockets
+// it names.
+func Parse(js string) (*Inherited, error) {
 	var m manifest
 	if err := json.Unmarshal([]byte(js), &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", handoffEnv, err)
+		return nil, fmt.Errorf("%s: %w", Env, err)
 	}
 	in := &Inherited{files: map[string]*os.File{}, ready: os.NewFile(uintptr(m.Ready), "handoff-ready")}
 	for name, fd := range m.Sockets {

@@ -1,6 +1,6 @@
 // The pid file of 'splicer run --pid-file': written by whichever process serves (the single process, the master, or the one a root process hands over to), and removed at the end by the process it still names; with it the reload status file (reloadstatus.go).
 
-package main
+package supervisor
 
 import (
 	"log/slog"

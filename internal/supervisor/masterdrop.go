@@ -1,6 +1,6 @@
 // A master started as root with `user:` binds every socket, hands them to a copy of itself running as that user with only the engines' capabilities, and steps aside; the copy starts the workers as itself.
 
-package main
+package supervisor
 
 import (
 	"errors"

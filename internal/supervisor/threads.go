@@ -1,6 +1,6 @@
 // The threads key: how many threads run Go code at once (GOMAXPROCS), set at start and by each reload.
 
-package main
+package supervisor
 
 import (
 	"log/slog"

@@ -1,6 +1,6 @@
 // A worker's share of the configuration: its own pin directory, its own part of the local port range, its share of the CPUs.
 
-package main
+package supervisor
 
 import (
 	"fmt"
@@ -40,19 +40,6 @@ func TestWorkerShares(t *testing.T) {
 	worker{1, 2}.adjust(&cfg)
 	if cfg.Engines.IP.PinDir != config.PinDirOff || cfg.Engines.IP.LocalPorts != config.LocalPortsOff || cfg.Threads != 3 {
 		t.Errorf("off and set values changed: pin_dir %s, local_ports %s, threads %d", cfg.Engines.IP.PinDir, cfg.Engines.IP.LocalPorts, cfg.Threads)
-	}
-}
-
-func TestWorkerFromEnv(t *testing.T) {
-	t.Setenv(workerEnv, "1/4")
-	if w, ok, err := workerFromEnv(); !ok || err != nil || w != (worker{1, 4}) {
-		t.Errorf("1/4: %v %v %v", w, ok, err)
-	}
-	for _, bad := range []string{"4/4", "-1/2", "x", "1/"} {
-		t.Setenv(workerEnv, bad)
-		if _, _, err := workerFromEnv(); err == nil {
-			t.Errorf("%s=%q accepted", workerEnv, bad)
-		}
 	}
 }
 

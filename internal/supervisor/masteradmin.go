@@ -1,6 +1,6 @@
 // The master's admin endpoint: each worker's answers gathered into one (metrics labelled by worker, pairs, back-end servers), and drain, reload and upgrade passed to every worker.
 
-package main
+package supervisor
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ import (
 )
 
 // workerAnswerTimeout bounds a worker's answer to the master's admin
-// request (a reload or an upgrade takes longer: upgradeTimeout).
+// request (a reload or an upgrade takes longer: UpgradeTimeout).
 const workerAnswerTimeout = 10 * time.Second
 
 type masterAdmin struct {

@@ -1,10 +1,9 @@
 // What the master passes on to its workers: a reload, an upgrade (each worker hands its sockets to a new process, then the master replaces its own binary in place), and how it follows processes it did not start.
 
-package main
+package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -86,7 +85,7 @@ func (m *master) reloadLogged(by string) (notes []string, err error) {
 // apply.
 func (m *master) reloadWorkers() (took int, notes []string, err error) {
 	for i := range m.count {
-		body, status, err := m.ask(context.Background(), i, "POST", "/reload", upgradeTimeout)
+		body, status, err := m.ask(context.Background(), i, "POST", "/reload", UpgradeTimeout)
 		if err == nil && status != 200 {
 			err = errors.New(strings.TrimSpace(string(body)))
 		}
@@ -199,7 +198,7 @@ func (m *master) upgradeLogged(by string) error {
 	}
 	m.log.Info("upgrading", "binary", m.exe, "by", by, "workers", m.count)
 	for i := range m.count {
-		body, status, err := m.ask(context.Background(), i, "POST", "/upgrade", upgradeTimeout+10*time.Second)
+		body, status, err := m.ask(context.Background(), i, "POST", "/upgrade", UpgradeTimeout+10*time.Second)
 		var pid int
 		if err == nil && status == 200 {
 			_, err = fmt.Sscanf(strings.Join(answerNotes(body), " "), "new process %d serves", &pid)
@@ -212,33 +211,12 @@ func (m *master) upgradeLogged(by string) error {
 		}
 		m.log.Info("worker upgraded", "worker", i, "pid", pid, "was", m.pids[i])
 		m.retired = append(m.retired, m.pids[i])
-		m.pids[i], m.started[i] = pid, time.Now()
+		m.pids[i], m.started[i] = pid, m.sys.now()
 		go m.watch(i, pid)
 	}
 	// After the answer to whoever asked has gone out.
-	time.AfterFunc(100*time.Millisecond, m.reexec)
+	m.sys.afterFunc(100*time.Millisecond, m.reexec)
 	return nil
-}
-
-// masterStateEnv carries the master's sockets and workers across its
-// execve into the new binary (resumeMaster).
-const masterStateEnv = "SPLICER_MASTER_STATE"
-
-type masterState struct {
-	Config     []byte           `json:"config"`      // the running configuration's file, as it was read
-	ConfigName string           `json:"config_name"` // and its name
-	Dir        string           `json:"dir"`
-	Files      []map[string]int `json:"files"` // per worker: socket name -> fd
-	Admin      int              `json:"admin"` // the admin endpoint's fd, -1 without one
-	Pids       []int            `json:"pids"`
-	// Retired are workers an upgrade replaced that may still drain:
-	// the next binary reaps them.
-	Retired []int `json:"retired"`
-	// Spread is each listener's program's mode map (reuseport.File),
-	// by listener name: a reload may still flip it.
-	Spread map[string]int `json:"spread"`
-	// Restarts is splicer_worker_restarts_total, which goes on counting.
-	Restarts int `json:"restarts"`
 }
 
 // reexec replaces this process's binary with m.exe, handing it the
@@ -253,11 +231,9 @@ func (m *master) reexec() {
 	var passed passedOn
 	st, err := m.state(&passed)
 	if err == nil {
-		var js []byte
-		js, _ = json.Marshal(st)
-		env := append(os.Environ(), masterStateEnv+"="+string(js))
+		env := masterStateEnviron(os.Environ(), st)
 		m.log.Info("master: running the new binary", "binary", m.exe)
-		err = withAmbient(m.caps, func() error { return syscall.Exec(m.exe, os.Args, env) })
+		err = m.sys.exec(m.exe, os.Args, env, m.caps)
 	}
 	passed.undo() // or the workers it starts next would inherit them
 	m.log.Error("master keeps the old binary (its workers run the new one)", "err", err)
@@ -344,12 +320,7 @@ func (m *master) state(passed *passedOn) (*masterState, error) {
 
 // resumeMaster goes on as the master whose binary this process replaced:
 // the same sockets, workers and admin endpoint.
-func resumeMaster(path, pidFile, js string) error {
-	os.Unsetenv(masterStateEnv)
-	var st masterState
-	if err := json.Unmarshal([]byte(js), &st); err != nil {
-		return fmt.Errorf("%s: %w", masterStateEnv, err)
-	}
+func resumeMaster(path, pidFile string, st *masterState) error {
 	cfg, err := config.LoadBytes(st.ConfigName, st.Config)
 	if err != nil {
 		return err
@@ -389,7 +360,7 @@ func resumeMaster(path, pidFile, js string) error {
 		return err
 	}
 	for i, pid := range m.pids {
-		m.started[i] = time.Now()
+		m.started[i] = m.sys.now()
 		go m.watch(i, pid)
 	}
 	for _, pid := range st.Retired {
@@ -405,13 +376,13 @@ func resumeMaster(path, pidFile, js string) error {
 // not have started (an upgrade's new worker; any worker after the
 // master's own execve).
 func (m *master) watch(i, pid int) {
-	m.exited <- workerExit{index: i, pid: pid, err: waitEnd(pid)}
+	m.exited <- workerExit{index: i, pid: pid, err: m.sys.waitEnd(pid)}
 }
 
 // reap waits for a retired worker, started by this process before its
 // execve, to end, and reaps it: no Go code of the old binary is left to.
 func (m *master) reap(pid int) {
-	waitEnd(pid)
+	m.sys.waitEnd(pid)
 	m.log.Debug("retired worker process ended", "pid", pid)
 	m.mu.Lock()
 	m.forgetRetired(pid)

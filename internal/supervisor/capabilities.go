@@ -1,6 +1,6 @@
 // The capabilities a daemon keeps once it runs as `user:` (or as a service user given some): only those its enabled engines and listeners need, in its permitted and bounding sets, none in its ambient set once it serves; raised again only on the thread that starts its next process (a worker, an upgrade).
 
-package main
+package supervisor
 
 import (
 	"errors"

@@ -1,11 +1,12 @@
 // The reload status file beside the pid file: the daemon writes there the outcome of its latest reload, so that 'splicer reload --pid-file', which can only send SIGHUP, waits for the answer to its signal and exits non-zero on a refusal.
 
-package main
+package supervisor
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,9 +47,9 @@ type reloadStatus struct {
 	Answer string `json:"answer,omitempty"`
 }
 
-// statusPath is the status file of pid file pidFile: the same name with
+// StatusPath is the status file of pid file pidFile: the same name with
 // ".reload" for ".pid" (or after it, without one).
-func statusPath(pidFile string) string {
+func StatusPath(pidFile string) string {
 	return strings.TrimSuffix(pidFile, ".pid") + ".reload"
 }
 
@@ -66,7 +67,7 @@ func writeStatus(pidFile string, st reloadStatus) error {
 	if pidFile == "" {
 		return nil
 	}
-	path := statusPath(pidFile)
+	path := StatusPath(pidFile)
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -97,7 +98,7 @@ func writeStatus(pidFile string, st reloadStatus) error {
 // an error like a missing one.
 func readStatus(pidFile string) (reloadStatus, error) {
 	var st reloadStatus
-	data, err := os.ReadFile(statusPath(pidFile))
+	data, err := os.ReadFile(StatusPath(pidFile))
 	if err != nil {
 		return st, err
 	}
@@ -122,7 +123,7 @@ func removeStatus(pidFile string) {
 		return
 	}
 	if st, err := readStatus(pidFile); err == nil && st.Pid == os.Getpid() {
-		os.Remove(statusPath(pidFile))
+		os.Remove(StatusPath(pidFile))
 	}
 }
 
@@ -136,13 +137,13 @@ func handStatus(pidFile string, pid, uid, gid int) error {
 	if err := writeStatus(pidFile, reloadStatus{Pid: pid}); err != nil {
 		return err
 	}
-	return os.Chown(statusPath(pidFile), uid, gid)
+	return os.Chown(StatusPath(pidFile), uid, gid)
 }
 
 // reloadAnswerTimeout bounds the wait for a daemon's answer to SIGHUP:
 // a reload waits for an upgrade under way, and has each worker reload
 // in turn.
-const reloadAnswerTimeout = upgradeTimeout + 10*time.Second
+const reloadAnswerTimeout = UpgradeTimeout + 10*time.Second
 
 // errNoAnswer: the signalled daemon does not report reload outcomes.
 var errNoAnswer = errors.New("it reports no reload outcome")
@@ -162,8 +163,29 @@ func awaitReload(pidFile string, pid int, sent int64, timeout time.Duration) (st
 		case syscall.Kill(pid, 0) == syscall.ESRCH:
 			return "", fmt.Errorf("process %d ended before it answered", pid)
 		case time.Now().After(deadline):
-			return "", fmt.Errorf("process %d gave no answer in %s within %v: see its log", pid, statusPath(pidFile), timeout)
+			return "", fmt.Errorf("process %d gave no answer in %s within %v: see its log", pid, StatusPath(pidFile), timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// ReloadByPid sends SIGHUP to pid and returns its answer, read from the
+// status file beside pidFile; a refusal is the error. A daemon whose
+// status file does not name it cannot answer: the signal is sent, and
+// the unknown outcome is an error too.
+func ReloadByPid(pidFile string, pid int) (string, error) {
+	st, err := readStatus(pidFile)
+	for i := 0; i < 10 && err != nil && !errors.Is(err, fs.ErrNotExist); i++ {
+		time.Sleep(20 * time.Millisecond) // being written in place
+		st, err = readStatus(pidFile)
+	}
+	answers := err == nil && st.Pid == pid
+	sent := monotonicNow()
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		return "", fmt.Errorf("signal %d: %w", pid, err)
+	}
+	if !answers {
+		return "", fmt.Errorf("sent SIGHUP to process %d, but %w in %s (a splicer older than this one, or one that cannot write there): see its log for the outcome", pid, errNoAnswer, StatusPath(pidFile))
+	}
+	return awaitReload(pidFile, pid, sent, reloadAnswerTimeout)
 }

@@ -1,6 +1,6 @@
 // Worker mode of 'splicer run': one of the processes a master started (workers > 1), serving every listener on its own SO_REUSEPORT socket.
 
-package main
+package supervisor
 
 import (
 	"fmt"
@@ -8,39 +8,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
 )
 
-// workerEnv tells a process the master started which worker it is:
-// "INDEX/COUNT", INDEX from 0. An upgrade's new process inherits it.
-const workerEnv = "SPLICER_WORKER"
-
 // worker is one worker's place among the master's.
 type worker struct{ index, count int }
-
-// workerFromEnv returns this process's place, ok false when the master
-// did not start it (a process of its own).
-func workerFromEnv() (w worker, ok bool, err error) {
-	v, set := os.LookupEnv(workerEnv)
-	if !set {
-		return worker{}, false, nil
-	}
-	i, n, found := strings.Cut(v, "/")
-	w.index, err = strconv.Atoi(i)
-	if err == nil {
-		w.count, err = strconv.Atoi(n)
-	}
-	if !found || err != nil || w.index < 0 || w.index >= w.count {
-		return worker{}, false, fmt.Errorf("%s=%q: want INDEX/COUNT", workerEnv, v)
-	}
-	return w, true, nil
-}
-
-func (w worker) env() string { return fmt.Sprintf("%s=%d/%d", workerEnv, w.index, w.count) }
 
 // adjust makes cfg this worker's: engine ip pins in a directory of its
 // own (a restarted worker adopts only its own pairs) and hands out its own
@@ -71,26 +46,17 @@ func (w worker) share(low, high uint16) string {
 	return fmt.Sprintf("%d-%d", from, to)
 }
 
-// masterPid is the pid of the master that started this worker, or 0.
-func masterPid() int {
-	pid, err := strconv.Atoi(os.Getenv(masterPidEnv))
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	return pid
-}
+// startedByMaster reports whether this worker's process is the one its
+// master (masterPid, 0 if unknown) started, not the new process of the
+// worker's upgrade.
+func startedByMaster(masterPid int) bool { return masterPid != 0 && os.Getppid() == masterPid }
 
-// startedByMaster reports whether this worker's process is the one the
-// master started, not the new process of the worker's upgrade.
-func startedByMaster() bool { return masterPid() != 0 && os.Getppid() == masterPid() }
-
-// masterGone is closed once the master that started this worker (named
-// in masterPidEnv) has ended: killed, say, since a master that stops
+// masterGone is closed once the master that started this worker (pid,
+// from masterPidEnv) has ended: killed, say, since a master that stops
 // stops its workers first. The worker then drains and exits rather than
 // serve on with nobody to restart, reload or stop it. Nil outside a
 // worker.
-func masterGone() <-chan struct{} {
-	pid := masterPid()
+func masterGone(pid int) <-chan struct{} {
 	if pid == 0 {
 		return nil
 	}

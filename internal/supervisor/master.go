@@ -1,6 +1,6 @@
 // The master of 'splicer run' with workers > 1: binds every listener once per worker, starts the workers, restarts one that dies, and passes on reload, upgrade and shutdown.
 
-package main
+package supervisor
 
 import (
 	"fmt"
@@ -25,10 +25,6 @@ import (
 	"github.com/splicer/splicer/internal/sockopt"
 )
 
-// masterPidEnv tells a worker its master's pid: a worker whose master is
-// gone (killed) drains and exits rather than serve on unsupervised.
-const masterPidEnv = "SPLICER_MASTER_PID"
-
 // restartDelay is how long the master waits before it restarts a worker
 // that died within restartDelay of its start, so that a worker that
 // cannot start does not spin.
@@ -39,6 +35,7 @@ type master struct {
 	exe           string // this binary at start: an upgrade runs what is there then
 	log           *slog.Logger
 	count         int
+	sys           sys // processes and time (osSys but in tests)
 	// caps are the capabilities the master and its workers keep when
 	// not root (neededCaps), given to each worker it starts.
 	caps []uintptr
@@ -80,19 +77,15 @@ type workerExit struct {
 
 // newMaster is a master of count workers, none started yet.
 func newMaster(path, pidFile, exe string, log *slog.Logger, cfg *config.Config, count int) *master {
-	return &master{path: path, pidFile: pidFile, exe: exe, log: log, cfg: cfg, count: count, caps: neededCaps(cfg),
+	return &master{path: path, pidFile: pidFile, exe: exe, log: log, cfg: cfg, count: count, caps: neededCaps(cfg), sys: osSys{},
 		pids: make([]int, count), started: make([]time.Time, count),
 		spread: map[string]*reuseport.Group{}, exited: make(chan workerExit, 16)}
 }
 
 // runMaster serves cfg, read from path, with cfg.Workers processes
 // until a signal stops it.
-func runMaster(path, pidFile string, cfg *config.Config) error {
+func runMaster(path, pidFile string, cfg *config.Config, in *handoff.Inherited) error {
 	log := newLogger(cfg.Log)
-	in, err := handoff.FromEnv()
-	if err != nil {
-		return err
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -327,19 +320,13 @@ func (m *master) closeFiles(removeDir bool) {
 // start runs worker i on its sockets and waits until it serves.
 func (m *master) start(i int) error {
 	w := worker{index: i, count: m.count}
-	var child *handoff.Child
-	err := withAmbient(m.caps, func() (err error) {
-		child, err = handoff.StartAs(m.exe, []string{"run", "--config", m.path}, m.files[i], upgradeTimeout, nil,
-			w.env(), masterPidEnv+"="+strconv.Itoa(os.Getpid()), masterSocketsEnv+"="+filepath.Join(m.dir, socketServiceName),
-			"NOTIFY_SOCKET=")
-		return err
-	})
+	env := append(workerEnviron(w, os.Getpid(), filepath.Join(m.dir, socketServiceName)), "NOTIFY_SOCKET=")
+	pid, exited, err := m.sys.startWorker(m.exe, []string{"run", "--config", m.path}, m.files[i], env, m.caps)
 	if err != nil {
 		return err
 	}
-	pid := child.Process.Pid
-	m.pids[i], m.started[i] = pid, time.Now()
-	go func() { m.exited <- workerExit{index: i, pid: pid, err: <-child.Exited()} }()
+	m.pids[i], m.started[i] = pid, m.sys.now()
+	go func() { m.exited <- workerExit{index: i, pid: pid, err: <-exited} }()
 	m.log.Info("worker serves", "worker", i, "pid", pid)
 	return nil
 }
@@ -383,11 +370,11 @@ func (m *master) workerEnded(e workerExit) {
 	m.pids[e.index] = 0
 	m.restarts.Inc()
 	delay := time.Duration(0)
-	if time.Since(m.started[e.index]) < restartDelay {
+	if m.sys.now().Sub(m.started[e.index]) < restartDelay {
 		delay = restartDelay
 	}
 	m.log.Error("worker exited: restarting it", "worker", e.index, "pid", e.pid, "err", errText(e.err), "after", delay.String())
-	time.AfterFunc(delay, func() { m.restart(e.index) })
+	m.sys.afterFunc(delay, func() { m.restart(e.index) })
 }
 
 // restart starts worker i again, retrying while it fails.
@@ -399,7 +386,7 @@ func (m *master) restart(i int) {
 	}
 	if err := m.start(i); err != nil {
 		m.log.Error("worker did not start: trying again", "worker", i, "err", err, "after", restartDelay.String())
-		time.AfterFunc(restartDelay, func() { m.restart(i) })
+		m.sys.afterFunc(restartDelay, func() { m.restart(i) })
 	}
 }
 
@@ -489,7 +476,7 @@ func (m *master) stopWorkers(sig syscall.Signal, retired bool) {
 	}
 	for _, pid := range pids {
 		if pid != 0 {
-			syscall.Kill(pid, sig)
+			m.sys.kill(pid, sig)
 		}
 	}
 }

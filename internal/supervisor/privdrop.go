@@ -1,6 +1,6 @@
 // Least privilege: a daemon started as root with `user:` binds its sockets, then hands them to a copy of itself running as that user with only the capabilities its engines need (capabilities.go), and steps aside.
 
-package main
+package supervisor
 
 import (
 	"fmt"

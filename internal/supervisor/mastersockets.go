@@ -1,6 +1,6 @@
 // The master's socket service: a worker that a reload gives a new listener (or a listener a new address) asks the master for its socket of the group the master bound for it, as at the start.
 
-package main
+package supervisor
 
 import (
 	"encoding/json"
@@ -15,10 +15,6 @@ import (
 
 	"github.com/splicer/splicer/internal/handoff"
 )
-
-// masterSocketsEnv names, in a worker's environment, the master's socket
-// service (a unix socket in the master's directory).
-const masterSocketsEnv = "SPLICER_MASTER_SOCKETS"
 
 // socketServiceName is the service's socket in the master's directory.
 const socketServiceName = "master.sock"

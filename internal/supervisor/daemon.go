@@ -1,6 +1,6 @@
 // The running daemon of 'splicer run': forwarder, admin server, pid file, and the reload and upgrade it performs.
 
-package main
+package supervisor
 
 import (
 	"errors"
@@ -31,9 +31,9 @@ const adminSocket = "@admin"
 // itself running as the configured user.
 var errHandedOver = errors.New("handed over")
 
-// upgradeTimeout bounds how long the new process of an upgrade may take to
+// UpgradeTimeout bounds how long the new process of an upgrade may take to
 // start serving before the old one gives up on it and carries on.
-const upgradeTimeout = time.Minute
+const UpgradeTimeout = time.Minute
 
 type daemon struct {
 	path, pidFile string
@@ -46,8 +46,9 @@ type daemon struct {
 	// (neededCaps at start), given to the process of an upgrade.
 	caps []uintptr
 
-	// worker is this process's place among a master's workers, when
-	// isWorker (worker.go).
+	// state is what the environment said; a worker's place among its
+	// master's workers when isWorker (worker.go).
+	state      State
 	worker     worker
 	isWorker   bool
 	masterGone <-chan struct{} // a worker's master has ended (worker.go)
@@ -59,27 +60,21 @@ type daemon struct {
 
 // startDaemon loads path, starts the forwarder and admin server (on the
 // sockets of the process this one replaces, if any) and reports ready.
-func startDaemon(path, pidFile string) (*daemon, error) {
-	cfg, err := loadConfig(path)
+func startDaemon(path, pidFile string, st State) (*daemon, error) {
+	cfg, err := LoadConfig(os.Stderr, path)
 	if err != nil {
 		return nil, err
 	}
-	w, isWorker, err := workerFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	d := &daemon{path: path, pidFile: pidFile, worker: w, isWorker: isWorker, upgraded: make(chan struct{})}
+	w, isWorker := st.Worker, st.Role == Worker
+	d := &daemon{path: path, pidFile: pidFile, state: st, worker: w, isWorker: isWorker, upgraded: make(chan struct{})}
 	d.prepare(cfg)
 	log := newLogger(cfg.Log)
 	if isWorker {
 		log = log.With("worker", w.index)
-		d.masterGone = masterGone()
+		d.masterGone = masterGone(st.MasterPid)
 	}
 	d.log = log
-	in, err := handoff.FromEnv()
-	if err != nil {
-		return nil, err
-	}
+	in := st.In
 	if in == nil && needsDrop(cfg) {
 		if err := dropPrivileges(cfg, pidFile, log); err != nil {
 			return nil, err
@@ -106,7 +101,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	if d.f, err = forwarder.New(cfg, opts); err != nil {
 		return nil, err
 	}
-	takeDrained(d.f, log) // before serving: not one client to a drained server
+	takeDrained(d.f, st, log) // before serving: not one client to a drained server
 	if err := d.f.Start(); err != nil {
 		d.f.ShutdownTimeout()
 		return nil, err
@@ -120,7 +115,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 	if err := writePidFile(pidFile, os.Getpid()); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
 		d.log.Warn("pid file", "path", pidFile, "err", err)
 	}
-	if in != nil && !(isWorker && startedByMaster()) {
+	if in != nil && !(isWorker && startedByMaster(st.MasterPid)) {
 		log.Info("took over from the previous process", "pid", os.Getpid())
 	}
 	if err := in.Ready(); err != nil {
@@ -134,7 +129,7 @@ func startDaemon(path, pidFile string) (*daemon, error) {
 // master handed it at its start, else, for a listener a reload adds or
 // moves, the one the master bound for it then (socketFromMaster).
 func (d *daemon) workerSockets(in *handoff.Inherited) forwarder.InheritFunc {
-	service := os.Getenv(masterSocketsEnv)
+	service := d.state.MasterSockets
 	return func(name, addr string) (net.Listener, error) {
 		if ln, err := in.Listener(name, addr); ln != nil || err != nil {
 			return ln, err
@@ -271,7 +266,7 @@ func (d *daemon) reloadLogged(by string) (notes []string, err error) {
 // the status file beside pidFile.
 func recordReload(log *slog.Logger, pidFile string, began int64, notes []string, err error) {
 	if werr := writeStatus(pidFile, reloadOutcome(began, notes, err)); werr != nil {
-		log.Warn("reload status", "path", statusPath(pidFile), "err", werr)
+		log.Warn("reload status", "path", StatusPath(pidFile), "err", werr)
 	}
 }
 
@@ -326,13 +321,11 @@ func (d *daemon) upgradeLogged(by string) (int, error) {
 			return 0, err
 		}
 	}
-	restore := passDrained(d.f)
 	var child *handoff.Child
 	err = withAmbient(d.caps, func() (err error) {
-		child, err = handoff.Start(d.exe, os.Args[1:], files, upgradeTimeout)
+		child, err = handoff.StartAs(d.exe, os.Args[1:], files, UpgradeTimeout, nil, drainedEnviron(drained(d.f))...)
 		return err
 	})
-	restore()
 	if err != nil {
 		d.log.Error("upgrade failed: this process keeps serving", "err", err)
 		return 0, err
