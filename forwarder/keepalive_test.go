@@ -22,6 +22,7 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -62,7 +63,7 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 			// The forwarder sets the upstream's options once its connect
 			// returns, which may be after the server accepted, and before
 			// the pair shows its upstream.
-			eventually(t, "the pair's upstream in the flows", func() bool {
+			testenv.EventuallyShowing(t, "the pair's upstream in the flows", func() bool {
 				fl := f.Flows().Snapshot()
 				return len(fl) == 1 && fl[0].Upstream != ""
 			}, func() string { return fmt.Sprintf("%+v", f.Flows().Snapshot()) })

@@ -13,6 +13,7 @@ import (
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -41,7 +42,7 @@ func TestLabDetachedPairs(t *testing.T) {
 		clients = append(clients, dialClient(t, l, lf.Addr("det").String()))
 		srvs = append(srvs, accept(t, servers))
 	}
-	eventually(t, "every pair spliced by ip", func() bool {
+	testenv.EventuallyShowing(t, "every pair spliced by ip", func() bool {
 		flows, err := lf.flows()
 		if err != nil || len(flows) != n+1 {
 			return false
@@ -59,7 +60,7 @@ func TestLabDetachedPairs(t *testing.T) {
 	for i := range n {
 		exchangeBothWays(t, clients[i], srvs[i], 1000+i)
 	}
-	eventually(t, "/flows counting the bytes", func() bool {
+	testenv.EventuallyShowing(t, "/flows counting the bytes", func() bool {
 		flows, err := lf.flows()
 		if err != nil {
 			return false
@@ -87,7 +88,7 @@ func TestLabDetachedPairs(t *testing.T) {
 	if got := lf.Metric("splicer_splice_transitions_total", "engine", ip.Name, "outcome", "eof"); got < n {
 		t.Errorf("ip splices that ended at eof: %v, want at least %d", got, n)
 	}
-	eventually(t, "the spliced gauge back to 0", func() bool {
+	testenv.EventuallyShowing(t, "the spliced gauge back to 0", func() bool {
 		return lf.Metric("splicer_pairs_spliced", "engine", ip.Name) == 0
 	}, func() string {
 		return strconv.FormatFloat(lf.Metric("splicer_pairs_spliced", "engine", ip.Name), 'f', 0, 64)
@@ -128,7 +129,7 @@ func TestLabLeastConnCountsDetachedPairs(t *testing.T) {
 		p[0].Close()
 		p[1].Close()
 	}
-	eventually(t, "both pairs closed", func() bool { fl, err := lf.flows(); return err == nil && len(fl) == 0 }, func() string { fl, _ := lf.flows(); return flowsString(fl) })
+	testenv.EventuallyShowing(t, "both pairs closed", func() bool { fl, err := lf.flows(); return err == nil && len(fl) == 0 }, func() string { fl, _ := lf.flows(); return flowsString(fl) })
 	dialClient(t, l, lf.Addr("lc").String())
 	accept(t, first)
 }

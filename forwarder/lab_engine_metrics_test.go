@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -37,7 +38,7 @@ func TestLabEngineCountersExported(t *testing.T) {
 		return lf.Metric("splicer_engine_bytes_total", "engine", "sockmap", "kind", "kernel") +
 			lf.Metric("splicer_engine_bytes_total", "engine", "sockmap", "kind", "user")
 	}
-	eventually(t, "sockmap's kernel + user bytes to count both directions", func() bool {
+	testenv.EventuallyShowing(t, "sockmap's kernel + user bytes to count both directions", func() bool {
 		return moved() >= want
 	}, func() string { return fmt.Sprintf("counted %v bytes, want %v", moved(), want) })
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -85,7 +86,7 @@ func TestLabMaxConnections(t *testing.T) {
 	}
 
 	first.Close()
-	eventually(t, "a pair slot to free up", func() bool {
+	testenv.EventuallyShowing(t, "a pair slot to free up", func() bool {
 		return lf.Metric("splicer_connections_active", "listener", "capped") == 1
 	}, func() string { return "still 2 active" })
 	echo(t, dialClient(t, l, addr), "three")

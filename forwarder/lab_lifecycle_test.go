@@ -16,6 +16,7 @@ import (
 	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -35,7 +36,7 @@ func TestLab1000ConcurrentPairs(t *testing.T) {
 	for i := range conns {
 		conns[i] = dialClient(t, l, addr)
 	}
-	eventually(t, "1,000 open pairs", func() bool {
+	testenv.EventuallyShowing(t, "1,000 open pairs", func() bool {
 		return lf.Metric("splicer_connections_active", "listener", "many") == pairs
 	}, func() string {
 		return fmt.Sprintf("%v active", lf.Metric("splicer_connections_active", "listener", "many"))
@@ -55,7 +56,7 @@ func TestLab1000ConcurrentPairs(t *testing.T) {
 	}
 
 	lf.waitClosed(t, "many", "eof", pairs)
-	eventually(t, "the active gauge back to 0", func() bool {
+	testenv.EventuallyShowing(t, "the active gauge back to 0", func() bool {
 		return lf.Metric("splicer_connections_active", "listener", "many") == 0
 	}, func() string {
 		return fmt.Sprintf("%v active", lf.Metric("splicer_connections_active", "listener", "many"))
@@ -151,7 +152,7 @@ func TestLabShutdownLetsPairFinish(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- lf.Shutdown(ctx) }()
-	eventually(t, "the listener to stop accepting", func() bool {
+	testenv.EventuallyShowing(t, "the listener to stop accepting", func() bool {
 		c, err := l.Client.Dial(ctx, "tcp", probe)
 		if err == nil {
 			c.Close()

@@ -16,6 +16,7 @@ import (
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -60,7 +61,7 @@ func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	// pair is spliced: its two sockets are closed, and no duplicate kept.
 	settled := func(what string, want int) {
 		t.Helper()
-		eventually(t, what, func() bool { return openFDs(t) == want },
+		testenv.EventuallyShowing(t, what, func() bool { return openFDs(t) == want },
 			func() string { return "open descriptors: " + strconv.Itoa(openFDs(t)) + ", want " + strconv.Itoa(want) })
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -108,7 +109,7 @@ func splicedPair(tb testing.TB, lf *labForwarder, servers <-chan *net.TCPConn) (
 	tb.Helper()
 	c := dialClient(tb, lf.Lab, lf.Addr("ports").String())
 	s := accept(tb, servers)
-	eventually(tb, "every open pair spliced by ip", func() bool {
+	testenv.EventuallyShowing(tb, "every open pair spliced by ip", func() bool {
 		flows, err := lf.flows()
 		if err != nil {
 			return false

@@ -119,7 +119,7 @@ func (lf *labForwarder) waitFlow(tb testing.TB, listener, what string, ok func(f
 	var last forwarder.Flow
 	var seen bool
 	var err error
-	eventually(tb, "flow of "+listener+" "+what, func() bool {
+	testenv.EventuallyShowing(tb, "flow of "+listener+" "+what, func() bool {
 		last, seen, err = lf.flowOf(listener)
 		return err == nil && seen && ok(last)
 	}, func() string { return fmt.Sprintf("last flow %+v (found: %v, err: %v)", last, seen, err) })
@@ -165,7 +165,7 @@ func (lf *labForwarder) closedReasons(listener string) map[string]float64 {
 func (lf *labForwarder) waitClosed(tb testing.TB, listener, reason string, n float64) {
 	tb.Helper()
 	var reasons map[string]float64
-	eventually(tb, fmt.Sprintf("%v pairs of %s counted closed", n, listener), func() bool {
+	testenv.EventuallyShowing(tb, fmt.Sprintf("%v pairs of %s counted closed", n, listener), func() bool {
 		reasons = lf.closedReasons(listener)
 		var total float64
 		for _, v := range reasons {
@@ -175,19 +175,6 @@ func (lf *labForwarder) waitClosed(tb testing.TB, listener, reason string, n flo
 	}, func() string { return fmt.Sprintf("counted %v", reasons) })
 	if want := map[string]float64{reason: n}; !maps.Equal(reasons, want) {
 		tb.Fatalf("splicer_connections_closed_total{listener=%q} by reason: %v, want %v", listener, reasons, want)
-	}
-}
-
-// eventually polls cond until it holds or waitFor passes, then fails with
-// what and detail().
-func eventually(tb testing.TB, what string, cond func() bool, detail func() string) {
-	tb.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s: %s", what, detail())
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -44,6 +44,14 @@ func StartWith(tb testing.TB, opts forwarder.Options, listeners ...config.Listen
 	return f
 }
 
+// TCP is a tcp listener named name on a loopback port of its own, in
+// front of upstream, as config.DefaultListener sets it otherwise.
+func TCP(name, upstream string) config.Listener {
+	l := config.DefaultListener()
+	l.Name, l.Listen, l.Upstream = name, "127.0.0.1:0", config.Servers(upstream)
+	return l
+}
+
 // HTTPOrigin serves the origin's HTTP protocol (GET /obj/SIZE, /health) on
 // a loopback port until the test ends, and returns its address.
 func HTTPOrigin(tb testing.TB) string {
