@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +22,8 @@ import (
 // a byte of it, from every HTTP kind. The back end reads the request and
 // waits for the rest of the body, as an application server does.
 func TestStalledRequestBodiesGet408(t *testing.T) {
-	up := rawBackend(t, func(c net.Conn) { io.Copy(io.Discard, c) })
-	listeners := httpListeners(t, up)
+	up := fwdtest.RawBackend(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	listeners := fwdtest.HTTPListeners(t, up)
 	const bodyTimeout = time.Second
 	for i := range listeners {
 		// A response timeout as short must not make the stall the
@@ -41,13 +40,13 @@ func TestStalledRequestBodiesGet408(t *testing.T) {
 		"spliced": "Content-Length: 1048576\r\n\r\n" + strings.Repeat("x", 64<<10),
 	}
 	for _, l := range listeners {
-		target := requestTarget(l, up, "/obj/1KiB")
+		target := fwdtest.RequestTarget(l, up, "/obj/1KiB")
 		for name, body := range bodies {
 			t.Run(l.Name+"/"+name, func(t *testing.T) {
 				t.Parallel()
 				raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n%s", target, up, body)
 				start := time.Now()
-				resp := exchange(t, f.Addr(l.Name).String(), raw)
+				resp := fwdtest.Exchange(t, f.Addr(l.Name).String(), raw)
 				took := time.Since(start)
 				if resp.StatusCode != http.StatusRequestTimeout {
 					t.Fatalf("%s through %s: %s after %v, want 408", name, l.Proxy, resp.Status, took)
@@ -64,8 +63,8 @@ func TestStalledRequestBodiesGet408(t *testing.T) {
 // body. After a whole body, a keep-alive connection of a listener whose
 // idle_timeout is 0 (never) waits past body_timeout for its next request.
 func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
-	up := bodyReadingOrigin(t)
-	listeners := httpListeners(t, up)
+	up := fwdtest.BodyReadingOrigin(t)
+	listeners := fwdtest.HTTPListeners(t, up)
 	const bodyTimeout = 500 * time.Millisecond
 	for i := range listeners {
 		listeners[i].HTTP = &config.HTTP{BodyTimeout: config.Duration(bodyTimeout)}
@@ -75,7 +74,7 @@ func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
 	for _, l := range listeners {
 		t.Run(l.Name, func(t *testing.T) {
 			t.Parallel()
-			c := dialFor(t, f.Addr(l.Name).String(), 10*time.Second)
+			c := fwdtest.DialFor(t, f.Addr(l.Name).String(), 10*time.Second)
 			defer c.Close()
 			r := bufio.NewReader(c)
 			for i := range 2 {
@@ -84,7 +83,7 @@ func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
 				}
 				// The body comes apart from the head, so that the proxy
 				// waits for it under body_timeout.
-				head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n\r\n", requestTarget(l, up, "/"), up)
+				head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up)
 				if _, err := c.Write([]byte(head)); err != nil {
 					t.Fatalf("request %d: %v", i+1, err)
 				}
@@ -92,34 +91,10 @@ func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
 				if _, err := c.Write([]byte("hello")); err != nil {
 					t.Fatalf("request %d: %v", i+1, err)
 				}
-				if err := answeredLength(r, 5); err != nil {
+				if err := fwdtest.AnsweredLength(r, 5); err != nil {
 					t.Fatalf("request %d: %v", i+1, err)
 				}
 			}
 		})
 	}
-}
-
-// answeredLength reads bodyReadingOrigin's answer from r: nil if it is 200
-// with the length n.
-func answeredLength(r *bufio.Reader, n int) error {
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil {
-		return err
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK || string(body) != strconv.Itoa(n) {
-		return fmt.Errorf("%s %q %v, want 200 and the body's length %d", resp.Status, body, err, n)
-	}
-	return nil
-}
-
-// bodyReadingOrigin is a loopback HTTP server that reads each request's
-// body and answers its length.
-func bodyReadingOrigin(tb testing.TB) string {
-	tb.Helper()
-	return httpBackend(tb, func(w http.ResponseWriter, r *http.Request) {
-		n, _ := io.Copy(io.Discard, r.Body)
-		fmt.Fprint(w, n)
-	})
 }

@@ -41,7 +41,7 @@ func socksConnectName(tb testing.TB, addr, name string, port uint16) byte {
 // type and address, as RFC 1928 puts them) and port.
 func socksAsk(tb testing.TB, addr string, dest []byte, port uint16) byte {
 	tb.Helper()
-	c := dialFor(tb, addr, 5*time.Second)
+	c := fwdtest.DialFor(tb, addr, 5*time.Second)
 	defer c.Close()
 	return socksAskOn(tb, c, dest, port)
 }
@@ -75,7 +75,7 @@ func socksAddr(dest netip.Addr) []byte {
 // proxyGet asks the http-forward listener at addr for url.
 func proxyGet(tb testing.TB, addr, url string) int {
 	tb.Helper()
-	return proxyAskOn(tb, dialFor(tb, addr, 5*time.Second), "GET", url)
+	return proxyAskOn(tb, fwdtest.DialFor(tb, addr, 5*time.Second), "GET", url)
 }
 
 // proxyAskOn sends a request with method for target (a URL ending in
@@ -112,8 +112,8 @@ func deniedCount(f *forwarder.Forwarder, listener string) float64 {
 }
 
 func TestProtectedDestinationsRefused(t *testing.T) {
-	allowed := httpOrigin(t) // on 127.0.0.1: reachable only by an explicit rule
-	cfg := parseYAML(t, `
+	allowed := fwdtest.HTTPOrigin(t) // on 127.0.0.1: reachable only by an explicit rule
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: fwd, listen: '127.0.0.1:0', proxy: http-forward}
   - {name: socks, listen: '127.0.0.1:0', proxy: socks5, socks5: {auth: none}}
@@ -185,7 +185,7 @@ func TestNameRuleOpensNoProtectedAddress(t *testing.T) {
 	if !resolvesTo("localhost", netip.MustParseAddr("127.0.0.1")) {
 		t.Skip("localhost does not resolve to 127.0.0.1 here")
 	}
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: fwd, listen: '127.0.0.1:0', proxy: http-forward, http: {connect_ports: [%[1]s]}, destinations: {allow: ['*.partner.test']}}
   - {name: socks, listen: '127.0.0.1:0', proxy: socks5, socks5: {auth: none}, destinations: {allow: [localhost]}}
@@ -199,7 +199,7 @@ listeners:
 	if code := proxyGet(t, fwd, "http://"+name+"/obj/10"); code != http.StatusForbidden {
 		t.Errorf("http-forward GET to %s (127.0.0.1): %d, want 403", name, code)
 	}
-	if code := proxyAskOn(t, dialFor(t, fwd, 5*time.Second), "CONNECT", name); code != http.StatusForbidden {
+	if code := proxyAskOn(t, fwdtest.DialFor(t, fwd, 5*time.Second), "CONNECT", name); code != http.StatusForbidden {
 		t.Errorf("http-forward CONNECT to %s (127.0.0.1): %d, want 403", name, code)
 	}
 	p, _ := strconv.Atoi(port)

@@ -21,7 +21,7 @@ import (
 // does. The close is a FIN (no answer: nobody asked), counted eof.
 func TestKeepaliveTimeoutClosesIdleConnections(t *testing.T) {
 	up := fwdtest.HTTPOrigin(t)
-	listeners := httpListeners(t, up)
+	listeners := fwdtest.HTTPListeners(t, up)
 	const keepalive = 500 * time.Millisecond
 	for i := range listeners {
 		listeners[i].HTTP = &config.HTTP{KeepaliveTimeout: config.Duration(keepalive)}
@@ -29,11 +29,11 @@ func TestKeepaliveTimeoutClosesIdleConnections(t *testing.T) {
 	f := fwdtest.Start(t, listeners...)
 	t.Run("kinds", func(t *testing.T) {
 		for _, l := range listeners {
-			keptUntilTheBound(t, l.Name, f.Addr(l.Name).String(), requestTarget(l, up, "/obj/1KiB"), up, keepalive)
+			keptUntilTheBound(t, l.Name, f.Addr(l.Name).String(), fwdtest.RequestTarget(l, up, "/obj/1KiB"), up, keepalive)
 		}
 	})
 	for _, l := range listeners {
-		waitMetric(t, f, 1, "splicer_connections_closed_total", "listener", l.Name, "reason", "eof")
+		fwdtest.WaitMetric(t, f, 1, "splicer_connections_closed_total", "listener", l.Name, "reason", "eof")
 	}
 }
 
@@ -44,7 +44,7 @@ func TestKeepaliveTimeoutClosesIdleConnections(t *testing.T) {
 func keptUntilTheBound(t *testing.T, name, addr, target, host string, keepalive time.Duration) {
 	t.Run(name, func(t *testing.T) {
 		t.Parallel()
-		c := dialFor(t, addr, 10*time.Second)
+		c := fwdtest.DialFor(t, addr, 10*time.Second)
 		r := bufio.NewReader(c)
 		get := func(i int) {
 			t.Helper()

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 	"github.com/splicer/splicer/proxy/httpcore/httplab"
@@ -25,7 +26,7 @@ func TestLabHostAddressesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	accepted := func() int64 { return srv.Stats()[origin.HTTP].Accepted }
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: fwd, listen: '10.99.1.1:3128', proxy: http-forward, http: {connect_ports: [%[1]d]}}
   - {name: socks, listen: '10.99.1.1:1080', proxy: socks5, socks5: {auth: none}}

@@ -24,7 +24,7 @@ import (
 // max_header_bytes of 32 KiB, gets 431 from each.
 func TestLongHeaderLinesPass(t *testing.T) {
 	cookie := strings.Repeat("c", 20<<10)
-	up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+	up := fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		if got := r.Header.Get("Cookie"); got != "k="+cookie {
 			http.Error(w, fmt.Sprintf("the Cookie arrived as %d bytes", len(got)), http.StatusBadRequest)
 			return
@@ -32,12 +32,12 @@ func TestLongHeaderLinesPass(t *testing.T) {
 		w.Header().Set("Set-Cookie", "k="+cookie)
 		fmt.Fprint(w, "ok")
 	})
-	listeners := httpListeners(t, up)
+	listeners := fwdtest.HTTPListeners(t, up)
 	f := fwdtest.Start(t, listeners...)
 	for _, l := range listeners {
-		addr, target := f.Addr(l.Name).String(), requestTarget(l, up, "/")
+		addr, target := f.Addr(l.Name).String(), fwdtest.RequestTarget(l, up, "/")
 		t.Run(l.Name+"/20 KiB lines", func(t *testing.T) {
-			resp := exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nCookie: k=%s\r\n\r\n", target, up, cookie))
+			resp := fwdtest.Exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nCookie: k=%s\r\n\r\n", target, up, cookie))
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("through %s: %s, want 200", l.Proxy, resp.Status)
 			}
@@ -47,7 +47,7 @@ func TestLongHeaderLinesPass(t *testing.T) {
 		})
 		t.Run(l.Name+"/40 KiB head", func(t *testing.T) {
 			big := strings.Repeat("b", 40<<10)
-			resp := exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n\r\n", target, up, big))
+			resp := fwdtest.Exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n\r\n", target, up, big))
 			if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 				t.Errorf("through %s: %s, want 431", l.Proxy, resp.Status)
 			}
@@ -60,8 +60,8 @@ func TestLongHeaderLinesPass(t *testing.T) {
 // http-reverse sent an empty "Host:" field, which nginx refuses (400).
 // (http-forward's requests name their origin.)
 func TestHTTP10WithoutHostGoesOnWithoutHost(t *testing.T) {
-	up := rawBackend(t, func(c net.Conn) {
-		head, err := readRawHead(c)
+	up := fwdtest.RawBackend(t, func(c net.Conn) {
+		head, err := fwdtest.ReadRawHead(c)
 		answer := "no Host field"
 		switch {
 		case err != nil:
@@ -71,7 +71,7 @@ func TestHTTP10WithoutHostGoesOnWithoutHost(t *testing.T) {
 		}
 		fmt.Fprintf(c, "HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
 	})
-	listeners := httpListeners(t, up)
+	listeners := fwdtest.HTTPListeners(t, up)
 	f := fwdtest.Start(t, listeners...)
 	for _, l := range listeners {
 		if l.Proxy == "http-forward" {
@@ -86,24 +86,11 @@ func TestHTTP10WithoutHostGoesOnWithoutHost(t *testing.T) {
 	}
 }
 
-// readRawHead reads a request head from c, up to its empty line.
-func readRawHead(c net.Conn) (string, error) {
-	var head []byte
-	buf := make([]byte, 1)
-	for !strings.HasSuffix(string(head), "\r\n\r\n") {
-		if _, err := c.Read(buf); err != nil {
-			return string(head), err
-		}
-		head = append(head, buf[0])
-	}
-	return string(head), nil
-}
-
 // exchangeBody sends raw on a new connection to addr and returns the
 // response's body.
 func exchangeBody(tb testing.TB, addr, raw string) string {
 	tb.Helper()
-	resp := send(tb, addr, raw, false)
+	resp := fwdtest.Send(tb, addr, raw, false)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -118,7 +105,7 @@ func exchangeBody(tb testing.TB, addr, raw string) string {
 // after it, while the proxy kept it open for the next request. (The
 // filter passes heads on as they came.)
 func TestHTTP10AnswersGoOnAsHTTP11(t *testing.T) {
-	up := rawBackend(t, func(c net.Conn) {
+	up := fwdtest.RawBackend(t, func(c net.Conn) {
 		r := bufio.NewReader(c)
 		for {
 			req, err := http.ReadRequest(r)
@@ -129,17 +116,17 @@ func TestHTTP10AnswersGoOnAsHTTP11(t *testing.T) {
 			io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
 		}
 	})
-	listeners := httpListeners(t, up)
+	listeners := fwdtest.HTTPListeners(t, up)
 	f := fwdtest.Start(t, listeners...)
 	for _, l := range listeners {
 		if l.Proxy == "filter" {
 			continue
 		}
 		t.Run(l.Name, func(t *testing.T) {
-			c := dialFor(t, f.Addr(l.Name).String(), 5*time.Second)
+			c := fwdtest.DialFor(t, f.Addr(l.Name).String(), 5*time.Second)
 			r := bufio.NewReader(c)
 			for i := range 2 {
-				fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", requestTarget(l, up, "/"), up)
+				fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up)
 				resp, err := http.ReadResponse(r, nil)
 				if err != nil {
 					t.Fatalf("request %d on one connection: %v", i+1, err)

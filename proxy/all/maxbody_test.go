@@ -72,8 +72,8 @@ func chunked(body string, size int) string {
 func TestRequestBodiesOverMaxBodyBytesGet413(t *testing.T) {
 	const max = 1024
 	origin := &bodyLog{paths: map[string]bool{}}
-	up := httpBackend(t, origin.serve)
-	listeners := httpListeners(t, up)
+	up := fwdtest.HTTPBackend(t, origin.serve)
+	listeners := fwdtest.HTTPListeners(t, up)
 	for i := range listeners {
 		listeners[i].HTTP = &config.HTTP{MaxBodyBytes: max}
 	}
@@ -82,12 +82,12 @@ func TestRequestBodiesOverMaxBodyBytesGet413(t *testing.T) {
 	for _, l := range listeners {
 		addr := f.Addr(l.Name).String()
 		post := func(fields, body string) string {
-			return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n%s\r\n%s", requestTarget(l, up, "/upload"), up, fields, body)
+			return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n%s\r\n%s", fwdtest.RequestTarget(l, up, "/upload"), up, fields, body)
 		}
 		t.Run(l.Name+"/length over the bound", func(t *testing.T) {
 			path := "/over/" + l.Name
-			raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", requestTarget(l, up, path), up, len(over), over)
-			resp := exchangeHalfClosed(t, addr, raw)
+			raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", fwdtest.RequestTarget(l, up, path), up, len(over), over)
+			resp := fwdtest.ExchangeHalfClosed(t, addr, raw)
 			if resp.StatusCode != http.StatusRequestEntityTooLarge {
 				t.Fatalf("%d bytes through %s: %s, want 413", len(over), l.Proxy, resp.Status)
 			}
@@ -96,7 +96,7 @@ func TestRequestBodiesOverMaxBodyBytesGet413(t *testing.T) {
 			}
 		})
 		t.Run(l.Name+"/100-continue over the bound", func(t *testing.T) {
-			c := dialFor(t, addr, 5*time.Second)
+			c := fwdtest.DialFor(t, addr, 5*time.Second)
 			if _, err := io.WriteString(c, post("Content-Length: 1048576\r\nExpect: 100-continue\r\n", "")); err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestRequestBodiesOverMaxBodyBytesGet413(t *testing.T) {
 			}
 		})
 		t.Run(l.Name+"/chunked over the bound", func(t *testing.T) {
-			resp := exchangeHalfClosed(t, addr, post("Transfer-Encoding: chunked\r\n", chunked(over, 300)))
+			resp := fwdtest.ExchangeHalfClosed(t, addr, post("Transfer-Encoding: chunked\r\n", chunked(over, 300)))
 			if resp.StatusCode != http.StatusRequestEntityTooLarge {
 				t.Fatalf("%d chunked bytes through %s: %s, want 413", len(over), l.Proxy, resp.Status)
 			}
@@ -120,11 +120,11 @@ func TestRequestBodiesOverMaxBodyBytesGet413(t *testing.T) {
 			"chunked at the bound": post("Transfer-Encoding: chunked\r\n", chunked(at, 300)),
 		} {
 			t.Run(l.Name+"/"+name, func(t *testing.T) {
-				c := dialFor(t, addr, 5*time.Second)
+				c := fwdtest.DialFor(t, addr, 5*time.Second)
 				if _, err := io.WriteString(c, raw); err != nil {
 					t.Fatal(err)
 				}
-				if err := answeredLength(bufio.NewReader(c), max); err != nil {
+				if err := fwdtest.AnsweredLength(bufio.NewReader(c), max); err != nil {
 					t.Fatalf("%s through %s: %v", name, l.Proxy, err)
 				}
 			})

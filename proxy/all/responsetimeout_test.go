@@ -36,9 +36,9 @@ func withResponseTimeout(listeners []config.Listener, d time.Duration) []config.
 // request body; the pair's close reason is upstream_timeout. Without the
 // timeout the client waited for idle_timeout, an hour by default.
 func TestSilentUpstreamGets504(t *testing.T) {
-	up := rawBackend(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	up := fwdtest.RawBackend(t, func(c net.Conn) { io.Copy(io.Discard, c) })
 	const timeout = time.Second
-	listeners := withResponseTimeout(httpListeners(t, up), timeout)
+	listeners := withResponseTimeout(fwdtest.HTTPListeners(t, up), timeout)
 	f := fwdtest.Start(t, listeners...)
 	requests := map[string]string{
 		"GET":  "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n",
@@ -50,7 +50,7 @@ func TestSilentUpstreamGets504(t *testing.T) {
 				t.Run(l.Name+"/"+name, func(t *testing.T) {
 					t.Parallel()
 					start := time.Now()
-					resp := exchange(t, f.Addr(l.Name).String(), fmt.Sprintf(raw, requestTarget(l, up, "/"), up))
+					resp := fwdtest.Exchange(t, f.Addr(l.Name).String(), fmt.Sprintf(raw, fwdtest.RequestTarget(l, up, "/"), up))
 					took := time.Since(start)
 					if resp.StatusCode != http.StatusGatewayTimeout {
 						t.Fatalf("%s through %s: %s after %v, want 504", name, l.Proxy, resp.Status, took)
@@ -63,7 +63,7 @@ func TestSilentUpstreamGets504(t *testing.T) {
 		}
 	})
 	for _, l := range listeners {
-		waitMetric(t, f, float64(len(requests)), "splicer_connections_closed_total", "listener", l.Name, "reason", "upstream_timeout")
+		fwdtest.WaitMetric(t, f, float64(len(requests)), "splicer_connections_closed_total", "listener", l.Name, "reason", "upstream_timeout")
 	}
 }
 
@@ -73,16 +73,16 @@ func TestSilentUpstreamGets504(t *testing.T) {
 // 200 by a back end that reads it all first, through every HTTP kind
 // (the filter reads the response while the body still goes up).
 func TestResponseTimeoutStartsAfterTheBody(t *testing.T) {
-	up := bodyReadingOrigin(t)
+	up := fwdtest.BodyReadingOrigin(t)
 	const timeout = 400 * time.Millisecond
-	listeners := withResponseTimeout(httpListeners(t, up), timeout)
+	listeners := withResponseTimeout(fwdtest.HTTPListeners(t, up), timeout)
 	f := fwdtest.Start(t, listeners...)
 	for _, l := range listeners {
 		t.Run(l.Name, func(t *testing.T) {
 			t.Parallel()
-			c := dialFor(t, f.Addr(l.Name).String(), 10*time.Second)
+			c := fwdtest.DialFor(t, f.Addr(l.Name).String(), 10*time.Second)
 			defer c.Close()
-			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 6\r\n\r\n", requestTarget(l, up, "/"), up)
+			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 6\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up)
 			if _, err := c.Write([]byte(head)); err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestResponseTimeoutStartsAfterTheBody(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := answeredLength(bufio.NewReader(c), 6); err != nil {
+			if err := fwdtest.AnsweredLength(bufio.NewReader(c), 6); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -110,7 +110,7 @@ func TestStalledResponseBodyEndsThePair(t *testing.T) {
 	for _, size := range []int{20_000, 1 << 20} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			head := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
-			up := rawBackend(t, func(c net.Conn) {
+			up := fwdtest.RawBackend(t, func(c net.Conn) {
 				r := bufio.NewReader(c)
 				if _, err := http.ReadRequest(r); err != nil {
 					return
@@ -118,14 +118,14 @@ func TestStalledResponseBodyEndsThePair(t *testing.T) {
 				c.Write([]byte(head + strings.Repeat("x", 100)))
 				io.Copy(io.Discard, r) // and nothing more
 			})
-			listeners := withResponseTimeout(httpListeners(t, up), timeout)
+			listeners := withResponseTimeout(fwdtest.HTTPListeners(t, up), timeout)
 			f := fwdtest.Start(t, listeners...)
 			t.Run("kinds", func(t *testing.T) {
 				for _, l := range listeners {
 					t.Run(l.Name, func(t *testing.T) {
 						t.Parallel()
 						start := time.Now()
-						got, err := stalledBody(t, f.Addr(l.Name).String(), fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", requestTarget(l, up, "/"), up))
+						got, err := stalledBody(t, f.Addr(l.Name).String(), fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up))
 						took := time.Since(start)
 						if err == nil || got >= int64(size) {
 							t.Fatalf("read %d of %d body bytes, err %v: want the body cut short", got, size, err)
@@ -141,7 +141,7 @@ func TestStalledResponseBodyEndsThePair(t *testing.T) {
 				if size > 1<<19 && l.Proxy != "filter" { // the filter never splices
 					reason = "idle"
 				}
-				waitMetric(t, f, 1, "splicer_connections_closed_total", "listener", l.Name, "reason", reason)
+				fwdtest.WaitMetric(t, f, 1, "splicer_connections_closed_total", "listener", l.Name, "reason", reason)
 			}
 		})
 	}
@@ -152,7 +152,7 @@ func TestStalledResponseBodyEndsThePair(t *testing.T) {
 // came and how the body ended. The connection gives up after 5 s.
 func stalledBody(tb testing.TB, addr, raw string) (int64, error) {
 	tb.Helper()
-	c := dialFor(tb, addr, 5*time.Second)
+	c := fwdtest.DialFor(tb, addr, 5*time.Second)
 	defer c.Close()
 	if _, err := c.Write([]byte(raw)); err != nil {
 		tb.Fatal(err)
@@ -185,8 +185,8 @@ func TestClientThatStopsReadingEndsItsPair(t *testing.T) {
 	const timeout = time.Second
 	body := strings.Repeat("x", 400_000)
 	resp := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
-	up := rawBackend(t, func(c net.Conn) { answerEveryHead(c, resp) })
-	listeners := withResponseTimeout(httpListeners(t, up), timeout)
+	up := fwdtest.RawBackend(t, func(c net.Conn) { fwdtest.AnswerEveryHead(c, resp) })
+	listeners := withResponseTimeout(fwdtest.HTTPListeners(t, up), timeout)
 	f := fwdtest.Start(t, listeners...)
 	reasons := map[string][]string{
 		"http-forward": {"idle", "client_timeout"},
@@ -195,7 +195,7 @@ func TestClientThatStopsReadingEndsItsPair(t *testing.T) {
 	}
 	for _, l := range listeners {
 		c := dialNotReading(t, f.Addr(l.Name).String()) // open until the test ends
-		req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", requestTarget(l, up, "/"), up)
+		req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up)
 		if _, err := c.Write([]byte(strings.Repeat(req, 40))); err != nil {
 			t.Fatal(err)
 		}

@@ -14,8 +14,8 @@ import (
 )
 
 func TestSilentConnectionsTimeOut(t *testing.T) {
-	up := httpOrigin(t)
-	cfg := parseYAML(t, `
+	up := fwdtest.HTTPOrigin(t)
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward, max_connections: 5,
      http: {request_timeout: 500ms}, destinations: {allow: ['127.0.0.1']}}
@@ -39,7 +39,7 @@ listeners:
 				c.SetReadDeadline(time.Now().Add(5 * time.Second))
 				go func() { c.Read(make([]byte, 1)) }()
 			}
-			target := requestTarget(l, up, "/obj/1KiB")
+			target := fwdtest.RequestTarget(l, up, "/obj/1KiB")
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				status, err := tryGet(addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, up))

@@ -15,8 +15,8 @@ import (
 )
 
 func TestStalledChunkedBodyTimesOut(t *testing.T) {
-	up := httpOrigin(t)
-	cfg := parseYAML(t, `
+	up := fwdtest.HTTPOrigin(t)
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward, idle_timeout: 300ms, destinations: {allow: ['127.0.0.1']}}
   - {name: http-reverse, listen: '127.0.0.1:0', proxy: http-reverse, idle_timeout: 300ms, pools: [{name: p, servers: ['%[1]s']}], routes: [{pool: p}]}
@@ -30,7 +30,7 @@ listeners:
 				t.Fatal(err)
 			}
 			defer c.Close()
-			target := requestTarget(l, up, "/obj/10")
+			target := fwdtest.RequestTarget(l, up, "/obj/10")
 			// Half a chunk, then silence.
 			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", target, up)
 			start := time.Now()
@@ -50,7 +50,7 @@ listeners:
 // idle_timeout, and the client never sees the body whole.
 func TestStalledLengthBodyTimesOut(t *testing.T) {
 	const size, sent = 400 << 10, 100 << 10
-	up := rawBackend(t, func(c net.Conn) {
+	up := fwdtest.RawBackend(t, func(c net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return
 		}
@@ -58,7 +58,7 @@ func TestStalledLengthBodyTimesOut(t *testing.T) {
 		c.Write(make([]byte, sent))
 		time.Sleep(8 * time.Second) // silence, the connection open
 	})
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, idle_timeout: 300ms, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
 `, up)

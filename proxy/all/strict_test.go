@@ -3,151 +3,14 @@
 package all_test
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/proxytest"
 )
-
-// httpOrigin serves the origin's HTTP protocol on loopback.
-func httpOrigin(tb testing.TB) string { return fwdtest.HTTPOrigin(tb) }
-
-// dialReverse starts an http-reverse listener with engine in front of
-// upstream and returns a connection to it, closed when the test ends.
-func dialReverse(tb testing.TB, engine, upstream string) net.Conn {
-	tb.Helper()
-	cfg := parseYAML(tb, `
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: %s, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, engine, upstream)
-	f := fwdtest.Start(tb, cfg.Listeners...)
-	c, err := net.Dial("tcp", f.Addr("rev").String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	return c
-}
-
-// rawBackend runs serve on every connection to a loopback port until the
-// test ends, and returns the address.
-func rawBackend(tb testing.TB, serve func(c net.Conn)) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fwdtest.ServeEach(tb, ln, 10*time.Second, serve)
-	return ln.Addr().String()
-}
-
-// httpBackend serves h with net/http on a loopback port until the test
-// ends, and returns the address.
-func httpBackend(tb testing.TB, h http.HandlerFunc) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
-	tb.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
-}
-
-// parseYAML parses a configuration made of format and args, failing tb
-// on any error.
-func parseYAML(tb testing.TB, format string, args ...any) *config.Config {
-	tb.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(format, args...)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return cfg
-}
-
-// httpListeners are one listener of each HTTP kind in front of up.
-func httpListeners(tb testing.TB, up string) []config.Listener {
-	tb.Helper()
-	cfg := parseYAML(tb, `
-listeners:
-  - {name: http-forward, listen: '127.0.0.1:0', proxy: http-forward, destinations: {allow: ['127.0.0.1']}}
-  - name: http-reverse
-    listen: '127.0.0.1:0'
-    proxy: http-reverse
-    pools: [{name: p, servers: ['%[1]s']}]
-    routes: [{pool: p}]
-  - {name: filter, listen: '127.0.0.1:0', proxy: filter, upstream: ['%[1]s']}
-`, up)
-	return cfg.Listeners
-}
-
-// requestTarget is path on up as a request to l names it: in absolute form
-// for http-forward (whose clients name the origin), as is otherwise.
-func requestTarget(l config.Listener, up, path string) string {
-	if l.Proxy == "http-forward" {
-		return "http://" + up + path
-	}
-	return path
-}
-
-// dialFor connects to addr for a test: the connection gives up after d
-// and is closed when the test ends, if not before.
-func dialFor(tb testing.TB, addr string, d time.Duration) net.Conn {
-	tb.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(d))
-	return c
-}
-
-// exchange sends raw on a new connection to addr and reads the response.
-func exchange(tb testing.TB, addr, raw string) *http.Response {
-	tb.Helper()
-	return exchangeThen(tb, addr, raw, false)
-}
-
-// exchangeHalfClosed is exchange with the connection half-closed after raw
-// (the client has nothing more to send).
-func exchangeHalfClosed(tb testing.TB, addr, raw string) *http.Response {
-	tb.Helper()
-	return exchangeThen(tb, addr, raw, true)
-}
-
-func exchangeThen(tb testing.TB, addr, raw string, halfClose bool) *http.Response {
-	tb.Helper()
-	resp := send(tb, addr, raw, halfClose)
-	resp.Body.Close()
-	return resp
-}
-
-// send sends raw on a new connection to addr, half-closed after it if
-// halfClose, and returns the response, its body unread.
-func send(tb testing.TB, addr, raw string, halfClose bool) *http.Response {
-	tb.Helper()
-	c := dialFor(tb, addr, 5*time.Second)
-	if _, err := c.Write([]byte(raw)); err != nil {
-		tb.Fatal(err)
-	}
-	if halfClose {
-		c.(*net.TCPConn).CloseWrite()
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		tb.Fatalf("response to %.200q: %v", raw, err)
-	}
-	return resp
-}
 
 // TestSmugglingHeadsGet400 sends each head to an origin that would take
 // it (a lenient one, with no parser to refuse anything), so a 400 and no
@@ -155,7 +18,7 @@ func send(tb testing.TB, addr, raw string, halfClose bool) *http.Response {
 func TestSmugglingHeadsGet400(t *testing.T) {
 	o := proxytest.NewLenientOrigin(t)
 	up := o.Addr
-	listeners := httpListeners(t, up)
+	listeners := fwdtest.HTTPListeners(t, up)
 	f := fwdtest.Start(t, listeners...)
 	heads := map[string]string{
 		"space before colon": "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length : 5\r\n\r\nhello",
@@ -168,7 +31,7 @@ func TestSmugglingHeadsGet400(t *testing.T) {
 	}
 	for _, l := range listeners {
 		addr := f.Addr(l.Name).String()
-		target := requestTarget(l, up, "/obj/1KiB")
+		target := fwdtest.RequestTarget(l, up, "/obj/1KiB")
 		for name, head := range heads {
 			t.Run(l.Name+"/"+name, func(t *testing.T) {
 				resp := o.Refused(t, addr, fmt.Sprintf(head, target, up))
@@ -179,7 +42,7 @@ func TestSmugglingHeadsGet400(t *testing.T) {
 		}
 		t.Run(l.Name+"/ordinary request", func(t *testing.T) {
 			before := o.Requests()
-			resp := exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, up))
+			resp := fwdtest.Exchange(t, addr, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, up))
 			if resp.StatusCode != http.StatusOK || o.Requests() != before+1 {
 				t.Errorf("an ordinary GET through %s: %s, %d requests at the origin, want 200 and 1", l.Proxy, resp.Status, o.Requests()-before)
 			}
@@ -197,8 +60,8 @@ func TestSmugglingHeadsGet400(t *testing.T) {
 // 405 to a POST) would race the filter, which streams the body beside
 // the response.
 func TestBadRequestBodiesGet400(t *testing.T) {
-	up := bodyReadingOrigin(t)
-	listeners := httpListeners(t, up)
+	up := fwdtest.BodyReadingOrigin(t)
+	listeners := fwdtest.HTTPListeners(t, up)
 	f := fwdtest.Start(t, listeners...)
 	bodies := map[string]string{
 		"chunk size not a number": "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n\r\n",
@@ -210,11 +73,11 @@ func TestBadRequestBodiesGet400(t *testing.T) {
 		"space after chunk data":  "Transfer-Encoding: chunked\r\n\r\n5\r\nhello \r\n0\r\n\r\n",
 	}
 	for _, l := range listeners {
-		target := requestTarget(l, up, "/obj/1KiB")
+		target := fwdtest.RequestTarget(l, up, "/obj/1KiB")
 		for name, body := range bodies {
 			t.Run(l.Name+"/"+name, func(t *testing.T) {
 				raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n%s", target, up, body)
-				resp := exchangeHalfClosed(t, f.Addr(l.Name).String(), raw)
+				resp := fwdtest.ExchangeHalfClosed(t, f.Addr(l.Name).String(), raw)
 				if resp.StatusCode != http.StatusBadRequest {
 					t.Errorf("%s through %s: %s, want 400", name, l.Proxy, resp.Status)
 				}
@@ -228,15 +91,15 @@ func TestBadRequestBodiesGet400(t *testing.T) {
 // kind, where it got 400 as a malformed request, and the pair is counted
 // as the client's bad request; "Chunked" in any case passes.
 func TestUnsupportedTransferCodingsGet501(t *testing.T) {
-	up := bodyReadingOrigin(t)
-	listeners := httpListeners(t, up)
+	up := fwdtest.BodyReadingOrigin(t)
+	listeners := fwdtest.HTTPListeners(t, up)
 	f := fwdtest.Start(t, listeners...)
 	for _, l := range listeners {
-		target := requestTarget(l, up, "/")
+		target := fwdtest.RequestTarget(l, up, "/")
 		t.Run(l.Name, func(t *testing.T) {
 			for coding, want := range map[string]int{"gzip, chunked": http.StatusNotImplemented, "gzip": http.StatusNotImplemented, "Chunked": http.StatusOK} {
 				raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: %s\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n", target, up, coding)
-				if resp := exchange(t, f.Addr(l.Name).String(), raw); resp.StatusCode != want {
+				if resp := fwdtest.Exchange(t, f.Addr(l.Name).String(), raw); resp.StatusCode != want {
 					t.Errorf("Transfer-Encoding: %s through %s: %s, want %d", coding, l.Proxy, resp.Status, want)
 				}
 			}

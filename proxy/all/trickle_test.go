@@ -21,9 +21,9 @@ import (
 // 408 within seconds, whether the body is copied, chunked or spliced,
 // and the back end never gets a whole request.
 func TestTrickledRequestBodiesGet408(t *testing.T) {
-	o := newRecordingOrigin(t)
+	o := fwdtest.NewRecordingOrigin(t)
 	var listeners []config.Listener
-	for _, l := range httpListeners(t, o.addr) {
+	for _, l := range fwdtest.HTTPListeners(t, o.Addr) {
 		if l.Proxy == "filter" {
 			continue // the filter relays bodies its own way
 		}
@@ -41,8 +41,8 @@ func TestTrickledRequestBodiesGet408(t *testing.T) {
 		for name, b := range bodies {
 			t.Run(l.Name+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				c := dialFor(t, f.Addr(l.Name).String(), 15*time.Second)
-				head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", requestTarget(l, o.addr, "/"+name), o.addr, b.head)
+				c := fwdtest.DialFor(t, f.Addr(l.Name).String(), 15*time.Second)
+				head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", fwdtest.RequestTarget(l, o.Addr, "/"+name), o.Addr, b.head)
 				if _, err := c.Write([]byte(head + b.first)); err != nil {
 					t.Fatal(err)
 				}
