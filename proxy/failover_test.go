@@ -1,6 +1,6 @@
 // Tests of how the kinds that pick among servers treat one that fails: skipped for fail_timeout after max_fails failures (connects, and requests http-reverse's server does not answer), a request that can be sent again moved to the next server, a server's keep-alive ending no failure, and active health checks of upstream lists.
 
-package all_test
+package proxy_test
 
 import (
 	"bufio"

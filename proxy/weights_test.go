@@ -1,6 +1,6 @@
 // Tests that pools and upstream lists share requests and connections among their servers by weight and balance.
 
-package all_test
+package proxy_test
 
 import (
 	"bufio"
