@@ -18,7 +18,7 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
