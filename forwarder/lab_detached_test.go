@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
@@ -26,20 +28,20 @@ import (
 func TestLabDetachedPairs(t *testing.T) {
 	const n = 40
 	l := lab.NewT(t, lab.DefaultConfig())
-	servers := serverConns(t, l, serverAddr(l, 9841))
-	lf := startLabForwarder(t, l, tcpListener("det", fwdAddr(l, 7841), serverAddr(l, 9841)))
+	servers := serverConns(t, l, httplab.ServerAddr(l, 9841))
+	lf := startLabForwarder(t, l, tcpListener("det", httplab.FwdAddr(l, 7841), httplab.ServerAddr(l, 9841)))
 	lf.requireEngine(t, ip.Name)
 
 	// One pair first: what the engine starts once (its tickers, the
 	// datapath's readers) is not per pair.
-	c0 := dialClient(t, l, lf.Addr("det").String())
+	c0 := httplab.Dial(t, l, lf.Addr("det").String())
 	s0 := accept(t, servers)
 	lf.waitFlow(t, "det", "the first pair spliced by ip", func(f forwarder.Flow) bool { return f.State == "spliced" && f.Engine == ip.Name })
 	g0 := runtime.NumGoroutine()
 
 	var clients, srvs []*net.TCPConn
 	for range n {
-		clients = append(clients, dialClient(t, l, lf.Addr("det").String()))
+		clients = append(clients, httplab.Dial(t, l, lf.Addr("det").String()))
 		srvs = append(srvs, accept(t, servers))
 	}
 	testenv.EventuallyShowing(t, "every pair spliced by ip", func() bool {
@@ -94,7 +96,7 @@ func TestLabDetachedPairs(t *testing.T) {
 		return strconv.FormatFloat(lf.Metric("splicer_pairs_spliced", "engine", ip.Name), 'f', 0, 64)
 	})
 	for _, c := range clients {
-		if lf.Logs.Line("pair closed", "client="+c.LocalAddr().String(), "upstream="+serverAddr(l, 9841), "reason=eof", "engine=ip") == "" {
+		if lf.Logs.Line("pair closed", "client="+c.LocalAddr().String(), "upstream="+httplab.ServerAddr(l, 9841), "reason=eof", "engine=ip") == "" {
 			t.Errorf("no pair closed line for the client %v, with its upstream, reason and engine", c.LocalAddr())
 		}
 	}
@@ -107,16 +109,16 @@ func TestLabDetachedPairs(t *testing.T) {
 // both pairs end, the next client goes to the first again.
 func TestLabLeastConnCountsDetachedPairs(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	first, second := serverConns(t, l, serverAddr(l, 9851)), serverConns(t, l, serverAddr(l, 9852))
-	lc := tcpListener("lc", fwdAddr(l, 7851), serverAddr(l, 9851))
-	lc.Upstream, lc.Balance = config.Servers(serverAddr(l, 9851), serverAddr(l, 9852)), "least_conn"
+	first, second := serverConns(t, l, httplab.ServerAddr(l, 9851)), serverConns(t, l, httplab.ServerAddr(l, 9852))
+	lc := tcpListener("lc", httplab.FwdAddr(l, 7851), httplab.ServerAddr(l, 9851))
+	lc.Upstream, lc.Balance = config.Servers(httplab.ServerAddr(l, 9851), httplab.ServerAddr(l, 9852)), "least_conn"
 	lf := startLabForwarder(t, l, lc)
 	lf.requireEngine(t, ip.Name)
 
-	a := dialClient(t, l, lf.Addr("lc").String())
+	a := httplab.Dial(t, l, lf.Addr("lc").String())
 	sa := accept(t, first)
 	lf.waitFlow(t, "lc", "the first pair spliced by ip", func(f forwarder.Flow) bool { return f.State == "spliced" && f.Engine == ip.Name })
-	b := dialClient(t, l, lf.Addr("lc").String())
+	b := httplab.Dial(t, l, lf.Addr("lc").String())
 	var sb *net.TCPConn
 	select {
 	case sb = <-second:
@@ -130,6 +132,6 @@ func TestLabLeastConnCountsDetachedPairs(t *testing.T) {
 		p[1].Close()
 	}
 	testenv.EventuallyShowing(t, "both pairs closed", func() bool { fl, err := lf.flows(); return err == nil && len(fl) == 0 }, func() string { fl, _ := lf.flows(); return flowsString(fl) })
-	dialClient(t, l, lf.Addr("lc").String())
+	httplab.Dial(t, l, lf.Addr("lc").String())
 	accept(t, first)
 }

@@ -3,7 +3,6 @@
 package forwarder_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,16 +34,6 @@ const waitFor = 10 * time.Second
 type labForwarder struct {
 	*fwdtest.LabForwarder
 	admin *httptest.Server
-}
-
-// fwdAddr is the forwarder's client-side address with port.
-func fwdAddr(l *lab.Lab, port uint16) string {
-	return netip.AddrPortFrom(l.Cfg.FwdClient.Addr(), port).String()
-}
-
-// serverAddr is the server's address with port.
-func serverAddr(l *lab.Lab, port uint16) string {
-	return netip.AddrPortFrom(l.Cfg.Server.Addr(), port).String()
 }
 
 // tcpListener is a listener with every default but name, address and upstream.
@@ -243,19 +231,6 @@ func accept(tb testing.TB, ch <-chan *net.TCPConn) *net.TCPConn {
 		tb.Fatal("the upstream connection never reached the server")
 		return nil
 	}
-}
-
-// dialClient connects from l's client namespace to addr.
-func dialClient(tb testing.TB, l *lab.Lab, addr string) *net.TCPConn {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	c, err := l.Client.Dial(ctx, "tcp", addr)
-	if err != nil {
-		tb.Fatalf("client dial %s: %v", addr, err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	return c.(*net.TCPConn)
 }
 
 // readAll reads c to EOF within waitFor.
