@@ -302,21 +302,7 @@ func startWithGrace(tb testing.TB, grace time.Duration, listeners ...config.List
 	cfg := config.Default()
 	cfg.ShutdownTimeout = config.Duration(grace)
 	cfg.Listeners = listeners
-	if err := cfg.Validate(); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := forwarder.New(&cfg, forwarder.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-	})
+	f := fwdtest.StartConfig(tb, &cfg, forwarder.Options{})
 	return f, cfg
 }
 

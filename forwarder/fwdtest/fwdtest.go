@@ -26,10 +26,17 @@ func StartWith(tb testing.TB, opts forwarder.Options, listeners ...config.Listen
 	tb.Helper()
 	cfg := config.Default()
 	cfg.Listeners = listeners
+	return StartConfig(tb, &cfg, opts)
+}
+
+// StartConfig is StartWith for a whole configuration (a shutdown_timeout,
+// settings beside the listeners).
+func StartConfig(tb testing.TB, cfg *config.Config, opts forwarder.Options) *forwarder.Forwarder {
+	tb.Helper()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	f, err := forwarder.New(&cfg, opts)
+	f, err := forwarder.New(cfg, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
