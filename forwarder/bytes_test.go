@@ -52,7 +52,7 @@ func TestBytesCountWhileTransferRuns(t *testing.T) {
 	up := fwdtest.Echo(t)
 	for _, name := range []string{copyengine.Name, pipe.Name, "auto"} {
 		t.Run(name, func(t *testing.T) {
-			f := startForwarder(t, name, up)
+			f := startThrough(t, name, up)
 			c, err := net.Dial("tcp", f.Addr("t").String())
 			if err != nil {
 				t.Fatal(err)

@@ -12,14 +12,14 @@ import (
 	"github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
-	"github.com/splicer/splicer/internal/config"
 )
 
-// startForwarder runs a forwarder with one tcp listener on loopback to upstream.
-func startForwarder(tb testing.TB, engineName, upstream string) *forwarder.Forwarder {
+// startThrough runs a forwarder with one tcp listener, "t", on loopback
+// to upstream, through engineName.
+func startThrough(tb testing.TB, engineName, upstream string) *forwarder.Forwarder {
 	tb.Helper()
-	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(upstream), engineName
+	l := fwdtest.TCP("t", upstream)
+	l.Engine = engineName
 	return fwdtest.Start(tb, l)
 }
 
@@ -27,7 +27,7 @@ func TestEchoThroughEveryEngine(t *testing.T) {
 	up := fwdtest.Echo(t)
 	for _, name := range []string{copyengine.Name, pipe.Name, "auto"} {
 		t.Run(name, func(t *testing.T) {
-			f := startForwarder(t, name, up)
+			f := startThrough(t, name, up)
 			c, err := net.Dial("tcp", f.Addr("t").String())
 			if err != nil {
 				t.Fatal(err)

@@ -25,14 +25,7 @@ listeners:
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := forwarder.New(cfg, forwarder.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Shutdown(canceledCtx()) })
+	f := fwdtest.StartConfig(t, cfg, forwarder.Options{})
 	gauge := func(server string) float64 {
 		families, _ := f.Metrics().Registry.Gather()
 		for _, mf := range families {

@@ -16,12 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"golang.org/x/sys/unix"
 
 	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -62,7 +65,7 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 			// The forwarder sets the upstream's options once its connect
 			// returns, which may be after the server accepted, and before
 			// the pair shows its upstream.
-			eventually(t, "the pair's upstream in the flows", func() bool {
+			testenv.EventuallyShowing(t, "the pair's upstream in the flows", func() bool {
 				fl := f.Flows().Snapshot()
 				return len(fl) == 1 && fl[0].Upstream != ""
 			}, func() string { return fmt.Sprintf("%+v", f.Flows().Snapshot()) })
@@ -149,7 +152,7 @@ func TestLabVanishedClientEndsItsPair(t *testing.T) {
 			t.Run(kind.prefix+name, func(t *testing.T) {
 				t.Parallel()
 				l := lab.NewT(t, lab.DefaultConfig())
-				up := serverConns(t, l, serverAddr(l, 9701))
+				up := serverConns(t, l, httplab.ServerAddr(l, 9701))
 				lc := kind.listener(l)
 				lc.Engine, lc.TCPKeepalive = name, vanishingKeepalive
 				lf := startLabForwarder(t, l, lc)
@@ -191,13 +194,13 @@ func TestLabVanishedClientBetweenRequests(t *testing.T) {
 		t.Run(kind.proxy, func(t *testing.T) {
 			t.Parallel()
 			l := lab.NewT(t, lab.DefaultConfig())
-			server := serverAddr(l, 9702)
+			server := httplab.ServerAddr(l, 9702)
 			serveOrigin(t, l, origin.HTTP, server)
 			lc := randomListener(l, kind.proxy)
 			kind.listener(&lc, server)
 			lc.TCPKeepalive = vanishingKeepalive
 			lf := startLabForwarder(t, l, lc)
-			c := dialClient(t, l, lf.Addr("random").String())
+			c := httplab.Dial(t, l, lf.Addr("random").String())
 			c.SetDeadline(time.Now().Add(waitFor))
 			target := kind.target
 			if strings.Contains(target, "%s") {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
@@ -26,8 +28,8 @@ import (
 // no segment it could not keep (hold_dropped 0).
 func TestLabAutoPromotesToIP(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Stream, serverAddr(l, 9811))
-	lc := tcpListener("auto", fwdAddr(l, 7811), serverAddr(l, 9811))
+	serveOrigin(t, l, origin.Stream, httplab.ServerAddr(l, 9811))
+	lc := tcpListener("auto", httplab.FwdAddr(l, 7811), httplab.ServerAddr(l, 9811))
 	if lc.Engine != "auto" {
 		t.Fatalf("a listener's default engine is %q, want auto", lc.Engine)
 	}
@@ -41,7 +43,7 @@ func TestLabAutoPromotesToIP(t *testing.T) {
 
 	const short, mice = 4 << 10, 3
 	for range mice {
-		client := dialClient(t, l, lf.Addr("auto").String())
+		client := httplab.Dial(t, l, lf.Addr("auto").String())
 		if rep, err := origin.StreamCheck(ctx, client, short, short); err != nil || !rep.OK() {
 			t.Fatalf("4 KiB each way: %+v, %v", rep, err)
 		}
@@ -59,7 +61,7 @@ func TestLabAutoPromotesToIP(t *testing.T) {
 	}
 
 	const size = 64 << 20
-	client := dialClient(t, l, lf.Addr("auto").String())
+	client := httplab.Dial(t, l, lf.Addr("auto").String())
 	checked := make(chan error, 1)
 	go func() {
 		rep, err := origin.StreamCheck(ctx, client, size, size)

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -51,8 +53,8 @@ func addClientAddr(tb testing.TB, l *lab.Lab, p netip.Prefix) {
 
 func TestLabPerClientCapCountsIPv6By64(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, serverAddr(l, 9801))
-	capped := tcpListener("capped", "[::]:9800", serverAddr(l, 9801)) // IPv4 and IPv6
+	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9801))
+	capped := tcpListener("capped", "[::]:9800", httplab.ServerAddr(l, 9801)) // IPv4 and IPv6
 	capped.MaxConnectionsPerClient = 1
 	lf := startLabForwarder(t, l, capped)
 	second := netip.MustParsePrefix("fd99:1::3/64")

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -25,23 +28,23 @@ import (
 func TestLabDetachedPairs(t *testing.T) {
 	const n = 40
 	l := lab.NewT(t, lab.DefaultConfig())
-	servers := serverConns(t, l, serverAddr(l, 9841))
-	lf := startLabForwarder(t, l, tcpListener("det", fwdAddr(l, 7841), serverAddr(l, 9841)))
+	servers := serverConns(t, l, httplab.ServerAddr(l, 9841))
+	lf := startLabForwarder(t, l, tcpListener("det", httplab.FwdAddr(l, 7841), httplab.ServerAddr(l, 9841)))
 	lf.requireEngine(t, ip.Name)
 
 	// One pair first: what the engine starts once (its tickers, the
 	// datapath's readers) is not per pair.
-	c0 := dialClient(t, l, lf.Addr("det").String())
+	c0 := httplab.Dial(t, l, lf.Addr("det").String())
 	s0 := accept(t, servers)
 	lf.waitFlow(t, "det", "the first pair spliced by ip", func(f forwarder.Flow) bool { return f.State == "spliced" && f.Engine == ip.Name })
 	g0 := runtime.NumGoroutine()
 
 	var clients, srvs []*net.TCPConn
 	for range n {
-		clients = append(clients, dialClient(t, l, lf.Addr("det").String()))
+		clients = append(clients, httplab.Dial(t, l, lf.Addr("det").String()))
 		srvs = append(srvs, accept(t, servers))
 	}
-	eventually(t, "every pair spliced by ip", func() bool {
+	testenv.EventuallyShowing(t, "every pair spliced by ip", func() bool {
 		flows, err := lf.flows()
 		if err != nil || len(flows) != n+1 {
 			return false
@@ -59,7 +62,7 @@ func TestLabDetachedPairs(t *testing.T) {
 	for i := range n {
 		exchangeBothWays(t, clients[i], srvs[i], 1000+i)
 	}
-	eventually(t, "/flows counting the bytes", func() bool {
+	testenv.EventuallyShowing(t, "/flows counting the bytes", func() bool {
 		flows, err := lf.flows()
 		if err != nil {
 			return false
@@ -87,13 +90,13 @@ func TestLabDetachedPairs(t *testing.T) {
 	if got := lf.Metric("splicer_splice_transitions_total", "engine", ip.Name, "outcome", "eof"); got < n {
 		t.Errorf("ip splices that ended at eof: %v, want at least %d", got, n)
 	}
-	eventually(t, "the spliced gauge back to 0", func() bool {
+	testenv.EventuallyShowing(t, "the spliced gauge back to 0", func() bool {
 		return lf.Metric("splicer_pairs_spliced", "engine", ip.Name) == 0
 	}, func() string {
 		return strconv.FormatFloat(lf.Metric("splicer_pairs_spliced", "engine", ip.Name), 'f', 0, 64)
 	})
 	for _, c := range clients {
-		if lf.Logs.Line("pair closed", "client="+c.LocalAddr().String(), "upstream="+serverAddr(l, 9841), "reason=eof", "engine=ip") == "" {
+		if lf.Logs.Line("pair closed", "client="+c.LocalAddr().String(), "upstream="+httplab.ServerAddr(l, 9841), "reason=eof", "engine=ip") == "" {
 			t.Errorf("no pair closed line for the client %v, with its upstream, reason and engine", c.LocalAddr())
 		}
 	}
@@ -106,16 +109,16 @@ func TestLabDetachedPairs(t *testing.T) {
 // both pairs end, the next client goes to the first again.
 func TestLabLeastConnCountsDetachedPairs(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	first, second := serverConns(t, l, serverAddr(l, 9851)), serverConns(t, l, serverAddr(l, 9852))
-	lc := tcpListener("lc", fwdAddr(l, 7851), serverAddr(l, 9851))
-	lc.Upstream, lc.Balance = config.Servers(serverAddr(l, 9851), serverAddr(l, 9852)), "least_conn"
+	first, second := serverConns(t, l, httplab.ServerAddr(l, 9851)), serverConns(t, l, httplab.ServerAddr(l, 9852))
+	lc := tcpListener("lc", httplab.FwdAddr(l, 7851), httplab.ServerAddr(l, 9851))
+	lc.Upstream, lc.Balance = config.Servers(httplab.ServerAddr(l, 9851), httplab.ServerAddr(l, 9852)), "least_conn"
 	lf := startLabForwarder(t, l, lc)
 	lf.requireEngine(t, ip.Name)
 
-	a := dialClient(t, l, lf.Addr("lc").String())
+	a := httplab.Dial(t, l, lf.Addr("lc").String())
 	sa := accept(t, first)
 	lf.waitFlow(t, "lc", "the first pair spliced by ip", func(f forwarder.Flow) bool { return f.State == "spliced" && f.Engine == ip.Name })
-	b := dialClient(t, l, lf.Addr("lc").String())
+	b := httplab.Dial(t, l, lf.Addr("lc").String())
 	var sb *net.TCPConn
 	select {
 	case sb = <-second:
@@ -128,7 +131,7 @@ func TestLabLeastConnCountsDetachedPairs(t *testing.T) {
 		p[0].Close()
 		p[1].Close()
 	}
-	eventually(t, "both pairs closed", func() bool { fl, err := lf.flows(); return err == nil && len(fl) == 0 }, func() string { fl, _ := lf.flows(); return flowsString(fl) })
-	dialClient(t, l, lf.Addr("lc").String())
+	testenv.EventuallyShowing(t, "both pairs closed", func() bool { fl, err := lf.flows(); return err == nil && len(fl) == 0 }, func() string { fl, _ := lf.flows(); return flowsString(fl) })
+	httplab.Dial(t, l, lf.Addr("lc").String())
 	accept(t, first)
 }

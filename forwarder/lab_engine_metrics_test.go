@@ -7,19 +7,22 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
 
 func TestLabEngineCountersExported(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, serverAddr(l, 9701))
-	lc := tcpListener("sm", fwdAddr(l, 7701), serverAddr(l, 9701))
+	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9701))
+	lc := tcpListener("sm", httplab.FwdAddr(l, 7701), httplab.ServerAddr(l, 9701))
 	lc.Engine = "sockmap"
 	lf := startLabForwarder(t, l, lc)
 	lf.requireEngine(t, "sockmap")
 
-	c := dialClient(t, l, lf.Addr("sm").String())
+	c := httplab.Dial(t, l, lf.Addr("sm").String())
 	msg := bytes.Repeat([]byte("sockmap"), 10000)
 	writeAsync(t, c, msg, true)
 	if got := readAll(t, c); !bytes.Equal(got, msg) {
@@ -37,7 +40,7 @@ func TestLabEngineCountersExported(t *testing.T) {
 		return lf.Metric("splicer_engine_bytes_total", "engine", "sockmap", "kind", "kernel") +
 			lf.Metric("splicer_engine_bytes_total", "engine", "sockmap", "kind", "user")
 	}
-	eventually(t, "sockmap's kernel + user bytes to count both directions", func() bool {
+	testenv.EventuallyShowing(t, "sockmap's kernel + user bytes to count both directions", func() bool {
 		return moved() >= want
 	}, func() string { return fmt.Sprintf("counted %v bytes, want %v", moved(), want) })
 }

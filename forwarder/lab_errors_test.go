@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -26,7 +29,7 @@ func TestLabUpstreamFailures(t *testing.T) {
 		reason   string
 	}{
 		// The server's kernel answers a SYN to a closed port with a reset.
-		{"refused", 7101, serverAddr(l, 1), 10 * time.Second, "upstream_refused"},
+		{"refused", 7101, httplab.ServerAddr(l, 1), 10 * time.Second, "upstream_refused"},
 		// The forwarder has no route to 10.99.3.0/24.
 		{"unreachable", 7102, "10.99.3.3:80", 10 * time.Second, "upstream_unreachable"},
 		// Nobody answers ARP for .99 on the server link, so the connect
@@ -36,7 +39,7 @@ func TestLabUpstreamFailures(t *testing.T) {
 	}
 	var listeners []config.Listener
 	for _, c := range cases {
-		lc := tcpListener(c.name, fwdAddr(l, c.port), c.upstream)
+		lc := tcpListener(c.name, httplab.FwdAddr(l, c.port), c.upstream)
 		lc.ConnectTimeout = config.Duration(c.timeout)
 		listeners = append(listeners, lc)
 	}
@@ -45,7 +48,7 @@ func TestLabUpstreamFailures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			client := dialClient(t, l, lf.Addr(c.name).String())
+			client := httplab.Dial(t, l, lf.Addr(c.name).String())
 			// Prompt: well under the 10 s connect timeout for errors the
 			// kernel reports at once, just past it for a timeout.
 			limit := 2 * time.Second
@@ -67,17 +70,17 @@ func TestLabUpstreamFailures(t *testing.T) {
 func TestLabMaxConnections(t *testing.T) {
 	t.Parallel()
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, serverAddr(l, 9201))
-	lc := tcpListener("capped", fwdAddr(l, 7201), serverAddr(l, 9201))
+	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9201))
+	lc := tcpListener("capped", httplab.FwdAddr(l, 7201), httplab.ServerAddr(l, 9201))
 	lc.MaxConnections = 2
 	lf := startLabForwarder(t, l, lc)
 	addr := lf.Addr("capped").String()
 
-	first, second := dialClient(t, l, addr), dialClient(t, l, addr)
+	first, second := httplab.Dial(t, l, addr), httplab.Dial(t, l, addr)
 	echo(t, first, "one")
 	echo(t, second, "two")
 
-	over := dialClient(t, l, addr)
+	over := httplab.Dial(t, l, addr)
 	waitClosedByPeer(t, over, 2*time.Second)
 	lf.waitClosed(t, "capped", "max_connections", 1)
 	if lf.Logs.Line("reason=max_connections") == "" {
@@ -85,10 +88,10 @@ func TestLabMaxConnections(t *testing.T) {
 	}
 
 	first.Close()
-	eventually(t, "a pair slot to free up", func() bool {
+	testenv.EventuallyShowing(t, "a pair slot to free up", func() bool {
 		return lf.Metric("splicer_connections_active", "listener", "capped") == 1
 	}, func() string { return "still 2 active" })
-	echo(t, dialClient(t, l, addr), "three")
+	echo(t, httplab.Dial(t, l, addr), "three")
 	echo(t, second, "two again")
 	if n := lf.closed("capped", "max_connections"); n != 1 {
 		t.Errorf("%v connections closed for max_connections, want only the one over the limit", n)

@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
@@ -27,15 +30,15 @@ func TestLab1000ConcurrentPairs(t *testing.T) {
 	t.Parallel()
 	const pairs = 1000
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, serverAddr(l, 9301))
-	lf := startLabForwarder(t, l, tcpListener("many", fwdAddr(l, 7301), serverAddr(l, 9301)))
+	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9301))
+	lf := startLabForwarder(t, l, tcpListener("many", httplab.FwdAddr(l, 7301), httplab.ServerAddr(l, 9301)))
 	addr := lf.Addr("many").String()
 
 	conns := make([]*net.TCPConn, pairs)
 	for i := range conns {
-		conns[i] = dialClient(t, l, addr)
+		conns[i] = httplab.Dial(t, l, addr)
 	}
-	eventually(t, "1,000 open pairs", func() bool {
+	testenv.EventuallyShowing(t, "1,000 open pairs", func() bool {
 		return lf.Metric("splicer_connections_active", "listener", "many") == pairs
 	}, func() string {
 		return fmt.Sprintf("%v active", lf.Metric("splicer_connections_active", "listener", "many"))
@@ -55,7 +58,7 @@ func TestLab1000ConcurrentPairs(t *testing.T) {
 	}
 
 	lf.waitClosed(t, "many", "eof", pairs)
-	eventually(t, "the active gauge back to 0", func() bool {
+	testenv.EventuallyShowing(t, "the active gauge back to 0", func() bool {
 		return lf.Metric("splicer_connections_active", "listener", "many") == 0
 	}, func() string {
 		return fmt.Sprintf("%v active", lf.Metric("splicer_connections_active", "listener", "many"))
@@ -109,9 +112,9 @@ func readUntilEOF(c net.Conn, buf []byte) (int, error) {
 func TestLabShutdownCutsIdlePairAtGrace(t *testing.T) {
 	t.Parallel()
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, serverAddr(l, 9401))
-	lf := startLabForwarder(t, l, tcpListener("idle", fwdAddr(l, 7401), serverAddr(l, 9401)))
-	client := dialClient(t, l, lf.Addr("idle").String())
+	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9401))
+	lf := startLabForwarder(t, l, tcpListener("idle", httplab.FwdAddr(l, 7401), httplab.ServerAddr(l, 9401)))
+	client := httplab.Dial(t, l, lf.Addr("idle").String())
 	echo(t, client, "still here")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -135,23 +138,23 @@ func TestLabShutdownCutsIdlePairAtGrace(t *testing.T) {
 func TestLabShutdownLetsPairFinish(t *testing.T) {
 	t.Parallel()
 	l := lab.NewT(t, lab.DefaultConfig())
-	upstream := serverConns(t, l, serverAddr(l, 9501))
-	serveOrigin(t, l, origin.Echo, serverAddr(l, 9502))
+	upstream := serverConns(t, l, httplab.ServerAddr(l, 9501))
+	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9502))
 	// Probing whether the forwarder still accepts may open a pair before
 	// Shutdown closes the listeners; the probe listener's echo upstream
 	// ends such a pair at once, and keeps it out of busy's counts.
 	lf := startLabForwarder(t, l,
-		tcpListener("busy", fwdAddr(l, 7501), serverAddr(l, 9501)),
-		tcpListener("probe", fwdAddr(l, 7502), serverAddr(l, 9502)))
+		tcpListener("busy", httplab.FwdAddr(l, 7501), httplab.ServerAddr(l, 9501)),
+		tcpListener("probe", httplab.FwdAddr(l, 7502), httplab.ServerAddr(l, 9502)))
 	probe := lf.Addr("probe").String()
-	client := dialClient(t, l, lf.Addr("busy").String())
+	client := httplab.Dial(t, l, lf.Addr("busy").String())
 	server := accept(t, upstream)
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- lf.Shutdown(ctx) }()
-	eventually(t, "the listener to stop accepting", func() bool {
+	testenv.EventuallyShowing(t, "the listener to stop accepting", func() bool {
 		c, err := l.Client.Dial(ctx, "tcp", probe)
 		if err == nil {
 			c.Close()
@@ -193,8 +196,8 @@ func TestLabSpliceAfter(t *testing.T) {
 	if err := l.SetRate(l.ServerLink(), 320e6); err != nil {
 		t.Fatal(err)
 	}
-	serveOrigin(t, l, origin.Stream, serverAddr(l, 9601))
-	lc := tcpListener("later", fwdAddr(l, 7601), serverAddr(l, 9601))
+	serveOrigin(t, l, origin.Stream, httplab.ServerAddr(l, 9601))
+	lc := tcpListener("later", httplab.FwdAddr(l, 7601), httplab.ServerAddr(l, 9601))
 	lc.SpliceAfter = config.Duration(200 * time.Millisecond)
 	lf := startLabForwarder(t, l, lc)
 	auto, err := lf.Engines.Chain("auto")
@@ -203,7 +206,7 @@ func TestLabSpliceAfter(t *testing.T) {
 	}
 	spliced := auto[0].Name()
 
-	client := dialClient(t, l, lf.Addr("later").String())
+	client := httplab.Dial(t, l, lf.Addr("later").String())
 	lf.waitFlow(t, "later", "in control mode", func(f forwarder.Flow) bool {
 		return f.State == "control" && f.Engine == "control"
 	})
@@ -240,11 +243,11 @@ func TestLabSpliceAfter(t *testing.T) {
 func TestLabSpliceAfterClientNotReading(t *testing.T) {
 	t.Parallel()
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Source, serverAddr(l, 9611))
-	lc := tcpListener("stalled", fwdAddr(l, 7611), serverAddr(l, 9611))
+	serveOrigin(t, l, origin.Source, httplab.ServerAddr(l, 9611))
+	lc := tcpListener("stalled", httplab.FwdAddr(l, 7611), httplab.ServerAddr(l, 9611))
 	lc.SpliceAfter = config.Duration(300 * time.Millisecond) // the buffers fill well before
 	lc.IdleTimeout = config.Duration(time.Second)
 	lf := startLabForwarder(t, l, lc)
-	dialClient(t, l, lf.Addr("stalled").String()) // reads nothing until the test ends
+	httplab.Dial(t, l, lf.Addr("stalled").String()) // reads nothing until the test ends
 	lf.waitClosed(t, "stalled", "idle", 1)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
@@ -52,16 +54,16 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 		lc.Engine = ip.Name
 		listeners = append(listeners, lc)
 	}
-	clamped := tcpListener("clamped", fwdAddr(l, 7803), serverAddr(l, 9803))
+	clamped := tcpListener("clamped", httplab.FwdAddr(l, 7803), httplab.ServerAddr(l, 9803))
 	clamped.Engine = ip.Name
-	serveOrigin(t, l, origin.Stream, serverAddr(l, 9803))
+	serveOrigin(t, l, origin.Stream, httplab.ServerAddr(l, 9803))
 	lf := startLabForwarder(t, l, append(listeners, clamped)...)
 	lf.requireEngine(t, ip.Name)
 
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			const size = 32 << 20
-			client := dialClient(t, l, lf.Addr(c.name).String())
+			client := httplab.Dial(t, l, lf.Addr(c.name).String())
 			lf.waitFlow(t, c.name, "spliced by ip", func(f forwarder.Flow) bool {
 				return f.State == "spliced" && f.Engine == ip.Name
 			})

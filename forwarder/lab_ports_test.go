@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -40,8 +43,8 @@ func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	engines := config.Default().Engines
 	engines.IP.LocalPorts = "45000-45001"
 	engines.IP.TimeWait = config.Duration(4 * time.Second)
-	servers := serverConns(t, l, serverAddr(l, 9831))
-	lf := startLabForwarderWith(t, l, engines, tcpListener("ports", fwdAddr(l, 7831), serverAddr(l, 9831)))
+	servers := serverConns(t, l, httplab.ServerAddr(l, 9831))
+	lf := startLabForwarderWith(t, l, engines, tcpListener("ports", httplab.FwdAddr(l, 7831), httplab.ServerAddr(l, 9831)))
 	lf.requireEngine(t, ip.Name)
 	if got := reservedPorts(t, l); got != "" {
 		t.Fatalf("the forwarder namespace reserves %q before any splice, want nothing", got)
@@ -62,7 +65,7 @@ func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	// pair is spliced: its two sockets are closed, and no duplicate kept.
 	settled := func(what string, want int) {
 		t.Helper()
-		eventually(t, what, func() bool { return openFDs(t) == want },
+		testenv.EventuallyShowing(t, what, func() bool { return openFDs(t) == want },
 			func() string { return "open descriptors: " + strconv.Itoa(openFDs(t)) + ", want " + strconv.Itoa(want) })
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -112,9 +115,9 @@ func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 // the server's.
 func splicedPair(tb testing.TB, lf *labForwarder, servers <-chan *net.TCPConn) (*net.TCPConn, *net.TCPConn) {
 	tb.Helper()
-	c := dialClient(tb, lf.Lab, lf.Addr("ports").String())
+	c := httplab.Dial(tb, lf.Lab, lf.Addr("ports").String())
 	s := accept(tb, servers)
-	eventually(tb, "every open pair spliced by ip", func() bool {
+	testenv.EventuallyShowing(tb, "every open pair spliced by ip", func() bool {
 		flows, err := lf.flows()
 		if err != nil {
 			return false
@@ -203,15 +206,15 @@ func TestLabFullRangeFallsBackToKernelPorts(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
 	engines := config.Default().Engines
 	engines.IP.LocalPorts = "45100-45101"
-	servers := serverConns(t, l, serverAddr(l, 9832))
-	lc := tcpListener("ports", fwdAddr(l, 7832), serverAddr(l, 9832))
+	servers := serverConns(t, l, httplab.ServerAddr(l, 9832))
+	lc := tcpListener("ports", httplab.FwdAddr(l, 7832), httplab.ServerAddr(l, 9832))
 	lc.SpliceAfter = config.Duration(time.Hour)
 	lf := startLabForwarderWith(t, l, engines, lc)
 	lf.requireEngine(t, ip.Name)
 	var got []int
 	var ends []*net.TCPConn
 	for i := range 3 {
-		c := dialClient(t, lf.Lab, lf.Addr("ports").String())
+		c := httplab.Dial(t, lf.Lab, lf.Addr("ports").String())
 		s := accept(t, servers)
 		got = append(got, upstreamPort(s))
 		exchangeBothWays(t, c, s, 100+i)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/internal/config"
@@ -72,7 +74,7 @@ type randomKind struct {
 
 var randomKinds = []randomKind{
 	{prefix: "", listener: func(l *lab.Lab) config.Listener {
-		lc := tcpListener("random", fwdAddr(l, 7701), serverAddr(l, 9701))
+		lc := tcpListener("random", httplab.FwdAddr(l, 7701), httplab.ServerAddr(l, 9701))
 		lc.SpliceAfter = config.Duration(30 * time.Millisecond)
 		return lc
 	}, connect: func(*net.TCPConn, string) error { return nil }},
@@ -91,7 +93,7 @@ var randomKinds = []randomKind{
 	{prefix: "upgrade-", listener: func(l *lab.Lab) config.Listener {
 		lc := randomListener(l, "http-reverse")
 		lc.Routes = []config.Route{{Pool: "s"}}
-		lc.Pools = []config.Pool{{Name: "s", Servers: config.Servers(serverAddr(l, 9701))}}
+		lc.Pools = []config.Pool{{Name: "s", Servers: config.Servers(httplab.ServerAddr(l, 9701))}}
 		return lc
 	}, connect: httpUpgrade, serve: switchProtocols},
 }
@@ -101,9 +103,9 @@ var randomKinds = []randomKind{
 // returns the two ends once the listener has connected them.
 func (kind randomKind) open(tb testing.TB, l *lab.Lab, lf *labForwarder, up <-chan *net.TCPConn) (client, server *net.TCPConn) {
 	tb.Helper()
-	client = dialClient(tb, l, lf.Addr("random").String())
+	client = httplab.Dial(tb, l, lf.Addr("random").String())
 	connected := make(chan error, 1)
-	go func() { connected <- kind.connect(client, serverAddr(l, 9701)) }()
+	go func() { connected <- kind.connect(client, httplab.ServerAddr(l, 9701)) }()
 	server = accept(tb, up)
 	if kind.serve != nil {
 		if err := kind.serve(server); err != nil {
@@ -120,7 +122,7 @@ func (kind randomKind) open(tb testing.TB, l *lab.Lab, lf *labForwarder, up <-ch
 // the forwarder's port 7701, with every default.
 func randomListener(l *lab.Lab, proxy string) config.Listener {
 	lc := config.DefaultListener()
-	lc.Name, lc.Listen, lc.Proxy = "random", fwdAddr(l, 7701), proxy
+	lc.Name, lc.Listen, lc.Proxy = "random", httplab.FwdAddr(l, 7701), proxy
 	return lc
 }
 
@@ -215,7 +217,7 @@ func runRandomPairs(t *testing.T, kind randomKind, name string, lossPercent floa
 			t.Fatal(err)
 		}
 	}
-	up := serverConns(t, l, serverAddr(l, 9701))
+	up := serverConns(t, l, httplab.ServerAddr(l, 9701))
 	lc := kind.listener(l)
 	lc.Engine = name
 	lf := startLabForwarder(t, l, lc)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/forwarder"
@@ -52,11 +54,11 @@ func TestLabEngines(t *testing.T) {
 			var listeners []config.Listener
 			for _, c := range engineCases {
 				if c.streamOrigin {
-					serveOrigin(t, l, origin.Stream, serverAddr(l, c.srv))
+					serveOrigin(t, l, origin.Stream, httplab.ServerAddr(l, c.srv))
 				} else {
-					upstreams[c.name] = serverConns(t, l, serverAddr(l, c.srv))
+					upstreams[c.name] = serverConns(t, l, httplab.ServerAddr(l, c.srv))
 				}
-				lc := tcpListener(c.name, fwdAddr(l, c.fwd), serverAddr(l, c.srv))
+				lc := tcpListener(c.name, httplab.FwdAddr(l, c.fwd), httplab.ServerAddr(l, c.srv))
 				lc.Engine = name
 				listeners = append(listeners, lc)
 			}
@@ -74,7 +76,7 @@ func TestLabEngines(t *testing.T) {
 // spliced by the engine under test.
 func (e *engineLab) connect(t *testing.T, listener string, upstream <-chan *net.TCPConn) (client, server *net.TCPConn) {
 	t.Helper()
-	client = dialClient(t, e.Lab, e.Addr(listener).String())
+	client = httplab.Dial(t, e.Lab, e.Addr(listener).String())
 	server = accept(t, upstream)
 	e.waitSpliced(t, listener)
 	return client, server
@@ -94,7 +96,7 @@ func (e *engineLab) waitSpliced(t *testing.T, listener string) forwarder.Flow {
 // byte counters match what was sent once the pair is closed.
 func testStream64MiB(t *testing.T, e *engineLab, listener string, _ <-chan *net.TCPConn) {
 	const size = 64 << 20
-	client := dialClient(t, e.Lab, e.Addr(listener).String())
+	client := httplab.Dial(t, e.Lab, e.Addr(listener).String())
 	e.waitSpliced(t, listener)
 
 	samples := sampleFlows(t, e.labForwarder, listener)

@@ -3,7 +3,6 @@
 package forwarder_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,16 +34,6 @@ const waitFor = 10 * time.Second
 type labForwarder struct {
 	*fwdtest.LabForwarder
 	admin *httptest.Server
-}
-
-// fwdAddr is the forwarder's client-side address with port.
-func fwdAddr(l *lab.Lab, port uint16) string {
-	return netip.AddrPortFrom(l.Cfg.FwdClient.Addr(), port).String()
-}
-
-// serverAddr is the server's address with port.
-func serverAddr(l *lab.Lab, port uint16) string {
-	return netip.AddrPortFrom(l.Cfg.Server.Addr(), port).String()
 }
 
 // tcpListener is a listener with every default but name, address and upstream.
@@ -119,7 +107,7 @@ func (lf *labForwarder) waitFlow(tb testing.TB, listener, what string, ok func(f
 	var last forwarder.Flow
 	var seen bool
 	var err error
-	eventually(tb, "flow of "+listener+" "+what, func() bool {
+	testenv.EventuallyShowing(tb, "flow of "+listener+" "+what, func() bool {
 		last, seen, err = lf.flowOf(listener)
 		return err == nil && seen && ok(last)
 	}, func() string { return fmt.Sprintf("last flow %+v (found: %v, err: %v)", last, seen, err) })
@@ -165,7 +153,7 @@ func (lf *labForwarder) closedReasons(listener string) map[string]float64 {
 func (lf *labForwarder) waitClosed(tb testing.TB, listener, reason string, n float64) {
 	tb.Helper()
 	var reasons map[string]float64
-	eventually(tb, fmt.Sprintf("%v pairs of %s counted closed", n, listener), func() bool {
+	testenv.EventuallyShowing(tb, fmt.Sprintf("%v pairs of %s counted closed", n, listener), func() bool {
 		reasons = lf.closedReasons(listener)
 		var total float64
 		for _, v := range reasons {
@@ -175,19 +163,6 @@ func (lf *labForwarder) waitClosed(tb testing.TB, listener, reason string, n flo
 	}, func() string { return fmt.Sprintf("counted %v", reasons) })
 	if want := map[string]float64{reason: n}; !maps.Equal(reasons, want) {
 		tb.Fatalf("splicer_connections_closed_total{listener=%q} by reason: %v, want %v", listener, reasons, want)
-	}
-}
-
-// eventually polls cond until it holds or waitFor passes, then fails with
-// what and detail().
-func eventually(tb testing.TB, what string, cond func() bool, detail func() string) {
-	tb.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s: %s", what, detail())
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -256,19 +231,6 @@ func accept(tb testing.TB, ch <-chan *net.TCPConn) *net.TCPConn {
 		tb.Fatal("the upstream connection never reached the server")
 		return nil
 	}
-}
-
-// dialClient connects from l's client namespace to addr.
-func dialClient(tb testing.TB, l *lab.Lab, addr string) *net.TCPConn {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	c, err := l.Client.Dial(ctx, "tcp", addr)
-	if err != nil {
-		tb.Fatalf("client dial %s: %v", addr, err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	return c.(*net.TCPConn)
 }
 
 // readAll reads c to EOF within waitFor.

@@ -48,14 +48,7 @@ listeners:
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := forwarder.New(cfg, forwarder.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Shutdown(canceledCtx()) })
+	f := fwdtest.StartConfig(t, cfg, forwarder.Options{})
 
 	getN(t, f.Addr("a").String(), 3)
 	getN(t, f.Addr("b").String(), 1)

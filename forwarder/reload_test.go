@@ -20,6 +20,7 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -213,7 +214,7 @@ func TestReloadLetsChangedListenersDownloadFinish(t *testing.T) {
 		rep, err := origin.StreamCheck(context.Background(), client, 0, size)
 		done <- result{rep, err}
 	}()
-	eventually(t, "the download under way", func() bool { return client.read.Load() >= 2<<20 },
+	testenv.EventuallyShowing(t, "the download under way", func() bool { return client.read.Load() >= 2<<20 },
 		func() string { return fmt.Sprintf("%d bytes read", client.read.Load()) })
 
 	next := cfg
@@ -234,7 +235,7 @@ func TestReloadLetsChangedListenersDownloadFinish(t *testing.T) {
 	if after := time.Since(reloaded); after < 2*grace {
 		t.Fatalf("the download ended %v after the reload, within shutdown_timeout (%v): pace it slower", after, grace)
 	}
-	eventually(t, "the pair counted closed", func() bool {
+	testenv.EventuallyShowing(t, "the pair counted closed", func() bool {
 		return closedBy(f, "dl", "eof")+closedBy(f, "dl", "shutdown") >= 1
 	}, func() string { return "no close counted" })
 	if eof, cut := closedBy(f, "dl", "eof"), closedBy(f, "dl", "shutdown"); eof != 1 || cut != 0 {
@@ -301,21 +302,7 @@ func startWithGrace(tb testing.TB, grace time.Duration, listeners ...config.List
 	cfg := config.Default()
 	cfg.ShutdownTimeout = config.Duration(grace)
 	cfg.Listeners = listeners
-	if err := cfg.Validate(); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := forwarder.New(&cfg, forwarder.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-	})
+	f := fwdtest.StartConfig(tb, &cfg, forwarder.Options{})
 	return f, cfg
 }
 

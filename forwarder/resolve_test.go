@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/proxytest"
@@ -92,14 +93,7 @@ listeners:
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := forwarder.New(cfg, forwarder.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Shutdown(canceledCtx()) })
+	f := fwdtest.StartConfig(t, cfg, forwarder.Options{})
 	addr := f.Addr("t").String()
 
 	got, old, oldR := greeting(t, addr)

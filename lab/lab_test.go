@@ -140,7 +140,7 @@ func TestSetLossDropsThatShareOfPackets(t *testing.T) {
 	const n = 2000
 	sendDatagrams(t, tx, n)
 	stats, err := l.LossStats(link, TowardServer)
-	waitUntil(t, "every datagram received or dropped", func() bool {
+	testenv.Eventually(t, "every datagram received or dropped", func() bool {
 		stats, err = l.LossStats(link, TowardServer)
 		return err != nil || rx.count()-1+stats.Dropped >= n
 	})
@@ -283,7 +283,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 		t.Errorf("Close left namespaces %v", left)
 	}
 	for _, p := range progs {
-		waitUntil(t, fmt.Sprintf("loss program %d unloaded", p.ID), func() bool {
+		testenv.Eventually(t, fmt.Sprintf("loss program %d unloaded", p.ID), func() bool {
 			prog, err := ebpf.NewProgramFromID(p.ID)
 			if err == nil {
 				prog.Close()
@@ -385,7 +385,7 @@ func TestSweepRemovesOnlyDeadLabs(t *testing.T) {
 	t.Cleanup(func() { orphan.Process.Kill() })
 	// `ip netns exec` enters the namespace only after it has started; a
 	// process not yet inside is not Sweep's to kill.
-	waitUntil(t, "orphan inside the stale namespace", func() bool {
+	testenv.Eventually(t, "orphan inside the stale namespace", func() bool {
 		return inNamespace(orphan.Process.Pid, filepath.Join(netnsDir, stale))
 	})
 
@@ -502,7 +502,7 @@ func (r *udpReceiver) count() uint64 { return r.received.Load() }
 
 func (r *udpReceiver) waitFor(tb testing.TB, n uint64) {
 	tb.Helper()
-	waitUntil(tb, fmt.Sprintf("%d datagrams received", n), func() bool { return r.count() >= n })
+	testenv.Eventually(tb, fmt.Sprintf("%d datagrams received", n), func() bool { return r.count() >= n })
 }
 
 func listenUDP(tb testing.TB, ns *NS, addr netip.Addr) *udpReceiver {
@@ -681,17 +681,4 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
-}
-
-// waitUntil polls cond, for conditions the kernel reaches asynchronously and
-// signals no other way; it fails the test after 10 seconds.
-func waitUntil(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

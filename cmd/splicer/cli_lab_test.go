@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 const (

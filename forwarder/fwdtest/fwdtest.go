@@ -26,10 +26,17 @@ func StartWith(tb testing.TB, opts forwarder.Options, listeners ...config.Listen
 	tb.Helper()
 	cfg := config.Default()
 	cfg.Listeners = listeners
+	return StartConfig(tb, &cfg, opts)
+}
+
+// StartConfig is StartWith for a whole configuration (a shutdown_timeout,
+// settings beside the listeners).
+func StartConfig(tb testing.TB, cfg *config.Config, opts forwarder.Options) *forwarder.Forwarder {
+	tb.Helper()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	f, err := forwarder.New(&cfg, opts)
+	f, err := forwarder.New(cfg, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -42,6 +49,14 @@ func StartWith(tb testing.TB, opts forwarder.Options, listeners ...config.Listen
 		f.Shutdown(ctx)
 	})
 	return f
+}
+
+// TCP is a tcp listener named name on a loopback port of its own, in
+// front of upstream, as config.DefaultListener sets it otherwise.
+func TCP(name, upstream string) config.Listener {
+	l := config.DefaultListener()
+	l.Name, l.Listen, l.Upstream = name, "127.0.0.1:0", config.Servers(upstream)
+	return l
 }
 
 // HTTPOrigin serves the origin's HTTP protocol (GET /obj/SIZE, /health) on

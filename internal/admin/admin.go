@@ -15,9 +15,28 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/handoff"
+	"github.com/splicer/splicer/internal/metrics"
 )
+
+// Forwarder is what the admin endpoints read and drive of a running
+// forwarder (*forwarder.Forwarder is one). The documents it returns are
+// only encoded as JSON, so admin needs none of the forwarder's types and
+// sits below it: a leaf that links no engine or proxy.
+type Forwarder interface {
+	// Metrics is the registry GET /metrics serves.
+	Metrics() *metrics.Metrics
+	// Draining reports a shutdown or upgrade under way: GET /ready is 503.
+	Draining() bool
+	// FlowsReport is GET /flows: a snapshot of every pair.
+	FlowsReport() any
+	// UpstreamsReport is GET /upstreams: every back-end server's state.
+	UpstreamsReport() any
+	// DrainReport drains (on) or readies a back-end server, in listener
+	// and pool if not empty, and returns the servers' new state; found is
+	// false when no running listener has it.
+	DrainReport(listener, pool, server string, on bool) (doc any, found bool)
+}
 
 // Server is the admin HTTP server of one forwarder.
 type Server struct {
@@ -28,16 +47,16 @@ type Server struct {
 }
 
 // Handler returns the admin routes for f.
-func Handler(f *forwarder.Forwarder) *http.ServeMux {
+func Handler(f Forwarder) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(f.Metrics().Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /flows", func(w http.ResponseWriter, r *http.Request) {
-		WriteJSON(w, f.Flows().Snapshot())
+		WriteJSON(w, f.FlowsReport())
 	})
 	// /upstreams: every back-end server of the running listeners, its
 	// health check, whether failures have it skipped, and how many.
 	mux.HandleFunc("GET /upstreams", func(w http.ResponseWriter, r *http.Request) {
-		WriteJSON(w, f.Upstreams())
+		WriteJSON(w, f.UpstreamsReport())
 	})
 	// POST /upstreams/drain and /upstreams/ready, ?server=HOST:PORT and
 	// optionally &listener=NAME&pool=NAME: stop or resume picking a
@@ -72,7 +91,7 @@ func WriteJSON(w http.ResponseWriter, v any) {
 
 // drainHandler drains (on) or readies a server named in the query and
 // answers with its new state in each listener and pool that has it.
-func drainHandler(f *forwarder.Forwarder, on bool) http.HandlerFunc {
+func drainHandler(f Forwarder, on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		server := q.Get("server")
@@ -80,8 +99,8 @@ func drainHandler(f *forwarder.Forwarder, on bool) http.HandlerFunc {
 			http.Error(w, "missing server=HOST:PORT", http.StatusBadRequest)
 			return
 		}
-		got := f.DrainUpstream(q.Get("listener"), q.Get("pool"), server, on)
-		if len(got) == 0 {
+		got, found := f.DrainReport(q.Get("listener"), q.Get("pool"), server, on)
+		if !found {
 			http.Error(w, "no running listener has back-end server "+server+where(q.Get("listener"), q.Get("pool")), http.StatusNotFound)
 			return
 		}
@@ -102,7 +121,7 @@ func where(listener, pool string) string {
 }
 
 // Start listens on addr and serves f's admin endpoints in the background.
-func Start(addr string, f *forwarder.Forwarder, log *slog.Logger) (*Server, error) {
+func Start(addr string, f Forwarder, log *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -112,7 +131,7 @@ func Start(addr string, f *forwarder.Forwarder, log *slog.Logger) (*Server, erro
 
 // Serve serves f's admin endpoints on ln (e.g. a socket inherited from the
 // process this one replaced) in the background.
-func Serve(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger) *Server {
+func Serve(ln net.Listener, f Forwarder, log *slog.Logger) *Server {
 	return ServeWith(ln, f, log, Options{})
 }
 
@@ -126,7 +145,7 @@ type Options struct {
 }
 
 // ServeWith is Serve with options.
-func ServeWith(ln net.Listener, f *forwarder.Forwarder, log *slog.Logger, o Options) *Server {
+func ServeWith(ln net.Listener, f Forwarder, log *slog.Logger, o Options) *Server {
 	return ServeMux(ln, Handler(f), log, o)
 }
 

@@ -17,14 +17,14 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/admin"
-	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // TestAdminEndpoints runs a forwarder with one closed and one open pair and
 // reads what an operator would: the metrics and the open flow.
 func TestAdminEndpoints(t *testing.T) {
 	upstream := fwdtest.Echo(t)
-	f := startForwarder(t, upstream)
+	f := fwdtest.Start(t, fwdtest.TCP("adm", upstream))
 	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestAdminEndpoints(t *testing.T) {
 
 	t.Run("flows", func(t *testing.T) {
 		var flow map[string]any
-		waitFor(t, "the open pair's bytes in /flows", func() bool {
+		testenv.EventuallyShowing(t, "the open pair's bytes in /flows", func() bool {
 			var flows []map[string]any
 			getJSON(t, base+"/flows", &flows)
 			if len(flows) != 1 {
@@ -70,7 +70,7 @@ func TestAdminEndpoints(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		waitFor(t, "the first pair counted closed", func() bool {
+		testenv.EventuallyShowing(t, "the first pair counted closed", func() bool {
 			return strings.Contains(get(t, base+"/metrics", "text/plain"), `splicer_connections_closed_total{listener="adm",reason="eof"} 1`)
 		}, func() string { return "" })
 		body := get(t, base+"/metrics", "text/plain")
@@ -155,7 +155,7 @@ func TestAdminEndpoints(t *testing.T) {
 			defer cancel()
 			stopped <- f.Shutdown(ctx)
 		}()
-		waitFor(t, "/ready to answer 503", func() bool {
+		testenv.EventuallyShowing(t, "/ready to answer 503", func() bool {
 			resp, err := http.Get(base + "/ready")
 			if err != nil {
 				return false
@@ -184,28 +184,6 @@ func TestAdminEndpoints(t *testing.T) {
 			t.Error("admin still answers after Close")
 		}
 	})
-}
-
-// startForwarder runs a forwarder with one tcp listener, "adm", on loopback.
-func startForwarder(tb testing.TB, upstream string) *forwarder.Forwarder {
-	tb.Helper()
-	cfg := config.Default()
-	l := config.DefaultListener()
-	l.Name, l.Listen, l.Upstream = "adm", "127.0.0.1:0", config.Servers(upstream)
-	cfg.Listeners = []config.Listener{l}
-	f, err := forwarder.New(&cfg, forwarder.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // no grace period: close whatever is still open
-		f.Shutdown(ctx)
-	})
-	return f
 }
 
 // dial connects to the forwarder's listener.
@@ -262,21 +240,9 @@ func getJSON(tb testing.TB, url string, v any) {
 	}
 }
 
-// waitFor polls cond until it holds, failing after 5 s with detail().
-func waitFor(tb testing.TB, what string, cond func() bool, detail func() string) {
-	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s: %s", what, detail())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestAdminToken: with a token, every endpoint but the probes wants it.
 func TestAdminToken(t *testing.T) {
-	f := startForwarder(t, fwdtest.Echo(t))
+	f := fwdtest.Start(t, fwdtest.TCP("adm", fwdtest.Echo(t)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +282,7 @@ func TestAdminToken(t *testing.T) {
 // Origin, still scrapes, and the endpoint's own origin still drains.
 func TestAdminRefusesBrowsers(t *testing.T) {
 	upstream := fwdtest.Echo(t)
-	f := startForwarder(t, upstream)
+	f := fwdtest.Start(t, fwdtest.TCP("adm", upstream))
 	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Through http-forward and an unauthenticated socks5 listener with default rules, loopback (IPv4 and IPv6), the cloud metadata address and the forwarder's own listeners are refused (403, SOCKS reply 2) and counted, while an allowed destination is reached; a name rule opens no protected address.
+// Protected destinations through http-forward and socks5: loopback, the cloud metadata address, this host's own addresses and the forwarder's listeners are refused and counted, an allowed destination reached, and a name rule opens none of them.
 
 package all_test
 
@@ -18,10 +18,13 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 )
+
+// Through http-forward and an unauthenticated socks5 listener with default rules, loopback (IPv4 and IPv6), the cloud metadata address and the forwarder's own listeners are refused (403, SOCKS reply 2) and counted, while an allowed destination is reached; a name rule opens no protected address.
 
 // socksConnect greets addr without authentication, asks for dest and
 // returns the reply code.
@@ -41,7 +44,7 @@ func socksConnectName(tb testing.TB, addr, name string, port uint16) byte {
 // type and address, as RFC 1928 puts them) and port.
 func socksAsk(tb testing.TB, addr string, dest []byte, port uint16) byte {
 	tb.Helper()
-	c := dialFor(tb, addr, 5*time.Second)
+	c := fwdtest.DialFor(tb, addr, 5*time.Second)
 	defer c.Close()
 	return socksAskOn(tb, c, dest, port)
 }
@@ -75,7 +78,7 @@ func socksAddr(dest netip.Addr) []byte {
 // proxyGet asks the http-forward listener at addr for url.
 func proxyGet(tb testing.TB, addr, url string) int {
 	tb.Helper()
-	return proxyAskOn(tb, dialFor(tb, addr, 5*time.Second), "GET", url)
+	return proxyAskOn(tb, fwdtest.DialFor(tb, addr, 5*time.Second), "GET", url)
 }
 
 // proxyAskOn sends a request with method for target (a URL ending in
@@ -112,8 +115,8 @@ func deniedCount(f *forwarder.Forwarder, listener string) float64 {
 }
 
 func TestProtectedDestinationsRefused(t *testing.T) {
-	allowed := httpOrigin(t) // on 127.0.0.1: reachable only by an explicit rule
-	cfg := parseYAML(t, `
+	allowed := fwdtest.HTTPOrigin(t) // on 127.0.0.1: reachable only by an explicit rule
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: fwd, listen: '127.0.0.1:0', proxy: http-forward}
   - {name: socks, listen: '127.0.0.1:0', proxy: socks5, socks5: {auth: none}}
@@ -185,7 +188,7 @@ func TestNameRuleOpensNoProtectedAddress(t *testing.T) {
 	if !resolvesTo("localhost", netip.MustParseAddr("127.0.0.1")) {
 		t.Skip("localhost does not resolve to 127.0.0.1 here")
 	}
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: fwd, listen: '127.0.0.1:0', proxy: http-forward, http: {connect_ports: [%[1]s]}, destinations: {allow: ['*.partner.test']}}
   - {name: socks, listen: '127.0.0.1:0', proxy: socks5, socks5: {auth: none}, destinations: {allow: [localhost]}}
@@ -199,7 +202,7 @@ listeners:
 	if code := proxyGet(t, fwd, "http://"+name+"/obj/10"); code != http.StatusForbidden {
 		t.Errorf("http-forward GET to %s (127.0.0.1): %d, want 403", name, code)
 	}
-	if code := proxyAskOn(t, dialFor(t, fwd, 5*time.Second), "CONNECT", name); code != http.StatusForbidden {
+	if code := proxyAskOn(t, fwdtest.DialFor(t, fwd, 5*time.Second), "CONNECT", name); code != http.StatusForbidden {
 		t.Errorf("http-forward CONNECT to %s (127.0.0.1): %d, want 403", name, code)
 	}
 	p, _ := strconv.Atoi(port)
@@ -223,4 +226,55 @@ listeners:
 		t.Errorf("socks5 to localhost:%s with an address rule for it: reply %d, want 0", port, rep)
 	}
 	testenv.Eventually(t, "the origin to count the connections of the opened listeners (2)", func() bool { return accepted() == 2 })
+}
+
+// This host's own addresses are refused like loopback: a service bound to every address of the forwarder's namespace is not reached through http-forward (GET, CONNECT) or socks5 at the forwarder's non-loopback addresses, unless an address rule opens one.
+
+func TestLabHostAddressesRefused(t *testing.T) {
+	l := httplab.New(t)
+	const port = 8099
+	ln, err := l.Fwd.Listen("tcp", "[::]:8099") // every address, IPv4 and IPv6
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := origin.New(nil)
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.Serve(origin.HTTP, ln); err != nil {
+		t.Fatal(err)
+	}
+	accepted := func() int64 { return srv.Stats()[origin.HTTP].Accepted }
+	cfg := fwdtest.Config(t, `
+listeners:
+  - {name: fwd, listen: '10.99.1.1:3128', proxy: http-forward, http: {connect_ports: [%[1]d]}}
+  - {name: socks, listen: '10.99.1.1:1080', proxy: socks5, socks5: {auth: none}}
+  - {name: opened, listen: '10.99.1.1:3129', proxy: http-forward, destinations: {allow: ['10.99.2.1:%[1]d']}}
+`, port)
+	f := httplab.Start(t, l, cfg.Listeners...)
+	fwd, socks := f.Addr("fwd").String(), f.Addr("socks").String()
+
+	for _, a := range []netip.Addr{l.Cfg.FwdClient.Addr(), l.Cfg.FwdServer.Addr(), l.Cfg.FwdClient6.Addr(), l.Cfg.FwdServer6.Addr()} {
+		dest := netip.AddrPortFrom(a, port)
+		if code := proxyAskOn(t, httplab.Dial(t, l, fwd), "GET", "http://"+dest.String()+"/obj/10"); code != http.StatusForbidden {
+			t.Errorf("http-forward GET to %s: %d, want 403", dest, code)
+		}
+		if code := proxyAskOn(t, httplab.Dial(t, l, fwd), "CONNECT", dest.String()); code != http.StatusForbidden {
+			t.Errorf("http-forward CONNECT to %s: %d, want 403", dest, code)
+		}
+		if rep := socksAskOn(t, httplab.Dial(t, l, socks), socksAddr(a), port); rep != 2 {
+			t.Errorf("socks5 to %s: reply %d, want 2 (not allowed)", dest, rep)
+		}
+	}
+	if n := accepted(); n != 0 {
+		t.Fatalf("the service on the forwarder's host accepted %d connections through the proxies", n)
+	}
+	if n := f.Metric("splicer_destinations_denied_total", "listener", "socks"); n != 4 {
+		t.Errorf("splicer_destinations_denied_total{listener=socks} = %v, want 4", n)
+	}
+
+	// An address rule opens one.
+	dest := netip.AddrPortFrom(l.Cfg.FwdServer.Addr(), port).String()
+	if code := proxyAskOn(t, httplab.Dial(t, l, f.Addr("opened").String()), "GET", "http://"+dest+"/obj/10"); code != http.StatusOK {
+		t.Errorf("http-forward GET to %s with an address rule for it: %d, want 200", dest, code)
+	}
+	testenv.Eventually(t, "the service to count the opened listener's connection", func() bool { return accepted() == 1 })
 }

@@ -19,7 +19,7 @@ import (
 // connection with the source address the header gave.
 func proxyProtoBackend(tb testing.TB) string {
 	tb.Helper()
-	return rawBackend(tb, func(c net.Conn) {
+	return fwdtest.RawBackend(tb, func(c net.Conn) {
 		r := bufio.NewReader(c)
 		info, err := proxyproto.Read(r)
 		src := fmt.Sprintf("v%d %s", info.Version, info.Source)
@@ -37,7 +37,7 @@ func proxyProtoBackend(tb testing.TB) string {
 
 func TestHTTPKindsSendProxyProtocol(t *testing.T) {
 	backend := proxyProtoBackend(t)
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - name: rev
     listen: '127.0.0.1:0'
@@ -49,7 +49,7 @@ listeners:
 `, backend)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	for name, want := range map[string]string{"rev": "v2", "fwd": "v1"} {
-		c := dialFor(t, f.Addr(name).String(), 5*time.Second)
+		c := fwdtest.DialFor(t, f.Addr(name).String(), 5*time.Second)
 		defer c.Close()
 		target := "/x"
 		if name == "fwd" {

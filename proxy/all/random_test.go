@@ -15,7 +15,7 @@ import (
 // randomBackend serves httprand's back-end on loopback.
 func randomBackend(tb testing.TB) string {
 	tb.Helper()
-	return rawBackend(tb, httprand.Serve)
+	return fwdtest.RawBackend(tb, httprand.Serve)
 }
 
 // dialer dials addr on loopback for httprand.Run.
@@ -55,7 +55,7 @@ func forEachEngine(t *testing.T, up string, test func(t *testing.T, f *forwarder
 			if engine == "sockmap" {
 				testenv.RequireRoot(t)
 			}
-			test(t, reverseProxy(t, engine, "", up), engine)
+			test(t, fwdtest.ReverseProxy(t, engine, "", up), engine)
 		})
 	}
 }
@@ -76,7 +76,7 @@ func TestRandomExchangesEveryHTTPKind(t *testing.T) {
 // empty for filter.
 func forEachHTTPKind(t *testing.T, test func(t *testing.T, addr, origin string)) {
 	up := randomBackend(t)
-	f := fwdtest.Start(t, httpListeners(t, up)...)
+	f := fwdtest.Start(t, fwdtest.HTTPListeners(t, up)...)
 	for _, kind := range []string{"http-forward", "filter"} {
 		t.Run(kind, func(t *testing.T) {
 			origin := ""

@@ -21,7 +21,7 @@ import (
 // wsEcho serves a WebSocket echo at /echo on loopback.
 func wsEcho(tb testing.TB) string {
 	tb.Helper()
-	return httpBackend(tb, func(w http.ResponseWriter, r *http.Request) {
+	return fwdtest.HTTPBackend(tb, func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
 			return
@@ -42,7 +42,7 @@ func wsEcho(tb testing.TB) string {
 
 func TestWebSocketSpliced(t *testing.T) {
 	origin := wsEcho(t)
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - name: http-reverse
     listen: '127.0.0.1:0'

@@ -134,12 +134,6 @@ func filterListener(upstream string) config.Listener {
 	return lc
 }
 
-// startForwarder runs a forwarder on loopback with lc.
-func startForwarder(tb testing.TB, lc config.Listener) *forwarder.Forwarder {
-	tb.Helper()
-	return fwdtest.Start(tb, lc)
-}
-
 // client is an HTTP client whose connections all go to the filter.
 func client(tb testing.TB, f *forwarder.Forwarder) *http.Client {
 	addr := f.Addr("filter").String()
@@ -171,7 +165,7 @@ func get(tb testing.TB, c *http.Client, path string) (*http.Response, []byte) {
 
 func TestAllowedTrafficOnOneConnection(t *testing.T) {
 	o := startOrigin(t, false)
-	f := startForwarder(t, filterListener(o.addr))
+	f := fwdtest.Start(t, filterListener(o.addr))
 	c := client(t, f)
 	for _, path := range []string{"/obj/1000", "/obj/8388608", "/obj/3000000?chunked=1", "/type/text/html", "/admin", "/empty", "/obj/0"} {
 		resp, body := get(t, c, path)
@@ -219,7 +213,7 @@ func TestAllowedTrafficOnOneConnection(t *testing.T) {
 // than one way), and no byte reaches the origin.
 func TestBlockedPath(t *testing.T) {
 	o := proxytest.NewLenientOrigin(t)
-	f := startForwarder(t, filterListener(o.Addr)) // /admin/* and *.exe
+	f := fwdtest.Start(t, filterListener(o.Addr)) // /admin/* and *.exe
 	addr := f.Addr("filter").String()
 	for target, status := range map[string]int{
 		"/admin/users":                403,
@@ -256,7 +250,7 @@ func TestBlockedPath(t *testing.T) {
 
 func TestBlockedContentType(t *testing.T) {
 	o := startOrigin(t, false)
-	f := startForwarder(t, filterListener(o.addr))
+	f := fwdtest.Start(t, filterListener(o.addr))
 	c := client(t, f)
 	for _, path := range []string{"/type/image/png", "/type/IMAGE/jpeg", "/type/application/zip"} {
 		resp, body := get(t, c, path)
@@ -278,7 +272,7 @@ func TestBlockedContentType(t *testing.T) {
 // TestFlowsShowCopy checks that /flows reports why a filter pair is never spliced.
 func TestFlowsShowCopy(t *testing.T) {
 	o := startOrigin(t, false)
-	f := startForwarder(t, filterListener(o.addr))
+	f := fwdtest.Start(t, filterListener(o.addr))
 	c, err := net.Dial("tcp", f.Addr("filter").String())
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +308,7 @@ func TestBadRequests(t *testing.T) {
 	o := proxytest.NewLenientOrigin(t)
 	lc := filterListener(o.Addr)
 	lc.HTTP = &config.HTTP{HeaderTimeout: config.Duration(300 * time.Millisecond), MaxHeaderBytes: 4096, MaxHeaders: 10}
-	f := startForwarder(t, lc)
+	f := fwdtest.Start(t, lc)
 	addr := f.Addr("filter").String()
 	many := strings.Repeat("X-A: b\r\n", 11)
 	for _, c := range []struct {
@@ -346,7 +340,7 @@ func TestBadRequests(t *testing.T) {
 func TestUpstreamDown(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	ln.Close()
-	f := startForwarder(t, filterListener(ln.Addr().String()))
+	f := fwdtest.Start(t, filterListener(ln.Addr().String()))
 	if resp, _ := get(t, client(t, f), "/"); resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("with the upstream down: %s, want 502", resp.Status)
 	}
@@ -358,7 +352,7 @@ func TestProxyProtocol(t *testing.T) {
 			o := startOrigin(t, true)
 			lc := filterListener(o.addr)
 			lc.ProxyProtocol = v
-			f := startForwarder(t, lc)
+			f := fwdtest.Start(t, lc)
 			conn, err := net.Dial("tcp", f.Addr("filter").String())
 			if err != nil {
 				t.Fatal(err)
@@ -428,7 +422,7 @@ func TestCloseDelimitedAndTrailers(t *testing.T) {
 		}
 		io.WriteString(c, closeDelimited)
 	})
-	f := startForwarder(t, filterListener(up))
+	f := fwdtest.Start(t, filterListener(up))
 	if got := exchangeRaw(t, f, "GET /trailer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); got != chunkedWithTrailer {
 		t.Errorf("chunked with trailer arrived as %q, want it byte for byte", got)
 	}
@@ -439,7 +433,7 @@ func TestCloseDelimitedAndTrailers(t *testing.T) {
 
 func TestExpectContinue(t *testing.T) {
 	o := startOrigin(t, false)
-	f := startForwarder(t, filterListener(o.addr))
+	f := fwdtest.Start(t, filterListener(o.addr))
 	c, err := net.Dial("tcp", f.Addr("filter").String())
 	if err != nil {
 		t.Fatal(err)
@@ -472,7 +466,7 @@ func TestSwitchingProtocols(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
 		io.Copy(c, r)
 	})
-	f := startForwarder(t, filterListener(up))
+	f := fwdtest.Start(t, filterListener(up))
 	c, err := net.Dial("tcp", f.Addr("filter").String())
 	if err != nil {
 		t.Fatal(err)
@@ -498,7 +492,7 @@ func TestSwitchingProtocols(t *testing.T) {
 // wait out its grace period for a client idle between requests.
 func TestShutdownClosesIdleKeepAlive(t *testing.T) {
 	o := startOrigin(t, false)
-	f := startForwarder(t, filterListener(o.addr))
+	f := fwdtest.Start(t, filterListener(o.addr))
 	c, err := net.Dial("tcp", f.Addr("filter").String())
 	if err != nil {
 		t.Fatal(err)
@@ -536,7 +530,7 @@ func TestStaleUpstreamRetried(t *testing.T) {
 		}
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(req.URL.Path), req.URL.Path)
 	})
-	f := startForwarder(t, filterListener(up))
+	f := fwdtest.Start(t, filterListener(up))
 	c := client(t, f)
 	for _, path := range []string{"/one", "/two", "/three"} {
 		if resp, body := get(t, c, path); resp.StatusCode != 200 || string(body) != path {
@@ -565,7 +559,7 @@ func TestH2CUpgradeStripped(t *testing.T) {
 		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
-	f := startForwarder(t, filterListener(up))
+	f := fwdtest.Start(t, filterListener(up))
 	got := exchangeRaw(t, f, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings, close\r\n"+
 		"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
 	if !strings.HasPrefix(got, "HTTP/1.1 200 OK") {
@@ -589,7 +583,7 @@ func TestUnrequestedSwitchRefused(t *testing.T) {
 		}
 		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
 	})
-	f := startForwarder(t, filterListener(up))
+	f := fwdtest.Start(t, filterListener(up))
 	for _, req := range []string{
 		"GET /x HTTP/1.1\r\nHost: x\r\n\r\n",
 		"GET /x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",

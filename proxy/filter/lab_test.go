@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/filter"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 const example = "../../examples/filter.yaml"

@@ -24,11 +24,11 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 // Ports of the lab: the proxy listener, and the servers behind it.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 // Ports: the proxy listener, and the back-ends on the server host.

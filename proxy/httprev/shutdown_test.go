@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/origin"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 func TestLabShutdownClosesIdleKeepAlive(t *testing.T) {

@@ -25,9 +25,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/lab"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 const (

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 // recorder is an origin that keeps the Forwarded and X-Forwarded-For

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/lab"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 // startNginx runs nginx in the lab's server namespace, answering every

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/origin"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 	"github.com/splicer/splicer/proxy/socks5"
 )
 

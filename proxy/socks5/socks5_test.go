@@ -50,12 +50,6 @@ func socksListener(tb testing.TB, users ...string) config.Listener {
 	return lc
 }
 
-// startForwarder runs a forwarder on loopback with lc.
-func startForwarder(tb testing.TB, lc config.Listener) *forwarder.Forwarder {
-	tb.Helper()
-	return fwdtest.Start(tb, lc)
-}
-
 // echoOrigin is an echo server that counts the connections it accepted.
 type echoOrigin struct {
 	addr     string
@@ -197,7 +191,7 @@ func closedWithoutData(tb testing.TB, c net.Conn) {
 
 func TestConnectWithoutAuth(t *testing.T) {
 	o := startEcho(t, "tcp", "127.0.0.1:0", nil)
-	f := startForwarder(t, socksListener(t))
+	f := fwdtest.Start(t, socksListener(t))
 	c := dial(t, f)
 	if m := greet(t, c, 0x02, 0x00); m != 0x00 {
 		t.Fatalf("method = %#x, want 0x00 (no authentication)", m)
@@ -211,7 +205,7 @@ func TestConnectWithoutAuth(t *testing.T) {
 
 func TestConnectIPv6(t *testing.T) {
 	o := startEcho(t, "tcp6", "[::1]:0", nil)
-	f := startForwarder(t, socksListener(t))
+	f := fwdtest.Start(t, socksListener(t))
 	c := dial(t, f)
 	greet(t, c, 0x00)
 	if rep, bound := connectTo(t, c, o.addr); rep != socks5.RepSucceeded || bound.Addr() != netip.IPv6Loopback() {
@@ -223,7 +217,7 @@ func TestConnectIPv6(t *testing.T) {
 func TestConnectDomainName(t *testing.T) {
 	o := startEcho(t, "tcp4", "127.0.0.1:0", nil)
 	port := netip.MustParseAddrPort(o.addr).Port()
-	f := startForwarder(t, socksListener(t))
+	f := fwdtest.Start(t, socksListener(t))
 	c := dial(t, f)
 	greet(t, c, 0x00)
 	// localhost is in every /etc/hosts; its ::1 entry, if tried first, is
@@ -242,7 +236,7 @@ func TestConnectDomainName(t *testing.T) {
 
 func TestUserPassword(t *testing.T) {
 	o := startEcho(t, "tcp", "127.0.0.1:0", nil)
-	f := startForwarder(t, socksListener(t, "alice", "wonderland", "bob", "builder"))
+	f := fwdtest.Start(t, socksListener(t, "alice", "wonderland", "bob", "builder"))
 
 	t.Run("good", func(t *testing.T) {
 		c := dial(t, f)
@@ -282,7 +276,7 @@ func TestUserPassword(t *testing.T) {
 
 func TestRequestErrors(t *testing.T) {
 	closedAddr := closedPort(t)
-	f := startForwarder(t, socksListener(t))
+	f := fwdtest.Start(t, socksListener(t))
 	for _, c := range []struct {
 		name string
 		send func(tb testing.TB, c net.Conn) (byte, netip.AddrPort)
@@ -328,7 +322,7 @@ func closedPort(tb testing.TB) string {
 }
 
 func TestNotSOCKS5(t *testing.T) {
-	f := startForwarder(t, socksListener(t))
+	f := fwdtest.Start(t, socksListener(t))
 	for name, greeting := range map[string][]byte{
 		"SOCKS4":       {4, 1, 0, 80, 127, 0, 0, 1, 0},
 		"HTTP":         []byte("GET / HTTP/1.1\r\n\r\n"),
@@ -378,7 +372,7 @@ func waitClosed(tb testing.TB, f *forwarder.Forwarder, reason string, n float64)
 // clients send garbage, then checks the tunnel still carries data.
 func TestGarbageDoesNotDisturbOtherPairs(t *testing.T) {
 	o := startEcho(t, "tcp", "127.0.0.1:0", nil)
-	f := startForwarder(t, socksListener(t))
+	f := fwdtest.Start(t, socksListener(t))
 	good := dial(t, f)
 	greet(t, good, 0x00)
 	if rep, _ := connectTo(t, good, o.addr); rep != socks5.RepSucceeded {
@@ -408,7 +402,7 @@ func readN(tb testing.TB, c net.Conn, n int) []byte {
 func TestHandshakeTimeout(t *testing.T) {
 	lc := socksListener(t)
 	lc.SOCKS5.HandshakeTimeout = config.Duration(200 * time.Millisecond)
-	f := startForwarder(t, lc)
+	f := fwdtest.Start(t, lc)
 	c := dial(t, f)
 	c.Write([]byte{5, 1}) // and never the methods
 	start := time.Now()
@@ -425,7 +419,7 @@ func TestProxyProtocolToDestination(t *testing.T) {
 			o := startEcho(t, "tcp", "127.0.0.1:0", headers)
 			lc := socksListener(t)
 			lc.ProxyProtocol = v
-			f := startForwarder(t, lc)
+			f := fwdtest.Start(t, lc)
 			c := dial(t, f)
 			greet(t, c, 0x00)
 			if rep, _ := connectTo(t, c, o.addr); rep != socks5.RepSucceeded {
@@ -447,7 +441,7 @@ func TestFlowsShowSplice(t *testing.T) {
 	o := startEcho(t, "tcp", "127.0.0.1:0", nil)
 	lc := socksListener(t)
 	lc.Engine = "pipe"
-	f := startForwarder(t, lc)
+	f := fwdtest.Start(t, lc)
 	c := dial(t, f)
 	greet(t, c, 0x00)
 	connectTo(t, c, o.addr)
@@ -470,7 +464,7 @@ func TestFlowsShowSplice(t *testing.T) {
 // past the request, so the payload reaches the destination.
 func TestBytesBeforeTheReply(t *testing.T) {
 	o := startEcho(t, "tcp", "127.0.0.1:0", nil)
-	f := startForwarder(t, socksListener(t))
+	f := fwdtest.Start(t, socksListener(t))
 	c := dial(t, f)
 	ap := netip.MustParseAddrPort(o.addr)
 	msg := []byte{5, 1, 0, 5, 1, 0, 1}

@@ -26,10 +26,10 @@ import (
 
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/admin"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
-	"github.com/splicer/splicer/proxy/httpcore/httplab"
 )
 
 // Ports of examples/sni.yaml: its listener, its two origins; and a second

@@ -1,6 +1,6 @@
 // Allocations per request on http-reverse's small-object path: a keep-alive client, a 1 KiB response that comes with its head.
 
-package all_test
+package httprev_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/splicer/splicer/forwarder/fwdtest"
 )
 
 // maxAllocsPerRequest is the proxy's budget for one 1 KiB GET on a kept
@@ -22,7 +24,7 @@ func TestHTTPReverseAllocsPerRequest(t *testing.T) {
 	body := strings.Repeat("x", 1<<10)
 	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: application/octet-stream\r\n" +
 		"Date: Wed, 25 Nov 2026 12:00:00 GMT\r\n\r\n" + body)
-	up := rawBackend(t, func(c net.Conn) { answerEveryHead(c, resp) })
+	up := fwdtest.RawBackend(t, func(c net.Conn) { fwdtest.AnswerEveryHead(c, resp) })
 	c := dialReverse(t, "copy", up)
 	req := []byte("GET /obj/1024 HTTP/1.1\r\nHost: app.example\r\nUser-Agent: wrk\r\n\r\n")
 	buf := make([]byte, 4<<10)
@@ -41,30 +43,6 @@ func TestHTTPReverseAllocsPerRequest(t *testing.T) {
 	t.Logf("%.1f allocations per request", n)
 	if n > maxAllocsPerRequest {
 		t.Errorf("%.1f allocations per request, want at most %d", n, maxAllocsPerRequest)
-	}
-}
-
-// answerEveryHead writes resp for every request head c sends, reading
-// into one buffer: the backend allocates nothing per request.
-func answerEveryHead(c net.Conn, resp []byte) {
-	buf := make([]byte, 4<<10)
-	n := 0
-	for {
-		k, err := c.Read(buf[n:])
-		if err != nil {
-			return
-		}
-		n += k
-		for {
-			end := bytes.Index(buf[:n], []byte("\r\n\r\n"))
-			if end < 0 {
-				break
-			}
-			if _, err := c.Write(resp); err != nil {
-				return
-			}
-			n = copy(buf, buf[end+4:n])
-		}
 	}
 }
 

@@ -1,6 +1,6 @@
 // Go benchmark of the HTTP request path on loopback: GETs over one keep-alive connection through http-reverse, 1 KiB to 1 MiB (profile it with -cpuprofile).
 
-package all_test
+package httprev_test
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkHTTPReverse(b *testing.B) {
 }
 
 func benchReverse(b *testing.B, size int64) {
-	up := httpOrigin(b)
+	up := fwdtest.HTTPOrigin(b)
 	c := dialReverse(b, "pipe", up)
 	r := bufio.NewReader(c)
 	req := []byte("GET " + origin.ObjectPath(size) + " HTTP/1.1\r\nHost: app.example\r\n\r\n")

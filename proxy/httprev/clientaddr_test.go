@@ -1,6 +1,6 @@
 // http-reverse drops the fields an untrusted client could name another client's address or port in, and keeps a trusted proxy's.
 
-package all_test
+package httprev_test
 
 import (
 	"net/http"
@@ -14,13 +14,13 @@ import (
 // the back end (as its Forwarded and X-Forwarded-For do not); from a
 // trusted proxy (trusted_proxies) they do.
 func TestClientAddressFieldsDropped(t *testing.T) {
-	o := newRecordingOrigin(t)
-	cfg := parseYAML(t, `
+	o := fwdtest.NewRecordingOrigin(t)
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, pools: [{name: p, servers: ['%[1]s']}], routes: [{pool: p}]}
   - {name: trusting, listen: '127.0.0.1:0', proxy: http-reverse, http: {trusted_proxies: ['127.0.0.1']},
      pools: [{name: p, servers: ['%[1]s']}], routes: [{pool: p}]}
-`, o.addr)
+`, o.Addr)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	fields := []string{"X-Real-IP", "True-Client-IP", "X-Forwarded-Port", "X-Forwarded-Server", "X-Client-IP", "X-Cluster-Client-IP"}
 	raw := "GET / HTTP/1.1\r\nHost: app.example\r\n"
@@ -29,7 +29,7 @@ listeners:
 	}
 	raw += "\r\n"
 	for i, listener := range []string{"rev", "trusting"} {
-		if resp := exchange(t, f.Addr(listener).String(), raw); resp.StatusCode != http.StatusOK {
+		if resp := fwdtest.Exchange(t, f.Addr(listener).String(), raw); resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %s, want 200", listener, resp.Status)
 		}
 		req := o.Requests()[i]

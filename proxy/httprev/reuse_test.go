@@ -1,6 +1,6 @@
 // http-reverse's pool of idle upstream connections: shared across client connections and servers, a connection the server closed skipped, idempotent requests retried once and others not, PROXY protocol connections never shared.
 
-package all_test
+package httprev_test
 
 import (
 	"bufio"
@@ -100,17 +100,6 @@ func objectBody(size int) []byte {
 	return body
 }
 
-// reverseProxy starts an http-reverse listener "rev" with engine in front
-// of servers, round robin, with extra YAML flow-map keys.
-func reverseProxy(tb testing.TB, engine, extra string, servers ...string) *forwarder.Forwarder {
-	tb.Helper()
-	cfg := parseYAML(tb, `
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, engine: %s, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]%s}
-`, engine, strings.Join(servers, "', '"), extra)
-	return fwdtest.Start(tb, cfg.Listeners...)
-}
-
 // client is one client connection to a listener.
 type client struct {
 	tb testing.TB
@@ -120,7 +109,7 @@ type client struct {
 
 func dialClient(tb testing.TB, f *forwarder.Forwarder) *client {
 	tb.Helper()
-	c := dialFor(tb, f.Addr("rev").String(), 10*time.Second)
+	c := fwdtest.DialFor(tb, f.Addr("rev").String(), 10*time.Second)
 	return &client{tb: tb, c: c, r: bufio.NewReader(c)}
 }
 
@@ -155,19 +144,7 @@ func (cl *client) get(size int) string {
 func (cl *client) close(f *forwarder.Forwarder, server string, idle int) {
 	cl.tb.Helper()
 	cl.c.Close()
-	waitMetric(cl.tb, f, float64(idle), "splicer_upstream_pool_idle", "listener", "rev", "server", server)
-}
-
-// waitMetric waits up to five seconds for f's metric name with labels to be want.
-func waitMetric(tb testing.TB, f *forwarder.Forwarder, want float64, name string, labels ...string) {
-	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for fwdtest.Metric(f, name, labels...) != want {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s%v = %v, want %v", name, labels, fwdtest.Metric(f, name, labels...), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	fwdtest.WaitMetric(cl.tb, f, float64(idle), "splicer_upstream_pool_idle", "listener", "rev", "server", server)
 }
 
 // poolCount is splicer_upstream_pool_total for server and result.
@@ -183,7 +160,7 @@ func TestUpstreamPoolSharedAcrossClients(t *testing.T) {
 	for _, engine := range []string{"copy", "pipe", "sockmap"} {
 		t.Run(engine, func(t *testing.T) {
 			b := newCountingBackend(t, nil)
-			f := reverseProxy(t, engine, "", b.addr)
+			f := fwdtest.ReverseProxy(t, engine, "", b.addr)
 			a := dialClient(t, f)
 			first := a.get(1 << 20) // spliced with a byte limit
 			a.get(10)
@@ -207,7 +184,7 @@ func TestUpstreamPoolSharedAcrossClients(t *testing.T) {
 // its own in the pool.
 func TestUpstreamPoolAcrossServers(t *testing.T) {
 	s1, s2 := newCountingBackend(t, nil), newCountingBackend(t, nil)
-	f := reverseProxy(t, "auto", "", s1.addr, s2.addr)
+	f := fwdtest.ReverseProxy(t, "auto", "", s1.addr, s2.addr)
 	a := dialClient(t, f)
 	a.get(10) // round robin: s1
 	a.close(f, s1.addr, 1)
@@ -241,7 +218,7 @@ func TestUpstreamPoolSkipsClosedConnection(t *testing.T) {
 		close(closed)
 		return true
 	})
-	f := reverseProxy(t, "auto", "", b.addr)
+	f := fwdtest.ReverseProxy(t, "auto", "", b.addr)
 	a := dialClient(t, f)
 	a.do("GET", "/then-close")
 	a.close(f, b.addr, 1)
@@ -263,7 +240,7 @@ func TestUpstreamPoolSkipsClosedConnection(t *testing.T) {
 // pooled one the server may be closing (HAProxy's http-reuse safe).
 func TestUpstreamPoolFirstRequestUnsafe(t *testing.T) {
 	b := newCountingBackend(t, nil)
-	f := reverseProxy(t, "auto", "", b.addr)
+	f := fwdtest.ReverseProxy(t, "auto", "", b.addr)
 	a := dialClient(t, f)
 	a.get(10)
 	a.close(f, b.addr, 1)
@@ -290,7 +267,7 @@ func TestUpstreamRetry(t *testing.T) {
 		c.Close() // as if the connection's keep-alive timed out just now
 		return true
 	})
-	f := reverseProxy(t, "auto", "", b.addr)
+	f := fwdtest.ReverseProxy(t, "auto", "", b.addr)
 	for _, tc := range []struct {
 		method string
 		status int
@@ -348,7 +325,7 @@ func TestProxyProtocolConnectionsPrivate(t *testing.T) {
 			}()
 		}
 	}()
-	f := reverseProxy(t, "auto", ", proxy_protocol: v1", ln.Addr().String())
+	f := fwdtest.ReverseProxy(t, "auto", ", proxy_protocol: v1", ln.Addr().String())
 	a := dialClient(t, f)
 	for range 3 {
 		if conn := a.get(100); conn != "1" {

@@ -1,6 +1,6 @@
 // Responses written by the wait for the next request: pipelined and closing requests still get every response, whole and in order, whenever the next request arrives.
 
-package all_test
+package httprev_test
 
 import (
 	"bufio"
@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/origin"
 )
 
 func TestSmallResponsesPipelined(t *testing.T) {
-	up := httpOrigin(t)
+	up := fwdtest.HTTPOrigin(t)
 	c := dialReverse(t, "pipe", up)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	// Bodies that come whole with their heads (up to the reader's 16 KiB)
@@ -72,7 +73,7 @@ func TestPipelinedRequestBeforeTheResponse(t *testing.T) {
 	for _, engine := range []string{"copy", "pipe"} {
 		t.Run(engine, func(t *testing.T) {
 			next := make(chan struct{})
-			up := rawBackend(t, func(c net.Conn) {
+			up := fwdtest.RawBackend(t, func(c net.Conn) {
 				br := bufio.NewReader(c)
 				for i := 0; ; i++ {
 					if _, err := http.ReadRequest(br); err != nil {

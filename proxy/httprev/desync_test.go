@@ -1,6 +1,6 @@
 // http-reverse never reuses an upstream connection that holds bytes past a complete response, nor one whose last response had both Content-Length and Transfer-Encoding: kept, they would answer the client's next request.
 
-package all_test
+package httprev_test
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/splicer/splicer/forwarder/fwdtest"
 )
 
 // strayResponse is what a confused origin sends after a response that has
@@ -26,7 +28,7 @@ const strayResponse = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Conn: stray\r\n
 func strayOrigin(tb testing.TB, late bool) string {
 	tb.Helper()
 	var conns atomic.Int32
-	return rawBackend(tb, func(c net.Conn) {
+	return fwdtest.RawBackend(tb, func(c net.Conn) {
 		conn := conns.Add(1)
 		r := bufio.NewReader(c)
 		for {
@@ -73,8 +75,8 @@ func TestStrayBytesAfterABodilessResponse(t *testing.T) {
 			name := first + map[bool]string{false: " with the head", true: " after the head"}[late]
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				f := reverseProxy(t, "copy", "", strayOrigin(t, late))
-				c := dialFor(t, f.Addr("rev").String(), 10*time.Second)
+				f := fwdtest.ReverseProxy(t, "copy", "", strayOrigin(t, late))
+				c := fwdtest.DialFor(t, f.Addr("rev").String(), 10*time.Second)
 				r := bufio.NewReader(c)
 				method, path, _ := strings.Cut(first, " ")
 				fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: app.example\r\n\r\n", method, path)
@@ -104,7 +106,7 @@ func TestStrayBytesAfterABodilessResponse(t *testing.T) {
 // Content-Length and Transfer-Encoding, whose server may frame its next
 // response by either, the next request goes on a new upstream connection.
 func TestBothLengthsCloseTheUpstream(t *testing.T) {
-	f := reverseProxy(t, "copy", "", strayOrigin(t, false))
+	f := fwdtest.ReverseProxy(t, "copy", "", strayOrigin(t, false))
 	cl := dialClient(t, f)
 	if status, conn, _ := cl.do("GET", "/both"); status != http.StatusOK || conn != "1" {
 		t.Fatalf("GET /both: %d from connection %q, want 200 from 1", status, conn)

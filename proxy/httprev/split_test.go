@@ -1,6 +1,6 @@
 // Bodies that come in parts: a response body relayed as it comes, whole and in order, one that ends early never looking complete; a request body sent after its head; a slow reader of a copied body.
 
-package all_test
+package httprev_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -38,7 +39,7 @@ func testBodyInTwoParts(t *testing.T, size int) {
 	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(size) + "\r\n\r\n")
 	const full = 3
 	more := make(chan bool)
-	up := rawBackend(t, func(c net.Conn) {
+	up := fwdtest.RawBackend(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		for i := 0; ; i++ {
 			if _, err := http.ReadRequest(br); err != nil {
@@ -95,7 +96,7 @@ func testBodyInTwoParts(t *testing.T, size int) {
 // 400 KiB: http-reverse copies both itself (httpcore.ReverseCopyBelow),
 // the larger through the body buffer.
 func TestRequestBodyInParts(t *testing.T) {
-	up := rawBackend(t, func(c net.Conn) {
+	up := fwdtest.RawBackend(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		for {
 			req, err := http.ReadRequest(br)
@@ -145,7 +146,7 @@ func TestRequestBodyInParts(t *testing.T) {
 // twice on one connection.
 func TestSlowReaderOfACopiedBody(t *testing.T) {
 	const size = 400 << 10
-	c := dialReverse(t, "pipe", httpOrigin(t))
+	c := dialReverse(t, "pipe", fwdtest.HTTPOrigin(t))
 	c.(*net.TCPConn).SetReadBuffer(128 << 10) // a window above loopback's 64 KiB MSS, below the body
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	br := bufio.NewReaderSize(c, 4<<10)
@@ -170,4 +171,12 @@ func TestSlowReaderOfACopiedBody(t *testing.T) {
 			t.Fatalf("response %d: the body differs from the origin's", i)
 		}
 	}
+}
+
+// dialReverse starts an http-reverse listener with engine in front of
+// upstream and returns a connection to it, closed when the test ends.
+func dialReverse(tb testing.TB, engine, upstream string) net.Conn {
+	tb.Helper()
+	f := fwdtest.ReverseProxy(tb, engine, "", upstream)
+	return fwdtest.DialFor(tb, f.Addr("rev").String(), time.Hour)
 }

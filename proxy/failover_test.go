@@ -1,6 +1,6 @@
 // Tests of how the kinds that pick among servers treat one that fails: skipped for fail_timeout after max_fails failures (connects, and requests http-reverse's server does not answer), a request that can be sent again moved to the next server, a server's keep-alive ending no failure, and active health checks of upstream lists.
 
-package all_test
+package proxy_test
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ import (
 func failoverListeners(tb testing.TB, fail string, servers ...string) []config.Listener {
 	tb.Helper()
 	list := "['" + strings.Join(servers, "', '") + "']"
-	cfg := parseYAML(tb, `
+	cfg := fwdtest.Config(tb, `
 listeners:
   - {name: tcp, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: %[1]s, %[2]s}
   - {name: filter, listen: '127.0.0.1:0', proxy: filter, upstream: %[1]s, %[2]s}
@@ -47,7 +47,7 @@ listeners:
 // listener whose upstreams all failed).
 func getStatus(tb testing.TB, addr string) int {
 	tb.Helper()
-	c := dialFor(tb, addr, 10*time.Second)
+	c := fwdtest.DialFor(tb, addr, 10*time.Second)
 	defer c.Close()
 	fmt.Fprintf(c, "GET /obj/1KiB HTTP/1.1\r\nHost: origin\r\nConnection: close\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -184,10 +184,10 @@ func TestEverySkippedServerIsStillTried(t *testing.T) {
 // sends no request twice, so those get 502. A client's own fault (a body
 // shorter than its length: 400) does not count against the live server.
 func TestServersThatDoNotAnswerAreSkipped(t *testing.T) {
-	live := bodyReadingOrigin(t)
+	live := fwdtest.BodyReadingOrigin(t)
 	var met atomic.Int64
-	broken := rawBackend(t, func(c net.Conn) {
-		if _, err := readRawHead(c); err == nil {
+	broken := fwdtest.RawBackend(t, func(c net.Conn) {
+		if _, err := fwdtest.ReadRawHead(c); err == nil {
 			met.Add(1)
 		}
 	})
@@ -204,7 +204,7 @@ func TestServersThatDoNotAnswerAreSkipped(t *testing.T) {
 				// against it.
 				f, addr := onlyListener(t, kind, tc.fail, broken, live)
 				for range 2 {
-					resp := exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort")
+					resp := fwdtest.ExchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort")
 					if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusBadGateway {
 						t.Fatalf("a short body: %s, want 400 (or 502 from the broken server)", resp.Status)
 					}
@@ -238,11 +238,11 @@ func TestServersThatDoNotAnswerAreSkipped(t *testing.T) {
 // have been acted on); of two POSTs through two servers, one meets the
 // broken server.
 func TestRequestsThatCannotBeSentAgainAreNotRetried(t *testing.T) {
-	broken := rawBackend(t, func(c net.Conn) { readRawHead(c) })
-	_, addr := onlyListener(t, "http-reverse", "max_fails: 0", broken, bodyReadingOrigin(t))
+	broken := fwdtest.RawBackend(t, func(c net.Conn) { fwdtest.ReadRawHead(c) })
+	_, addr := onlyListener(t, "http-reverse", "max_fails: 0", broken, fwdtest.BodyReadingOrigin(t))
 	got := map[int]int{}
 	for range 2 {
-		got[exchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx").StatusCode]++
+		got[fwdtest.ExchangeHalfClosed(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx").StatusCode]++
 	}
 	if got[http.StatusBadGateway] != 1 || got[http.StatusOK] != 1 {
 		t.Errorf("two POSTs through a broken and a live server: %v, want one 502 and one 200", got)
@@ -270,7 +270,7 @@ func onlyListener(tb testing.TB, name, fail string, servers ...string) (*forward
 // rather than meeting the closed one (502: a POST is not sent twice), and
 // the server's keep-alive ending counts as no failure.
 func TestKeepAliveEndIsNoFailure(t *testing.T) {
-	up := rawBackend(t, func(c net.Conn) {
+	up := fwdtest.RawBackend(t, func(c net.Conn) {
 		r := bufio.NewReader(c)
 		req, err := http.ReadRequest(r)
 		if err != nil {
@@ -282,7 +282,7 @@ func TestKeepAliveEndIsNoFailure(t *testing.T) {
 	for _, kind := range []string{"http-reverse", "filter"} {
 		t.Run(kind, func(t *testing.T) {
 			f, addr := onlyListener(t, kind, "max_fails: 1, fail_timeout: 1h", up)
-			c := dialFor(t, addr, 5*time.Second)
+			c := fwdtest.DialFor(t, addr, 5*time.Second)
 			r := bufio.NewReader(c)
 			for i, raw := range []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"} {
 				time.Sleep(50 * time.Millisecond) // the server's FIN arrives
@@ -311,7 +311,7 @@ func TestKeepAliveEndIsNoFailure(t *testing.T) {
 // connection is closed without a connect.
 func TestHealthChecksOfUpstreamLists(t *testing.T) {
 	live, dead := fwdtest.HTTPOrigin(t), fwdtest.FreeAddr(t)
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: tcp, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: ['%[1]s', '%[2]s'], max_fails: 0,
      health_check: {interval: 100ms, timeout: 100ms}}
@@ -361,11 +361,11 @@ func TestReloadKeepsWhatServersTaught(t *testing.T) {
 	var served [2]atomic.Int64
 	var live [2]string
 	for i := range live {
-		live[i] = httpBackend(t, func(w http.ResponseWriter, r *http.Request) { served[i].Add(1) })
+		live[i] = fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) { served[i].Add(1) })
 	}
 	dead := fwdtest.FreeAddr(t)
 	listener := func(idle string) config.Listener {
-		cfg := parseYAML(t, `
+		cfg := fwdtest.Config(t, `
 listeners:
   - name: rev
     listen: '127.0.0.1:0'
@@ -420,13 +420,13 @@ listeners:
 // send its address, the default.
 func TestHealthCheckHost(t *testing.T) {
 	var checked atomic.Int64
-	up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+	up := fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		checked.Add(1)
 		if r.Host != "app.example" {
 			http.NotFound(w, r)
 		}
 	})
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - name: named
     listen: '127.0.0.1:0'
@@ -440,7 +440,7 @@ listeners:
     pools: [{name: p, servers: ['%[1]s'], health_check: {path: /health, interval: 100ms, timeout: 100ms}}]
 `, up)
 	f := fwdtest.Start(t, cfg.Listeners...)
-	waitFor(t, "checks of both listeners", func() bool { return checked.Load() >= 6 })
+	testenv.Eventually(t, "checks of both listeners", func() bool { return checked.Load() >= 6 })
 	for _, u := range f.Upstreams() {
 		if want := u.Listener == "named"; u.Healthy != want {
 			t.Errorf("%s: healthy %v, want %v", u.Listener, u.Healthy, want)

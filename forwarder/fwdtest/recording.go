@@ -1,6 +1,6 @@
-// recordingOrigin: a loopback back end that keeps every request it received, as it received it, for tests of what http-reverse lets through.
+// RecordingOrigin: a loopback back end that keeps every request it received, as it received it, for tests of what http-reverse lets through.
 
-package all_test
+package fwdtest
 
 import (
 	"bufio"
@@ -13,25 +13,27 @@ import (
 	"testing"
 )
 
-// recordingOrigin answers every request 200 with the body "ok" and keeps
+// RecordingOrigin answers every request 200 with the body "ok" and keeps
 // what it received: each request parsed (its body read whole), and every
 // connection's bytes as they came.
-type recordingOrigin struct {
-	addr string
+type RecordingOrigin struct {
+	// Addr is the loopback host:port it listens on.
+	Addr string
 	mu   sync.Mutex
 	reqs []*http.Request // Body read into bodies
 	body [][]byte
 	raw  []*bytes.Buffer // one per connection
 }
 
-func newRecordingOrigin(tb testing.TB) *recordingOrigin {
+// NewRecordingOrigin serves a RecordingOrigin until the test ends.
+func NewRecordingOrigin(tb testing.TB) *RecordingOrigin {
 	tb.Helper()
-	o := &recordingOrigin{}
-	o.addr = rawBackend(tb, o.serve)
+	o := &RecordingOrigin{}
+	o.Addr = RawBackend(tb, o.serve)
 	return o
 }
 
-func (o *recordingOrigin) serve(c net.Conn) {
+func (o *RecordingOrigin) serve(c net.Conn) {
 	raw := &bytes.Buffer{}
 	o.mu.Lock()
 	o.raw = append(o.raw, raw)
@@ -55,21 +57,21 @@ func (o *recordingOrigin) serve(c net.Conn) {
 }
 
 // Requests returns the whole requests received so far.
-func (o *recordingOrigin) Requests() []*http.Request {
+func (o *RecordingOrigin) Requests() []*http.Request {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return append([]*http.Request(nil), o.reqs...)
 }
 
 // Bodies returns the bodies of Requests, in order.
-func (o *recordingOrigin) Bodies() [][]byte {
+func (o *RecordingOrigin) Bodies() [][]byte {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return append([][]byte(nil), o.body...)
 }
 
 // Raw returns every byte received so far, connection after connection.
-func (o *recordingOrigin) Raw() string {
+func (o *RecordingOrigin) Raw() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var all []byte

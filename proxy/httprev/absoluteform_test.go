@@ -1,10 +1,12 @@
 // http-reverse takes an absolute-form request target's authority as the request's host only after Host's checks, and writes it into Forwarded quoted: a target cannot forge the client's address.
 
-package all_test
+package httprev_test
 
 import (
 	"net/http"
 	"testing"
+
+	"github.com/splicer/splicer/forwarder/fwdtest"
 )
 
 // TestForgedAuthorityRefused: a request whose absolute-form target's
@@ -13,8 +15,8 @@ import (
 // refused with 400, and nothing reaches the back end; so are targets of
 // another scheme, with userinfo or without a host. A valid one goes on.
 func TestForgedAuthorityRefused(t *testing.T) {
-	o := newRecordingOrigin(t)
-	f := reverseProxy(t, "copy", "", o.addr)
+	o := fwdtest.NewRecordingOrigin(t)
+	f := fwdtest.ReverseProxy(t, "copy", "", o.Addr)
 	for _, target := range []string{
 		`http://a";for=6.6.6.6,for="1.2.3.4/x`,
 		`http://a"b/x`,
@@ -23,7 +25,7 @@ func TestForgedAuthorityRefused(t *testing.T) {
 		`ftp://app.example/x`,
 		`http://user@app.example/x`,
 	} {
-		resp := exchange(t, f.Addr("rev").String(), "GET "+target+" HTTP/1.1\r\nHost: app.example\r\n\r\n")
+		resp := fwdtest.Exchange(t, f.Addr("rev").String(), "GET "+target+" HTTP/1.1\r\nHost: app.example\r\n\r\n")
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("GET %s: %s, want 400", target, resp.Status)
 		}
@@ -36,7 +38,7 @@ func TestForgedAuthorityRefused(t *testing.T) {
 	// field (RFC 9112 3.2.2, as nginx does), and the request goes on in
 	// origin-form with that host, which Forwarded names once, with the
 	// real client.
-	resp := exchange(t, f.Addr("rev").String(), "GET http://app.example/x?q=1 HTTP/1.1\r\nHost: other.example\r\n\r\n")
+	resp := fwdtest.Exchange(t, f.Addr("rev").String(), "GET http://app.example/x?q=1 HTTP/1.1\r\nHost: other.example\r\n\r\n")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s, want 200", resp.Status)
 	}

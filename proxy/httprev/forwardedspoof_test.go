@@ -1,6 +1,6 @@
 // http-reverse's forwarding fields cannot be deleted or spoofed by the client: hop-by-hop removal runs before the proxy adds them, and an untrusted client's own Forwarded and X-Forwarded-For are replaced.
 
-package all_test
+package httprev_test
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 // headerEcho answers every request with its Forwarded and X-Forwarded-For.
 func headerEcho(tb testing.TB) string {
 	tb.Helper()
-	return rawBackend(tb, func(c net.Conn) {
+	return fwdtest.RawBackend(tb, func(c net.Conn) {
 		r := bufio.NewReader(c)
 		for {
 			req, err := http.ReadRequest(r)
@@ -33,7 +33,7 @@ func headerEcho(tb testing.TB) string {
 
 func TestForwardedFields(t *testing.T) {
 	backend := headerEcho(t)
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, pools: [{name: p, servers: ['%[1]s']}], routes: [{pool: p}]}
   - {name: trusting, listen: '127.0.0.1:0', proxy: http-reverse, http: {trusted_proxies: ['127.0.0.1']},
@@ -41,7 +41,7 @@ listeners:
 `, backend)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	get := func(listener, extra string) string {
-		c := dialFor(t, f.Addr(listener).String(), 5*time.Second)
+		c := fwdtest.DialFor(t, f.Addr(listener).String(), 5*time.Second)
 		defer c.Close()
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: app.example\r\n%s\r\n", extra)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)

@@ -1,6 +1,6 @@
 // Tests that pools and upstream lists share requests and connections among their servers by weight and balance.
 
-package all_test
+package proxy_test
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // TestPoolServersShareRequestsByWeight: 40 requests on one keep-alive
@@ -26,12 +27,12 @@ func TestPoolServersShareRequestsByWeight(t *testing.T) {
 	var served [3]atomic.Int64
 	var addrs [3]string
 	for i := range addrs {
-		addrs[i] = httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		addrs[i] = fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) {
 			served[i].Add(1)
 			fmt.Fprint(w, i)
 		})
 	}
-	cfg := parseYAML(t, `
+	cfg := fwdtest.Config(t, `
 listeners:
   - name: rev
     listen: '127.0.0.1:0'
@@ -66,7 +67,7 @@ func TestUpstreamListsShareConnectionsByWeight(t *testing.T) {
 			var served [3]atomic.Int64
 			var addrs [3]string
 			for i := range addrs {
-				addrs[i] = httpBackend(t, func(w http.ResponseWriter, r *http.Request) { served[i].Add(1) })
+				addrs[i] = fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) { served[i].Add(1) })
 			}
 			f := fwdtest.Start(t, upstreamList(t, kind, "", fmt.Sprintf("[{address: '%s', weight: 3}, '%s', {address: '%s', weight: 0}]", addrs[0], addrs[1], addrs[2])))
 			for i := range 40 {
@@ -88,7 +89,7 @@ func upstreamList(tb testing.TB, kind, balance, servers string) config.Listener 
 	if balance != "" {
 		balance = "\n    balance: " + balance
 	}
-	cfg := parseYAML(tb, `
+	cfg := fwdtest.Config(tb, `
 listeners:
   - name: l
     listen: '127.0.0.1:0'
@@ -155,7 +156,7 @@ func TestUpstreamListBalances(t *testing.T) {
 				t.Fatalf("second connection went to %s, want b", got)
 			}
 			second.Close()
-			waitFor(t, "the second pair to end", func() bool { return f.Flows().Len() == 1 })
+			testenv.Eventually(t, "the second pair to end", func() bool { return f.Flows().Len() == 1 })
 			if _, got := serverOf(t, addr); got != tc.third {
 				t.Errorf("third connection went to %s, want %s", got, tc.third)
 			}
@@ -175,16 +176,6 @@ func TestUpstreamListBalances(t *testing.T) {
 			}
 		}
 	})
-}
-
-// waitFor polls cond for up to 10 s.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			tb.Fatalf("waited 10s for %s", what)
-		}
-	}
 }
 
 // TestBackupServerStandsIn: a tcp listener whose list has a primary server
@@ -225,15 +216,15 @@ func TestMaxConnsBoundsAServer(t *testing.T) {
 		if a+b != "ab" {
 			t.Fatalf("two clients reached %s and %s, want a and b", a, b)
 		}
-		c := dialFor(t, addr, 10*time.Second)
+		c := fwdtest.DialFor(t, addr, 10*time.Second)
 		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
 			t.Fatalf("a third client with both servers full read %d bytes, %v; want the connection closed", n, err)
 		}
-		waitFor(t, "the refused pair counted", func() bool {
+		testenv.Eventually(t, "the refused pair counted", func() bool {
 			return fwdtest.Metric(f, "splicer_connections_closed_total", "listener", "l", "reason", "upstream_unreachable") == 1
 		})
 		first.Close()
-		waitFor(t, "the first pair to end", func() bool { return f.Flows().Len() == 1 })
+		testenv.Eventually(t, "the first pair to end", func() bool { return f.Flows().Len() == 1 })
 		if _, got := serverOf(t, addr); got != "a" {
 			t.Errorf("after a's client left, the next went to %s, want a", got)
 		}
@@ -249,14 +240,14 @@ func TestMaxConnsBoundsAServer(t *testing.T) {
 	// a keep-alive client's requests never find the server full of its
 	// own, and another client gets the place afterwards.
 	t.Run("http-reverse keep-alive", func(t *testing.T) {
-		up := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {})
-		cfg := parseYAML(t, `
+		up := fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) {})
+		cfg := fwdtest.Config(t, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: [{address: '%s', max_conns: 1}]}]}
 `, up)
 		f := fwdtest.Start(t, cfg.Listeners...)
 		addr := f.Addr("rev").String()
-		c := dialFor(t, addr, 10*time.Second)
+		c := fwdtest.DialFor(t, addr, 10*time.Second)
 		br := bufio.NewReader(c)
 		for i := range 3 {
 			fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -283,12 +274,12 @@ listeners:
 func slowRequestHolds(tb testing.TB, poolKeys string) (f *forwarder.Forwarder, done func()) {
 	tb.Helper()
 	release := make(chan struct{})
-	up := httpBackend(tb, func(w http.ResponseWriter, r *http.Request) {
+	up := fwdtest.HTTPBackend(tb, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			<-release
 		}
 	})
-	cfg := parseYAML(tb, `
+	cfg := fwdtest.Config(tb, `
 listeners:
   - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, %sservers: [{address: '%s', max_conns: 1}]}]}
 `, poolKeys, up)
@@ -296,9 +287,9 @@ listeners:
 	var once sync.Once
 	done = func() { once.Do(func() { close(release) }) }
 	tb.Cleanup(done)
-	slow := dialFor(tb, f.Addr("rev").String(), 10*time.Second)
+	slow := fwdtest.DialFor(tb, f.Addr("rev").String(), 10*time.Second)
 	fmt.Fprint(slow, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-	waitFor(tb, "the slow request to hold the server", func() bool {
+	testenv.Eventually(tb, "the slow request to hold the server", func() bool {
 		for _, u := range f.Upstreams() {
 			if u.Active == 1 {
 				return true
@@ -333,8 +324,8 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 	t.Run("tcp", func(t *testing.T) {
 		f, addr := queuedList(t, 20*time.Second)
 		first, _ := serverOf(t, addr)
-		second := dialFor(t, addr, 30*time.Second)
-		waitFor(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
+		second := fwdtest.DialFor(t, addr, 30*time.Second)
+		testenv.Eventually(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
 		first.Close()
 		b := make([]byte, 1)
 		if _, err := io.ReadFull(second, b); err != nil || b[0] != 'a' {
@@ -347,7 +338,7 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 	t.Run("tcp past queue_timeout", func(t *testing.T) {
 		f, addr := queuedList(t, 200*time.Millisecond)
 		serverOf(t, addr)
-		c := dialFor(t, addr, 10*time.Second)
+		c := fwdtest.DialFor(t, addr, 10*time.Second)
 		start := time.Now()
 		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
 			t.Fatalf("a client queued past queue_timeout read %d bytes, %v; want the connection closed", n, err)
@@ -355,7 +346,7 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 		if d := time.Since(start); d < 150*time.Millisecond {
 			t.Errorf("refused after %v, before queue_timeout 200ms", d)
 		}
-		waitFor(t, "the refused pair counted", func() bool {
+		testenv.Eventually(t, "the refused pair counted", func() bool {
 			return fwdtest.Metric(f, "splicer_connections_closed_total", "listener", "l", "reason", "upstream_unreachable") == 1
 		})
 	})
@@ -363,7 +354,7 @@ func TestQueueWaitsForAPlace(t *testing.T) {
 		f, done := slowRequestHolds(t, "queue_timeout: 20s, ")
 		status := make(chan int, 1)
 		go func() { status <- getStatus(t, f.Addr("rev").String()) }()
-		waitFor(t, "the second request queued", func() bool { return queued(f, "rev", "p") == 1 })
+		testenv.Eventually(t, "the second request queued", func() bool { return queued(f, "rev", "p") == 1 })
 		done()
 		if code := <-status; code != http.StatusOK {
 			t.Errorf("a request queued for the one full server: %d, want 200 once the slow one ended", code)
@@ -380,7 +371,7 @@ func TestMaxQueueRefusesPastIt(t *testing.T) {
 	addr := f.Addr("rev").String()
 	first := make(chan int, 1)
 	go func() { first <- getStatus(t, addr) }()
-	waitFor(t, "the first request queued", func() bool {
+	testenv.Eventually(t, "the first request queued", func() bool {
 		return fwdtest.Metric(f, "splicer_upstream_queued", "listener", "rev", "pool", "p") == 1
 	})
 	start := time.Now()
@@ -412,11 +403,11 @@ func TestQueueLetsAClientThatLeavesGo(t *testing.T) {
 	t.Run("tcp reset", func(t *testing.T) {
 		f, addr := queuedList(t, time.Minute)
 		first, _ := serverOf(t, addr)
-		leaver := dialFor(t, addr, 30*time.Second)
-		waitFor(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
+		leaver := fwdtest.DialFor(t, addr, 30*time.Second)
+		testenv.Eventually(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
 		leaver.(*net.TCPConn).SetLinger(0)
 		leaver.Close()
-		waitFor(t, "the client that reset counted as client_left", func() bool { return left(f, "l") == 1 })
+		testenv.Eventually(t, "the client that reset counted as client_left", func() bool { return left(f, "l") == 1 })
 		if q := queued(f, "l", "upstream"); q != 0 {
 			t.Errorf("splicer_upstream_queued %v once the client left, want 0", q)
 		}
@@ -431,8 +422,8 @@ func TestQueueLetsAClientThatLeavesGo(t *testing.T) {
 	t.Run("tcp half-close", func(t *testing.T) {
 		f, addr := queuedList(t, time.Minute)
 		first, _ := serverOf(t, addr)
-		second := dialFor(t, addr, 30*time.Second)
-		waitFor(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
+		second := fwdtest.DialFor(t, addr, 30*time.Second)
+		testenv.Eventually(t, "the second client queued", func() bool { return queued(f, "l", "upstream") == 1 })
 		second.(*net.TCPConn).CloseWrite()
 		time.Sleep(400 * time.Millisecond) // four looks at its socket (proxy.leftEvery, doubling)
 		if q, n := queued(f, "l", "upstream"), left(f, "l"); q != 1 || n != 0 {
@@ -446,11 +437,11 @@ func TestQueueLetsAClientThatLeavesGo(t *testing.T) {
 	})
 	t.Run("http-reverse close", func(t *testing.T) {
 		f, _ := slowRequestHolds(t, "queue_timeout: 1m, ")
-		c := dialFor(t, f.Addr("rev").String(), 30*time.Second)
+		c := fwdtest.DialFor(t, f.Addr("rev").String(), 30*time.Second)
 		fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		waitFor(t, "the request queued", func() bool { return queued(f, "rev", "p") == 1 })
+		testenv.Eventually(t, "the request queued", func() bool { return queued(f, "rev", "p") == 1 })
 		c.Close()
-		waitFor(t, "the client that closed counted as client_left", func() bool { return left(f, "rev") == 1 })
+		testenv.Eventually(t, "the client that closed counted as client_left", func() bool { return left(f, "rev") == 1 })
 		if q := queued(f, "rev", "p"); q != 0 {
 			t.Errorf("splicer_upstream_queued %v once the client left, want 0", q)
 		}
@@ -466,7 +457,7 @@ func TestQueueLetsAClientThatLeavesGo(t *testing.T) {
 func TestHashOnURIAndHeader(t *testing.T) {
 	var addrs [3]string
 	for i := range addrs {
-		addrs[i] = httpBackend(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, i) })
+		addrs[i] = fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, i) })
 	}
 	for _, tc := range []struct {
 		hashOn string
@@ -478,7 +469,7 @@ func TestHashOnURIAndHeader(t *testing.T) {
 		{"client_ip", func(i int) (string, string) { return fmt.Sprintf("/obj/%d", i), fmt.Sprintf("user%d", i) }, false},
 	} {
 		t.Run(tc.hashOn, func(t *testing.T) {
-			cfg := parseYAML(t, `
+			cfg := fwdtest.Config(t, `
 listeners:
   - name: rev
     listen: '127.0.0.1:0'
