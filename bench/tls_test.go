@@ -253,7 +253,7 @@ func TestTLSTallyRatiosAndBars(t *testing.T) {
 		procUS        float64
 		forwarderless bool
 	}{
-		{"haproxy", k1, 800, 20, 40, false}, {"nginx-stream", k1, 950, 30, 30, false}, {"route", k1, 1000, 5, 0, true},
+		{"haproxy", k1, 960, 20, 40, false}, {"nginx-stream", k1, 950, 30, 30, false}, {"route", k1, 1000, 5, 0, true},
 		{"haproxy", m1, 578, 60, 100, false}, {"nginx-stream", m1, 691, 50, 80, false}, {"route", m1, 733, 30, 0, true},
 		{"haproxy", c1, 250, 70, 200, false},
 		{"haproxy-http", k1, 1000, 8, 50, false}, {"nginx", k1, 900, 9, 60, false},
@@ -281,8 +281,8 @@ func TestTLSTallyRatiosAndBars(t *testing.T) {
 		{"auto", "proc_cpu_us_1k", 20},
 		{"auto", "cpu_us_1k", 40},
 		{"auto", "vs_route_1k", 0.9},
-		{"auto", "vs_best_1k", 900.0 / 950},
-		{"auto", "vs_haproxy_1k", 900.0 / 800},
+		{"auto", "vs_best_1k", 900.0 / 960},
+		{"auto", "vs_haproxy_1k", 900.0 / 960},
 		{"auto", "p99_vs_haproxy_1k", 0.5},
 		{"auto", "proc_cpu_vs_haproxy_1m", 0.1},
 		{"auto", "vs_best_1m", 700.0 / 691},
