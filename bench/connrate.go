@@ -482,7 +482,12 @@ func connMethodNotes(dur time.Duration, lab bool) []string {
 
 // pointFamilies are the columns of the experiments shown as a table per
 // point (WriteMarkdown), a point being a metric name's last part.
-var pointFamilies = map[string][]string{"connrate": connTableFamilies}
+var pointFamilies = map[string][]string{"connrate": connTableFamilies, "tls": tlsTableFamilies}
+
+// pointTargets are, per experiment shown as a table per point, the
+// targets every table has a line for, n/a where the target is
+// unavailable; the others' tables have lines for measured targets only.
+var pointTargets = map[string][]string{"tls": tlsTableTargets()}
 
 // connTableFamilies are the columns of connrate's tables, a table per point.
 var connTableFamilies = []string{"conn_s", "alone_conn_s", "seq_vs_alone", "p50_ms", "p99_ms", "proc_cpu_us", "errors"}
@@ -523,6 +528,11 @@ func writePointTables(w io.Writer, r *Result, fams []string) {
 				}
 			}
 			fmt.Fprintln(w, line)
+		}
+		for _, m := range r.Unavailable {
+			if slices.Contains(pointTargets[r.Experiment], m.Engine) && !slices.Contains(targets, m.Engine) {
+				fmt.Fprintf(w, "| %s |%s\n", m.Engine, strings.Repeat(" n/a |", len(fams)))
+			}
 		}
 		fmt.Fprintln(w)
 	}

@@ -75,9 +75,15 @@ const nginxStreamModule = "/usr/lib/nginx/modules/ngx_stream_module.so"
 // TIME_WAIT ports (tcp_tw_reuse 1), as a busy forwarder and a load
 // generator's host are tuned. Close it.
 func (e *Env) newConnStage(ctx context.Context, sizes []int64) (*Env, error) {
+	return e.newStage(ctx, "connrate", sizes)
+}
+
+// newStage builds a stage as newConnStage does, its files in a directory
+// named after the experiment.
+func (e *Env) newStage(ctx context.Context, experiment string, sizes []int64) (*Env, error) {
 	st := &Env{log: e.log, splicer: e.splicer, ccFwd: e.ccFwd, ccServer: e.ccServer, ccChosen: e.ccChosen}
 	_, st.cancel = context.WithCancel(context.Background())
-	dir, err := os.MkdirTemp(e.dir, "connrate-")
+	dir, err := os.MkdirTemp(e.dir, experiment+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +101,7 @@ func (st *Env) buildConnStage(ctx context.Context, e *Env, sizes []int64) error 
 	if e.Lab == nil {
 		st.Client, st.fwd, st.server = local{}, local{}, local{}
 		st.addrs, st.SwitchOrigin, st.objectDir = e.addrs, e.SwitchOrigin, e.objectDir
+		st.tlsOrigin, st.tlsFiles = e.tlsOrigin, e.tlsFiles
 		return st.ServeObjects(sizes)
 	}
 	l, err := lab.New(lab.DefaultConfig())

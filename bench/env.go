@@ -149,6 +149,10 @@ type Env struct {
 	objectDir  string
 	originPids []int
 	origin     *origin.Server
+	// tlsOrigin is where the nginx origin serves the same objects over
+	// TLS with the certificate of tlsFiles, "" without it.
+	tlsOrigin string
+	tlsFiles  *tlsFiles
 	// sockperfOnce starts the sockperf server at most once; sockperfErr
 	// says why it could not.
 	sockperfOnce sync.Once

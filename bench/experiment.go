@@ -50,6 +50,9 @@ type Settings struct {
 	// 256 connections).
 	ConnRateSizes []int64
 	ConnRateConns []int
+	// TLSQuick narrows tls to 1 KiB and 1 MiB on keep-alive connections
+	// (no 64 KiB, no Connection: close point).
+	TLSQuick bool
 	// Progress receives a one-line progress counter (stderr); nil for none.
 	Progress io.Writer
 }
@@ -62,11 +65,12 @@ func DefaultSettings() Settings {
 }
 
 // QuickSettings make `all` a smoke test: each experiment in well under 90
-// seconds (connrate: 1 KiB over 16 connections, a second a point).
+// seconds (connrate: 1 KiB over 16 connections, a second a point; tls:
+// 1 KiB and 1 MiB keep-alive, a second a point).
 func QuickSettings() Settings {
 	return Settings{Runs: 1, Duration: 250 * time.Millisecond, Pairs: 200, TraceFor: 2 * time.Second,
 		MemoryPairs: []int{500}, ConnRateFor: time.Second, ConnRateSizes: kib(1), ConnRateConns: []int{16},
-		WebSizes: kib(1, 64, 128), SwitchSizes: kib(1, 1024)}
+		WebSizes: kib(1, 64, 128), SwitchSizes: kib(1, 1024), TLSQuick: true}
 }
 
 // kib converts sizes in KiB to bytes.
@@ -115,6 +119,7 @@ var Experiments = []Experiment{
 	{Name: "web", Help: "GET and CONNECT through the HTTP forward proxy, a connection per request, objects of 1 to 128 KiB: requests/s, CPU µs per request, p50 latency (seed 002); beside it wrk (2 threads, 16 keep-alive connections) through http-reverse per engine, HAProxy (mode http) and nginx (proxy_pass, upstream keepalive), objects of 1 KiB to 1 MiB: requests/s, p50/p99 latency", Tool: "loadgen", Run: Web},
 	{Name: "switch", Help: "GETs over a keep-alive connection through http-reverse and HAProxy in HTTP mode, objects of 1 KiB to 1 MiB: p50/p99 latency, Gbit/s (seed 003)", Tool: "loadgen", Run: Switch},
 	{Name: "connrate", Help: "connection churn: wrk -H 'Connection: close' (1 and 64 KiB objects, 16 and 256 connections) through splicer's tcp listener per engine and auto, http-reverse and http-forward (auto), HAProxy (mode tcp, mode http), nginx (stream, proxy_pass) and to the origin direct; beside it loadgen's connect/send/close to an echo: conn/s alone (a fresh lab and process per target) and in sequence (one process per forwarder, targets one after another) with their ratio, p50/p99 latency, forwarder CPU µs per connection, errors, the engine that carried the pairs", Tool: "wrk", Run: ConnRate},
+	{Name: "tls", Help: "wrk over https (2 threads, 16 connections; 1 KiB, 64 KiB, 1 MiB keep-alive and 1 KiB with Connection: close, handshakes per second): SNI passthrough through splicer's tcp listener with tls_routes (auto, ip confirmed per point), HAProxy (mode tcp, req.ssl_sni), nginx (stream, ssl_preread) and to the TLS origin direct; TLS termination through http-reverse, HAProxy (bind ssl crt) and nginx (listen ssl): requests/s, p99, forwarder CPU µs per request, ratios to the peers", Tool: "wrk", Run: TLS},
 }
 
 // Lookup returns the named experiment.

@@ -13,14 +13,20 @@ import (
 	"github.com/splicer/splicer/origin"
 )
 
-// staticPort is where nginx serves the switch experiments' objects.
-const staticPort = originPort + int(numServices)
+// staticPort is where nginx serves the switch experiments' objects;
+// tlsOriginPort is where it serves them over TLS (the tls experiment).
+const (
+	staticPort    = originPort + int(numServices)
+	tlsOriginPort = staticPort + 1
+)
 
 // startNginxOrigin runs nginx in the server namespace in front of the
 // built-in origin's http service: GET /obj/<size> comes from a file when
 // ServeObjects wrote one, anything else from the built-in origin. It
 // returns where the switch experiments' proxies (and route) send their
-// requests, and what serves them.
+// requests, and what serves them. The same objects are served over TLS at
+// tlsOriginPort (e.tlsOrigin) with a certificate for tlsServerName made
+// now (e.tlsFiles); without one, e.tlsOrigin stays empty.
 //
 // Why: the built-in origin is a Go net/http server that writes each body
 // through user space. Under wrk at 1 KiB it takes ~80% of one of the two
@@ -42,11 +48,19 @@ func (e *Env) startNginxOrigin(ctx context.Context, a addressing) (addr, note st
 		os.Chmod(d, 0o755)
 	}
 	addr = net.JoinHostPort(a.server, strconv.Itoa(staticPort))
-	cmd, err := e.runNginx(ctx, e.server, "nginx-origin", dir, nginxOriginConfig(dir, builtin, addr), addr)
+	tlsAddr := net.JoinHostPort(a.server, strconv.Itoa(tlsOriginPort))
+	files, err := writeSelfSigned(dir, tlsServerName)
+	if err != nil {
+		e.log.Warn("nginx origin without TLS", "err", err)
+	}
+	cmd, err := e.runNginx(ctx, e.server, "nginx-origin", dir, nginxOriginConfig(dir, builtin, addr, tlsAddr, files), addr)
 	if err != nil {
 		return instead(err.Error())
 	}
 	e.objectDir, e.originPids = filepath.Join(dir, "obj"), []int{cmd.Process.Pid}
+	if files != nil {
+		e.tlsOrigin, e.tlsFiles = tlsAddr, files
+	}
 	return addr, "nginx (static files, sendfile)"
 }
 
@@ -61,17 +75,30 @@ func (e *Env) switchOriginNote(sizes []int64) (string, error) {
 }
 
 // nginxOriginConfig runs one nginx worker, its files in dir, serving the
-// files under dir/obj on listen and passing any other request to builtin.
-func nginxOriginConfig(dir, builtin, listen string) string {
-	return nginxPreamble(dir) + fmt.Sprintf(`
+// files under dir/obj on listen and passing any other request to builtin;
+// with files, the same over TLS 1.2 and 1.3 on tlsListen (nginx 1.22
+// leaves 1.3 out unless asked).
+func nginxOriginConfig(dir, builtin, listen, tlsListen string, files *tlsFiles) string {
+	cfg := nginxPreamble(dir) + fmt.Sprintf(`
 	sendfile on;
 	tcp_nopush on;
 	keepalive_timeout 1h;
 	types { }
 	default_type application/octet-stream;
-	upstream builtin { server %[2]s; keepalive 64; }
-	server {
-		listen %[3]s;
+	upstream builtin { server %[1]s; keepalive 64; }
+`, builtin) + nginxOriginServer(dir, listen)
+	if files != nil {
+		cfg += nginxOriginServer(dir, tlsListen+" ssl;\n\t\tssl_certificate "+files.cert+";\n\t\tssl_certificate_key "+files.key+
+			";\n\t\tssl_protocols TLSv1.2 TLSv1.3")
+	}
+	return cfg + "}\n"
+}
+
+// nginxOriginServer is the origin's server block on listen (the rest of
+// the listen directive included).
+func nginxOriginServer(dir, listen string) string {
+	return fmt.Sprintf(`	server {
+		listen %[2]s;
 		root %[1]s;
 		location /obj/ { try_files $uri @builtin; }
 		location / { try_files /nonexistent @builtin; }
@@ -81,8 +108,7 @@ func nginxOriginConfig(dir, builtin, listen string) string {
 			proxy_set_header Connection "";
 		}
 	}
-}
-`, dir, builtin, listen)
+`, dir, listen)
 }
 
 // ServeObjects has the switch experiments' origin serve the objects of

@@ -165,7 +165,12 @@ func perRequestMicros(d time.Duration, n int64) float64 {
 // wrk runs wrk against url for dur on cpus (taskset; nil: anywhere) and
 // parses its report.
 func (e *Env) wrk(ctx context.Context, url string, dur time.Duration, cpus []int) (wrkResult, error) {
-	args := []string{"-t" + strconv.Itoa(wrkThreads), "-c" + strconv.Itoa(wrkConns), "-d" + dur.String(), "--latency", url}
+	return e.runWrk(ctx, cpus, "-t"+strconv.Itoa(wrkThreads), "-c"+strconv.Itoa(wrkConns), "-d"+dur.String(), "--latency", url)
+}
+
+// runWrk runs wrk with args from the client on cpus (taskset; nil:
+// anywhere) and parses its report.
+func (e *Env) runWrk(ctx context.Context, cpus []int, args ...string) (wrkResult, error) {
 	name := "wrk"
 	if len(cpus) > 0 {
 		if _, err := exec.LookPath("taskset"); err == nil {
