@@ -214,10 +214,9 @@ func ipReason(e *Env) string {
 // tlsTerminationShapes are the spellings of http-reverse's tls block the
 // bench tries, in order, with the certificate and key files as %[1]q and
 // %[2]q: the first that config.Parse accepts is what auto-reverse runs
-// with. Fix it here when the key settles.
+// with (a binary that refuses them all has no TLS termination).
 var tlsTerminationShapes = []string{
-	`{certificates: [{cert: %[1]q, key: %[2]q}]}`,
-	`{cert: %[1]q, key: %[2]q}`,
+	`{certificates: [{cert_file: %[1]q, key_file: %[2]q}]}`,
 }
 
 // probeTermination returns the first of tlsTerminationShapes, filled with

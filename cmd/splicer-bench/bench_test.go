@@ -265,9 +265,10 @@ func checkRow(t *testing.T, row bench.Row) {
 		return
 	}
 	// Some shares are rightly zero: no BPF maps (copy), no process time
-	// when the kernel forwards (ip, within the 10 ms tick). Everything else
-	// is a rate, a time or a size of something that happened.
-	for _, share := range []string{"bpf_", "proc_"} {
+	// when the kernel forwards (ip, within the 10 ms tick), no errors
+	// (connrate). Everything else is a rate, a time or a size of something
+	// that happened.
+	for _, share := range []string{"bpf_", "proc_", "errors_"} {
 		if strings.HasPrefix(row.Metric, share) || strings.Contains(row.Metric, "_"+share) {
 			if row.Value < 0 {
 				t.Errorf("%s: value %v, want >= 0", id, row.Value)
