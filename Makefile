@@ -8,7 +8,7 @@ LDFLAGS := -X github.com/splicer/splicer/internal/buildinfo.Version=$(VERSION) -
 PKGS    := ./...
 TESTFLAGS ?=
 # prometheus brings promtool, which checks and unit-tests deploy/prometheus/alerts.yaml.
-APT_DEPS := iproute2 ethtool haproxy socat iperf3 curl nginx-light libnginx-mod-stream systemd wrk sockperf goaccess logrotate prometheus
+APT_DEPS := iproute2 ethtool haproxy socat iperf3 curl nginx-light libnginx-mod-stream systemd wrk sockperf goaccess logrotate prometheus apache2-utils
 GEN_DEPS := clang-19 llvm-19 libbpf-dev
 
 .PHONY: test-cert race fuzz tidy all build test demo bench bench-quick bench-deps deps gen-deps generate check-generated fmt lint clean

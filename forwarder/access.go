@@ -71,7 +71,7 @@ func openProxy(lc config.Listener) bool {
 	if len(lc.AllowClients) > 0 {
 		return false
 	}
-	return lc.Proxy != "socks5" || lc.SOCKS5 == nil || len(lc.SOCKS5.Users) == 0
+	return lc.Proxy != "socks5" || !lc.SOCKS5.HasUsers()
 }
 
 // admit reports why a new client at addr is refused ("" to accept) and,

@@ -1,4 +1,4 @@
-// The release files are what they claim: systemd-analyze accepts the unit, the goreleaser and nfpm configuration builds static binaries and ships the unit, the Dockerfile builds the daemon, the packaged configuration passes check.
+// The release files are what they claim: systemd-analyze accepts the unit, the goreleaser and nfpm configuration builds static binaries, packages the daemon (with the unit, recommending nothing it does not run) apart from splicer-bench, and builds the image the DaemonSet runs; the Dockerfiles build a non-root daemon; the packaged configuration passes check.
 
 package packaging
 
@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	k8syaml "sigs.k8s.io/yaml"
 
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
@@ -106,34 +108,57 @@ type goreleaser struct {
 	Builds []struct {
 		ID      string   `yaml:"id"`
 		Main    string   `yaml:"main"`
+		Binary  string   `yaml:"binary"`
 		Env     []string `yaml:"env"`
 		Goos    []string `yaml:"goos"`
 		Goarch  []string `yaml:"goarch"`
 		Ldflags []string `yaml:"ldflags"`
 	} `yaml:"builds"`
-	Nfpms []struct {
-		IDs      []string `yaml:"ids"`
-		Formats  []string `yaml:"formats"`
-		License  string   `yaml:"license"`
-		Contents []struct {
-			Src string `yaml:"src"`
-			Dst string `yaml:"dst"`
-		} `yaml:"contents"`
-		Scripts map[string]string `yaml:"scripts"`
-	} `yaml:"nfpms"`
+	Nfpms     []nfpm `yaml:"nfpms"`
+	DockersV2 []struct {
+		ID         string   `yaml:"id"`
+		IDs        []string `yaml:"ids"`
+		Dockerfile string   `yaml:"dockerfile"`
+		Images     []string `yaml:"images"`
+		Tags       []string `yaml:"tags"`
+		Platforms  []string `yaml:"platforms"`
+		ExtraFiles []string `yaml:"extra_files"`
+	} `yaml:"dockers_v2"`
+}
+
+type nfpm struct {
+	ID          string   `yaml:"id"`
+	PackageName string   `yaml:"package_name"`
+	IDs         []string `yaml:"ids"`
+	Formats     []string `yaml:"formats"`
+	License     string   `yaml:"license"`
+	Contents    []struct {
+		Src string `yaml:"src"`
+		Dst string `yaml:"dst"`
+	} `yaml:"contents"`
+	Scripts      map[string]string `yaml:"scripts"`
+	Dependencies []string          `yaml:"dependencies"`
+	Recommends   []string          `yaml:"recommends"`
+	Suggests     []string          `yaml:"suggests"`
+}
+
+func readGoreleaser(tb testing.TB) goreleaser {
+	tb.Helper()
+	data, err := os.ReadFile("../.goreleaser.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var g goreleaser
+	if err := yaml.Unmarshal(data, &g); err != nil {
+		tb.Fatal(err)
+	}
+	return g
 }
 
 // TestGoreleaserConfig: static linux amd64 and arm64 builds stamped with
 // the version, and .deb/.rpm packages carrying files that exist.
 func TestGoreleaserConfig(t *testing.T) {
-	data, err := os.ReadFile("../.goreleaser.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g goreleaser
-	if err := yaml.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
+	g := readGoreleaser(t)
 	var daemon bool
 	for _, b := range g.Builds {
 		if _, err := os.Stat(filepath.Join("..", b.Main)); err != nil {
@@ -156,40 +181,138 @@ func TestGoreleaserConfig(t *testing.T) {
 	}
 	for _, n := range g.Nfpms {
 		if !slices.Contains(n.Formats, "deb") || !slices.Contains(n.Formats, "rpm") {
-			t.Errorf("nfpm formats %v, want deb and rpm", n.Formats)
+			t.Errorf("nfpm %s: formats %v, want deb and rpm", n.ID, n.Formats)
 		}
-		dsts := map[string]bool{}
 		for _, c := range n.Contents {
 			if _, err := os.Stat(filepath.Join("..", c.Src)); err != nil {
-				t.Errorf("nfpm content %s: %v", c.Src, err)
-			}
-			dsts[c.Dst] = true
-		}
-		for _, need := range []string{"/usr/lib/systemd/system/splicer.service", "/etc/splicer/splicer.yaml", "/etc/logrotate.d/splicer"} {
-			if !dsts[need] {
-				t.Errorf("nfpm package lacks %s", need)
+				t.Errorf("nfpm %s: content %s: %v", n.ID, c.Src, err)
 			}
 		}
 		for _, s := range n.Scripts {
 			if fi, err := os.Stat(filepath.Join("..", s)); err != nil || fi.Mode()&0o111 == 0 {
-				t.Errorf("nfpm script %s missing or not executable (%v)", s, err)
+				t.Errorf("nfpm %s: script %s missing or not executable (%v)", n.ID, s, err)
 			}
 		}
 	}
 }
 
-// TestDockerfile: the image builds the daemon statically from this module
-// and starts it with the packaged configuration.
-func TestDockerfile(t *testing.T) {
-	data, err := os.ReadFile("../Dockerfile")
+// packageNamed returns the nfpm package called name.
+func packageNamed(tb testing.TB, g goreleaser, name string) nfpm {
+	tb.Helper()
+	i := slices.IndexFunc(g.Nfpms, func(n nfpm) bool { return n.PackageName == name })
+	if i < 0 {
+		tb.Fatalf("no nfpm package %s", name)
+	}
+	return g.Nfpms[i]
+}
+
+// TestPackages: the daemon's package ships the daemon and its service
+// files, and recommends nothing: the daemon runs no other program (only
+// `splicer demo` and `splicer bench` run splicer-bench, which it
+// suggests). splicer-bench is a package of its own, which needs the
+// daemon and iproute2 and recommends the demo's peers.
+func TestPackages(t *testing.T) {
+	g := readGoreleaser(t)
+	d := packageNamed(t, g, "splicer")
+	if !slices.Equal(d.IDs, []string{"splicer"}) {
+		t.Errorf("package splicer: builds %v, want [splicer] (splicer-bench has a package of its own)", d.IDs)
+	}
+	dsts := map[string]bool{}
+	for _, c := range d.Contents {
+		dsts[c.Dst] = true
+	}
+	for _, need := range []string{"/usr/lib/systemd/system/splicer.service", "/etc/splicer/splicer.yaml", "/etc/logrotate.d/splicer"} {
+		if !dsts[need] {
+			t.Errorf("package splicer lacks %s", need)
+		}
+	}
+	if len(d.Recommends) > 0 || !slices.Equal(d.Suggests, []string{"splicer-bench"}) || len(d.Dependencies) > 0 {
+		t.Errorf("package splicer: depends %v, recommends %v, suggests %v; want none, none, [splicer-bench]", d.Dependencies, d.Recommends, d.Suggests)
+	}
+
+	b := packageNamed(t, g, "splicer-bench")
+	if !slices.Equal(b.IDs, []string{"splicer-bench"}) {
+		t.Errorf("package splicer-bench: builds %v, want [splicer-bench]", b.IDs)
+	}
+	if !slices.Contains(b.Dependencies, "splicer") || !slices.Contains(b.Dependencies, "iproute2") {
+		t.Errorf("package splicer-bench: depends %v, want splicer (it runs the daemon beside it) and iproute2 (ip netns exec)", b.Dependencies)
+	}
+	// What the bench looks for on PATH (bench/, `missing(...)`).
+	runs := []string{"haproxy", "socat", "iperf3", "sockperf", "nginx", "wrk"}
+	for _, p := range append(slices.Clone(b.Recommends), b.Suggests...) {
+		if !slices.Contains(runs, p) {
+			t.Errorf("package splicer-bench recommends or suggests %s, which it does not run", p)
+		}
+	}
+	for _, p := range []string{"haproxy", "socat"} {
+		if !slices.Contains(b.Recommends, p) {
+			t.Errorf("package splicer-bench does not recommend %s, a peer of the demo", p)
+		}
+	}
+}
+
+// TestReleaseImage: the release builds, for amd64 and arm64, the image
+// deploy/kubernetes/daemonset.yaml runs, from the daemon's release build.
+func TestReleaseImage(t *testing.T) {
+	g := readGoreleaser(t)
+	data, err := os.ReadFile("../deploy/kubernetes/daemonset.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(data)
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/splicer", "FROM gcr.io/distroless/static", "internal/buildinfo.Version=",
-		"COPY packaging/splicer.yaml /etc/splicer/splicer.yaml", `ENTRYPOINT ["/usr/bin/splicer"]`, "--cap-add NET_ADMIN", "--network host"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("Dockerfile lacks %q", want)
+	var ds appsv1.DaemonSet
+	if err := k8syaml.Unmarshal(data, &ds); err != nil {
+		t.Fatal(err)
+	}
+	image := ds.Spec.Template.Spec.Containers[0].Image
+	name, tag, _ := strings.Cut(image, ":")
+	var built []string
+	for _, d := range g.DockersV2 {
+		for _, img := range d.Images {
+			for _, tg := range d.Tags {
+				built = append(built, img+":"+tg)
+			}
+		}
+		if !slices.Equal(d.IDs, []string{"splicer"}) {
+			t.Errorf("image %s: from builds %v, want [splicer]", d.ID, d.IDs)
+		}
+		for _, f := range append([]string{d.Dockerfile}, d.ExtraFiles...) {
+			if _, err := os.Stat(filepath.Join("..", f)); err != nil {
+				t.Errorf("image %s: %v", d.ID, err)
+			}
+		}
+		if !slices.Contains(d.Platforms, "linux/amd64") || !slices.Contains(d.Platforms, "linux/arm64") {
+			t.Errorf("image %s: platforms %v, want linux/amd64 and linux/arm64", d.ID, d.Platforms)
+		}
+	}
+	if !slices.Contains(built, name+":"+tag) {
+		t.Errorf("the DaemonSet runs %s; the release builds %v", image, built)
+	}
+}
+
+// engineCaps are the capabilities any engine needs (cmd/splicer's
+// neededCaps); the image's binary carries them all, permitted only.
+const engineCaps = "cap_net_admin,cap_bpf,cap_perfmon,cap_net_raw,cap_net_bind_service+p"
+
+// TestDockerfile: the images build the daemon (from source, or from the
+// release's static binary) and start it, as the distroless nonroot user,
+// with the packaged configuration; the binary carries the engines'
+// capabilities as permitted file capabilities, for Kubernetes, which
+// gives a container not run as root none otherwise.
+func TestDockerfile(t *testing.T) {
+	for path, extra := range map[string][]string{
+		"../Dockerfile":     {"CGO_ENABLED=0", "./cmd/splicer", "internal/buildinfo.Version=", "--cap-add NET_ADMIN", "--network host"},
+		"docker/Dockerfile": {"COPY ${TARGETPLATFORM}/splicer "},
+	} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(data)
+		for _, want := range append(extra, "FROM gcr.io/distroless/static-debian12:nonroot", "USER 65532:65532", "setcap "+engineCaps+" ",
+			"COPY packaging/splicer.yaml /etc/splicer/splicer.yaml", `ENTRYPOINT ["/usr/bin/splicer"]`) {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s lacks %q", path, want)
+			}
 		}
 	}
 }

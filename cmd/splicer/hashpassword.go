@@ -18,15 +18,21 @@ import (
 
 func hashPasswordCmd(args []string) error {
 	fs := flag.NewFlagSet("hash-password", flag.ContinueOnError)
-	iterations := fs.Int("iterations", passwd.DefaultIterations, "PBKDF2-SHA256 iterations (each SOCKS5 login pays them)")
+	scheme := fs.String("scheme", "bcrypt", "bcrypt, argon2id or "+passwd.Scheme)
+	cost := fs.Int("cost", passwd.DefaultBcryptCost, fmt.Sprintf("bcrypt cost, %d to %d (each step doubles what a login pays)", passwd.MinBcryptCost, passwd.MaxBcryptCost))
+	iterations := fs.Int("iterations", passwd.DefaultIterations, passwd.Scheme+" iterations")
+	user := fs.String("user", "", "print user:hash, a line for a socks5 users_file")
 	fs.Usage = func() {
-		fmt.Fprintf(cur.stderr, `Usage: splicer hash-password [-iterations N] < password
+		fmt.Fprintf(cur.stderr, `Usage: splicer hash-password [-scheme bcrypt|argon2id|%s] [-user NAME] < password
 
 Reads a password (typed without echo on a terminal, else the first line of
-standard input) and prints its salted PBKDF2-SHA256 hash for a socks5 user's
-password_hash. The same password hashes differently every time.
+standard input) and prints its salted hash for a socks5 user's
+password_hash, or with -user a user:hash line for a users_file (the format
+htpasswd -B writes). bcrypt reads at most 72 bytes of a password; argon2id
+(m=%d KiB, t=%d, p=%d) takes longer ones. The same password hashes
+differently every time.
 
-`)
+`, passwd.Scheme, passwd.DefaultArgon2.Memory, passwd.DefaultArgon2.Time, passwd.DefaultArgon2.Threads)
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -36,13 +42,39 @@ password_hash. The same password hashes differently every time.
 		fs.Usage()
 		return errSilent
 	}
+	// A cost flag for another scheme would be silently ignored.
+	var misplaced error
+	fs.Visit(func(f *flag.Flag) {
+		if (f.Name == "cost" && *scheme != "bcrypt") || (f.Name == "iterations" && *scheme != passwd.Scheme) {
+			misplaced = fmt.Errorf("-%s does not apply to -scheme %s", f.Name, *scheme)
+		}
+	})
+	if misplaced != nil {
+		return misplaced
+	}
+	if strings.Contains(*user, ":") {
+		return errors.New("-user: a name in a users_file cannot hold ':'")
+	}
 	pw, err := readPassword(os.Stdin, cur.stderr)
 	if err != nil {
 		return err
 	}
-	h, err := passwd.New(pw, *iterations)
+	var h string
+	switch *scheme {
+	case "bcrypt":
+		h, err = passwd.NewBcrypt(pw, *cost)
+	case "argon2id":
+		h, err = passwd.NewArgon2id(pw, passwd.DefaultArgon2)
+	case passwd.Scheme:
+		h, err = passwd.New(pw, *iterations)
+	default:
+		return fmt.Errorf("-scheme %q: want bcrypt, argon2id or %s", *scheme, passwd.Scheme)
+	}
 	if err != nil {
 		return err
+	}
+	if *user != "" {
+		h = *user + ":" + h
 	}
 	fmt.Fprintln(cur.stdout, h)
 	return nil

@@ -490,6 +490,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	}
 	if dir, err := filepath.Abs(filepath.Dir(name)); err == nil {
 		cfg.resolveTLSPaths(dir) // a daemon may change directory
+		cfg.resolveSOCKS5Paths(dir)
 	}
 	validate(&cfg, errs, d.nodes)
 	if len(errs.errs) > 0 {

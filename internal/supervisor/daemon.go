@@ -98,6 +98,11 @@ func startDaemon(path, pidFile string, st State) (*daemon, error) {
 		// this worker's own beside the other workers'.
 		opts.Listen = sockopt.ListenReusePort
 	}
+	// The capabilities settle before the engines look at what they may
+	// do: a binary given its capabilities as permitted only (a non-root
+	// container's file capabilities) has none effective until then.
+	d.caps = neededCaps(cfg)
+	settleCaps(d.caps, log)
 	if d.f, err = forwarder.New(cfg, opts); err != nil {
 		return nil, err
 	}
@@ -110,8 +115,6 @@ func startDaemon(path, pidFile string, st State) (*daemon, error) {
 		d.f.ShutdownTimeout()
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	d.caps = neededCaps(cfg)
-	settleCaps(d.caps, log)
 	if err := writePidFile(pidFile, os.Getpid()); err != nil && !(cfg.User != "" && os.IsPermission(err)) {
 		d.log.Warn("pid file", "path", pidFile, "err", err)
 	}

@@ -1,8 +1,9 @@
 // Package socks5 is the authenticating gateway (class 2 in the papers): an RFC 1928 SOCKS5 server that splices each pair once it has connected.
 //
 // The proxy reads the client's greeting, authenticates it (RFC 1929
-// username/password against hashed passwords, or no authentication when
-// the listener has no users), reads a CONNECT request for an IPv4, IPv6 or
+// username/password against hashed passwords, inline or in an htpasswd
+// users_file read again on every reload, or no authentication when the
+// listener has no users), reads a CONNECT request for an IPv4, IPv6 or
 // domain-name destination, connects there, answers with the reply and hands
 // the pair to the listener's engine: after the reply only forwarding is left.
 //
@@ -32,6 +33,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,9 +81,11 @@ const (
 
 // Proxy serves SOCKS5 clients.
 type Proxy struct {
-	// Users checks RFC 1929 credentials; nil accepts clients without
-	// authentication.
-	Users *passwd.Verifier
+	// users checks RFC 1929 credentials; nil accepts clients without
+	// authentication. A reload swaps it when the users come from a file.
+	users atomic.Pointer[passwd.Verifier]
+	// usersFile is the htpasswd file users come from, if any.
+	usersFile string
 	// HandshakeTimeout bounds everything before the reply; 0 means
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
@@ -94,25 +98,60 @@ type Proxy struct {
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-// FromConfig builds the proxy of a socks5 listener.
+// FromConfig builds the proxy of a socks5 listener, reading its
+// users_file if it has one.
 func FromConfig(lc config.Listener) (proxy.Proxy, error) {
 	p := &Proxy{IdleTimeout: lc.IdleTimeout.Std(), ProxyProtocol: lc.ProxyProtocol}
 	if lc.SOCKS5 == nil {
 		return p, nil
 	}
 	p.HandshakeTimeout = lc.SOCKS5.HandshakeTimeout.Std()
-	if len(lc.SOCKS5.Users) > 0 {
-		users := make(map[string]string, len(lc.SOCKS5.Users))
-		for _, u := range lc.SOCKS5.Users {
-			users[u.Name] = u.PasswordHash
+	p.usersFile = lc.SOCKS5.UsersFile
+	users := lc.SOCKS5.Users
+	if p.usersFile != "" {
+		var err error
+		if users, err = config.ReadUsersFile(p.usersFile); err != nil {
+			return nil, fmt.Errorf("socks5 users_file: %w", err)
 		}
-		v, err := passwd.NewVerifier(users)
+	}
+	if len(users) > 0 {
+		v, err := verifier(users)
 		if err != nil {
 			return nil, err
 		}
-		p.Users = v
+		p.SetUsers(v)
 	}
 	return p, nil
+}
+
+// SetUsers has the proxy check credentials against v (nil: accept clients
+// without authentication).
+func (p *Proxy) SetUsers(v *passwd.Verifier) { p.users.Store(v) }
+
+// ReloadFiles implements proxy.FileReloader: the users_file is read
+// again, for new handshakes; a file that cannot be read or holds a bad
+// line refuses the reload and the users in use stay.
+func (p *Proxy) ReloadFiles() (commit func(), err error) {
+	if p.usersFile == "" {
+		return func() {}, nil
+	}
+	users, err := config.ReadUsersFile(p.usersFile)
+	if err != nil {
+		return nil, fmt.Errorf("socks5 users_file: %w", err)
+	}
+	v, err := verifier(users)
+	if err != nil {
+		return nil, fmt.Errorf("socks5 users_file %s: %w", p.usersFile, err)
+	}
+	return func() { p.SetUsers(v) }, nil
+}
+
+func verifier(users []config.SOCKS5User) (*passwd.Verifier, error) {
+	m := make(map[string]string, len(users))
+	for _, u := range users {
+		m[u.Name] = u.PasswordHash
+	}
+	return passwd.NewVerifier(m)
 }
 
 // Errors a handshake ends with; the forwarder counts them as proxy errors.
@@ -199,8 +238,9 @@ func (p *Proxy) authenticate(ctx context.Context, c *net.TCPConn, deadline time.
 	if _, err := io.ReadFull(c, methods); err != nil {
 		return "", fmt.Errorf("socks5 greeting: %w", err)
 	}
+	users := p.users.Load()
 	want := byte(methodNoAuth)
-	if p.Users != nil {
+	if users != nil {
 		want = methodUserPass
 	}
 	if !contains(methods, want) {
@@ -218,7 +258,7 @@ func (p *Proxy) authenticate(ctx context.Context, c *net.TCPConn, deadline time.
 		return "", err
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
-	ok, err := p.Users.CheckContext(ctx, user, pass)
+	ok, err := users.CheckContext(ctx, user, pass)
 	cancel()
 	if err != nil {
 		return "", fmt.Errorf("socks5: no password check slot before the handshake timeout: %w", err)
