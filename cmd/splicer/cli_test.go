@@ -4,72 +4,36 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/splicer/splicer/internal/testenv"
 )
 
-var (
-	// binDir holds the binary built once for every test of this package.
-	binDir    string
-	buildOnce sync.Once
-	buildErr  error
-)
+// bins holds the binary built once for every test of this package.
+var bins testenv.Binaries
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "splicer-cli-")
-	if err != nil {
-		panic(err)
-	}
-	binDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	bins.Remove()
 	os.Exit(code)
 }
 
 // splicerBinary builds ./cmd/splicer once and returns the binary's path.
 func splicerBinary(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(binDir, "splicer")
-	buildOnce.Do(func() {
-		// Without cgo, as releases are built: only then can the daemon
-		// change every thread's capabilities (capabilities.go).
-		cmd := exec.Command("go", "build", "-ldflags", testenv.VersionLDFlags(), "-o", bin, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		tb.Fatalf("go build: %v", buildErr)
-	}
-	return bin
+	return filepath.Join(bins.Build(tb, map[string]string{".": "splicer"}), "splicer")
 }
 
 // splicer runs the binary with args and returns its output and exit code.
 func splicer(tb testing.TB, args ...string) (stdout, stderr string, code int) {
 	tb.Helper()
-	cmd := exec.Command(splicerBinary(tb), args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		tb.Fatalf("splicer %s: %v", strings.Join(args, " "), err)
-	}
-	return out.String(), errOut.String(), code
+	return testenv.Run(tb, splicerBinary(tb), args...)
 }
 
 // splicerIn runs the command args in this process, as the binary would
