@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/splicer/splicer/forwarder"
+	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/proxy/socks5"
 	"github.com/splicer/splicer/proxy/socks5/passwd"
@@ -69,7 +70,7 @@ func TestUsersFile(t *testing.T) {
 		"carol:"+hashed(t)(passwd.New("pbkdf2 still works", passwd.MinIterations)),
 	)
 	lc := usersFileListener(t, path)
-	f := startForwarder(t, lc)
+	f := fwdtest.Start(t, lc)
 
 	for _, u := range [][2]string{{"alice", "wonderland"}, {"bob", "builder"}, {"carol", "pbkdf2 still works"}} {
 		if !tryLogin(t, f, o.addr, u[0], u[1]) {
