@@ -40,10 +40,7 @@ func (e *Engine) Counters() map[string]uint64 {
 		"window_refused":       uint64(e.windowRefused.Load()),
 		"out_of_order_refused": uint64(e.outOfOrderRefused.Load()),
 	}
-	if a := e.ports.Load(); a != nil {
-		out["local_ports_exhausted"] = a.Exhausted()
-	}
-	e.holdCounters(out)
+	e.ports.counters(out)
 	if dp == nil {
 		return out
 	}

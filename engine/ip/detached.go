@@ -34,14 +34,8 @@ func (e *Engine) detach(ctx context.Context, f follower, sp spliced, opts engine
 	// Nothing of it is kept any more: the datapath's keeping serves
 	// transitions, and this pair has none left.
 	e.dp.StopGathering(sp.a)
-	e.mu.Lock()
-	delete(e.waiters, sp.a)
-	e.detached[sp.a] = d
-	e.mu.Unlock()
-	e.followOnce.Do(func() {
-		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.tickDetached() }()
-	})
+	e.followed.handOver(sp.a, d)
+	e.followed.tickOnce.Do(func() { e.followed.start(e.tickDetached) })
 	// News that came before the handover.
 	for len(sp.ch) > 0 {
 		e.onDetachedNotice(d, <-sp.ch)
@@ -72,16 +66,11 @@ func (e *Engine) tickDetached() {
 	var ds []*detached
 	for {
 		select {
-		case <-e.stop:
+		case <-e.followed.stop:
 			return
 		case <-t.C:
 		}
-		ds = ds[:0]
-		e.mu.Lock()
-		for _, d := range e.detached {
-			ds = append(ds, d)
-		}
-		e.mu.Unlock()
+		ds = e.followed.detachedPairs(ds[:0])
 		for _, d := range ds {
 			if d.ctx.Err() != nil {
 				e.cancelDetached(d)
@@ -123,24 +112,14 @@ func (e *Engine) settle(d *detached, res engine.Result, end bool) {
 	}
 	d.done = true
 	d.mu.Unlock()
-	e.mu.Lock()
-	if e.detached[d.f.a] == d {
-		delete(e.detached, d.f.a)
-	}
-	e.mu.Unlock()
+	e.followed.drop(d)
 	d.onEnd(res)
 }
 
 // endDetached ends every detached pair still followed, as a cancel
 // would, when the engine closes.
 func (e *Engine) endDetached() {
-	e.mu.Lock()
-	ds := make([]*detached, 0, len(e.detached))
-	for _, d := range e.detached {
-		ds = append(ds, d)
-	}
-	e.mu.Unlock()
-	for _, d := range ds {
+	for _, d := range e.followed.detachedPairs(nil) {
 		e.cancelDetached(d)
 	}
 }

@@ -25,7 +25,7 @@ type notice struct {
 // with the pair in StateDraining until they are acknowledged.
 func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts engine.Options) engine.Result {
 	a, ch := sp.a, sp.ch
-	defer e.unregister(a)
+	defer e.followed.unregister(a)
 	f := e.newFollower(p, sp)
 	var drained chan error
 	if sp.drain != nil {
@@ -112,7 +112,7 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 // newFollower starts following the spliced pair: the receive queues'
 // bytes the drain delivers count as moved from the start.
 func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
-	f := follower{p: p, a: sp.a, dp: e.dp, release: e.release, resetPeers: e.resetPeers, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	f := follower{p: p, a: sp.a, dp: e.dp, release: e.ports.release, resetPeers: e.resetPeers, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
 	if sp.drain != nil {
 		f.drained = sp.drain.lastProgress
 	}
@@ -310,26 +310,10 @@ func (e *Engine) resetPeers(spec datapath.PairSpec, st datapath.PairStats) {
 	e.inject.send(fd, spec.B.Src.Addr(), toServer)
 }
 
-func (e *Engine) register(a datapath.Tuple) chan notice {
-	ch := make(chan notice, 8)
-	e.mu.Lock()
-	e.waiters[a] = ch
-	e.mu.Unlock()
-	return ch
-}
-
-func (e *Engine) unregister(a datapath.Tuple) {
-	e.mu.Lock()
-	delete(e.waiters, a)
-	e.mu.Unlock()
-}
-
 // notify passes n to the Splice following pair a, if any. It never
 // blocks: a waiter that is behind catches up from Lookup on its next tick.
 func (e *Engine) notify(a datapath.Tuple, n notice) {
-	e.mu.Lock()
-	ch, d := e.waiters[a], e.detached[a]
-	e.mu.Unlock()
+	ch, d := e.followed.lookup(a)
 	if d != nil {
 		e.onDetachedNotice(d, n)
 		return

@@ -16,7 +16,6 @@ import (
 	"github.com/splicer/splicer/engine/ip/internal/bhwatch"
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/peerclock"
-	"github.com/splicer/splicer/engine/ip/internal/ports"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
@@ -68,29 +67,12 @@ type Options struct {
 // PortRange is an inclusive range of local ports; the zero value is none.
 type PortRange struct{ Low, High uint16 }
 
-// datapath is the options of this engine's datapaths, its own and the
-// adopted ones: with a port range, each pair's port is claimed while the
-// pair is in the table, or, outside the range, counted for the
-// reservation to hold (porthold.go). Both only count: the table's lock is
-// held.
+// datapathOptions is the options of this engine's datapaths, its own and
+// the adopted ones: with a port range, the pairs' ports are held while
+// they are in the table (porthold.go: onTable).
 func (e *Engine) datapathOptions() datapath.Options {
-	o := datapath.Options{MaxPairs: e.opts.MaxPairs, TimeWait: e.opts.TimeWait, IdleTimeout: e.opts.IdleTimeout}
-	if a := e.ports.Load(); a != nil {
-		o.OnTable = func(b datapath.Tuple, in bool) {
-			port := b.Dst.Port()
-			switch {
-			case a.Range().Contains(port) && in:
-				a.Claim(b.Src, port)
-			case a.Range().Contains(port):
-				a.Unclaim(b.Src, port)
-			case in:
-				e.reserved.Load().Hold(port)
-			default:
-				e.reserved.Load().Unhold(port)
-			}
-		}
-	}
-	return o
+	return datapath.Options{MaxPairs: e.opts.MaxPairs, TimeWait: e.opts.TimeWait, IdleTimeout: e.opts.IdleTimeout,
+		OnTable: e.ports.onTable()}
 }
 
 // Engine is engine ip: the datapath's tc program forwards a spliced pair's
@@ -116,30 +98,11 @@ type Engine struct {
 	// windowRefused counts splices refused by windowsFit,
 	// outOfOrderRefused those refused by outOfOrder.
 	windowRefused, outOfOrderRefused atomic.Int64
-	waiters                          map[datapath.Tuple]chan notice // by A tuple, while Splice follows the pair
-	// detached are the pairs the engine follows without their callers
-	// (detached.go), by A tuple; followOnce starts their ticker.
-	detached   map[datapath.Tuple]*detached
-	followOnce sync.Once
-	// ports hands out the local ports of upstream connections and keeps
-	// those of pairs in the table busy (nil without Options.LocalPorts,
-	// or once the range could not be reserved); reserved is the range's
-	// reservation in the home namespace, made before the first
-	// attachment or adoption (reserveTried), under portsMu; it also
-	// holds the ports outside the range of pairs in the table.
-	ports        atomic.Pointer[ports.Allocator]
-	portsMu      sync.Mutex
-	reserved     atomic.Pointer[ports.Reservation]
-	reserveTried bool
-	// portFDs holds, by A tuple, a descriptor of the frozen upstream
-	// socket of each pair whose local port neither the range nor the
-	// reservation keeps, until the pair leaves the table: it keeps the
-	// port, so no new upstream connection reuses the 4-tuple
-	// (porthold.go). portFDCount is its size, for Counters; holdWarned:
-	// a failed reservation was logged.
-	portFDs     portHolds
-	portFDCount atomic.Int64
-	holdWarned  atomic.Bool
+	// followed has the pairs the engine follows, and its goroutines.
+	followed *followers
+	// ports hands out the local ports of upstream connections and
+	// holds those of the pairs in the table (porthold.go).
+	ports *portHolder
 	// unspl counts unsplices (unsplice.go).
 	unspl unspliceStats
 	// drops is a recent reading of the program's drop counters, for the
@@ -150,10 +113,6 @@ type Engine struct {
 	clocks map[datapath.Tuple]peerClock
 	// pins is the state of pinning, with Options.PinDir (persist.go).
 	pins *pins
-	// outlive: KeepPairs was called (the old process of an upgrade).
-	outlive atomic.Bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
 	// hook, for tests, runs at points of a transition ("held": the pair
 	// is inserted, held and kept; "unsplicing": both directions are
 	// watched and the receivers have acknowledged everything).
@@ -185,14 +144,13 @@ func New(opts Options, log *slog.Logger) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = log.With("engine", "ip")
 	return &Engine{
 		opts:     opts,
-		log:      log.With("engine", "ip"),
+		log:      log,
 		attached: make(map[int]bool),
-		waiters:  make(map[datapath.Tuple]chan notice),
-		detached: make(map[datapath.Tuple]*detached),
-		portFDs:  make(portHolds),
-		stop:     make(chan struct{}),
+		followed: newFollowers(),
+		ports:    newPortHolder(log),
 		inject:   newInjector(),
 	}
 }
@@ -229,23 +187,21 @@ func (e *Engine) loadLocked() error {
 	if err != nil {
 		return err
 	}
-	if r := e.opts.LocalPorts; r.Low != 0 {
-		e.ports.Store(ports.NewAllocator(ports.Range{Low: r.Low, High: r.High}))
-	}
+	e.ports.useRange(e.opts.LocalPorts)
 	dp, err := datapath.Load(e.datapathOptions())
 	if err != nil {
 		home.close()
 		return err
 	}
 	e.home, e.dp = home, dp
-	e.takeOverPorts()
+	e.ports.takeOver(home)
 	e.inject.useHome(home, e.log)
 	if e.opts.PinDir != "" {
 		// What earlier processes left is adopted before the first
 		// splice, so /flows and the sweeper have it from the start.
 		e.pins = newPins(e.opts.PinDir)
 		e.adoptAll()
-		e.claimOthers()
+		e.ports.claimOthers(e.pins)
 	}
 	if e.clk, err = peerclock.Load(); err != nil {
 		e.log.Info("reading the peers' timestamp clocks from the sockets is unavailable: splices probe them instead", "err", err)
@@ -255,9 +211,8 @@ func (e *Engine) loadLocked() error {
 	} else {
 		e.graces.Quick = e.quickGrace
 	}
-	e.wg.Add(2)
-	go func() { defer e.wg.Done(); e.readEvents() }()
-	go func() { defer e.wg.Done(); e.sweep() }()
+	e.followed.start(e.readEvents)
+	e.followed.start(e.sweep)
 	return nil
 }
 
@@ -320,8 +275,8 @@ func (e *Engine) Close() error {
 	if dp == nil {
 		return nil
 	}
-	close(e.stop)
-	keep := e.outlive.Load()
+	close(e.followed.stop)
+	keep := e.followed.outlive.Load()
 	// Pairs the engine follows without their callers end as cancelled
 	// (their callers cancel them first when they shut down).
 	e.endDetached()
@@ -332,11 +287,7 @@ func (e *Engine) Close() error {
 	// The sockets holding ports go first: once the program is detached,
 	// the pairs' segments would reach them, and a frozen socket may
 	// answer. (Repair mode sends nothing when they close.)
-	e.mu.Lock()
-	for a := range e.portFDs {
-		e.releaseLocked(a)
-	}
-	e.mu.Unlock()
+	e.ports.releaseAll()
 	var err error
 	if n := len(dp.Pairs()); keep && n > 0 && dp.Pinned() != "" {
 		e.log.Info("leaving spliced pairs pinned for the next process", "pairs", n, "dir", dp.Pinned())
@@ -347,7 +298,7 @@ func (e *Engine) Close() error {
 	if e.pins != nil {
 		err = errors.Join(err, e.closePins(keep))
 	}
-	e.wg.Wait()
+	e.followed.wg.Wait()
 	if e.clk != nil {
 		e.clk.Close()
 	}
@@ -355,7 +306,7 @@ func (e *Engine) Close() error {
 		e.bh.Close()
 	}
 	e.inject.close()
-	e.releasePorts(keep)
+	e.ports.giveBack(keep)
 	home.close()
 	return err
 }
@@ -367,7 +318,7 @@ func (e *Engine) sweep() {
 	defer t.Stop()
 	for {
 		select {
-		case <-e.stop:
+		case <-e.followed.stop:
 			return
 		case <-t.C:
 		}
@@ -376,15 +327,15 @@ func (e *Engine) sweep() {
 			e.log.Warn("sweeping the pair table", "err", err)
 		}
 		for _, r := range removed {
-			e.release(r.Pair)
+			e.ports.release(r.Pair)
 			e.notify(r.Pair, notice{removed: r.Reason})
 		}
 		if e.pins != nil {
 			e.sweepAdopted(datapath.Now())
-			e.claimOthers()
+			e.ports.claimOthers(e.pins)
 		}
 		// Ports of the pairs just removed leave the reservation.
-		if err := e.reserved.Load().Sync(); err != nil {
+		if err := e.ports.reserved.Load().Sync(); err != nil {
 			e.log.Warn("giving back the local ports of ended pairs", "err", err)
 		}
 	}

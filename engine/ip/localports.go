@@ -1,4 +1,4 @@
-// The local ports of upstream connections: the range reserved in the home namespace, handed out to the forwarder's dials, and kept busy while the datapath holds a pair (engine.UpstreamPorts).
+// The local ports of upstream connections: the range reserved in the home namespace, handed out to the forwarder's dials, and held while the datapath has a pair (engine.UpstreamPorts).
 
 package ip
 
@@ -16,67 +16,74 @@ import (
 // the reserved ones (ports.Reserve): the next process takes them over.
 const stateDir = "/run/splicer"
 
-// reservePorts takes the range out of the home namespace's ephemeral
+// useRange makes r the range of local ports handed out; before the
+// datapath loads (its OnTable claims them).
+func (h *portHolder) useRange(r PortRange) {
+	if r.Low != 0 {
+		h.alloc.Store(ports.NewAllocator(ports.Range{Low: r.Low, High: r.High}))
+	}
+}
+
+// reserve takes the range out of the home namespace's ephemeral
 // ports, once, before the first attachment or adoption: a process that
 // splices nothing (on loopback, say) leaves the namespace's sysctl alone,
 // and no pair leaves its socket before the kernel stops picking the
 // range's ports. Where it cannot (no privilege to write the sysctl, say), the
-// engine stops handing out ports, and pairs keep a socket for theirs.
-func (e *Engine) reservePorts() {
-	a := e.ports.Load()
-	e.portsMu.Lock()
-	defer e.portsMu.Unlock()
-	if a == nil || e.reserveTried {
+// engine stops handing out ports, and pairs hold a socket for theirs.
+func (h *portHolder) reserve(home *homeNS) {
+	a := h.alloc.Load()
+	h.resMu.Lock()
+	defer h.resMu.Unlock()
+	if a == nil || h.tried {
 		return
 	}
-	e.reserveTried = true
-	res, err := ports.Reserve(a.Range(), e.home.do, e.portsRecord())
+	h.tried = true
+	res, err := ports.Reserve(a.Range(), home.do, h.record(home))
 	if err != nil {
-		e.ports.Store(nil)
-		e.log.Warn("no local port range: each pair spliced until it closes keeps a socket for its port", "err", err)
+		h.alloc.Store(nil)
+		h.log.Warn("no local port range: each pair spliced until it closes holds a socket for its port", "err", err)
 		return
 	}
-	e.reserved.Store(res)
-	e.log.Info("local port range reserved for upstream connections", "ports", a.Range().String())
+	h.reserved.Store(res)
+	h.log.Info("local port range reserved for upstream connections", "ports", a.Range().String())
 }
 
-// releasePorts gives the range back to the kernel's ephemeral ports,
-// unless keep: pairs left for the next process still use it, and that
+// giveBack gives the range back to the kernel's ephemeral ports,
+// unless leave: pairs left for the next process still use it, and that
 // process takes the reservation over (ports.Reserve's record).
-func (e *Engine) releasePorts(keep bool) {
-	e.portsMu.Lock()
-	defer e.portsMu.Unlock()
-	res := e.reserved.Swap(nil)
+func (h *portHolder) giveBack(leave bool) {
+	h.resMu.Lock()
+	defer h.resMu.Unlock()
+	res := h.reserved.Swap(nil)
 	if res == nil {
 		return
 	}
-	if keep {
+	if leave {
 		if err := res.Handover(); err != nil {
-			e.log.Warn("recording the local port range for the next process", "err", err)
+			h.log.Warn("recording the local port range for the next process", "err", err)
 		}
 	} else if err := res.Release(); err != nil {
-		e.log.Warn("giving the local port range back to the kernel", "err", err)
+		h.log.Warn("giving the local port range back to the kernel", "err", err)
 	}
 }
 
-// portsRecord is where the process of an upgrade that leaves its range
+// record is where the process of an upgrade that leaves its range
 // reserved says so to the next (ports.Reservation.Handover), per network
 // namespace and range: the workers of one master each hold a share of
 // the range, and each upgrade hands on its own. "" without a range.
-func (e *Engine) portsRecord() string {
-	a := e.ports.Load()
+func (h *portHolder) record(home *homeNS) string {
+	a := h.alloc.Load()
 	if a == nil {
 		return ""
 	}
-	return fmt.Sprintf("%s/reserved-ports-%d-%d", stateDir, e.home.ino, a.Range().Low)
+	return fmt.Sprintf("%s/reserved-ports-%d-%d", stateDir, home.ino, a.Range().Low)
 }
 
-// takeOverPorts reserves the range at once when a previous process
-// handed it over: this process gives it back at its end even if it
-// never splices.
-func (e *Engine) takeOverPorts() {
-	if _, err := os.Stat(e.portsRecord()); err == nil {
-		e.reservePorts()
+// takeOver reserves the range at once when a previous process handed it
+// over: this process gives it back at its end even if it never splices.
+func (h *portHolder) takeOver(home *homeNS) {
+	if _, err := os.Stat(h.record(home)); err == nil {
+		h.reserve(home)
 	}
 }
 
@@ -84,9 +91,10 @@ func (e *Engine) takeOverPorts() {
 // forward from the same pin directory (the old process of an upgrade,
 // whose pairs this one adopts only once it exits) out of the picks:
 // read from their pinned flow tables, at Probe and at every sweep.
-// Without a pin directory processes cannot see each other's pairs.
-func (e *Engine) claimOthers() {
-	a, p := e.ports.Load(), e.pins
+// Without a pin directory (p nil) processes cannot see each other's
+// pairs.
+func (h *portHolder) claimOthers(p *pins) {
+	a := h.alloc.Load()
 	if a == nil || p == nil {
 		return
 	}
@@ -121,21 +129,21 @@ func (e *Engine) claimOthers() {
 // kernel pick) without a range, or with every port of it in use toward
 // server, which the allocator knows without a walk of the range (every
 // listener's dials come here) and counts ("local_ports_exhausted"): that
-// pair alone then takes a kernel port, and keeps a socket for it if
+// pair alone then takes a kernel port, and holds a socket for it if
 // spliced.
 func (e *Engine) UpstreamPort(server netip.AddrPort) (uint16, bool) {
-	a := e.ports.Load()
+	a := e.ports.alloc.Load()
 	if a == nil {
 		return 0, false
 	}
 	return a.Pick(server)
 }
 
-// portClaimed reports whether the pair whose B tuple is b has its local
-// port kept busy by the allocator while it is in the table (it was
-// dialled from the range, and the range is reserved): its sockets then
-// hold nothing the pair needs.
-func (e *Engine) portClaimed(b datapath.Tuple) bool {
-	a := e.ports.Load()
+// claimed reports whether the pair whose B tuple is b has its local
+// port held by the allocator while it is in the table (it was dialled
+// from the range, and the range is reserved): its sockets then hold
+// nothing the pair needs.
+func (h *portHolder) claimed(b datapath.Tuple) bool {
+	a := h.alloc.Load()
 	return a != nil && a.Range().Contains(b.Dst.Port())
 }

@@ -72,10 +72,10 @@ type adoptedPair struct {
 // leaves the datapath pinned with whatever pairs it holds (adopted ones
 // too), for the next process. Without a pin directory (or when pinning
 // failed) it changes nothing: the pairs are closed as before.
-func (e *Engine) KeepPairs() { e.outlive.Store(true) }
+func (e *Engine) KeepPairs() { e.followed.outlive.Store(true) }
 
 // keepsPairs reports whether cancelled pairs stay for the next process.
-func (e *Engine) keepsPairs() bool { return e.outlive.Load() && e.dp.Pinned() != "" }
+func (e *Engine) keepsPairs() bool { return e.followed.outlive.Load() && e.dp.Pinned() != "" }
 
 // pinOwn pins this process's datapath, once, before its first attachment.
 // A failure is logged and leaves the engine unpinned.
@@ -212,9 +212,8 @@ func (e *Engine) adopt(p *pins, dir string, lock *os.File) {
 	p.gens[dir] = g
 	// The adopted pairs' ports are claimed (Options.OnTable); the range
 	// stays reserved for them, and this process gives it back at its end.
-	e.reservePorts()
-	e.wg.Add(1)
-	go func() { defer e.wg.Done(); e.readAdoptedEvents(g) }()
+	e.ports.reserve(e.home)
+	e.followed.start(func() { e.readAdoptedEvents(g) })
 	for _, ap := range g.pairs {
 		g.follow.Add(1)
 		go e.followAdopted(g, ap)
@@ -237,8 +236,8 @@ func (e *Engine) followAdopted(g *adoptedGen, ap *adoptedPair) {
 	var res engine.Result
 	for done := false; !done; {
 		select {
-		case <-e.stop:
-			if e.outlive.Load() {
+		case <-e.followed.stop:
+			if e.followed.outlive.Load() {
 				return // left pinned for the next process; still listed until Close
 			}
 			f.refresh()
@@ -416,7 +415,7 @@ func (e *Engine) closePins(keep bool) error {
 	return errors.Join(errs...)
 }
 
-// stopAdopted tells adopted followers to stop (they read e.stop) and waits.
+// stopAdopted tells adopted followers to stop (they read e.followed.stop) and waits.
 func (e *Engine) stopAdopted() {
 	p := e.pins
 	p.mu.Lock()

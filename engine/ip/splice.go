@@ -126,11 +126,11 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		A: datapath.Tuple{Src: pa.Remote, Dst: pa.Local}, B: datapath.Tuple{Src: pb.Remote, Dst: pb.Local},
 		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold, Keep: true,
 	}
-	ch := e.register(spec.A)
+	ch := e.followed.register(spec.A)
 	since := datapath.Now()
 	held := time.Now()
 	if err := e.dp.Insert(spec); err != nil {
-		e.unregister(spec.A)
+		e.followed.unregister(spec.A)
 		return spliced{}, engine.Fallback(Name, "%v", err)
 	}
 	if e.hook != nil {
@@ -150,7 +150,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		errs := []error{e.dp.SetMode(spec.A, engine.Up, hold.DirMode), e.dp.SetMode(spec.A, engine.Down, hold.DirMode)}
 		errs = append(errs, tcprepair.Thaw(client), tcprepair.Thaw(up))
 		errs = append(errs, e.releaseToSockets(spec), e.dp.Delete(spec.A))
-		e.unregister(spec.A)
+		e.followed.unregister(spec.A)
 		if err := errors.Join(errs...); err != nil {
 			e.log.Warn("undoing a splice that fell back", "pair", p.ID, "err", err)
 		}
@@ -259,7 +259,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 	e.announce(pub, sa, sb, q)
 	// The port stays busy while the pair is in the table (porthold.go).
-	if err := e.holdPort(spec, up); err != nil {
+	if err := e.ports.hold(spec, up); err != nil {
 		e.log.Warn("holding the upstream socket's port", "pair", p.ID, "err", err)
 	}
 	sp := spliced{a: spec.A, ch: ch, spec: pub.spec, fz: fz, since: since,
@@ -545,7 +545,7 @@ func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 // before its first attachment.
 func (e *Engine) attach(ifindexes ...int) error {
 	e.pinOwn()
-	e.reservePorts()
+	e.ports.reserve(e.home)
 	for _, i := range ifindexes {
 		e.mu.Lock()
 		done := e.attached[i]

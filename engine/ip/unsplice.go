@@ -386,7 +386,7 @@ func (u *unsplicer) leaveTable(st datapath.PairStats, conns [2]*net.TCPConn) err
 	if err != nil {
 		return failf("%v", err)
 	}
-	u.e.release(a)
+	u.e.ports.release(a)
 	u.last = held
 	if held.Up.SndNxt != st.Up.SndNxt || held.Down.SndNxt != st.Down.SndNxt {
 		return failf("the pair moved while its sockets were rebuilt (up %d -> %d, down %d -> %d)",
@@ -534,7 +534,7 @@ func (u *unsplicer) fail(f *follower, cause error) engine.Result {
 		u.last = st
 	}
 	f.dp.Delete(f.a)
-	u.e.release(f.a)
+	u.e.ports.release(f.a)
 	// At the highest sequence numbers forwarded: a peer still missing
 	// bytes answers with a challenge ACK, which the stack, with no socket
 	// left for it, resets.
