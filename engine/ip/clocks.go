@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -14,6 +16,23 @@ import (
 	"github.com/splicer/splicer/engine/ip/internal/peerclock"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
+
+// peerClocks is how the engine learns the peers' timestamp clocks: read
+// from the forwarder's sockets, probed, or remembered from an unsplice.
+type peerClocks struct {
+	// reader reads the peers' clocks from the forwarder's sockets; set
+	// by the load, nil where it cannot load (the peers are probed
+	// instead).
+	reader *peerclock.Reader
+	// probe, for tests, has the client (0) or server (1) probed even
+	// with reader; both: as without it.
+	probe [2]bool
+	// cache has the clocks remembered at unsplices; it has its lock.
+	cache clockCache
+	// probes counts window probes sent to learn a peer's clock, read
+	// the peers' clocks read from the sockets instead.
+	probes, read atomic.Int64
+}
 
 // programReading is what the final reading of a pair's sockets by the
 // peerclock program adds to their states, by side (0 client, 1 upstream):
@@ -92,14 +111,14 @@ func outOfOrder(got [2]peerclock.Sock) error {
 func (e *Engine) readSockets(conns [2]peerclock.Conn) (got [2]peerclock.Sock, err error) {
 	switch h := e.home; {
 	case h.atHome:
-		return e.clk.Read(conns, peerclock.CurrentNetns)
+		return e.clocks.reader.Read(conns, peerclock.CurrentNetns)
 	case h.nsid >= 0:
-		return e.clk.Read(conns, h.nsid)
+		return e.clocks.reader.Read(conns, h.nsid)
 	}
 	// splice runs on a goroutine of its own, never locked: enter may
 	// move its thread.
 	err = e.home.enter(func() (err error) {
-		got, err = e.clk.Read(conns, peerclock.CurrentNetns)
+		got, err = e.clocks.reader.Read(conns, peerclock.CurrentNetns)
 		return err
 	})
 	return got, err
@@ -118,14 +137,14 @@ func (e *Engine) clocksFrom(got [2]peerclock.Sock, sa tcprepair.State, known kno
 	maxAge := tsRecentMaxAge(sa.UsecTS)
 	for i, g := range got {
 		switch {
-		case e.probePeers[i]:
+		case e.clocks.probe[i]:
 		case !g.Stamped || g.Age > maxAge:
 			// Never stored (a socket rebuilt by an unsplice, before its
 			// peer sent), or so old that the peer's clock may have run
 			// more than half its space since.
 		default:
 			known.add(i == 1, g.TSRecent)
-			e.clocksRead.Add(1)
+			e.clocks.read.Add(1)
 		}
 	}
 	return known
@@ -177,7 +196,7 @@ func (e *Engine) probeClocks(client, up *net.TCPConn, sa, sb tcprepair.State, kn
 // window probe, or, in CLOSE_WAIT where Linux sends none, the engine
 // injects the same probe itself.
 func (e *Engine) poke(c *net.TCPConn, s tcprepair.State) error {
-	e.clockProbes.Add(1)
+	e.clocks.probes.Add(1)
 	if !s.FINReceived {
 		return tcprepair.Poke(c)
 	}
@@ -363,28 +382,36 @@ type peerClock struct {
 // clocksTTL bounds how long a remembered clock is used and kept.
 const clocksTTL = 10 * time.Minute
 
-// rememberClocks keeps the peers' TSvals of st, by connection: the client's
+// clockCache holds, by connection tuple, the peers' latest TSvals seen
+// by the datapath when a pair was unspliced, for the next splice of the
+// same connections. The zero value is empty.
+type clockCache struct {
+	mu     sync.Mutex // guards byConn
+	byConn map[datapath.Tuple]peerClock
+}
+
+// remember keeps the peers' TSvals of st, by connection: the client's
 // under the pair's A tuple, the server's under its B tuple (a proxy may
 // pair the same client connection with another upstream next time).
-func (e *Engine) rememberClocks(spec datapath.PairSpec, st datapath.PairStats) {
+func (c *clockCache) remember(spec datapath.PairSpec, st datapath.PairStats) {
 	now := time.Now()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.clocks == nil {
-		e.clocks = make(map[datapath.Tuple]peerClock)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byConn == nil {
+		c.byConn = make(map[datapath.Tuple]peerClock)
 	}
-	if len(e.clocks) >= 4096 {
-		for k, c := range e.clocks {
-			if now.Sub(c.at) > clocksTTL {
-				delete(e.clocks, k)
+	if len(c.byConn) >= 4096 {
+		for k, pc := range c.byConn {
+			if now.Sub(pc.at) > clocksTTL {
+				delete(c.byConn, k)
 			}
 		}
 	}
 	if st.Up.TSLast != 0 {
-		e.clocks[spec.A] = peerClock{st.Up.TSLast, now}
+		c.byConn[spec.A] = peerClock{st.Up.TSLast, now}
 	}
 	if st.Down.TSLast != 0 {
-		e.clocks[spec.B] = peerClock{st.Down.TSLast, now}
+		c.byConn[spec.B] = peerClock{st.Down.TSLast, now}
 	}
 }
 
@@ -420,17 +447,17 @@ func (k knownClocks) fill(st datapath.PairStats) datapath.PairStats {
 	return st
 }
 
-// recallClocks returns what is remembered, and recent, of the clocks of
+// recall returns what is remembered, and recent, of the clocks of
 // the peers of connections a (client) and b (server).
-func (e *Engine) recallClocks(a, b datapath.Tuple) knownClocks {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (c *clockCache) recall(a, b datapath.Tuple) knownClocks {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var k knownClocks
-	if c, ok := e.clocks[a]; ok && time.Since(c.at) < clocksTTL {
-		k.client, k.haveClient = c.ts, true
+	if pc, ok := c.byConn[a]; ok && time.Since(pc.at) < clocksTTL {
+		k.client, k.haveClient = pc.ts, true
 	}
-	if c, ok := e.clocks[b]; ok && time.Since(c.at) < clocksTTL {
-		k.server, k.haveServer = c.ts, true
+	if pc, ok := c.byConn[b]; ok && time.Since(pc.at) < clocksTTL {
+		k.server, k.haveServer = pc.ts, true
 	}
 	return k
 }

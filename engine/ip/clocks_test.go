@@ -29,7 +29,7 @@ import (
 func TestEngineSplicesIdleWithoutProbe(t *testing.T) {
 	const n = 8
 	el := newEngineLab(t, Options{MaxPairs: 4 * n})
-	if el.e.clk == nil {
+	if el.e.clocks.reader == nil {
 		testenv.SkipOrFail(t, "the peerclock program did not load")
 	}
 	pawsBefore := [2]uint64{pawsEstab(t, el.l.Client), pawsEstab(t, el.l.Server)}
@@ -138,7 +138,7 @@ func pawsEstab(tb testing.TB, ns *lab.NS) uint64 {
 // translated TSval.
 func TestEngineSplicesProbing(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
-	if el.e.clk == nil {
+	if el.e.clocks.reader == nil {
 		testenv.SkipOrFail(t, "the peerclock program did not load")
 	}
 	pawsBefore := [2]uint64{pawsEstab(t, el.l.Client), pawsEstab(t, el.l.Server)}
@@ -148,7 +148,7 @@ func TestEngineSplicesProbing(t *testing.T) {
 		probe        [2]bool
 		probes, read uint64 // per pair
 	}{{[2]bool{true, false}, 1, 1}, {[2]bool{false, true}, 1, 1}, {[2]bool{true, true}, 2, 0}} {
-		el.e.probePeers = c.probe
+		el.e.clocks.probe = c.probe
 		before := el.e.Counters()
 		for _, v6 := range []bool{false, true} {
 			lp := el.pairOf(t, "", v6)

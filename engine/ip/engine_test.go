@@ -565,7 +565,7 @@ func TestEngineSplicesBufferedData(t *testing.T) {
 // link heals.
 func TestEngineFallsBackWithoutClockAnswer(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
-	el.e.probePeers = [2]bool{true, true} // the sockets' own record of the clocks would spare the probe
+	el.e.clocks.probe = [2]bool{true, true} // the sockets' own record of the clocks would spare the probe
 	lp := el.pair(t, "")
 	link := el.l.ClientLink()
 	if err := el.l.SetLoss(link, lab.TowardServer, 100); err != nil {

@@ -23,7 +23,7 @@ func TestEngineGraceBySoftirqWatch(t *testing.T) {
 		el.splice(t, ctx, lp, engine.Both(0))
 		echoOnce(t, lp)
 	}
-	if el.e.bh == nil {
+	if el.e.devices.bh == nil {
 		t.Fatal("the softirq watch did not load")
 	}
 	c := el.e.Counters()

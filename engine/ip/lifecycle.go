@@ -16,7 +16,6 @@ import (
 	"github.com/splicer/splicer/engine/ip/internal/bhwatch"
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/peerclock"
-	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
 )
 
 const (
@@ -84,15 +83,16 @@ type Engine struct {
 	opts Options
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	loaded   bool
-	loadErr  error
-	closed   bool
-	dp       *datapath.Datapath
-	home     *homeNS
-	attached map[int]bool // device indexes in home
-	graces   tcprepair.Graces
-	inject   *injector
+	mu      sync.Mutex
+	loaded  bool
+	loadErr error
+	closed  bool
+	dp      *datapath.Datapath
+	home    *homeNS
+	// devices has the devices the program is attached to, and the
+	// grace periods (devices.go).
+	devices *devices
+	inject  *injector
 	// drained counts pairs spliced with owed bytes, and those bytes.
 	drainedPairs, drainedBytes atomic.Int64
 	// windowRefused counts splices refused by windowsFit,
@@ -108,32 +108,14 @@ type Engine struct {
 	// drops is a recent reading of the program's drop counters, for the
 	// report of an unsplice that times out (recentDrops).
 	drops atomic.Pointer[dropsReading]
-	// clocks holds, by connection tuple, the peers' latest TSvals seen
-	// by the datapath when a pair was unspliced, for the next splice.
-	clocks map[datapath.Tuple]peerClock
+	// clocks learns and remembers the peers' timestamp clocks (clocks.go).
+	clocks *peerClocks
 	// pins is the state of pinning, with Options.PinDir (persist.go).
 	pins *pins
 	// hook, for tests, runs at points of a transition ("held": the pair
 	// is inserted, held and kept; "unsplicing": both directions are
 	// watched and the receivers have acknowledged everything).
 	hook func(stage string)
-	// clk reads the peers' clocks from the forwarder's sockets; nil
-	// where it cannot load (the peers are probed instead). probePeers,
-	// for tests, has the client (0) or server (1) probed even with it;
-	// both: as without it.
-	clk        *peerclock.Reader
-	probePeers [2]bool
-	// bh tells when every CPU has delivered the segments that passed tc
-	// before a pair was inserted, for the grace periods (quickGrace); nil
-	// where it cannot load. bhOff: a device lacks its marker.
-	bh    *bhwatch.Watcher
-	bhOff atomic.Bool
-	// gracesWatched and gracesVisited count grace periods by the way
-	// they ended (quickGrace, or a visit to every CPU).
-	gracesWatched, gracesVisited atomic.Int64
-	// clockProbes counts window probes sent to learn a peer's clock,
-	// clocksRead the peers' clocks read from the sockets instead.
-	clockProbes, clocksRead atomic.Int64
 }
 
 // New returns engine ip with the datapath options opts (MaxPairs, TimeWait,
@@ -148,10 +130,11 @@ func New(opts Options, log *slog.Logger) *Engine {
 	return &Engine{
 		opts:     opts,
 		log:      log,
-		attached: make(map[int]bool),
+		devices:  &devices{attached: make(map[int]bool)},
 		followed: newFollowers(),
 		ports:    newPortHolder(log),
 		inject:   newInjector(),
+		clocks:   &peerClocks{},
 	}
 }
 
@@ -203,35 +186,17 @@ func (e *Engine) loadLocked() error {
 		e.adoptAll()
 		e.ports.claimOthers(e.pins)
 	}
-	if e.clk, err = peerclock.Load(); err != nil {
+	if e.clocks.reader, err = peerclock.Load(); err != nil {
 		e.log.Info("reading the peers' timestamp clocks from the sockets is unavailable: splices probe them instead", "err", err)
 	}
-	if e.bh, err = bhwatch.Load(); err != nil {
+	if e.devices.bh, err = bhwatch.Load(); err != nil {
 		e.log.Info("watching the softirqs is unavailable: grace periods visit every CPU instead", "err", err)
 	} else {
-		e.graces.Quick = e.quickGrace
+		e.devices.graces.Quick = e.devices.quickGrace
 	}
 	e.followed.start(e.readEvents)
 	e.followed.start(e.sweep)
 	return nil
-}
-
-// bhWithin bounds the wait for a CPU still marked busy by the softirq
-// watch before the grace period visits every CPU instead: a NET_RX run
-// rarely lasts longer, and a CPU that delivers segments outside softirqs
-// (threaded NAPI, busy polling) stays marked until its next one.
-const bhWithin = 100 * time.Microsecond
-
-// quickGrace is the grace period by the softirq watch (Graces.Quick):
-// true once every CPU has delivered what passed tc before the call, false
-// if the watch cannot tell (a device lacks the marker, a CPU stays busy).
-func (e *Engine) quickGrace() bool {
-	if !e.bhOff.Load() && e.bh.WaitDone(bhWithin, tcprepair.OnlineCPUs) {
-		e.gracesWatched.Add(1)
-		return true
-	}
-	e.gracesVisited.Add(1)
-	return false
 }
 
 // Supports implements engine.Engine. Byte limits, watched and held
@@ -299,11 +264,11 @@ func (e *Engine) Close() error {
 		err = errors.Join(err, e.closePins(keep))
 	}
 	e.followed.wg.Wait()
-	if e.clk != nil {
-		e.clk.Close()
+	if e.clocks.reader != nil {
+		e.clocks.reader.Close()
 	}
-	if e.bh != nil {
-		e.bh.Close()
+	if e.devices.bh != nil {
+		e.devices.bh.Close()
 	}
 	e.inject.close()
 	e.ports.giveBack(keep)

@@ -24,7 +24,7 @@ import (
 // doubted its SACKs.
 func TestEngineFallsBackWithOutOfOrderSegments(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 16})
-	if el.e.clk == nil {
+	if el.e.clocks.reader == nil {
 		t.Skip("no socket reader: out-of-order segments cannot be seen")
 	}
 	lp := el.pair(t, "")

@@ -141,7 +141,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		// these connections the timestamp probe, whose answer Linux
 		// allows once per 500 ms per socket.
 		if st, err := e.dp.Lookup(spec.A); err == nil {
-			e.rememberClocks(spec, st)
+			e.clocks.cache.remember(spec, st)
 		}
 		// Hold again (publish may have written the modes; the program
 		// keeps meanwhile), thaw before Delete, give the sockets every
@@ -159,18 +159,18 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 	// A peer whose connection was unspliced before may have its clock
 	// remembered from then (unsplice.go).
-	known := e.recallClocks(spec.A, spec.B)
+	known := e.clocks.cache.recall(spec.A, spec.B)
 	// Without the socket reader the peers' clocks come from a probe, whose
 	// answers travel while the grace period runs: freeze and probe first,
 	// read again after. With it, the sockets freeze while the grace
 	// period runs, and the reader's one run after it is final and usually
 	// needs no probe.
-	early := e.clk == nil || e.probePeers == [2]bool{true, true}
+	early := e.clocks.reader == nil || e.clocks.probe == [2]bool{true, true}
 	var sa, sb tcprepair.State
 	var read programReading
 	var probed time.Time
 	tGrace0 := time.Now()
-	grace := e.startGrace()
+	grace := e.devices.startGrace()
 	if early {
 		if sa, sb, err = freezePair(client, up, pa.Ifindex, pb.Ifindex); err != nil {
 			return undo("%v", err)
@@ -483,35 +483,6 @@ func freezeWith(freeze func(*net.TCPConn) (tcprepair.State, error), client, up *
 	return sa, sb, nil
 }
 
-// startGrace begins a grace period and returns the wait for its end. A
-// visit to every CPU takes tens of microseconds and runs on a goroutine
-// of its own beside the caller's work; the softirq watch takes one map
-// read, less than handing it to another goroutine (which may wake an idle
-// CPU), so it runs in the returned wait.
-func (e *Engine) startGrace() (wait func()) {
-	if e.bh != nil && !e.bhOff.Load() {
-		return e.graces.Wait
-	}
-	ch := e.graces.Start()
-	return func() { <-ch }
-}
-
-// attachOne attaches the datapath to device i, and the softirq watch's
-// marker before it; without the marker there, grace periods visit every
-// CPU.
-func (e *Engine) attachOne(i int) error {
-	if err := e.dp.Attach(i); err != nil {
-		return err
-	}
-	if e.bh != nil {
-		if err := e.bh.Attach(i); err != nil {
-			e.bhOff.Store(true)
-			e.log.Warn("watching the softirqs: grace periods visit every CPU from now on", "err", err)
-		}
-	}
-	return nil
-}
-
 // locate returns c's addresses and the device toward its peer, after
 // checking that the datapath can see c's packets at all.
 func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
@@ -538,27 +509,4 @@ func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 		return cp, err
 	}
 	return tcprepair.ConnParams{Local: local, Remote: remote, Ifindex: ifindex}, nil
-}
-
-// attach attaches the program to each device once; with a pin directory
-// the datapath is pinned, and with a port range the range reserved,
-// before its first attachment.
-func (e *Engine) attach(ifindexes ...int) error {
-	e.pinOwn()
-	e.ports.reserve(e.home)
-	for _, i := range ifindexes {
-		e.mu.Lock()
-		done := e.attached[i]
-		e.mu.Unlock()
-		if done {
-			continue
-		}
-		if err := e.home.do(func() error { return e.attachOne(i) }); err != nil {
-			return err
-		}
-		e.mu.Lock()
-		e.attached[i] = true
-		e.mu.Unlock()
-	}
-	return nil
 }

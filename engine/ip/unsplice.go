@@ -186,7 +186,7 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 	res = f.end(end, nil)
 	res.Dir = dir
 	u.e.unspl.done(time.Since(start))
-	u.e.rememberClocks(u.spec, u.last)
+	u.e.clocks.cache.remember(u.spec, u.last)
 	if end == engine.EndLimit {
 		if err := u.copyRemainder(&res); err != nil {
 			res.End, res.Err = engine.EndError, err
@@ -226,7 +226,7 @@ func (u *unsplicer) quiesce(f *follower, ch <-chan notice) (datapath.PairStats, 
 	if inFlight {
 		// Every program run that still saw Forward has committed once
 		// a grace period has passed; SndNxt is final.
-		u.e.graces.Wait()
+		u.e.devices.graces.Wait()
 	}
 	// Both directions stay watched while the sockets are rebuilt: acks
 	// pass, nothing advances SndNxt, and data that arrives meanwhile (the
