@@ -72,7 +72,7 @@ func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, know
 		return sa, sb, programReading{}, known, errors.New(reason)
 	}
 	if err := outOfOrder(got); err != nil {
-		e.outOfOrderRefused.Add(1)
+		e.counts.outOfOrderRefused.Add(1)
 		return sa, sb, programReading{}, known, err
 	}
 	if err := datapath.CanTranslate(sa.Params, sb.Params); err != nil {

@@ -2,6 +2,21 @@
 
 package ip
 
+import "sync/atomic"
+
+// counts are what the engine counts of its own doing, for Counters (the
+// datapath counts the rest): atomic, or under the lock of their own.
+type counts struct {
+	// drainedPairs counts pairs spliced with owed bytes, drainedBytes
+	// those bytes.
+	drainedPairs, drainedBytes atomic.Int64
+	// windowRefused counts splices refused by windowsFit,
+	// outOfOrderRefused those refused by outOfOrder.
+	windowRefused, outOfOrderRefused atomic.Int64
+	// unsplices counts unsplices and times them (unsplicestats.go).
+	unsplices unspliceStats
+}
+
 // Counters implements engine.Counters: every datapath counter (drops by
 // reason, "forwarded", "event_lost"), "drained_pairs" and
 // "drained_bytes" (pairs spliced with bytes the forwarder held, and those
@@ -26,19 +41,19 @@ func (e *Engine) Counters() map[string]uint64 {
 	dp := e.dp
 	e.mu.Unlock()
 	out := map[string]uint64{
-		"drained_pairs":        uint64(e.drainedPairs.Load()),
-		"drained_bytes":        uint64(e.drainedBytes.Load()),
+		"drained_pairs":        uint64(e.counts.drainedPairs.Load()),
+		"drained_bytes":        uint64(e.counts.drainedBytes.Load()),
 		"drained_packets":      uint64(e.inject.drainPackets.Load()),
 		"drained_gso_packets":  uint64(e.inject.drainGSO.Load()),
 		"drained_retransmits":  uint64(e.inject.drainResent.Load()),
-		"unsplices":            uint64(e.unspl.ok.Load()),
-		"unsplice_failed":      uint64(e.unspl.failed.Load()),
+		"unsplices":            uint64(e.counts.unsplices.ok.Load()),
+		"unsplice_failed":      uint64(e.counts.unsplices.failed.Load()),
 		"clock_probes":         uint64(e.clocks.probes.Load()),
 		"clocks_read":          uint64(e.clocks.read.Load()),
 		"graces_watched":       uint64(e.devices.watched.Load()),
 		"graces_visited":       uint64(e.devices.visited.Load()),
-		"window_refused":       uint64(e.windowRefused.Load()),
-		"out_of_order_refused": uint64(e.outOfOrderRefused.Load()),
+		"window_refused":       uint64(e.counts.windowRefused.Load()),
+		"out_of_order_refused": uint64(e.counts.outOfOrderRefused.Load()),
 	}
 	e.ports.counters(out)
 	if dp == nil {

@@ -355,7 +355,7 @@ func midStream(t *testing.T, el *engineLab, pairs, parallel int, size int64, idl
 	for i := range offsets {
 		offsets[i] = 16 + rng.Int64N(size*3/4)
 	}
-	drained0, bytes0 := el.e.drainedPairs.Load(), el.e.drainedBytes.Load()
+	drained0, bytes0 := el.e.counts.drainedPairs.Load(), el.e.counts.drainedBytes.Load()
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	var spliced, outOfOrder atomic.Int64
@@ -377,8 +377,8 @@ func midStream(t *testing.T, el *engineLab, pairs, parallel int, size int64, idl
 		})
 	}
 	wg.Wait()
-	drained := el.e.drainedPairs.Load() - drained0
-	t.Logf("%d of %d pairs spliced, %d had bytes to drain, %d bytes in all", spliced.Load(), pairs, drained, el.e.drainedBytes.Load()-bytes0)
+	drained := el.e.counts.drainedPairs.Load() - drained0
+	t.Logf("%d of %d pairs spliced, %d had bytes to drain, %d bytes in all", spliced.Load(), pairs, drained, el.e.counts.drainedBytes.Load()-bytes0)
 	if drained == 0 {
 		t.Error("no pair had bytes buffered at splice time: the test did not test draining")
 	}

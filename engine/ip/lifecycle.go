@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/engine"
@@ -79,44 +78,55 @@ func (e *Engine) datapathOptions() datapath.Options {
 // when the splice may give the pair back (byte limits, watched or held
 // directions, timers), kept frozen and rebuilt in place when it does
 // (unsplice.go). See README.md.
+//
+// Each part of the engine is a type of its own, with the lock that guards
+// its state; Engine itself only loads and closes them.
 type Engine struct {
 	opts Options
 	log  *slog.Logger
 
+	// mu guards the engine's life: state and loadErr. What the load
+	// sets (dp, home, pins, clocks.reader, devices.bh) is written under
+	// it once, and read without it by what runs only after a load that
+	// succeeded (splices, the engine's goroutines).
 	mu      sync.Mutex
-	loaded  bool
+	state   lifeState
 	loadErr error
-	closed  bool
 	dp      *datapath.Datapath
 	home    *homeNS
+	// pins is the state of pinning, with Options.PinDir (persist.go);
+	// nil without.
+	pins *pins
+
 	// devices has the devices the program is attached to, and the
 	// grace periods (devices.go).
 	devices *devices
-	inject  *injector
-	// drained counts pairs spliced with owed bytes, and those bytes.
-	drainedPairs, drainedBytes atomic.Int64
-	// windowRefused counts splices refused by windowsFit,
-	// outOfOrderRefused those refused by outOfOrder.
-	windowRefused, outOfOrderRefused atomic.Int64
-	// followed has the pairs the engine follows, and its goroutines.
+	// inject sends segments through raw sockets (inject.go).
+	inject *injector
+	// followed has the pairs the engine follows, and its goroutines
+	// (followers.go).
 	followed *followers
 	// ports hands out the local ports of upstream connections and
 	// holds those of the pairs in the table (porthold.go).
 	ports *portHolder
-	// unspl counts unsplices (unsplice.go).
-	unspl unspliceStats
-	// drops is a recent reading of the program's drop counters, for the
-	// report of an unsplice that times out (recentDrops).
-	drops atomic.Pointer[dropsReading]
 	// clocks learns and remembers the peers' timestamp clocks (clocks.go).
 	clocks *peerClocks
-	// pins is the state of pinning, with Options.PinDir (persist.go).
-	pins *pins
+	// counts has the engine's own counters (counters.go).
+	counts *counts
 	// hook, for tests, runs at points of a transition ("held": the pair
 	// is inserted, held and kept; "unsplicing": both directions are
 	// watched and the receivers have acknowledged everything).
 	hook func(stage string)
 }
+
+// lifeState is where an engine is in its life.
+type lifeState int8
+
+const (
+	stateNew    lifeState = iota // nothing loaded yet
+	stateLoaded                  // the load ran; loadErr says how it went
+	stateClosed                  // Close ran
+)
 
 // New returns engine ip with the datapath options opts (MaxPairs, TimeWait,
 // IdleTimeout for pairs whose ends vanished). Nothing is loaded until Probe
@@ -135,6 +145,7 @@ func New(opts Options, log *slog.Logger) *Engine {
 		ports:    newPortHolder(log),
 		inject:   newInjector(),
 		clocks:   &peerClocks{},
+		counts:   &counts{},
 	}
 }
 
@@ -152,11 +163,11 @@ func (e *Engine) Probe() error { return e.load() }
 func (e *Engine) load() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
+	if e.state == stateClosed {
 		return datapath.ErrClosed
 	}
-	if !e.loaded {
-		e.loaded = true
+	if e.state == stateNew {
+		e.state = stateLoaded
 		e.loadErr = e.loadLocked()
 	}
 	return e.loadErr
@@ -230,11 +241,11 @@ func (e *Engine) supportsLimits(opts engine.Options) error {
 // pinned instead, its program forwarding them, for the next process.
 func (e *Engine) Close() error {
 	e.mu.Lock()
-	if e.closed {
+	if e.state == stateClosed {
 		e.mu.Unlock()
 		return nil
 	}
-	e.closed = true
+	e.state = stateClosed
 	dp, home := e.dp, e.home
 	e.mu.Unlock()
 	if dp == nil {

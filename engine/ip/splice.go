@@ -216,7 +216,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	}
 	// Before the queues are copied: a refused splice needs none of them.
 	if err := windowsFit(opts, sa, sb, w); err != nil {
-		e.windowRefused.Add(1)
+		e.counts.windowRefused.Add(1)
 		return undo("%v", err)
 	}
 	q, err := readOwed(client, up, sa, sb, w)
@@ -268,9 +268,9 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 		seedFIN: [2]bool{pub.spec.Up.FINSeen, pub.spec.Down.FINSeen}}
 	if d != nil && len(d.dirs) > 0 {
 		sp.drain = d
-		e.drainedPairs.Add(1)
+		e.counts.drainedPairs.Add(1)
 		for _, o := range d.dirs {
-			e.drainedBytes.Add(int64(len(o.data)))
+			e.counts.drainedBytes.Add(int64(len(o.data)))
 		}
 	}
 	return sp, nil

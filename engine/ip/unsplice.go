@@ -185,7 +185,7 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 	}
 	res = f.end(end, nil)
 	res.Dir = dir
-	u.e.unspl.done(time.Since(start))
+	u.e.counts.unsplices.done(time.Since(start))
 	u.e.clocks.cache.remember(u.spec, u.last)
 	if end == engine.EndLimit {
 		if err := u.copyRemainder(&res); err != nil {
@@ -528,7 +528,7 @@ func (u *unsplicer) copyRemainder(res *engine.Result) error {
 // removes it and leaves the forwarder's sockets in repair mode (closing
 // them then sends nothing), counting and logging it.
 func (u *unsplicer) fail(f *follower, cause error) engine.Result {
-	u.e.unspl.failed.Add(1)
+	u.e.counts.unsplices.failed.Add(1)
 	u.e.log.Warn("unsplicing failed: both peers reset", "pair", u.p.ID, "err", cause)
 	if st, err := f.dp.Lookup(f.a); err == nil {
 		u.last = st

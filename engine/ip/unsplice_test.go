@@ -132,7 +132,7 @@ func testUnspliceCycles(t *testing.T, el *engineLab, v6 bool, cycles int) {
 	if len(times) != cycles {
 		t.Errorf("%d unsplices recorded, want %d", len(times), cycles)
 	}
-	if n := el.e.unspl.failed.Load(); n != 0 {
+	if n := el.e.counts.unsplices.failed.Load(); n != 0 {
 		t.Errorf("%d unsplices failed", n)
 	}
 	t.Logf("%d cycles in %v; unsplice p50 %v", cycles, time.Since(start), median(times))

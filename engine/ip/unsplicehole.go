@@ -191,7 +191,7 @@ const dropsReadEvery = time.Second
 // recentDrops returns a reading of the drop counters at most
 // dropsReadEvery old, reading them again if the last one is older.
 func (e *Engine) recentDrops() *dropsReading {
-	if r := e.drops.Load(); r != nil && time.Since(r.at) < dropsReadEvery {
+	if r := e.counts.unsplices.drops.Load(); r != nil && time.Since(r.at) < dropsReadEvery {
 		return r
 	}
 	by, err := e.dp.Drops()
@@ -199,6 +199,6 @@ func (e *Engine) recentDrops() *dropsReading {
 		return nil
 	}
 	r := &dropsReading{at: time.Now(), by: by}
-	e.drops.Store(r)
+	e.counts.unsplices.drops.Store(r)
 	return r
 }

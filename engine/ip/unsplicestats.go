@@ -1,4 +1,4 @@
-// Counting unsplices and keeping their latest durations, for Counters and the bench.
+// Counting unsplices and recording their latest durations, for Counters and the bench.
 
 package ip
 
@@ -13,9 +13,12 @@ import (
 // Counters and the bench.
 type unspliceStats struct {
 	ok, failed atomic.Int64
-	mu         sync.Mutex
-	took       []time.Duration // the latest maxTook
-	observe    func(time.Duration)
+	mu         sync.Mutex          // guards took and observe
+	took       []time.Duration     // the latest maxTook
+	observe    func(time.Duration) // ObserveUnsplice's
+	// drops is a recent reading of the program's drop counters, for the
+	// report of an unsplice that times out (recentDrops).
+	drops atomic.Pointer[dropsReading]
 }
 
 const maxTook = 4096
@@ -36,9 +39,9 @@ func (s *unspliceStats) done(d time.Duration) {
 // ObserveUnsplice implements engine.UnspliceObserver: fn gets the duration
 // of every unsplice from now on (a metrics histogram).
 func (e *Engine) ObserveUnsplice(fn func(time.Duration)) {
-	e.unspl.mu.Lock()
-	defer e.unspl.mu.Unlock()
-	e.unspl.observe = fn
+	e.counts.unsplices.mu.Lock()
+	defer e.counts.unsplices.mu.Unlock()
+	e.counts.unsplices.observe = fn
 }
 
 // UnspliceTimes returns how long the latest unsplices took (at most
@@ -46,7 +49,7 @@ func (e *Engine) ObserveUnsplice(fn func(time.Duration)) {
 // control mode: waiting for the receivers' ACKs, rebuilding both sockets,
 // removing the pair.
 func (e *Engine) UnspliceTimes() []time.Duration {
-	e.unspl.mu.Lock()
-	defer e.unspl.mu.Unlock()
-	return slices.Clone(e.unspl.took)
+	e.counts.unsplices.mu.Lock()
+	defer e.counts.unsplices.mu.Unlock()
+	return slices.Clone(e.counts.unsplices.took)
 }
