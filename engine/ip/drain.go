@@ -40,48 +40,69 @@ type owed struct {
 	src, dst netip.AddrPort // the forwarder's end of the output connection, the receiver's
 	start    uint32         // sequence number of data[0]
 	data     []byte         // pooled: freed when the drain ends (free)
-	bytes    int            // len(data), for the log once data is freed
 	fin      bool           // a FIN follows the data
 	mss      int            // payload bytes per segment, options excluded
 	ts       bool           // segments carry timestamps
-	// Before the datapath has seen a packet of the receiver (or of the
-	// sender), the frozen output socket's view stands in: the receiver's
-	// right edge, the ACK and raw window the forwarder last sent it.
-	edge0 uint32
-	ack0  uint32
-	win0  uint16
-
-	acked, nxt   uint32
-	lastMove     time.Time // last ACK advance or retransmission
-	rto, rto0    time.Duration
-	done         bool
-	sent, resent int // segments, for the log
+	// first stands in for what the datapath has not seen yet.
+	first outputView
 	// path takes new runs of owed bytes to the receiver as GSO packets
 	// (gso.go); nil: one segment at a time through the raw socket.
-	path       *linkPath
-	gsoPackets int // for the log
-	// Loss recovery without SACK (NewReno, RFC 6582): the receiver's
-	// packets since the ACK last advanced count as duplicate ACKs;
-	// recovering until the ACK reaches recover, each partial ACK
-	// retransmits the next hole at once instead of after a timeout.
+	path *linkPath
+	// tx is how far the owed bytes went.
+	tx sendState
+	// sender is the sender's side, told of the receiver's windows.
+	sender senderSide
+	// logged counts for the log.
+	logged drainCounts
+}
+
+// outputView is the frozen output socket's view, which stands in before
+// the datapath has seen a packet of the receiver (or of the sender): the
+// receiver's right edge, the ACK and raw window the forwarder last sent
+// it.
+type outputView struct {
+	edge, ack uint32
+	win       uint16
+}
+
+// sendState is the retransmitting sender's state of one direction: what
+// the receiver acknowledged and what was sent, the retransmission timer,
+// and loss recovery without SACK (NewReno, RFC 6582): the receiver's
+// packets since the ACK last advanced count as duplicate ACKs;
+// recovering until the ACK reaches recover, each partial ACK retransmits
+// the next hole at once instead of after a timeout.
+type sendState struct {
+	acked, nxt uint32
+	lastMove   time.Time // last ACK advance or retransmission
+	rto, rto0  time.Duration
+	done       bool
 	ackPackets uint64 // the receiver's packet count when the ACK last advanced
 	recovering bool
 	recover    uint32
-	fastResent int // segments retransmitted on duplicate or partial ACKs, for the log
+}
 
-	// The sender's side (relayWindow): the forwarder's end of the
-	// sender's connection and the sender's; the sequence number the
-	// forwarder has acknowledged to it (its snd_una, ahead of everything
-	// the receiver acknowledges until the owed bytes are delivered), the
-	// scale of the windows the forwarder sends it, the forwarder's
-	// highest seq on that connection before the splice, and the right
-	// edge last advertised to it.
-	senderSrc, senderDst netip.AddrPort
-	senderAck            uint32
-	senderScale          uint8
-	senderSeq0           uint32
-	told                 uint32
-	relayed              int // window updates relayed, for the log
+// senderSide is what relayWindow needs of the sender's connection: the
+// forwarder's end of it and the sender's; the sequence number the
+// forwarder has acknowledged to the sender (its snd_una, ahead of
+// everything the receiver acknowledges until the owed bytes are
+// delivered), the scale of the windows the forwarder sends it, the
+// forwarder's highest seq on that connection before the splice, and the
+// right edge last advertised to it.
+type senderSide struct {
+	src, dst netip.AddrPort
+	ack      uint32
+	scale    uint8
+	seq0     uint32
+	told     uint32
+	relayed  int // window updates relayed, for the log
+}
+
+// drainCounts are a direction's drain in numbers, for the log.
+type drainCounts struct {
+	bytes        int // len(data), once data is freed
+	sent, resent int // segments
+	fastResent   int // segments retransmitted on duplicate or partial ACKs
+	gsoPackets   int
 }
 
 // dupAckThreshold is how many packets from the receiver without the ACK
@@ -97,22 +118,22 @@ func (o *owed) end() uint32 { return o.start + uint32(len(o.data)) + b2u(o.fin) 
 // times without taking it (lost, or refused).
 func (o *owed) takeAck(ackHi uint32, packets uint64, now time.Time) (advanced, resend bool) {
 	end := o.end()
-	if ack := seqMin(ackHi, end); seqLess(o.acked, ack) {
-		o.acked, o.lastMove, o.rto, o.ackPackets = ack, now, o.rto0, packets
+	if ack := seqMin(ackHi, end); seqLess(o.tx.acked, ack) {
+		o.tx.acked, o.tx.lastMove, o.tx.rto, o.tx.ackPackets = ack, now, o.tx.rto0, packets
 		advanced = true
-		if o.recovering && seqLess(ack, o.recover) && ack != end {
+		if o.tx.recovering && seqLess(ack, o.tx.recover) && ack != end {
 			resend = true
 		} else {
-			o.recovering = false
+			o.tx.recovering = false
 		}
-	} else if !o.recovering && seqLess(o.acked, o.nxt) && packets-o.ackPackets >= dupAckThreshold {
-		o.recovering, o.recover = true, o.nxt
+	} else if !o.tx.recovering && seqLess(o.tx.acked, o.tx.nxt) && packets-o.tx.ackPackets >= dupAckThreshold {
+		o.tx.recovering, o.tx.recover = true, o.tx.nxt
 		resend = true
 	}
-	if o.acked == end {
-		o.done = true
+	if o.tx.acked == end {
+		o.tx.done = true
 	}
-	o.nxt = seqMax(o.nxt, o.acked)
+	o.tx.nxt = seqMax(o.tx.nxt, o.tx.acked)
 	return advanced, resend
 }
 
@@ -125,12 +146,12 @@ func (o *owed) takeAck(ackHi uint32, packets uint64, now time.Time) (advanced, r
 // refilled one 1,448-byte segment per 5 ms timeout, a 160 ms stall for
 // that HTTP response).
 func (o *owed) timedOut(now time.Time) bool {
-	if now.Sub(o.lastMove) < o.rto {
+	if now.Sub(o.tx.lastMove) < o.tx.rto {
 		return false
 	}
-	o.lastMove, o.rto = now, min(2*o.rto, drainMaxRTO)
-	if seqLess(o.acked+uint32(o.mss), o.nxt) {
-		o.recovering, o.recover = true, o.nxt
+	o.tx.lastMove, o.tx.rto = now, min(2*o.tx.rto, drainMaxRTO)
+	if seqLess(o.tx.acked+uint32(o.mss), o.tx.nxt) {
+		o.tx.recovering, o.tx.recover = true, o.tx.nxt
 	}
 	return true
 }
@@ -186,8 +207,8 @@ func (d *drainer) start() error {
 	d.buf = scratchBuf()
 	g := d.in.gso.Load()
 	for _, o := range d.dirs {
-		o.acked, o.nxt, o.lastMove, o.rto = o.start, o.start, now, o.rto0
-		o.ackPackets = st.Dir(1 - o.dir).Packets
+		o.tx.acked, o.tx.nxt, o.tx.lastMove, o.tx.rto = o.start, o.start, now, o.tx.rto0
+		o.tx.ackPackets = st.Dir(1 - o.dir).Packets
 		if g != nil && len(o.data) > o.mss {
 			o.path = g.path(d.outDevice(o), o.dst.Addr())
 		}
@@ -218,13 +239,13 @@ func (d *drainer) run(stop <-chan struct{}) error {
 		}
 		pending, busy := false, false
 		for _, o := range d.dirs {
-			if o.done {
+			if o.tx.done {
 				continue
 			}
 			if d.step(o, st, time.Now()) {
 				busy = true
 			}
-			pending = pending || !o.done
+			pending = pending || !o.tx.done
 		}
 		if !pending {
 			return nil
@@ -268,29 +289,29 @@ func (d *drainer) step(o *owed, st datapath.PairStats, now time.Time) bool {
 	if resend {
 		d.fastRetransmit(o, f)
 	}
-	if o.done {
+	if o.tx.done {
 		return false
 	}
 	if o.timedOut(now) {
 		// Lost, or the window closed: the first unacknowledged segment
 		// again (also a window probe; the receiver answers it).
-		d.send(o, o.acked, f)
-		o.resent++
+		d.send(o, o.tx.acked, f)
+		o.logged.resent++
 		d.in.drainResent.Add(1)
 	}
-	edge := o.edge0
+	edge := o.first.edge
 	if other.Packets > 0 {
 		edge = other.AckHi + uint32(other.Window)<<min(otherSpec.InShift, 14)
 		d.relayWindow(o, st, edge)
 	}
 	limit := seqMin(o.end(), edge)
-	for n := 0; seqLess(o.nxt, limit); {
+	for n := 0; seqLess(o.tx.nxt, limit); {
 		if n >= drainBurst {
 			return true
 		}
 		space, segs := d.sendNew(o, limit, drainBurst-n, f)
-		o.nxt += uint32(space)
-		o.sent += segs
+		o.tx.nxt += uint32(space)
+		o.logged.sent += segs
 		n += segs
 	}
 	return false
@@ -304,7 +325,7 @@ func (d *drainer) outDevice(o *owed) int {
 	return d.spec.IfindexA
 }
 
-// sendNew sends owed bytes for the first time from o.nxt, below limit
+// sendNew sends owed bytes for the first time from o.tx.nxt, below limit
 // and in at most maxSegs segments: as one GSO packet when they fill more
 // than one segment and o has a path for it, else one segment. It returns
 // the sequence space sent and the segments it makes.
@@ -315,28 +336,28 @@ func (d *drainer) sendNew(o *owed, limit uint32, maxSegs int, f segFields) (spac
 			return space, segs
 		}
 	}
-	return d.send(o, o.nxt, f), 1
+	return d.send(o, o.tx.nxt, f), 1
 }
 
-// sendGSO sends the owed bytes from o.nxt below limit, as many segments
+// sendGSO sends the owed bytes from o.tx.nxt below limit, as many segments
 // as one GSO packet to o.path takes (at most maxSegs), if they fill more
 // than one segment. A packet the kernel refuses ends GSO for this drain:
 // the caller sends one segment instead.
 func (d *drainer) sendGSO(o *owed, limit uint32, maxSegs int, f segFields) (space, segs int, ok bool) {
-	off := int(o.nxt - o.start)
+	off := int(o.tx.nxt - o.start)
 	hdrLen := 40 + 20 + tsOptLen // IP and TCP headers at most, options included
-	n := min(int(limit-o.nxt), len(o.data)-off, o.path.maxPayload(hdrLen, o.mss), maxSegs*o.mss)
+	n := min(int(limit-o.tx.nxt), len(o.data)-off, o.path.maxPayload(hdrLen, o.mss), maxSegs*o.mss)
 	if n <= o.mss {
 		return 0, 0, false
 	}
 	f.fin = o.fin && off+n == len(o.data) // the kernel keeps it on the last segment only
-	pkt := buildGSO(d.buf, o.path, o.src, o.dst, o.nxt, f, o.data[off:off+n], o.mss)
+	pkt := buildGSO(d.buf, o.path, o.src, o.dst, o.tx.nxt, f, o.data[off:off+n], o.mss)
 	if err := d.in.gso.Load().send(o.path, pkt); err != nil && !errors.Is(err, unix.ENOBUFS) && !errors.Is(err, unix.EAGAIN) {
 		o.path = nil
 		return 0, 0, false
 	}
 	d.in.drainGSO.Add(1)
-	o.gsoPackets++
+	o.logged.gsoPackets++
 	return n + int(b2u(f.fin)), (n + o.mss - 1) / o.mss, true
 }
 
@@ -353,28 +374,28 @@ func (d *drainer) sendGSO(o *owed, limit uint32, maxSegs int, f segFields) (spac
 func (d *drainer) relayWindow(o *owed, st datapath.PairStats, edge uint32) {
 	same, sameSpec := st.Dir(o.dir), d.spec.Dir(o.dir)
 	other, otherSpec := st.Dir(1-o.dir), d.spec.Dir(1-o.dir)
-	if !o.senderSrc.IsValid() || !seqLess(other.AckHi-sameSpec.SeqOff, o.senderAck) {
+	if !o.sender.src.IsValid() || !seqLess(other.AckHi-sameSpec.SeqOff, o.sender.ack) {
 		return // no sender known, or the receiver caught up: the datapath relays its windows
 	}
 	redge := edge - sameSpec.SeqOff // in the sender's space
-	if !seqLess(o.told, redge) {
+	if !seqLess(o.sender.told, redge) {
 		return
 	}
-	o.told = redge
-	f := segFields{ack: o.senderAck, win: uint16(min(uint64(redge-o.senderAck)>>min(o.senderScale, 14), 0xffff)), ts: o.ts}
+	o.sender.told = redge
+	f := segFields{ack: o.sender.ack, win: uint16(min(uint64(redge-o.sender.ack)>>min(o.sender.scale, 14), 0xffff)), ts: o.ts}
 	if o.ts {
 		f.tsVal, f.tsEcr = other.TSLast+otherSpec.TSOff, same.TSLast
 	}
 	// The highest seq the forwarder sent the sender: in its window.
-	seq := seqMax(o.senderSeq0, other.SndNxt+otherSpec.SeqOff)
-	d.in.send(d.fd, o.senderDst.Addr(), buildSegment(d.buf, o.senderSrc, o.senderDst, seq, f, nil))
-	o.relayed++
+	seq := seqMax(o.sender.seq0, other.SndNxt+otherSpec.SeqOff)
+	d.in.send(d.fd, o.sender.dst.Addr(), buildSegment(d.buf, o.sender.src, o.sender.dst, seq, f, nil))
+	o.sender.relayed++
 }
 
 // fastRetransmit sends the first unacknowledged segment again at once.
 func (d *drainer) fastRetransmit(o *owed, f segFields) {
-	d.send(o, o.acked, f)
-	o.fastResent++
+	d.send(o, o.tx.acked, f)
+	o.logged.fastResent++
 	d.in.drainResent.Add(1)
 }
 
@@ -383,9 +404,9 @@ func (d *drainer) fastRetransmit(o *owed, f segFields) {
 // saw any, the frozen output socket's own.
 func (d *drainer) fields(o *owed, st datapath.PairStats) segFields {
 	t := translatedFields(st, d.spec, o.dir, o.ts)
-	f := segFields{ack: o.ack0, win: o.win0, ts: o.ts, tsVal: t.tsVal, tsEcr: t.tsEcr}
+	f := segFields{ack: o.first.ack, win: o.first.win, ts: o.ts, tsVal: t.tsVal, tsEcr: t.tsEcr}
 	if st.Dir(o.dir).Packets > 0 {
-		f.ack, f.win = seqMax(o.ack0, t.ack), t.win
+		f.ack, f.win = seqMax(o.first.ack, t.ack), t.win
 	}
 	return f
 }
@@ -405,7 +426,7 @@ func (d *drainer) send(o *owed, seq uint32, f segFields) int {
 func (d *drainer) logDone(log *slog.Logger, pair uint64, err error) {
 	args := []any{"pair", pair}
 	for _, o := range d.dirs {
-		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments (%d GSO packets), %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs, %d windows relayed to the sender", o.bytes, o.sent, o.gsoPackets, o.resent, o.rto0, o.fastResent, o.relayed))
+		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments (%d GSO packets), %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs, %d windows relayed to the sender", o.logged.bytes, o.logged.sent, o.logged.gsoPackets, o.logged.resent, o.tx.rto0, o.logged.fastResent, o.sender.relayed))
 	}
 	if err != nil {
 		log.Info("drain ended early", append(args, "err", err)...)

@@ -13,9 +13,9 @@ const testMSS = 1448
 // at t0 and none acknowledged.
 func sentOwed(tb testing.TB, segs int, t0 time.Time) *owed {
 	tb.Helper()
-	o := &owed{start: 1000, data: make([]byte, segs*testMSS), mss: testMSS, rto0: drainMinRTO}
-	o.acked, o.lastMove, o.rto = o.start, t0, o.rto0
-	o.nxt = o.end()
+	o := &owed{start: 1000, data: make([]byte, segs*testMSS), mss: testMSS, tx: sendState{rto0: drainMinRTO}}
+	o.tx.acked, o.tx.lastMove, o.tx.rto = o.start, t0, o.tx.rto0
+	o.tx.nxt = o.end()
 	return o
 }
 
@@ -40,8 +40,8 @@ func TestDrainRecoveryAfterTimeout(t *testing.T) {
 	if !o.timedOut(now) {
 		t.Fatal("no timeout 5 ms after the ACK last advanced")
 	}
-	if !o.recovering || o.recover != o.end() {
-		t.Fatalf("after the timeout: recovering %v up to %d; want true up to %d", o.recovering, o.recover, o.end())
+	if !o.tx.recovering || o.tx.recover != o.end() {
+		t.Fatalf("after the timeout: recovering %v up to %d; want true up to %d", o.tx.recovering, o.tx.recover, o.end())
 	}
 	for n := 4; n < 10; n++ {
 		now = now.Add(100 * time.Microsecond)
@@ -54,8 +54,8 @@ func TestDrainRecoveryAfterTimeout(t *testing.T) {
 		}
 	}
 	adv, resend := o.takeAck(o.end(), 10, now.Add(100*time.Microsecond))
-	if !adv || resend || !o.done || o.recovering {
-		t.Fatalf("last ACK: advanced %v, resend %v, done %v, recovering %v; want true, false, true, false", adv, resend, o.done, o.recovering)
+	if !adv || resend || !o.tx.done || o.tx.recovering {
+		t.Fatalf("last ACK: advanced %v, resend %v, done %v, recovering %v; want true, false, true, false", adv, resend, o.tx.done, o.tx.recovering)
 	}
 }
 
@@ -68,11 +68,11 @@ func TestDrainProbeIsNotRecovery(t *testing.T) {
 	if !o.timedOut(t0.Add(drainMinRTO)) {
 		t.Fatal("no timeout")
 	}
-	if o.recovering {
+	if o.tx.recovering {
 		t.Fatal("recovering after resending the only outstanding segment")
 	}
-	if o.rto != 2*drainMinRTO {
-		t.Fatalf("timeout after one expiry %v, want %v", o.rto, 2*drainMinRTO)
+	if o.tx.rto != 2*drainMinRTO {
+		t.Fatalf("timeout after one expiry %v, want %v", o.tx.rto, 2*drainMinRTO)
 	}
 }
 
@@ -87,13 +87,13 @@ func TestDrainDuplicateAcks(t *testing.T) {
 			t.Fatalf("resent after %d duplicate ACKs", p)
 		}
 	}
-	if _, resend := o.takeAck(o.start, dupAckThreshold, t0); !resend || !o.recovering {
-		t.Fatalf("after %d duplicate ACKs: resend %v, recovering %v; want both", dupAckThreshold, resend, o.recovering)
+	if _, resend := o.takeAck(o.start, dupAckThreshold, t0); !resend || !o.tx.recovering {
+		t.Fatalf("after %d duplicate ACKs: resend %v, recovering %v; want both", dupAckThreshold, resend, o.tx.recovering)
 	}
 	if _, resend := o.takeAck(o.start, dupAckThreshold+1, t0); resend {
 		t.Fatal("resent again on a further duplicate ACK")
 	}
-	if _, resend := o.takeAck(o.end(), dupAckThreshold+2, t0); resend || o.recovering || !o.done {
-		t.Fatalf("full ACK: resend %v, recovering %v, done %v; want false, false, true", resend, o.recovering, o.done)
+	if _, resend := o.takeAck(o.end(), dupAckThreshold+2, t0); resend || o.tx.recovering || !o.tx.done {
+		t.Fatalf("full ACK: resend %v, recovering %v, done %v; want false, false, true", resend, o.tx.recovering, o.tx.done)
 	}
 }

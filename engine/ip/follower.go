@@ -112,7 +112,7 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 // newFollower starts following the spliced pair: the receive queues'
 // bytes the drain delivers count as moved from the start.
 func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
-	f := follower{p: p, a: sp.a, dp: e.dp, release: e.ports.release, resetPeers: e.resetPeers, lastMove: time.Now(), extra: sp.unread, seed: sp.seed, seedFIN: sp.seedFIN}
+	f := follower{p: p, a: sp.a, dp: e.dp, release: e.ports.release, resetPeers: e.resetPeers, lastMove: time.Now(), extra: sp.unread, seed: streamSeed{seq: sp.seed, fin: sp.seedFIN}}
 	if sp.drain != nil {
 		f.drained = sp.drain.lastProgress
 	}
@@ -140,13 +140,11 @@ type follower struct {
 	acked [2]uint32
 	// extra: bytes counted at splice time (the unread receive queues)
 	// on top of the datapath's counters.
-	extra   [2]int64
-	seed    [2]uint32
-	seedFIN [2]bool
-	// unseeded: seed is unknown (an adopted pair): streamBytes takes the
-	// datapath's counter as it is.
-	unseeded bool
-	eof      [2]bool
+	extra [2]int64
+	// seed is where each direction's stream started when published,
+	// for streamBytes.
+	seed streamSeed
+	eof  [2]bool
 	// closedClean: both FINs were acknowledged. A reset after that (say,
 	// a peer that already forgot the connection answering a late
 	// segment) does not turn the clean end into a reset.
@@ -160,6 +158,16 @@ type follower struct {
 	// state, 170 bytes, is not kept: a detached pair would keep it for
 	// its life).
 	phase datapath.Phase
+}
+
+// streamSeed is each direction's SndNxt when the pair was published (as
+// spliced.seed), and whether it included a FIN already received.
+type streamSeed struct {
+	seq [2]uint32
+	fin [2]bool
+	// unknown: the seed is unknown (an adopted pair): streamBytes
+	// takes the datapath's counter as it is.
+	unknown bool
 }
 
 // refresh copies the pair's counters to p; false when the pair is gone.
@@ -202,11 +210,11 @@ func (f *follower) refresh() (bool, error) {
 // seen one over after a mid-stream splice (1 pair in about 50, cause not
 // found yet), so the distance, which is exact, corrects it.
 func (f *follower) streamBytes(d engine.Direction, ds datapath.DirStats) uint64 {
-	if !ds.FIN || f.unseeded {
+	if !ds.FIN || f.seed.unknown {
 		return ds.Bytes
 	}
-	dist := ds.SndNxt - f.seed[d]
-	if !f.seedFIN[d] {
+	dist := ds.SndNxt - f.seed.seq[d]
+	if !f.seed.fin[d] {
 		dist-- // the FIN takes one sequence number
 	}
 	// Lookup's fields are not one snapshot: trust the distance only when

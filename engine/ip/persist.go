@@ -228,7 +228,7 @@ func (e *Engine) followAdopted(g *adoptedGen, ap *adoptedPair) {
 	g.mu.Lock()
 	ch := g.waiters[a]
 	g.mu.Unlock()
-	f := follower{p: ap.p, a: a, dp: g.dp, lastMove: time.Now(), unseeded: true,
+	f := follower{p: ap.p, a: a, dp: g.dp, lastMove: time.Now(), seed: streamSeed{unknown: true},
 		resetPeers: e.resetPeers}
 	f.refresh()
 	tick := time.NewTicker(statsEvery)

@@ -385,8 +385,8 @@ func (e *Engine) drainFor(pub published, sa, sb tcprepair.State, q owedQueues) (
 		ow := owedDir(o.dir, sOut, q.w[o.outSide], data, fin)
 		// The sender's side, for relayWindow.
 		pin, w := o.sIn.Params, q.w[1-o.outSide]
-		ow.senderSrc, ow.senderDst, ow.senderScale = pin.Local, pin.Remote, pin.RcvWScale
-		ow.senderAck, ow.senderSeq0, ow.told = pub.spec.Dir(o.dir).SndNxt, o.sIn.SndNxt, w.RcvWup+w.RcvWnd
+		ow.sender.src, ow.sender.dst, ow.sender.scale = pin.Local, pin.Remote, pin.RcvWScale
+		ow.sender.ack, ow.sender.seq0, ow.sender.told = pub.spec.Dir(o.dir).SndNxt, o.sIn.SndNxt, w.RcvWup+w.RcvWnd
 		d.dirs = append(d.dirs, ow)
 	}
 	if len(d.dirs) == 0 {
@@ -419,15 +419,13 @@ func owedDir(dir engine.Direction, sOut tcprepair.State, w tcprepair.Window, dat
 		dst:   po.Remote,
 		start: po.SndUna,
 		data:  data,
-		bytes: len(data),
 		mss:   mss,
 		ts:    po.Timestamps,
-		edge0: po.SndUna + w.SndWnd,
-		ack0:  po.RcvNxt,
-		win0:  uint16(min(win, 0xffff)),
+		first: outputView{edge: po.SndUna + w.SndWnd, ack: po.RcvNxt, win: uint16(min(win, 0xffff))},
 		// 4 srtt, within the drain's bounds: a socket that waited on a
 		// closed window may report a smoothed RTT of seconds.
-		rto0: min(max(drainMinRTO, 4*sOut.RTT), drainMaxRTO),
+		tx:     sendState{rto0: min(max(drainMinRTO, 4*sOut.RTT), drainMaxRTO)},
+		logged: drainCounts{bytes: len(data)},
 	}
 }
 
