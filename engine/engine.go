@@ -350,12 +350,12 @@ type UnspliceObserver interface {
 
 // Outliving is an engine whose spliced pairs can outlive the process (ip
 // with a pin directory: its BPF program forwards them without the
-// process). After KeepPairs, a pair still spliced when the forwarder
-// cancels it, and every pair left at Close, stays forwarded for the next
-// process to adopt instead of being closed. The old process of an upgrade
-// calls it.
+// process). After LeavePairs, a pair still spliced when the forwarder
+// cancels it, and every pair left at Close, is left forwarding for the
+// next process to adopt instead of being closed. The old process of an
+// upgrade calls it.
 type Outliving interface {
-	KeepPairs()
+	LeavePairs()
 }
 
 // AdoptedPair is a spliced pair an engine took over from an earlier

@@ -12,17 +12,17 @@ import (
 	"github.com/splicer/splicer/engine"
 )
 
-// KeepSplicedPairs tells the engines whose spliced pairs can outlive the
+// LeaveSplicedPairs tells the engines whose spliced pairs can outlive the
 // process (engine.Outliving) to leave them forwarding at shutdown, for the
 // next process to adopt, instead of closing them. The daemon calls it once
 // the new process of an upgrade serves.
-func (f *Forwarder) KeepSplicedPairs() {
+func (f *Forwarder) LeaveSplicedPairs() {
 	f.mu.Lock()
-	f.keep = true
+	f.leave = true
 	f.mu.Unlock()
 	for _, e := range f.engines.Engines {
 		if o, ok := e.(engine.Outliving); ok {
-			o.KeepPairs()
+			o.LeavePairs()
 		}
 	}
 }

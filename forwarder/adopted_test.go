@@ -1,4 +1,4 @@
-// Adopted pairs in the forwarder: /flows lists them under the listener they arrived on, shutdown waits for them (not after KeepSplicedPairs), and KeepSplicedPairs reaches the engines.
+// Adopted pairs in the forwarder: /flows lists them under the listener they arrived on, shutdown waits for them (not after LeaveSplicedPairs), and LeaveSplicedPairs reaches the engines.
 
 package forwarder_test
 
@@ -21,12 +21,12 @@ import (
 type adopter struct {
 	engine.Engine
 	pairs atomic.Pointer[[]engine.AdoptedPair]
-	kept  atomic.Bool
+	left  atomic.Bool
 }
 
 func (a *adopter) Name() string                  { return ip.Name }
 func (a *adopter) Adopted() []engine.AdoptedPair { return *a.pairs.Load() }
-func (a *adopter) KeepPairs()                    { a.kept.Store(true) }
+func (a *adopter) LeavePairs()                   { a.left.Store(true) }
 func (a *adopter) set(p ...engine.AdoptedPair)   { a.pairs.Store(&p) }
 
 func newAdopterForwarder(t *testing.T) (*forwarder.Forwarder, *adopter) {
@@ -77,14 +77,14 @@ func TestShutdownWaitsForAdoptedPairs(t *testing.T) {
 		t.Errorf("Shutdown returned %v after %v, want nil once the adopted pair ended", err, time.Since(start))
 	}
 
-	// After KeepSplicedPairs they are left to the next process.
+	// After LeaveSplicedPairs they are left to the next process.
 	f, a = newAdopterForwarder(t)
-	f.KeepSplicedPairs()
-	if !a.kept.Load() {
-		t.Errorf("KeepSplicedPairs did not reach the engine")
+	f.LeaveSplicedPairs()
+	if !a.left.Load() {
+		t.Errorf("LeaveSplicedPairs did not reach the engine")
 	}
 	start = time.Now()
 	if err := f.Shutdown(ctx); err != nil || time.Since(start) > time.Second {
-		t.Errorf("Shutdown after KeepSplicedPairs: %v after %v, want at once", err, time.Since(start))
+		t.Errorf("Shutdown after LeaveSplicedPairs: %v after %v, want at once", err, time.Since(start))
 	}
 }

@@ -71,9 +71,9 @@ type Forwarder struct {
 	// still finishing.
 	retiring map[*listener]struct{}
 	stopped  bool
-	// keep: KeepSplicedPairs was called; shutdown does not wait for
+	// leave: LeaveSplicedPairs was called; shutdown does not wait for
 	// adopted pairs, which stay for the next process.
-	keep bool
+	leave bool
 	// hard is cancelled when the graceful period is over: every pair's
 	// engine returns and the pair is closed.
 	hard   context.Context
@@ -184,7 +184,7 @@ func (f *Forwarder) Shutdown(ctx context.Context) error {
 	f.mu.Lock()
 	f.stopped = true
 	all := f.allListeners()
-	keep := f.keep
+	leave := f.leave
 	f.mu.Unlock()
 	f.metrics.Draining.Set(1)
 	for _, l := range all {
@@ -200,7 +200,7 @@ func (f *Forwarder) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		f.pairs.Wait()
-		if !keep {
+		if !leave {
 			f.waitAdopted(ctx) // pairs an earlier process left get the same grace
 		}
 		close(done)

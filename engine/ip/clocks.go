@@ -390,7 +390,7 @@ type clockCache struct {
 	byConn map[datapath.Tuple]peerClock
 }
 
-// remember keeps the peers' TSvals of st, by connection: the client's
+// remember records the peers' TSvals of st, by connection: the client's
 // under the pair's A tuple, the server's under its B tuple (a proxy may
 // pair the same client connection with another upstream next time).
 func (c *clockCache) remember(spec datapath.PairSpec, st datapath.PairStats) {
@@ -422,9 +422,9 @@ type knownClocks struct {
 	haveClient, haveServer bool
 }
 
-// add adds a TSval of the server (or the client) to k, keeping the newer
+// add adds a TSval of the server (or the client) to k, taking the newer
 // of two: either is a lower bound of the peer's later TSvals, the newer
-// one keeps the translated clock's jump smaller.
+// one makes the translated clock's jump smaller.
 func (k *knownClocks) add(server bool, ts uint32) {
 	v, have := &k.client, &k.haveClient
 	if server {

@@ -31,7 +31,7 @@ type detached struct {
 func (e *Engine) detach(ctx context.Context, f follower, sp spliced, opts engine.Options) engine.Result {
 	f.drained = nil // delivered, or never owed
 	d := &detached{f: f, since: sp.since, idle: opts.IdleTimeout, onEnd: opts.OnEnd, ctx: ctx}
-	// Nothing of it is kept any more: the datapath's keeping serves
+	// The datapath keeps none of its segments any more: keeping serves
 	// transitions, and this pair has none left.
 	e.dp.StopGathering(sp.a)
 	e.followed.handOver(sp.a, d)
@@ -88,7 +88,7 @@ func (e *Engine) tickDetached() {
 }
 
 // cancelDetached ends a detached pair whose context was cancelled, as
-// follow does: left forwarding for the next process after KeepPairs,
+// follow does: left forwarding for the next process after LeavePairs,
 // removed (its peers reset) otherwise.
 func (e *Engine) cancelDetached(d *detached) {
 	d.mu.Lock()
@@ -97,7 +97,7 @@ func (e *Engine) cancelDetached(d *detached) {
 		return
 	}
 	d.f.refresh()
-	if !e.keepsPairs() {
+	if !e.leavesPairs() {
 		d.f.remove()
 	}
 	e.settle(d, d.f.end(engine.EndCancel, nil), true)

@@ -61,9 +61,9 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 			}
 		case <-ctx.Done():
 			f.refresh()
-			if sp.fz == nil && drained == nil && e.keepsPairs() {
+			if sp.fz == nil && drained == nil && e.leavesPairs() {
 				// Left forwarding in the pinned datapath for the next
-				// process (KeepPairs). A pair that may be given back,
+				// process (LeavePairs). A pair that may be given back,
 				// or still owes bytes, needs this process's sockets
 				// or drain, and is removed as on any cancel.
 				return f.end(engine.EndCancel, nil)
@@ -94,7 +94,7 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 				return res
 			}
 			if u != nil {
-				// The follower keeps only the phase: the unsplicer's
+				// The follower records only the phase: the unsplicer's
 				// triggers read the rest again.
 				st, err := f.dp.Lookup(f.a)
 				if end, dir, ok := u.onStats(st); err == nil && ok {
@@ -128,8 +128,8 @@ type follower struct {
 	// resetPeers resets both peers of the removed pair, whose spec the
 	// datapath holds until then (a copy per follower would double it).
 	resetPeers func(datapath.PairSpec, datapath.PairStats)
-	// release frees what the engine keeps for the pair once it leaves
-	// the table.
+	// release lets go of what holds the pair's port once the pair
+	// leaves the table (porthold.go).
 	release func(datapath.Tuple)
 	p       *engine.Pair
 	a       datapath.Tuple
@@ -155,8 +155,8 @@ type follower struct {
 	// that is movement too, though the datapath's counters stand still.
 	drained func() time.Time
 	// phase is the pair's phase at the latest refresh (the rest of its
-	// state, 170 bytes, is not kept: a detached pair would keep it for
-	// its life).
+	// state, 170 bytes, is not stored: a detached pair would carry it
+	// for its life).
 	phase datapath.Phase
 }
 

@@ -25,10 +25,10 @@ type followers struct {
 	// tickOnce starts their ticker (tickDetached).
 	detached map[datapath.Tuple]*detached
 	tickOnce sync.Once
-	// outlive: KeepPairs was called (the old process of an upgrade):
-	// pairs still spliced when cancelled, or at Close, stay forwarding
-	// in the pinned datapath for the next process.
-	outlive atomic.Bool
+	// leave: LeavePairs was called (the old process of an upgrade):
+	// pairs still spliced when cancelled, or at Close, are left
+	// forwarding in the pinned datapath for the next process.
+	leave atomic.Bool
 	// stop is closed by Close, which then waits for wg: every goroutine
 	// the engine starts is counted in wg and ends at stop.
 	stop chan struct{}

@@ -47,12 +47,12 @@ type Options struct {
 	PinDir string
 	// LocalPorts, if set, is the range of local ports the forwarder dials
 	// upstreams from (engine.UpstreamPorts): the engine reserves it in
-	// its network namespace (net.ipv4.ip_local_reserved_ports) and keeps
-	// a pair's port busy toward its server while the datapath holds the
-	// pair, so that a pair spliced until it closes keeps no socket; a
-	// pair dialled from another port (the range was busy toward its
-	// server) has that port reserved too while the datapath holds it.
-	// Zero, or where the range cannot be reserved: a pair keeps a
+	// its network namespace (net.ipv4.ip_local_reserved_ports) and holds
+	// a pair's port toward its server while the pair is in the
+	// datapath's table, so that a pair spliced until it closes holds no
+	// socket; a pair dialled from another port (the range was busy
+	// toward its server) has that port reserved too while it is in the
+	// table. Zero, or where the range cannot be reserved: a pair holds a
 	// duplicate of its upstream socket (porthold.go).
 	LocalPorts PortRange
 	// MinLimit is the smallest byte limit (engine.DirOptions.Limit) of a
@@ -76,7 +76,7 @@ func (e *Engine) datapathOptions() datapath.Options {
 // Engine is engine ip: the datapath's tc program forwards a spliced pair's
 // packets, and the forwarder's two sockets are closed without a trace, or,
 // when the splice may give the pair back (byte limits, watched or held
-// directions, timers), kept frozen and rebuilt in place when it does
+// directions, timers), left frozen and rebuilt in place when it does
 // (unsplice.go). See README.md.
 //
 // Each part of the engine is a type of its own, with the lock that guards
@@ -237,7 +237,7 @@ func (e *Engine) supportsLimits(opts engine.Options) error {
 // and frees the table (and, with a pin directory, removes the pins). Pairs
 // still spliced then reach the forwarder's stack, which no longer has
 // their sockets, and are reset; adopted pairs still followed are reset
-// first. After KeepPairs, a pinned datapath that still holds pairs is left
+// first. After LeavePairs, a pinned datapath that still holds pairs is left
 // pinned instead, its program forwarding them, for the next process.
 func (e *Engine) Close() error {
 	e.mu.Lock()
@@ -252,12 +252,12 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	close(e.followed.stop)
-	keep := e.followed.outlive.Load()
+	leave := e.followed.leave.Load()
 	// Pairs the engine follows without their callers end as cancelled
 	// (their callers cancel them first when they shut down).
 	e.endDetached()
 	if e.pins != nil {
-		// Adopted followers reset their pairs, or leave them with keep.
+		// Adopted followers reset their pairs, or leave them.
 		e.stopAdopted()
 	}
 	// The sockets holding ports go first: once the program is detached,
@@ -265,14 +265,14 @@ func (e *Engine) Close() error {
 	// answer. (Repair mode sends nothing when they close.)
 	e.ports.releaseAll()
 	var err error
-	if n := len(dp.Pairs()); keep && n > 0 && dp.Pinned() != "" {
+	if n := len(dp.Pairs()); leave && n > 0 && dp.Pinned() != "" {
 		e.log.Info("leaving spliced pairs pinned for the next process", "pairs", n, "dir", dp.Pinned())
 		err = dp.Leave() // ends readEvents
 	} else {
 		err = dp.Close() // ends readEvents
 	}
 	if e.pins != nil {
-		err = errors.Join(err, e.closePins(keep))
+		err = errors.Join(err, e.closePins(leave))
 	}
 	e.followed.wg.Wait()
 	if e.clocks.reader != nil {
@@ -282,7 +282,7 @@ func (e *Engine) Close() error {
 		e.devices.bh.Close()
 	}
 	e.inject.close()
-	e.ports.giveBack(keep)
+	e.ports.giveBack(leave)
 	home.close()
 	return err
 }

@@ -87,7 +87,7 @@ func (h *portHolder) takeOver(home *homeNS) {
 	}
 }
 
-// claimOthers keeps the ports of the pairs that other live processes
+// claimOthers takes the ports of the pairs that other live processes
 // forward from the same pin directory (the old process of an upgrade,
 // whose pairs this one adopts only once it exits) out of the picks:
 // read from their pinned flow tables, at Probe and at every sweep.

@@ -67,15 +67,15 @@ type adoptedPair struct {
 	at time.Time
 }
 
-// KeepPairs implements engine.Outliving: from now on a pair still spliced
-// when its splice is cancelled stays in the pinned datapath, and Close
+// LeavePairs implements engine.Outliving: from now on a pair still spliced
+// when its splice is cancelled is left in the pinned datapath, and Close
 // leaves the datapath pinned with whatever pairs it holds (adopted ones
 // too), for the next process. Without a pin directory (or when pinning
 // failed) it changes nothing: the pairs are closed as before.
-func (e *Engine) KeepPairs() { e.followed.outlive.Store(true) }
+func (e *Engine) LeavePairs() { e.followed.leave.Store(true) }
 
-// keepsPairs reports whether cancelled pairs stay for the next process.
-func (e *Engine) keepsPairs() bool { return e.followed.outlive.Load() && e.dp.Pinned() != "" }
+// leavesPairs reports whether cancelled pairs stay for the next process.
+func (e *Engine) leavesPairs() bool { return e.followed.leave.Load() && e.dp.Pinned() != "" }
 
 // pinOwn pins this process's datapath, once, before its first attachment.
 // A failure is logged and leaves the engine unpinned.
@@ -237,7 +237,7 @@ func (e *Engine) followAdopted(g *adoptedGen, ap *adoptedPair) {
 	for done := false; !done; {
 		select {
 		case <-e.followed.stop:
-			if e.followed.outlive.Load() {
+			if e.followed.leave.Load() {
 				return // left pinned for the next process; still listed until Close
 			}
 			f.refresh()
@@ -389,11 +389,11 @@ func (p *pins) counters(out map[string]uint64) {
 	out["adopted_reset"] = uint64(p.adoptedReset.Load())
 }
 
-// close ends pinning at engine Close, after the adopted followers
-// returned: with keep, the adopted datapaths stay pinned for the next
+// closePins ends pinning at engine Close, after the adopted followers
+// returned: with leave, the adopted datapaths stay pinned for the next
 // process; otherwise they are unpinned (their programs detached). The
 // own generation's datapath was already left or closed by the caller.
-func (e *Engine) closePins(keep bool) error {
+func (e *Engine) closePins(leave bool) error {
 	p := e.pins
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -401,7 +401,7 @@ func (e *Engine) closePins(keep bool) error {
 	var errs []error
 	for _, g := range p.gens {
 		g.follow.Wait()
-		if keep {
+		if leave {
 			errs = append(errs, g.dp.Leave())
 		} else {
 			errs = append(errs, g.dp.Close())

@@ -48,7 +48,7 @@ func TestEngineAdoptsKeptPairs(t *testing.T) {
 	if len(gens) != 1 {
 		t.Fatalf("pin directory holds %d entries after the first splice, want this engine's", len(gens))
 	}
-	el.e.KeepPairs()
+	el.e.LeavePairs()
 	cancel()
 	if res := result(t, done, engine.EndCancel); res.Err != nil {
 		t.Fatalf("cancelled splice: %+v", res)

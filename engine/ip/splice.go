@@ -1,4 +1,4 @@
-// Splicing an idle pair into the datapath: hold, freeze both sockets, compute the translation, deliver owed bytes, publish, and close or keep the sockets.
+// Splicing an idle pair into the datapath: hold, freeze both sockets, compute the translation, deliver owed bytes, publish, and close the sockets or leave them frozen for an unsplice.
 
 package ip
 
@@ -44,7 +44,7 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	}
 	// Both sockets are in repair mode: closing them sends nothing, and a
 	// splice that cannot give the pair back needs them no more, so the
-	// forwarder may close them now. One that may unsplice keeps them,
+	// forwarder may close them now. One that may unsplice needs them,
 	// frozen, to rebuild them.
 	if sp.fz == nil && opts.OnDetached != nil {
 		opts.OnDetached()

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// unspliceStats counts unsplices and keeps the latest durations, for
+// unspliceStats counts unsplices and records the latest durations, for
 // Counters and the bench.
 type unspliceStats struct {
 	ok, failed atomic.Int64

@@ -96,7 +96,7 @@ func (d *daemon) wait(sigs chan os.Signal) error {
 			// ip pairs still spliced when the grace period ends stay
 			// pinned for the new process, which adopts them once this
 			// one is gone.
-			d.f.KeepSplicedPairs()
+			d.f.LeaveSplicedPairs()
 			d.log.Info("upgraded: draining", "open_pairs", d.f.Flows().Len(), "grace", d.f.Config().ShutdownTimeout.Std().String())
 		}
 		return d.shutdown(sigs)
