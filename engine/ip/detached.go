@@ -13,6 +13,8 @@ import (
 // detached is a pair the engine follows on its own, until it ends and
 // onEnd gets its Result.
 type detached struct {
+	// mu guards f and done: the datapath's news (notify) and the ticker
+	// reach the pair from different goroutines.
 	mu    sync.Mutex
 	f     follower
 	since time.Duration // as spliced.since: older events are an earlier splice's

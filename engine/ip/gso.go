@@ -82,9 +82,9 @@ type gsoInjector struct {
 	home *homeNS
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	fd    int  // -1 until opened
-	off   bool // the socket could not be opened, or the kernel refused a packet: raw path only
+	mu    sync.Mutex // guards fd, off and links
+	fd    int        // -1 until opened
+	off   bool       // the socket could not be opened, or the kernel refused a packet: raw path only
 	links map[linkKey]linkEntry
 }
 

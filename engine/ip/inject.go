@@ -14,8 +14,8 @@ import (
 
 // injector sends raw TCP segments from the engine's home namespace.
 type injector struct {
-	mu       sync.Mutex
-	fd4, fd6 int // -1 until opened
+	mu       sync.Mutex // guards fd4 and fd6
+	fd4, fd6 int        // -1 until opened
 	// gso sends the drains' new runs of owed bytes as GSO packets; nil
 	// until the engine is loaded (useHome).
 	gso atomic.Pointer[gsoInjector]

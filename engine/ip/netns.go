@@ -55,9 +55,9 @@ type homeNS struct {
 // between uses the old route, as one that looked it up just before the
 // change would.
 type routeCache struct {
-	mu      sync.Mutex
-	watch   *os.File // the subscription; nil: not caching
-	gen     uint64   // bumped by every notification
+	mu      sync.Mutex // guards watch, gen and devices
+	watch   *os.File   // the subscription; nil: not caching
+	gen     uint64     // bumped by every notification
 	devices map[netip.Addr]int
 }
 

@@ -25,6 +25,9 @@ import (
 type pins struct {
 	dir string
 
+	// mu guards closed, own, ownLock, failed, gens, skipped and
+	// retired: the own generation and the adopted ones under one lock,
+	// so a scan of dir tells them apart (adoptAll, claimOthers).
 	mu      sync.Mutex
 	closed  bool
 	own     string   // this process's generation directory, once pinned
@@ -52,6 +55,8 @@ type adoptedGen struct {
 	dp   *datapath.Datapath
 	lock *os.File
 
+	// mu guards waiters and pairs: the followers, the event reader,
+	// the sweep and /flows reach them from their own goroutines.
 	mu      sync.Mutex
 	waiters map[datapath.Tuple]chan notice
 	pairs   map[datapath.Tuple]*adoptedPair // followed, for /flows
