@@ -20,22 +20,6 @@ import (
 	"github.com/splicer/splicer/origin"
 )
 
-// httpUpstream serves the origin's HTTP protocol (GET /obj/<size>) at the
-// site's upstream IP and returns its address.
-func (s *site) httpUpstream(tb testing.TB) string {
-	tb.Helper()
-	ln, err := s.listenUp(net.JoinHostPort(s.upIP, "0"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.HTTP, ln); err != nil {
-		tb.Fatal(err)
-	}
-	return ln.Addr().String()
-}
-
 // accessLogYAML is a daemon configuration with an access log at path in
 // format, and listeners.
 func accessLogYAML(s *site, path, format string, listeners ...string) string {
@@ -64,8 +48,8 @@ func TestAccessLogCombinedReadByGoAccess(t *testing.T) {
 	s := labSite(l)
 	web, plug := net.JoinHostPort(s.fwdIP, "18080"), net.JoinHostPort(s.fwdIP, "17000")
 	path := filepath.Join(t.TempDir(), "access.log")
-	s.startRun(t, accessLogYAML(s, path, "combined", reverseYAML("web", web, s.httpUpstream(t)),
-		listenerYAML("plug", plug, s.echoUpstream(t), "auto")))
+	s.startRun(t, accessLogYAML(s, path, "combined", reverseYAML("web", web, s.upstream(t, origin.HTTP)),
+		listenerYAML("plug", plug, s.upstream(t, origin.Echo), "auto")))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -145,7 +129,7 @@ func testReopenOnSIGUSR1(t *testing.T, workers int) {
 	s := loopbackSite(t)
 	web := freeLoopback(t)
 	path := filepath.Join(t.TempDir(), "access.log")
-	cfg := accessLogYAML(s, path, "combined", reverseYAML("web", web, s.httpUpstream(t)))
+	cfg := accessLogYAML(s, path, "combined", reverseYAML("web", web, s.upstream(t, origin.HTTP)))
 	if workers > 0 {
 		cfg = fmt.Sprintf("workers: %d\n", workers) + cfg
 	}

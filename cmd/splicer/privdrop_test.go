@@ -17,6 +17,7 @@ import (
 
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
+	"github.com/splicer/splicer/origin"
 )
 
 // TestRunAsUserStillSplicesWithIP: with ip and sockmap on, the serving
@@ -41,7 +42,7 @@ const ipCaps = 1<<unix.CAP_NET_ADMIN | 1<<unix.CAP_NET_RAW | 1<<unix.CAP_PERFMON
 // nobody, listening on addr, and wants exactly caps in its sets.
 func testRunAsUserWithoutBPF(t *testing.T, addr string, caps uint64) {
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	os.Chmod(filepath.Dir(splicerBinary(t)), 0o755)
 	cfg := "user: nobody\nengines: {ip: {enabled: false}, sockmap: {enabled: false}}\n" +
 		daemonYAML(s, "1s", listenerYAML("plain", addr, up, "auto"))
@@ -91,7 +92,7 @@ func testRunAsUser(t *testing.T, workers int) {
 	testenv.RequireRoot(t)
 	l := lab.NewT(t, lab.DefaultConfig())
 	s := labSite(l)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	addr := "10.99.1.1:17400"
 	config := func(listenerKeys string) string {
 		cfg := "user: nobody\n" + daemonYAML(s, "5s", listenerYAML("ip", addr, up, "ip")+listenerKeys)

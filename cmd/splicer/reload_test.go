@@ -13,6 +13,7 @@ import (
 
 	"github.com/splicer/splicer/internal/supervisor"
 	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/origin"
 )
 
 // TestReloadExitCode: a file that adds a listener but has an
@@ -34,7 +35,7 @@ func TestReloadExitCode(t *testing.T) {
 func testReloadRefusal(t *testing.T, head string) {
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	counted, accepted := countingEchoes(t)
 	keep, added := freeLoopback(t), freeLoopback(t)
 	var d *daemonProc
@@ -94,7 +95,7 @@ func testReloadRefusal(t *testing.T, head string) {
 func TestReloadWithoutAnswerFails(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	keep, added := freeLoopback(t), freeLoopback(t)
 	d := s.startRun(t, daemonYAML(s, "10s", listenerYAML("keep", keep, up, "copy")))
 	if err := os.Remove(supervisor.StatusPath(d.pidFile)); err != nil {

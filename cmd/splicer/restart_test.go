@@ -81,9 +81,9 @@ func freeLoopback(tb testing.TB) string {
 	return ""
 }
 
-// echoUpstream serves the origin's echo protocol at the site's upstream IP
-// and returns its address.
-func (s *site) echoUpstream(tb testing.TB) string {
+// upstream serves the origin's protocol proto (origin.Echo, origin.HTTP)
+// at the site's upstream IP and returns its address.
+func (s *site) upstream(tb testing.TB, proto origin.Proto) string {
 	tb.Helper()
 	ln, err := s.listenUp(net.JoinHostPort(s.upIP, "0"))
 	if err != nil {
@@ -91,7 +91,7 @@ func (s *site) echoUpstream(tb testing.TB) string {
 	}
 	srv := origin.New(nil)
 	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.Echo, ln); err != nil {
+	if err := srv.Serve(proto, ln); err != nil {
 		tb.Fatal(err)
 	}
 	return ln.Addr().String()
@@ -378,7 +378,7 @@ func daemonYAML(s *site, grace string, listeners ...string) string {
 func TestRunReloadOnSIGHUP(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	keep, gone, added := freeLoopback(t), freeLoopback(t), freeLoopback(t)
 	d := s.startRun(t, daemonYAML(s, "10s", listenerYAML("keep", keep, up, "copy"), listenerYAML("gone", gone, up, "pipe")))
 	tr := s.startTransfer(t, keep, 48<<20)
@@ -429,7 +429,7 @@ func TestRunUpgradeInLab(t *testing.T) {
 }
 
 func testUpgrade(t *testing.T, s *site, engines []string) {
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	var listeners []string
 	addrs := map[string]string{}
 	for i, e := range engines {

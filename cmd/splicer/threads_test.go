@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/splicer/splicer/origin"
 )
 
 // TestRunThreads: threads 1 holds the daemon to one thread at start, a
@@ -23,7 +25,7 @@ func TestRunThreads(t *testing.T) {
 		t.Skip("GOMAXPROCS is set in the environment: the daemon's default would be it, not one per CPU")
 	}
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	listen := freeLoopback(t)
 	conf := func(threads string) string {
 		return threads + daemonYAML(s, "5s", listenerYAML("plug", listen, up, "copy"))

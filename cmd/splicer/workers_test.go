@@ -22,6 +22,7 @@ import (
 
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
+	"github.com/splicer/splicer/origin"
 )
 
 // workersYAML is daemonYAML with n workers.
@@ -147,7 +148,7 @@ func (s *site) pingN(tb testing.TB, addr string, n int) {
 func TestWorkersShareAListener(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	addr := freeLoopback(t)
 	d := s.startWorkers(t, workersYAML(s, 2, "5s", listenerYAML("echo", addr, up, "pipe")))
 	master := d.cmd.Process.Pid
@@ -247,7 +248,7 @@ func decodeJSON(tb testing.TB, resp *http.Response, v any) {
 func TestWorkersReloadAndUpgrade(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	keep, removed, added := freeLoopback(t), freeLoopback(t), freeLoopback(t)
 	d := s.startWorkers(t, workersYAML(s, 2, "30s", listenerYAML("keep", keep, up, "copy"), listenerYAML("removed", removed, up, "pipe")))
 	master := d.cmd.Process.Pid
@@ -309,7 +310,7 @@ func TestWorkersReloadAndUpgrade(t *testing.T) {
 func TestWorkersLeaveWithTheirMaster(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	d := s.startWorkers(t, workersYAML(s, 2, "1s", listenerYAML("echo", freeLoopback(t), up, "copy")))
 	pids := workerPids(t, d.cmd.Process.Pid)
 	if len(pids) != 2 {
@@ -335,7 +336,7 @@ func TestLabWorkersSpliceWithIP(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
 	s := labSite(l)
 	pinDir := filepath.Join(testenv.MountBPFFS(t), "splicer", "workers")
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	addr := net.JoinHostPort(s.fwdIP, "17400")
 	d := s.startWorkers(t, workersYAML(s, 2, "5s", listenerYAML("ip", addr, up, "ip"))+
 		fmt.Sprintf("engines:\n  ip: {time_wait: 1s, pin_dir: %s}\n", pinDir))
@@ -440,7 +441,7 @@ func TestWorkersLimitEachClient(t *testing.T) {
 	testenv.RequireRoot(t) // the sk_reuseport program
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	addr := freeLoopback(t)
 	limited := func(n int) string {
 		return workersYAML(s, 2, "5s", listenerYAML("limited", addr, up, "copy")+fmt.Sprintf("    max_connections_per_client: %d\n", n))
@@ -500,7 +501,7 @@ func TestWorkersLimitEachClient(t *testing.T) {
 func TestMasterWaitsForRetiredWorkers(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	addr := freeLoopback(t)
 	d := s.startWorkers(t, workersYAML(s, 2, "30s", listenerYAML("echo", addr, up, "copy")))
 	master := d.cmd.Process.Pid
@@ -544,7 +545,7 @@ func TestMasterWaitsForRetiredWorkers(t *testing.T) {
 func TestWorkersLeaveSignalsToTheirMaster(t *testing.T) {
 	t.Parallel()
 	s := loopbackSite(t)
-	up := s.echoUpstream(t)
+	up := s.upstream(t, origin.Echo)
 	keep, added := freeLoopback(t), freeLoopback(t)
 	d := s.startWorkers(t, workersYAML(s, 2, "5s", listenerYAML("keep", keep, up, "copy")))
 	master := d.cmd.Process.Pid

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
-	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -47,9 +45,6 @@ func (r *recorder) requests() []string {
 // accepts from the client namespace.
 func startHAProxy(tb testing.TB, l *lab.Lab, listen, server string) {
 	tb.Helper()
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		testenv.SkipOrFail(tb, "haproxy is not installed")
-	}
 	dir := tb.TempDir()
 	cfg := fmt.Sprintf(`global
   log stderr format short local0 err
@@ -66,38 +61,7 @@ listen balancer
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := l.Fwd.Command(ctx, "haproxy", "-db", "-f", path)
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		tb.Fatalf("haproxy: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	tb.Cleanup(func() {
-		cancel()
-		<-exited
-		if tb.Failed() {
-			tb.Logf("haproxy output:\n%s", stderr.String())
-		}
-	})
-	testenv.Eventually(tb, "haproxy to accept on "+listen, func() bool {
-		select {
-		case err := <-exited:
-			tb.Fatalf("haproxy exited: %v", err)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c, err := l.Client.Dial(ctx, "tcp", listen)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
+	httplab.StartDaemon(tb, l.Fwd, l.Client, listen, nil, "haproxy", "-db", "-f", path)
 }
 
 func TestLabAcceptFromHAProxy(t *testing.T) {

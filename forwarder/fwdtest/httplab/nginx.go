@@ -3,15 +3,11 @@
 package httplab
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -24,30 +20,16 @@ import (
 // the test is skipped, or fails where tools are required.
 func StartNginx(tb testing.TB, l *lab.Lab, dir, server, addr string) {
 	tb.Helper()
-	if _, err := exec.LookPath("nginx"); err != nil {
-		testenv.SkipOrFail(tb, "nginx is not installed")
-	}
 	conf := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(conf, []byte(nginxConf(dir, server)), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := l.Server.Command(ctx, "nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", conf, "-g", "daemon off;")
-	if err := cmd.Start(); err != nil {
-		cancel()
-		tb.Fatalf("nginx: %v", err)
+	errorLog := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return string(b)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	tb.Cleanup(func() {
-		cancel()
-		<-exited
-		if tb.Failed() {
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			tb.Logf("nginx error log:\n%s", log)
-		}
-	})
-	waitAccepting(tb, l.Server, addr, exited)
+	StartDaemon(tb, l.Server, l.Server, addr, errorLog,
+		"nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", conf, "-g", "daemon off;")
 }
 
 // nginxConf is a configuration whose paths all lie in dir, around server.
@@ -71,22 +53,3 @@ http {
 }
 
 // waitAccepting returns once addr accepts a connection from ns, failing
-// the test if the server exits first or testenv.Eventually gives up.
-func waitAccepting(tb testing.TB, ns *lab.NS, addr string, exited <-chan error) {
-	tb.Helper()
-	testenv.Eventually(tb, "nginx to accept on "+addr, func() bool {
-		select {
-		case err := <-exited:
-			tb.Fatalf("nginx exited: %v", err)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c, err := ns.Dial(ctx, "tcp", addr)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
-}
