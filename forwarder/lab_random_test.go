@@ -275,6 +275,11 @@ func exchangeResettingStreams(t *testing.T, client, server *net.TCPConn, seed ui
 		resetter, other, who = server, client, "server"
 	}
 	chunks, otherWrites := r.IntN(12), r.IntN(2) == 0
+	if seed == 0 {
+		// The first pair resets late, well past the listener's splice, so
+		// that every run has a reset the engine meets, not control mode.
+		chunks = 12 + r.IntN(4)
+	}
 	// A reset lost on the way (1% loss) reaches a side that only reads, as
 	// over a direct connection, as the answer to its next segment: a
 	// keepalive after a second of quiet instead of Go's 15 s.

@@ -191,7 +191,9 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 		}
 	}
 	for _, name := range bench.Engines {
-		if measured[name] && !rows[name] {
+		// tls measures splicer's auto (passed through, promoted to ip)
+		// and http-reverse, not each engine.
+		if measured[name] && !rows[name] && r.Experiment != "tls" {
 			t.Errorf("engine %s ran in segment but has no rows here", name)
 		}
 	}
