@@ -47,7 +47,9 @@ type DemoSettings struct {
 	// DemoRRRounds runs.
 	RR time.Duration
 	// Tools is the least measured time of each iperf3 and sockperf run
-	// (both take whole seconds, sockperf with its warm-up on top).
+	// (both take whole seconds, sockperf with its warm-up on top; its
+	// client also waits about 2 s before it starts, which is most of the
+	// demo's time per target).
 	Tools time.Duration
 	// Progress receives a line per step.
 	Progress io.Writer

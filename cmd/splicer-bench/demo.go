@@ -16,7 +16,7 @@ import (
 
 func demoCmd(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
-	bulk := fs.Duration("bulk", 2*time.Second, "length of each load-generator bulk transfer")
+	bulk := fs.Duration("bulk", time.Second, "length of each load-generator bulk transfer")
 	rr := fs.Duration("rr", time.Second, fmt.Sprintf("load-generator 1-byte request/response time per target, split into %d runs interleaved across the targets", bench.DemoRRRounds))
 	tools := fs.Duration("tools", 500*time.Millisecond, "least measured time of each iperf3 and sockperf run (whole seconds of -t; sockperf adds its warm-up)")
 	loopback := fs.Bool("loopback", false, "run on loopback without the lab even as root")
