@@ -195,10 +195,30 @@ func (e *Env) EngineSeen(ctx context.Context, t *Target, fn func() error) (strin
 // engineSeenOn reports the engine /flows shows for the first spliced pair of
 // listener while fn runs.
 func (e *Env) engineSeenOn(ctx context.Context, listener string, fn func() error) (string, error) {
-	seen := make(chan string, 1)
+	seen, err := e.watchEngines(ctx, listener, true, fn)
+	if len(seen) == 0 {
+		return "", err
+	}
+	return seen[0], err
+}
+
+// enginesSeenOn returns the engines /flows shows for spliced pairs of
+// listener while fn runs, in the order first seen. Unlike engineSeenOn it
+// keeps polling: under engine auto a pair shows copy until it is promoted
+// to ip.
+func (e *Env) enginesSeenOn(ctx context.Context, listener string, fn func() error) ([]string, error) {
+	return e.watchEngines(ctx, listener, false, fn)
+}
+
+// watchEngines polls /flows every 100 ms while fn runs and returns the
+// engines of listener's spliced pairs in the order first seen; with
+// first, it stops at the first, so as not to weigh on what fn measures.
+func (e *Env) watchEngines(ctx context.Context, listener string, first bool, fn func() error) ([]string, error) {
+	seen := make(chan []string, 1)
 	done := make(chan struct{})
 	go func() {
-		defer close(seen)
+		var out []string
+		defer func() { seen <- out }()
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -212,10 +232,12 @@ func (e *Env) engineSeenOn(ctx context.Context, listener string, fn func() error
 				continue
 			}
 			for _, f := range flows {
-				if f.Listener == listener && f.State == "spliced" {
-					seen <- f.Engine
-					return
+				if f.Listener == listener && f.State == "spliced" && !slices.Contains(out, f.Engine) {
+					out = append(out, f.Engine)
 				}
+			}
+			if first && len(out) > 0 {
+				return
 			}
 		}
 	}()

@@ -496,40 +496,6 @@ func (st *Env) tlsMeasurePoint(ctx context.Context, x tlsTarget, pt tlsPoint, du
 	return m, nil
 }
 
-// enginesSeenOn returns the engines /flows shows for spliced pairs of
-// listener while fn runs, polled every 100 ms, in the order first seen.
-// Unlike engineSeenOn it keeps polling: under engine auto a pair shows
-// copy until it is promoted to ip.
-func (e *Env) enginesSeenOn(ctx context.Context, listener string, fn func() error) ([]string, error) {
-	seen := make(chan []string, 1)
-	done := make(chan struct{})
-	go func() {
-		var out []string
-		defer func() { seen <- out }()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			flows, err := e.Flows(ctx)
-			if err != nil {
-				continue
-			}
-			for _, f := range flows {
-				if f.Listener == listener && f.State == "spliced" && !slices.Contains(out, f.Engine) {
-					out = append(out, f.Engine)
-				}
-			}
-		}
-	}()
-	err := fn()
-	close(done)
-	return <-seen, err
-}
-
 // promotedToIP reports whether ip carried a keep-alive point's pairs
 // through a listener with engine auto, which starts every pair on
 // all.AutoStart (copy) and promotes it to ip once it proves long: ip made
