@@ -256,15 +256,8 @@ func (st *Env) connMeasurePoint(ctx context.Context, c connSpec, t *Target, pt c
 		m.procUS, m.hasProc = perRequestMicros(use.Proc, m.conns), true
 	}
 	if before != nil {
-		after, err := st.spliceCounts(ctx)
-		if err != nil {
-			return m, fmt.Errorf("splicer's /metrics: %w", err)
-		}
-		m.splices = map[string]float64{}
-		for en, v := range after {
-			if d := v - before[en]; d > 0 {
-				m.splices[en] = d
-			}
+		if m.splices, err = st.splicesSince(ctx, before); err != nil {
+			return m, err
 		}
 	}
 	return m, nil
@@ -537,4 +530,20 @@ func writePointTables(w io.Writer, r *Result, fams []string) {
 		fmt.Fprintln(w)
 	}
 	writeListed(w, r)
+}
+
+// splicesSince is splicer's splices per engine since its counters read
+// before (spliceCounts), the engines with none left out.
+func (st *Env) splicesSince(ctx context.Context, before map[string]float64) (map[string]float64, error) {
+	after, err := st.spliceCounts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("splicer's /metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for en, v := range after {
+		if d := v - before[en]; d > 0 {
+			out[en] = d
+		}
+	}
+	return out, nil
 }

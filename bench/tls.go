@@ -482,15 +482,8 @@ func (st *Env) tlsMeasurePoint(ctx context.Context, x tlsTarget, pt tlsPoint, du
 		return m, fmt.Errorf("no request completed within %v (%d errors)", dur, m.wrk.errors)
 	}
 	if splicer {
-		after, err := st.spliceCounts(ctx)
-		if err != nil {
-			return m, fmt.Errorf("splicer's /metrics: %w", err)
-		}
-		m.splices = map[string]float64{}
-		for en, v := range after {
-			if d := v - before[en]; d > 0 {
-				m.splices[en] = d
-			}
+		if m.splices, err = st.splicesSince(ctx, before); err != nil {
+			return m, err
 		}
 	}
 	return m, nil
