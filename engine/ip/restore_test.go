@@ -47,7 +47,7 @@ func TestRebuildSockInPlace(t *testing.T) {
 				if _, err := tcprepair.RebuildSock(fd, r); err != nil {
 					return err
 				}
-				return tcprepair.LeaveRepair(fd)
+				return tcprepair.LeaveRepair(fd, true)
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -313,9 +313,14 @@ func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 	if err := u.leaveTable(st, conns); err != nil {
 		return err
 	}
+	// The RTT probe tells each peer what the window probe of leaving
+	// repair mode would (the rebuilt socket's ack and window) and draws
+	// the same immediate answer: sent, it makes the window probe a second
+	// segment each way for nothing.
+	probeFD := u.probeSocket(rs[0])
 	for side, c := range conns {
 		err := sockopt.WithFD(c, func(fd int) error {
-			if err := tcprepair.LeaveRepair(fd); err != nil {
+			if err := tcprepair.LeaveRepair(fd, probeFD < 0 || rs[side].InFlight == 0); err != nil {
 				return err
 			}
 			if u.fz.keepalive[side] {
@@ -328,8 +333,8 @@ func (u *unsplicer) rebuild(st datapath.PairStats, ch <-chan notice) error {
 			return failf("leave repair mode on the %s socket: %v", sideName(side), err)
 		}
 	}
-	for side, c := range conns {
-		u.probeRTT(side, c, rs[side])
+	for side := range conns {
+		u.probeRTT(side, probeFD, rs[side])
 	}
 	return nil
 }
@@ -475,29 +480,38 @@ func (u *unsplicer) rebuildOf(side int, c *net.TCPConn, st datapath.PairStats) (
 // becomes the path's (Linux's minimum, 200 ms, on a LAN), not the 1 or 3 s
 // a socket without a sample keeps. Lost, the socket retransmits the byte
 // itself after that timeout, and the sample comes then.
-func (u *unsplicer) probeRTT(side int, c *net.TCPConn, r tcprepair.Rebuild) {
-	if r.InFlight == 0 {
+//
+// The probe's TSval is the clock the rebuild gave the socket
+// (Rebuild.SetClock), which its own segments carry from then on, give or
+// take the milliseconds since: at least every TSval the peer saw, as
+// PAWS wants, without a TCP_TIMESTAMP read. The socket's RTT sample comes
+// from the byte's send time, not from the echo of this TSval.
+func (u *unsplicer) probeRTT(side, fd int, r tcprepair.Rebuild) {
+	if r.InFlight == 0 || fd < 0 {
 		return
 	}
 	f := segFields{ack: u.rcv[side], win: uint16(min(r.RcvWnd>>min(r.RcvWScale, 14), 0xffff)), ts: r.Timestamps}
 	if r.Timestamps {
-		clock, err := tcprepair.TSClock(c)
-		if err != nil {
-			return
-		}
 		in := engine.Up
 		if side == 1 {
 			in = engine.Down
 		}
-		f.tsVal, f.tsEcr = clock, u.last.Dir(in).TSLast
-	}
-	fd, err := u.e.inject.open(r.Local.Addr().Is6(), u.e.home.do)
-	if err != nil {
-		u.e.log.Debug("RTT probe", "pair", u.p.ID, "err", err)
-		return
+		f.tsVal, f.tsEcr = r.SetClock(), u.last.Dir(in).TSLast
 	}
 	var buf [60 + tsOptLen + 1]byte
 	u.e.inject.send(fd, r.Remote.Addr(), buildSegment(buf[:], r.Local, r.Remote, r.SndSeq-1, f, []byte{0}))
+}
+
+// probeSocket returns the raw socket the RTT probes of a pair whose
+// client side is r go out on, or -1 if it cannot be opened (the sockets
+// then leave repair mode with their own window probes).
+func (u *unsplicer) probeSocket(r tcprepair.Rebuild) int {
+	fd, err := u.e.inject.open(r.Local.Addr().Is6(), u.e.home.do)
+	if err != nil {
+		u.e.log.Debug("RTT probe", "pair", u.p.ID, "err", err)
+		return -1
+	}
+	return fd
 }
 
 // copyRemainder forwards, in control mode, what a limited direction still

@@ -14,8 +14,6 @@ import (
 
 // Constants of linux/tcp.h that x/sys lacks.
 const (
-	tcpNoQueue = 0 // TCP_NO_QUEUE
-
 	// TCP_REPAIR_OPTIONS codes (the TCP option kinds).
 	tcpoptMSS       = 2
 	tcpoptWindow    = 3
@@ -90,10 +88,7 @@ func RebuildSock(fd int, r Rebuild) (queued int, err error) {
 		return 0, fmt.Errorf("TCP_REPAIR_OPTIONS: %w", err)
 	}
 	if r.Timestamps {
-		// The value's low bit selects microsecond timestamps (Linux 6.7):
-		// keep milliseconds, rounding up so PAWS still holds.
-		clock := (r.TSClock + 1) &^ 1
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(clock))); err != nil {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(r.SetClock()))); err != nil {
 			return 0, fmt.Errorf("TCP_TIMESTAMP: %w", err)
 		}
 	}
@@ -111,6 +106,12 @@ func RebuildSock(fd int, r Rebuild) (queued int, err error) {
 	}
 	return queued, checkLocal(fd, r.Local)
 }
+
+// SetClock is the clock RebuildSock gives the socket: TSClock rounded up
+// to even, since the value's low bit selects microsecond timestamps (Linux
+// 6.7); rounding up keeps PAWS. The socket's TSvals start there: its
+// TCP_TIMESTAMP read within the same millisecond returns it.
+func (r Rebuild) SetClock() uint32 { return (r.TSClock + 1) &^ 1 }
 
 // clampMSS sets the socket's user MSS to the peer's before the repair
 // connect: connect sizes segments (mss_cache) from the route and the MSS
@@ -155,23 +156,34 @@ func rebind(fd int, local netip.AddrPort) error {
 }
 
 // checkLocal makes sure the rebuilt connection has its old local address:
-// the peer knows no other.
+// the peer knows no other. It calls getsockname itself: unix.Getsockname
+// asks every IPv4 socket its SO_PROTOCOL too (for L2TP), a second system
+// call.
 func checkLocal(fd int, want netip.AddrPort) error {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return err
+	var rsa unix.RawSockaddrAny
+	l := uint32(unix.SizeofSockaddrAny)
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l))); errno != 0 {
+		return errno
 	}
 	var got netip.AddrPort
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		got = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		got = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		a := (*unix.RawSockaddrInet4)(unsafe.Pointer(&rsa))
+		got = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), portOf(a.Port))
+	case unix.AF_INET6:
+		a := (*unix.RawSockaddrInet6)(unsafe.Pointer(&rsa))
+		got = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), portOf(a.Port))
 	}
 	if got != want {
 		return fmt.Errorf("rebuilt with local address %v, not %v", got, want)
 	}
 	return nil
+}
+
+// portOf is a port as a raw sockaddr holds it (network order).
+func portOf(p uint16) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(&p))
+	return uint16(b[0])<<8 | uint16(b[1])
 }
 
 func sockaddr(ap netip.AddrPort) unix.Sockaddr {
@@ -214,7 +226,7 @@ func setRepairOptions(fd int, r Rebuild) error {
 func FillRecvQueue(fd int, b []byte) (int, error) {
 	n, err := fillQueue(fd, RecvQueue, b)
 	if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) {
-		return n, leaveQueue(fd)
+		return n, nil
 	}
 	return n, err
 }
@@ -232,9 +244,17 @@ func fillSendQueue(fd int, b []byte) error {
 }
 
 // fillQueue writes b into queue (TCP_REPAIR_QUEUE) of a socket in repair
-// mode, then selects no queue again. It returns how many bytes went in;
-// on an error the queue stays selected.
+// mode and returns how many bytes went in; nothing, not even the queue's
+// selection, when b is empty. The queue stays selected: every fill
+// selects its own, nothing else the engine does in repair mode reads the
+// selection, and leaving repair mode (or entering it again) makes it
+// irrelevant (a write outside repair mode goes to the send queue as
+// always; TCP_REPAIR_ON selects no queue). Deselecting after each fill
+// cost a system call for nothing.
 func fillQueue(fd, queue int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 		return 0, err
 	}
@@ -246,12 +266,7 @@ func fillQueue(fd, queue int, b []byte) (int, error) {
 		}
 		done += n
 	}
-	return done, leaveQueue(fd)
-}
-
-// leaveQueue selects no queue (TCP_REPAIR_QUEUE = TCP_NO_QUEUE).
-func leaveQueue(fd int) error {
-	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, tcpNoQueue)
+	return done, nil
 }
 
 func setRepairWindow(fd int, w Window) error {
@@ -264,7 +279,16 @@ func setRepairWindow(fd int, w Window) error {
 	return nil
 }
 
-// LeaveRepair takes a rebuilt socket out of repair mode with a window
-// probe: a bare ACK that tells the peer the new rcv_nxt (bytes the
-// datapath kept are acknowledged at once) and window.
-func LeaveRepair(fd int) error { return repairOff(fd, unix.TCP_REPAIR_OFF) }
+// LeaveRepair takes a rebuilt socket out of repair mode. With probe it
+// sends a window probe: a bare ACK that tells the peer the new rcv_nxt
+// (bytes the datapath kept are acknowledged at once) and window, which
+// the peer answers. Without, the caller tells the peer itself (the
+// engine's RTT probe carries the same ack and window and draws the same
+// answer): each probe costs a segment each way, sent and received inside
+// the system call that sends it.
+func LeaveRepair(fd int, probe bool) error {
+	if probe {
+		return repairOff(fd, unix.TCP_REPAIR_OFF)
+	}
+	return repairOff(fd, unix.TCP_REPAIR_OFF_NO_WP)
+}
