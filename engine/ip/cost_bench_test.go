@@ -1,0 +1,122 @@
+// Benchmarks of a splice and an unsplice of idle pairs, as bench splice-cost measures them, for CPU profiles and allocation counts.
+
+package ip
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
+	"github.com/splicer/splicer/lab"
+)
+
+// newBenchLab is newEngineLab with a logger that discards, as the bench's
+// engines have: a test logger formats every debug record.
+func newBenchLab(b *testing.B, opts Options) *engineLab {
+	b.Helper()
+	testenv.RequireRoot(b)
+	l := lab.NewT(b, lab.DefaultConfig())
+	el := &engineLab{l: l, e: New(opts, slog.New(slog.DiscardHandler))}
+	el.port.Store(7100)
+	if err := l.Fwd.Do(el.e.Probe); err != nil {
+		b.Fatalf("Probe: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := el.e.Close(); err != nil {
+			b.Errorf("Close: %v", err)
+		}
+	})
+	return el
+}
+
+// BenchmarkSpliceIdle times Splice to OnSpliced for idle pairs spliced one
+// after another, the earlier ones staying spliced (bench splice-cost's
+// splice_us). The pairs are opened outside the timer.
+func BenchmarkSpliceIdle(b *testing.B) {
+	el := newBenchLab(b, Options{MaxPairs: 1 << 14})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ReportAllocs()
+	b.StopTimer()
+	var times []time.Duration
+	var cpu time.Duration
+	for range b.N {
+		lp := el.pair(b, "")
+		spliced := make(chan struct{})
+		failed := make(chan error, 1)
+		b.StartTimer()
+		c0 := processCPU(b)
+		t0 := time.Now()
+		go func() {
+			_, err := el.e.Splice(ctx, lp.p, engine.Options{
+				OnSpliced:  func() { close(spliced) },
+				OnDetached: func() { lp.p.CloseConns() },
+			})
+			failed <- err
+		}()
+		select {
+		case <-spliced:
+			times = append(times, time.Since(t0))
+			cpu += processCPU(b) - c0
+		case err := <-failed:
+			b.Fatalf("Splice returned before splicing: %v", err)
+		case <-time.After(waitFor):
+			b.Fatal("Splice neither spliced nor returned")
+		}
+		b.StopTimer()
+	}
+	reportPercentiles(b, times, cpu)
+}
+
+// BenchmarkUnspliceIdle times the client's one-byte write to Splice
+// returning EndData with the pair back in control mode, for idle pairs
+// spliced with the client direction watched and the server direction
+// held (bench splice-cost's unsplice_us). The splices are outside the
+// timer.
+func BenchmarkUnspliceIdle(b *testing.B) {
+	el := newBenchLab(b, Options{MaxPairs: 1 << 14})
+	b.ReportAllocs()
+	b.StopTimer()
+	var times []time.Duration
+	var cpu time.Duration
+	opts := engine.Options{Up: engine.DirOptions{Mode: engine.Watch}, Down: engine.DirOptions{Mode: engine.Hold}}
+	for range b.N {
+		lp := el.pair(b, "")
+		ch := el.splice(b, context.Background(), lp, opts)
+		b.StartTimer()
+		c0 := processCPU(b)
+		t0 := time.Now()
+		if _, err := lp.client.Write([]byte{'x'}); err != nil {
+			b.Fatal(err)
+		}
+		result(b, ch, engine.EndData)
+		times = append(times, time.Since(t0))
+		cpu += processCPU(b) - c0
+		b.StopTimer()
+		if got := readN(b, lp.p.Client, 1); got[0] != 'x' {
+			b.Fatalf("read %q after unsplicing, want x", got)
+		}
+	}
+	reportPercentiles(b, times, cpu)
+}
+
+// reportPercentiles reports the median and 99th percentile of times in
+// microseconds, as bench splice-cost does, and the process's CPU time per
+// operation (cpu, over all of them), which a loaded machine distorts
+// less than the wall clock.
+func reportPercentiles(b *testing.B, times []time.Duration, cpu time.Duration) {
+	b.Helper()
+	if len(times) > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(len(times)), "cpu-µs/op")
+	}
+	slices.Sort(times)
+	if len(times) == 0 {
+		return
+	}
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
