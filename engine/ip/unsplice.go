@@ -3,9 +3,11 @@
 package ip
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -192,9 +194,11 @@ func (u *unsplicer) unsplice(f *follower, ch <-chan notice, end engine.End, dir 
 			res.End, res.Err = engine.EndError, err
 		}
 	}
-	u.e.log.Debug("unspliced", "pair", u.p.ID, "end", end, "dir", dir, "took", time.Since(start),
-		"kept_up", u.kept[engine.Up], "kept_down", u.kept[engine.Down], "left_up", u.left[engine.Up], "left_down", u.left[engine.Down],
-		"moved", res.Moved)
+	if u.e.log.Enabled(context.Background(), slog.LevelDebug) { // 16 arguments boxed otherwise
+		u.e.log.Debug("unspliced", "pair", u.p.ID, "end", end, "dir", dir, "took", time.Since(start),
+			"kept_up", u.kept[engine.Up], "kept_down", u.kept[engine.Down], "left_up", u.left[engine.Up], "left_down", u.left[engine.Down],
+			"moved", res.Moved)
+	}
 	return res, true
 }
 
