@@ -1,4 +1,4 @@
-// The release files are what they claim: systemd-analyze accepts the unit, the goreleaser and nfpm configuration builds static binaries, packages the daemon (with the unit, recommending nothing it does not run) apart from splicer-bench, and builds the image the DaemonSet runs; the Dockerfiles build a non-root daemon; the packaged configuration passes check.
+// The release files are what they claim: systemd-analyze accepts the unit, the goreleaser and nfpm configuration builds static binaries, packages the daemon (with the unit, its documentation and shell completion, recommending nothing it does not run) apart from splicer-bench, and builds the image the DaemonSet runs; the Dockerfiles build a non-root daemon; the packaged configuration passes check.
 
 package packaging
 
@@ -105,6 +105,9 @@ func TestSystemdUnitPrivileges(t *testing.T) {
 
 // goreleaser is the part of .goreleaser.yaml the release relies on.
 type goreleaser struct {
+	Before struct {
+		Hooks []string `yaml:"hooks"`
+	} `yaml:"before"`
 	Builds []struct {
 		ID      string   `yaml:"id"`
 		Main    string   `yaml:"main"`
@@ -133,8 +136,9 @@ type nfpm struct {
 	Formats     []string `yaml:"formats"`
 	License     string   `yaml:"license"`
 	Contents    []struct {
-		Src string `yaml:"src"`
-		Dst string `yaml:"dst"`
+		Src      string `yaml:"src"`
+		Dst      string `yaml:"dst"`
+		Packager string `yaml:"packager"` // deb or rpm only; empty: both
 	} `yaml:"contents"`
 	Scripts      map[string]string `yaml:"scripts"`
 	Dependencies []string          `yaml:"dependencies"`
@@ -184,8 +188,11 @@ func TestGoreleaserConfig(t *testing.T) {
 			t.Errorf("nfpm %s: formats %v, want deb and rpm", n.ID, n.Formats)
 		}
 		for _, c := range n.Contents {
-			if _, err := os.Stat(filepath.Join("..", c.Src)); err != nil {
-				t.Errorf("nfpm %s: content %s: %v", n.ID, c.Src, err)
+			if strings.HasPrefix(c.Src, completionsDir+"/") {
+				continue // the before hook writes them: TestPackagedCompletions
+			}
+			if m, err := filepath.Glob(filepath.Join("..", c.Src)); len(m) == 0 {
+				t.Errorf("nfpm %s: content %s: no such file (%v)", n.ID, c.Src, err)
 			}
 		}
 		for _, s := range n.Scripts {
@@ -248,6 +255,80 @@ func TestPackages(t *testing.T) {
 		if !slices.Contains(b.Recommends, p) {
 			t.Errorf("package splicer-bench does not recommend %s, a peer of the demo", p)
 		}
+	}
+}
+
+// completionsDir is where goreleaser's before hook writes the completion
+// scripts the daemon's package installs.
+const completionsDir = "out/completions"
+
+// installs maps each file the package installs for packager (deb or rpm)
+// to its source.
+func installs(n nfpm, packager string) map[string]string {
+	out := map[string]string{}
+	for _, c := range n.Contents {
+		if c.Packager == "" || c.Packager == packager {
+			out[c.Dst] = c.Src
+		}
+	}
+	return out
+}
+
+// TestPackagedCompletions: the release writes the completion scripts
+// before it packages them, and both packages install each shell's script
+// where that shell looks on the distribution; the bash one, as written,
+// completes splicer's commands.
+func TestPackagedCompletions(t *testing.T) {
+	g := readGoreleaser(t)
+	if !slices.Contains(g.Before.Hooks, "sh packaging/completions.sh "+completionsDir) {
+		t.Errorf("before hooks %v do not write %s", g.Before.Hooks, completionsDir)
+	}
+	d := packageNamed(t, g, "splicer")
+	want := map[string]map[string]string{
+		"deb": {"/usr/share/bash-completion/completions/splicer": "splicer.bash", "/usr/share/zsh/vendor-completions/_splicer": "splicer.zsh", "/usr/share/fish/vendor_completions.d/splicer.fish": "splicer.fish"},
+		"rpm": {"/usr/share/bash-completion/completions/splicer": "splicer.bash", "/usr/share/zsh/site-functions/_splicer": "splicer.zsh", "/usr/share/fish/vendor_completions.d/splicer.fish": "splicer.fish"},
+	}
+	for packager, files := range want {
+		got := installs(d, packager)
+		for dst, src := range files {
+			if got[dst] != completionsDir+"/"+src {
+				t.Errorf("%s package: %s from %q, want %s/%s", packager, dst, got[dst], completionsDir, src)
+			}
+		}
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "packaging/completions.sh", dir)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("completions.sh: %v\n%s", err, out)
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if b, err := os.ReadFile(filepath.Join(dir, "splicer."+shell)); err != nil || !bytes.Contains(b, []byte("__complete")) {
+			t.Errorf("completions.sh wrote no %s script asking splicer __complete (%v)", shell, err)
+		}
+	}
+	out, err := exec.Command("bash", "-c", "source "+filepath.Join(dir, "splicer.bash")+" && complete -p splicer").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "__start_splicer splicer") {
+		t.Errorf("bash sourcing the packaged script: %v\n%s", err, out)
+	}
+}
+
+// TestPackagedDocs: the daemon's package carries its documentation, every
+// page of docs/, the README that links them and the examples, under
+// /usr/share/doc/splicer.
+func TestPackagedDocs(t *testing.T) {
+	d := packageNamed(t, readGoreleaser(t), "splicer")
+	const doc = "/usr/share/doc/splicer/"
+	for _, packager := range []string{"deb", "rpm"} {
+		got := installs(d, packager)
+		for dst, src := range map[string]string{doc + "README.md": "README.md", doc + "docs/": "docs/*.md", doc + "examples/": "examples/", doc + "LICENSE": "LICENSE"} {
+			if got[dst] != src {
+				t.Errorf("%s package splicer: %s from %q, want %s", packager, dst, got[dst], src)
+			}
+		}
+	}
+	if pages, _ := filepath.Glob("../docs/*.md"); len(pages) < 5 {
+		t.Errorf("docs/*.md matches %v: the pages moved?", pages)
 	}
 }
 

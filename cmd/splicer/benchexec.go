@@ -9,7 +9,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
+
+// benchCommand is splicer SUB, which runs splicer-bench SUB with the
+// arguments as they came: splicer-bench reads their flags.
+func benchCommand(sub, short string) *cobra.Command {
+	return &cobra.Command{
+		Use: sub, Short: short, DisableFlagParsing: true,
+		Long: "Usage: splicer " + sub + " [options]\n\nRuns splicer-bench " + sub + " (installed beside splicer): " + short + ".\nIts options: splicer " + sub + " --help.\n",
+		RunE: func(_ *cobra.Command, args []string) error { return benchBinary(sub, args) },
+	}
+}
 
 // benchBinary replaces this process with splicer-bench SUB ARGS.
 func benchBinary(sub string, args []string) error {

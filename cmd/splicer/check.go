@@ -3,11 +3,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+
+	"github.com/spf13/cobra"
 
 	"github.com/splicer/splicer/engine/all"
 	"github.com/splicer/splicer/internal/config"
@@ -21,20 +22,12 @@ var tlsPath = sync.OnceValue(httprev.TLSPath)
 // errSilent is returned when the command already printed what went wrong.
 var errSilent = supervisor.ErrReported
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-func checkCmd(args []string) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	var paths stringList
-	fs.Var(&paths, "config", "configuration file (YAML) to validate; repeatable")
-	fs.Var(&paths, "c", "short for --config")
-	engines := fs.Bool("engines", true, "also probe this host's engines and say which one each listener gets")
-	fs.Usage = func() {
-		fmt.Fprint(cur.stderr, `Usage: splicer check [--engines=false] FILE...
+func checkCommand() *cobra.Command {
+	var paths []string
+	var engines bool
+	c := &cobra.Command{
+		Use: "check FILE...", Short: "validate configurations",
+		Long: `Usage: splicer check [--engines=false] FILE...
        splicer check --config FILE [--config FILE...]
 
 Validates each FILE without starting anything: unknown keys, keys the
@@ -46,26 +39,22 @@ writable) are reported each with its line, all at once. Then,
 unless --engines=false, it probes which engines this host can run (as the
 user running check: run it as the daemon's user) and says which engine each
 listener would use and why. Exits 0 when every file is valid, 1 otherwise.
+`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if paths = append(paths, args...); len(paths) == 0 {
+				return printUsage(c)
+			}
+			return check(paths, engines)
+		},
+	}
+	c.Flags().StringArrayVarP(&paths, "config", "c", nil, "configuration file (YAML) to validate; repeatable")
+	c.Flags().BoolVar(&engines, "engines", true, "also probe this host's engines and say which one each listener gets")
+	return c
+}
 
-Options:
-`)
-		fs.PrintDefaults()
-	}
-	// Flags may follow the files: parse again after each bare path.
-	for {
-		if err := parse(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		paths = append(paths, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(paths) == 0 {
-		fs.Usage()
-		return errSilent
-	}
+// check checks the files at paths, and with engines says which engine
+// each listener would get here.
+func check(paths []string, engines bool) error {
 	var failed bool
 	var cfgs []*config.Config
 	for _, path := range paths {
@@ -81,7 +70,7 @@ Options:
 		cfgs = append(cfgs, cfg)
 		printListeners(path, cfg)
 	}
-	if *engines {
+	if engines {
 		for _, cfg := range cfgs {
 			printEngineChoice(cfg)
 		}

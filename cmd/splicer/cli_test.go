@@ -200,9 +200,9 @@ func TestUsage(t *testing.T) {
 	if _, stderr, code := splicerIn(t, "run", "--config", "x.yaml", "extra"); code == 0 || !strings.Contains(stderr, "Usage: splicer run") {
 		t.Errorf("splicer run with an extra argument: exit %d, stderr %q; want its usage and a failure", code, stderr)
 	}
-	// help COMMAND prints the command's options.
-	if _, stderr, _ := splicerIn(t, "help", "reload"); !strings.Contains(stderr, "Usage: splicer reload") {
-		t.Errorf("splicer help reload: %q", stderr)
+	// help COMMAND prints the command's options, where help goes: stdout.
+	if stdout, _, code := splicerIn(t, "help", "reload"); code != 0 || !strings.Contains(stdout, "Usage: splicer reload") || !strings.Contains(stdout, "--pid-file") {
+		t.Errorf("splicer help reload: exit %d, %q", code, stdout)
 	}
 	stdout, _, code := splicerIn(t, "--help")
 	if code != 0 {
@@ -252,22 +252,112 @@ func TestCheckNamesEachListenersEngine(t *testing.T) {
 	}
 }
 
-// TestCompletion: the scripts name every command, and bash accepts the
-// bash one.
-func TestCompletion(t *testing.T) {
+// TestHelp: help, help COMMAND and COMMAND --help explain, and exit 0;
+// a command splicer lacks, asked for or run, fails and lists the
+// commands there are.
+func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, shell := range []string{"bash", "zsh"} {
-		out, _, code := splicerIn(t, "completion", shell)
-		if code != 0 || !strings.Contains(out, "reload") || !strings.Contains(out, "upgrade") {
-			t.Errorf("splicer completion %s: exit %d:\n%s", shell, code, out)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help"}, "splicer run --config FILE"}, {[]string{"--help"}, "splicer run --config FILE"},
+		{[]string{"help", "run"}, "Usage: splicer run"}, {[]string{"run", "--help"}, "Usage: splicer run"},
+		{[]string{"run", "-h"}, "Usage: splicer run"}, {[]string{"help", "check"}, "Usage: splicer check"},
+		{[]string{"check", "--help"}, "Usage: splicer check"},
+	} {
+		stdout, stderr, code := splicerIn(t, c.args...)
+		if code != 0 || !strings.Contains(stdout, c.want) || !strings.Contains(stdout, "Options:\n") || stderr != "" {
+			t.Errorf("splicer %v: exit %d, stdout %q, stderr %q; want 0 and %q with the options", c.args, code, stdout, stderr, c.want)
 		}
-		if shell == "bash" {
-			cmd := exec.Command("bash", "-n")
-			cmd.Stdin = strings.NewReader(out)
-			if b, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("bash -n on the completion script: %v\n%s", err, b)
+	}
+	for _, args := range [][]string{{"help", "bogus"}, {"bogus"}, {"bogus", "--config", "x.yaml"}} {
+		stdout, stderr, code := splicerIn(t, args...)
+		if code != 2 || !strings.Contains(stderr, `unknown command "bogus"`) || stdout != "" {
+			t.Errorf("splicer %v: exit %d, stdout %q, stderr %q; want 2 and the unknown command named", args, code, stdout, stderr)
+		}
+		for _, cmd := range []string{"run", "check", "reload", "upgrade", "upstreams", "completion", "version"} {
+			if !strings.Contains(stderr, "splicer "+cmd) {
+				t.Errorf("splicer %v does not list command %s:\n%s", args, cmd, stderr)
 			}
 		}
+	}
+	if _, stderr, _ := splicerIn(t, "chek"); !strings.Contains(stderr, "did you mean check?") {
+		t.Errorf("splicer chek: %q, want check suggested", stderr)
+	}
+	if _, stderr, code := splicerIn(t, "run", "--nope"); code != 2 || !strings.Contains(stderr, "unknown flag: --nope") || !strings.Contains(stderr, "Usage: splicer run") {
+		t.Errorf("splicer run --nope: exit %d, stderr %q; want 2, the flag and run's usage", code, stderr)
+	}
+}
+
+// TestLongFlagsTakeOneDash: the single-dash long flags splicer has always
+// read still mean what they did.
+func TestLongFlagsTakeOneDash(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := splicerIn(t, "check", "-engines=false", "-config", "../../examples/tcp.yaml")
+	if code != 0 || !strings.Contains(stdout, "examples/tcp.yaml: ok") || strings.Contains(stdout, "engines on this host") {
+		t.Errorf("check -engines=false -config FILE: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if stdout, _, code := splicerIn(t, "-version"); code != 0 || !strings.HasPrefix(stdout, "splicer ") {
+		t.Errorf("splicer -version: exit %d, %q", code, stdout)
+	}
+}
+
+// TestCompletion: bash loads its script and binds it to splicer; zsh and
+// fish get theirs; the scripts ask splicer itself (cobra's __complete),
+// which offers the commands, a command's flags and help's topics.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	bin := splicerBinary(t)
+	cmd := exec.Command("bash", "-c", "source <(splicer completion bash) && complete -p splicer")
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "complete -o default -F __start_splicer splicer") {
+		t.Errorf("bash sourcing splicer completion bash: %v\n%s", err, out)
+	}
+	for shell, want := range map[string]string{"zsh": "#compdef splicer", "fish": "complete -c splicer"} {
+		if out, _, code := splicerIn(t, "completion", shell); code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "__complete") {
+			t.Errorf("splicer completion %s: exit %d:\n%s", shell, code, out)
+		}
+	}
+	if _, stderr, code := splicerIn(t, "completion", "tcsh"); code == 0 || !strings.Contains(stderr, "Usage: splicer completion bash|zsh|fish") {
+		t.Errorf("splicer completion tcsh: exit %d, stderr %q; want its usage and a failure", code, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{""}, []string{"run\t", "check\t", "reload\t", "upgrade\t", "upstreams\t", "hash-password\t", "completion\t", "help\t", "version\t"}},
+		{[]string{"upstreams", "--"}, []string{"--admin\t", "--drain\t", "--ready\t", "--json\t", "--token\t"}},
+		{[]string{"check", "--"}, []string{"--config\t", "--engines\t"}},
+		{[]string{"help", "up"}, []string{"upgrade\t", "upstreams\t"}},
+		{[]string{"completion", ""}, []string{"bash", "zsh", "fish"}},
+	} {
+		out, _, code := splicerIn(t, append([]string{"__complete"}, c.args...)...)
+		for _, w := range c.want {
+			if code != 0 || !strings.Contains(out, w) {
+				t.Errorf("splicer __complete %q: exit %d, no %q in:\n%s", c.args, code, w, out)
+			}
+		}
+	}
+}
+
+// TestCommandStaysSmall: the command's code (not its tests) stays under
+// 1,200 lines: what grows belongs in a package of its own.
+func TestCommandStaysSmall(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("*.go")
+	lines := 0
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines += bytes.Count(b, []byte("\n"))
+		}
+	}
+	if lines > 1200 {
+		t.Errorf("cmd/splicer has %d lines of code, more than 1,200", lines)
 	}
 }
 

@@ -1,69 +1,70 @@
-// splicer completion: shell completion scripts for bash and zsh.
+// splicer completion and splicer help: shell completion scripts (bash, zsh, fish) that ask the binary itself, through cobra, for commands, flags and files; and each command's help.
 
 package main
 
 import (
-	"fmt"
-	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
-const bashCompletion = `# bash completion for splicer; source it or put it in /usr/share/bash-completion/completions/splicer
-_splicer() {
-	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "%s" -- "$cur"))
-		return
-	fi
-	case "$prev" in
-	--config|-c|--pid-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-	esac
-	case "${COMP_WORDS[1]}" in
-	run) COMPREPLY=($(compgen -W "--config --pid-file" -- "$cur")) ;;
-	check) COMPREPLY=($(compgen -f -W "--config" -- "$cur")) ;;
-	reload|upgrade) COMPREPLY=($(compgen -W "--admin --config --pid-file" -- "$cur")) ;;
-	upstreams) COMPREPLY=($(compgen -W "--admin --config --token --json --drain --ready --listener --pool" -- "$cur")) ;;
-	completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
-	help) COMPREPLY=($(compgen -W "%s" -- "$cur")) ;;
-	esac
-}
-complete -F _splicer splicer
-`
+func completionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use: "completion bash|zsh|fish", Short: "print a shell completion script",
+		ValidArgs: []cobra.Completion{"bash", "zsh", "fish"},
+		Long: `Usage: splicer completion bash|zsh|fish
 
-const zshCompletion = `#compdef splicer
-# zsh completion for splicer; put it in a directory of $fpath as _splicer
-_splicer() {
-	local -a cmds
-	cmds=(%s)
-	if (( CURRENT == 2 )); then
-		_describe 'command' cmds
-		return
-	fi
-	case $words[2] in
-	run) _arguments '--config[configuration file]:file:_files' '--pid-file[pid file]:file:_files' ;;
-	check) _files ;;
-	reload|upgrade) _arguments '--admin[admin address]:address:' '--config[configuration file]:file:_files' '--pid-file[pid file]:file:_files' ;;
-	upstreams) _arguments '--admin[admin address]:address:' '--config[configuration file]:file:_files' '--token[admin token]:token:' '--json[print the JSON]' '--drain[drain a server]:address:' '--ready[make a drained server ready]:address:' '--listener[only in this listener]:name:' '--pool[only in this pool]:name:' ;;
-	completion) _values 'shell' bash zsh ;;
-	esac
+Prints a completion script for the shell: commands, their flags, and
+files where a command takes them. The script asks the splicer binary on
+PATH, so it stays right across upgrades. The packages install them; by hand:
+  splicer completion bash > /usr/share/bash-completion/completions/splicer
+  splicer completion zsh > /usr/share/zsh/vendor-completions/_splicer
+  splicer completion fish > /usr/share/fish/vendor_completions.d/splicer.fish
+or for this shell only: source <(splicer completion bash)
+`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return printUsage(c)
+			}
+			root, w := c.Root(), c.OutOrStdout()
+			switch args[0] {
+			case "bash":
+				return root.GenBashCompletionV2(w, true)
+			case "zsh":
+				return root.GenZshCompletion(w)
+			case "fish":
+				return root.GenFishCompletion(w, true)
+			}
+			return printUsage(c)
+		},
+	}
 }
-_splicer "$@"
-`
 
-func completionCmd(args []string) error {
-	if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {
-		fmt.Fprint(cur.stderr, "Usage: splicer completion bash|zsh\n\nPrints a completion script:\n  splicer completion bash > /usr/share/bash-completion/completions/splicer\n  splicer completion zsh > \"${fpath[1]}/_splicer\"\n")
-		return errSilent
+// helpCommand prints the help of the command it names, or of splicer;
+// a name splicer lacks is a usage error that lists the commands.
+func helpCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use: "help [COMMAND]", Short: "a command's options",
+		Long: "Usage: splicer help [COMMAND]\n\nPrints what COMMAND does and its options, or what splicer's commands are.\n",
+		ValidArgsFunction: func(_ *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var names []cobra.Completion
+			for _, c := range root.Commands() {
+				if len(args) == 0 && c.IsAvailableCommand() && strings.HasPrefix(c.Name(), prefix) {
+					names = append(names, cobra.CompletionWithDesc(c.Name(), c.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return root.Help()
+			}
+			c, _, err := root.Find(args)
+			if err != nil || c == root {
+				return unknownCommand(root, args[0])
+			}
+			c.InitDefaultHelpFlag()
+			return c.Help()
+		},
 	}
-	names := []string{"version", "help"}
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if args[0] == "bash" {
-		fmt.Fprintf(cur.stdout, bashCompletion, strings.Join(names, " "), strings.Join(names, " "))
-		return nil
-	}
-	fmt.Fprintf(cur.stdout, zshCompletion, strings.Join(names, " "))
-	return nil
 }

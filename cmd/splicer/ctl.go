@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,12 +14,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/splicer/splicer/internal/supervisor"
 )
 
 // control is one daemon action: its signal and its admin endpoint.
 type control struct {
 	name    string
+	short   string // one line, for completion
 	signal  syscall.Signal
 	path    string
 	help    string
@@ -28,43 +30,43 @@ type control struct {
 }
 
 var (
-	reloadCtl = control{"reload", syscall.SIGHUP, "/reload",
+	reloadCtl = control{"reload", "re-read a running daemon's configuration", syscall.SIGHUP, "/reload",
 		"Re-read the configuration file of a running 'splicer run' and apply it;\na file with errors is refused and the running setup stays.",
 		"It waits for the outcome and prints it; a refusal (with every error)\nexits 1. With --pid-file it sends SIGHUP and reads the daemon's answer\nfrom the file beside the pid file (FILE with .reload for .pid)."}
-	upgradeCtl = control{"upgrade", syscall.SIGUSR2, "/upgrade",
+	upgradeCtl = control{"upgrade", "replace a running daemon's binary", syscall.SIGUSR2, "/upgrade",
 		"Start the splicer binary now installed at the running daemon's path,\nhand it the listening sockets, and let the old process drain: no\nconnection attempt is refused.",
 		"With --admin or --config it waits for the outcome and prints it; with\n--pid-file it sends SIGUSR2 and the daemon logs the outcome."}
 )
 
-func reloadCmd(args []string) error  { return controlCmd(reloadCtl, args) }
-func upgradeCmd(args []string) error { return controlCmd(upgradeCtl, args) }
+// controlCommand reaches the daemon through its admin endpoint (named,
+// or read from its configuration), which answers with the outcome, or
+// else sends the signal to the pid in the pid file.
+func controlCommand(ctl control) *cobra.Command {
+	var adm adminFlags
+	var pidFile string
+	c := &cobra.Command{
+		Use: ctl.name, Short: ctl.short,
+		Long: fmt.Sprintf("Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n%s\n", ctl.name, ctl.help, ctl.pidHelp),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return printUsage(c)
+			}
+			return controlRun(c, ctl, adm, pidFile)
+		},
+	}
+	adm = newAdminFlags(c)
+	c.Flags().StringVar(&pidFile, "pid-file", "", "the daemon's pid file (as given to 'splicer run --pid-file'): send a signal")
+	return c
+}
 
-// controlCmd reaches the daemon through its admin endpoint (named, or read
-// from its configuration), which answers with the outcome, or else sends
-// the signal to the pid in the pid file.
-func controlCmd(c control, args []string) error {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	adm := newAdminFlags(fs)
-	pidFile := fs.String("pid-file", "", "the daemon's pid file (as given to 'splicer run --pid-file'): send a signal")
-	fs.Usage = func() {
-		fmt.Fprintf(cur.stderr, "Usage: splicer %s (--admin HOST:PORT | --config FILE | --pid-file FILE)\n\n%s\n\n", c.name, c.help)
-		fmt.Fprintf(cur.stderr, "%s\n\nOptions:\n", c.pidHelp)
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return errSilent
-	}
-	if *pidFile != "" {
-		pid, err := splicerPid(*pidFile)
+func controlRun(cmd *cobra.Command, c control, adm adminFlags, pidFile string) error {
+	if pidFile != "" {
+		pid, err := splicerPid(pidFile)
 		if err != nil {
 			return err
 		}
 		if c.signal == syscall.SIGHUP {
-			return reloadByPid(*pidFile, pid)
+			return reloadByPid(pidFile, pid)
 		}
 		return sendSignal(pid, c.signal)
 	}
@@ -74,8 +76,7 @@ func controlCmd(c control, args []string) error {
 		return err
 	}
 	if *adm.addr == "" {
-		fs.Usage()
-		return errSilent
+		return printUsage(cmd)
 	}
 	body, err := adminRequest(http.MethodPost, *adm.addr, c.path, *adm.token, supervisor.UpgradeTimeout+10*time.Second)
 	if err != nil {
@@ -149,7 +150,8 @@ func isSplicer(pid int) error {
 // --config for the file's admin address, and the token.
 type adminFlags struct{ addr, config, token *string }
 
-func newAdminFlags(fs *flag.FlagSet) adminFlags {
+func newAdminFlags(c *cobra.Command) adminFlags {
+	fs := c.Flags()
 	return adminFlags{
 		addr:   fs.String("admin", "", "the daemon's admin address (host:port)"),
 		config: fs.String("config", "", "the daemon's configuration file: its admin address is used"),

@@ -3,11 +3,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
+
+	"github.com/spf13/cobra"
 
 	"github.com/splicer/splicer/internal/buildinfo"
 	"github.com/splicer/splicer/internal/fdlimit"
@@ -31,9 +34,10 @@ Usage:
   splicer upgrade --admin ADDR   replace a running daemon's binary without refusing a connection
   splicer upstreams --admin ADDR the back-end servers and their state; --drain or --ready one
   splicer hash-password          hash a socks5 user's password (read from stdin) for the configuration
-  splicer completion bash|zsh    print a shell completion script
+  splicer schema                 print a JSON Schema of the configuration file, for editors
+  splicer completion SHELL       print a completion script for bash, zsh or fish
   splicer version                print the version (also --version)
-  splicer help COMMAND           a command's options (also COMMAND -h)
+  splicer help COMMAND           a command's options (also COMMAND --help)
 
   splicer demo, splicer bench    run splicer-bench (installed beside splicer): a lab demo,
                                  and the benchmarks against HAProxy, nginx and kernel routing
@@ -41,24 +45,11 @@ Usage:
 Examples: /etc/splicer/ or examples/ in the source (quickstart.yaml runs without root).
 `
 
-// commands maps each subcommand to its function (filled in init: the
-// completion command lists them).
-var commands map[string]func([]string) error
-
-func init() {
-	commands = map[string]func([]string) error{
-		"run":           runCmd,
-		"check":         checkCmd,
-		"reload":        reloadCmd,
-		"upgrade":       upgradeCmd,
-		"upstreams":     upstreamsCmd,
-		"hash-password": hashPasswordCmd,
-		"completion":    completionCmd,
-		"schema":        schemaCmd,
-		"demo":          func(args []string) error { return benchBinary("demo", args) },
-		"bench":         func(args []string) error { return benchBinary("bench", args) },
-	}
-}
+// helpTemplate is every command's help and usage: its text, then its
+// options.
+const helpTemplate = `{{.Long}}{{if .HasAvailableLocalFlags}}
+Options:
+{{.LocalFlags.FlagUsages}}{{end}}`
 
 func main() {
 	fdlimit.Raise()
@@ -85,24 +76,94 @@ func getenv(k string) string {
 	return v
 }
 
-// errUsage and errHelp end a command whose flags were wrong (exit 2)
-// or that was asked for its help (exit 0), once it printed so.
-var (
-	errUsage = errors.New("usage")
-	errHelp  = errors.New("help")
-)
+// errUsage ends a command that was called wrong (exit 2) once it printed
+// its usage.
+var errUsage = errors.New("usage")
 
-// parse parses args into fs, printing to the command's stderr.
-func parse(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(cur.stderr)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return errHelp
-	case err != nil:
-		return errUsage
+// usageError is a command line cmd cannot take: run prints it and cmd's
+// usage, and exits 2.
+type usageError struct {
+	cmd *cobra.Command
+	err error
+}
+
+func (u *usageError) Error() string { return u.err.Error() }
+
+// printUsage prints c's usage to stderr (cobra's Usage writes where its
+// help goes, to stdout) and returns errSilent: the command's arguments
+// were missing or extra.
+func printUsage(c *cobra.Command) error {
+	fmt.Fprint(cur.stderr, c.UsageString())
+	return errSilent
+}
+
+// newRoot builds the command tree; each run builds its own, so flags
+// start from their defaults and read the env run was given.
+func newRoot() *cobra.Command {
+	bi := buildinfo.Get()
+	root := &cobra.Command{
+		Use: "splicer", Long: usage, SilenceErrors: true, SilenceUsage: true,
+		Version: fmt.Sprintf("%s (revision %s, %s)", bi.Version, bi.Revision, bi.GoVersion),
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(c, args[0])
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, _ []string) error { printUsage(c); return errUsage },
 	}
-	return nil
+	root.SetHelpTemplate(helpTemplate)
+	root.SetUsageTemplate(helpTemplate)
+	root.SetVersionTemplate("splicer {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if a := c.Flags().Args(); c == root && len(a) > 0 {
+			return unknownCommand(root, a[0]) // what was meant for a command it lacks
+		}
+		return &usageError{c, err}
+	})
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(runCommand(), checkCommand(), controlCommand(reloadCtl), controlCommand(upgradeCtl),
+		upstreamsCommand(), hashPasswordCommand(), schemaCommand(), completionCommand(),
+		benchCommand("demo", "build a lab and push traffic through every engine and peer"),
+		benchCommand("bench", "the benchmarks against HAProxy, nginx and kernel routing"),
+		&cobra.Command{Use: "version", Short: "print the version", Args: cobra.NoArgs,
+			Run: func(c *cobra.Command, _ []string) { fmt.Fprintln(cur.stdout, "splicer", root.Version) }})
+	root.SetHelpCommand(helpCommand(root))
+	return root
+}
+
+// unknownCommand is the usage error for a command name root lacks,
+// with the names it was perhaps meant to be.
+func unknownCommand(root *cobra.Command, name string) error {
+	root.SuggestionsMinimumDistance = 2
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return &usageError{root, errors.New(msg)}
+}
+
+// longFlags rewrites the single-dash long flags splicer always took
+// (-config, -scheme, as Go's flag package reads them) to the double dash
+// cobra's flags read; -c and other one-letter flags stay as they are.
+func longFlags(root *cobra.Command, args []string) []string {
+	c, _, err := root.Find(args)
+	if err != nil || c.DisableFlagParsing {
+		return args
+	}
+	c.InitDefaultHelpFlag()
+	c.InitDefaultVersionFlag()
+	out := slices.Clone(args)
+	for i, a := range out {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && c.Flags().Lookup(name) != nil {
+			out[i] = "-" + a
+		}
+	}
+	return out
 }
 
 // run runs the command args name with e, and returns its exit code.
@@ -114,29 +175,19 @@ func run(e env, args []string) int {
 		fmt.Fprint(e.stderr, usage)
 		return 2
 	}
-	cmd, args := args[0], args[1:]
-	var err error
-	switch cmd {
-	case "version", "--version", "-version":
-		bi := buildinfo.Get()
-		fmt.Fprintf(e.stdout, "splicer %s (revision %s, %s)\n", bi.Version, bi.Revision, bi.GoVersion)
-	case "help", "-h", "--help":
-		if len(args) == 1 && commands[args[0]] != nil {
-			err = commands[args[0]]([]string{"-h"})
-			break
-		}
-		fmt.Fprint(e.stdout, usage)
-	default:
-		fn := commands[cmd]
-		if fn == nil {
-			fmt.Fprintf(e.stderr, "splicer: unknown command %q\n\n%s", cmd, usage)
-			return 2
-		}
-		err = fn(args)
-	}
+	root := newRoot()
+	root.SetArgs(longFlags(root, args))
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	err := root.Execute()
+	var ue *usageError
 	switch {
-	case err == nil, errors.Is(err, errHelp):
+	case err == nil:
 		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "splicer: %v\n\n", ue.err)
+		printUsage(ue.cmd)
+		return 2
 	case errors.Is(err, errUsage):
 		return 2
 	case err != errSilent:

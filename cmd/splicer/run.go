@@ -3,18 +3,16 @@
 package main
 
 import (
-	"flag"
-	"fmt"
+	"github.com/spf13/cobra"
 
 	"github.com/splicer/splicer/internal/supervisor"
 )
 
-func runCmd(args []string) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	path := fs.String("config", "", "configuration file (YAML)")
-	pidFile := fs.String("pid-file", "", "write the process id to this file (for 'splicer reload' and 'splicer upgrade')")
-	fs.Usage = func() {
-		fmt.Fprint(cur.stderr, `Usage: splicer run --config FILE [--pid-file FILE]
+func runCommand() *cobra.Command {
+	var path, pidFile string
+	c := &cobra.Command{
+		Use: "run --config FILE", Short: "run the forwarder",
+		Long: `Usage: splicer run --config FILE [--pid-file FILE]
 
 Starts every listener of FILE. Logs are structured (log.format: text|json).
 With admin set, GET /metrics serves Prometheus metrics, GET /flows the open
@@ -54,14 +52,15 @@ same directory adopts them (/flows lists them as adopted).
 
 Under systemd (Type=notify) it reports readiness, reloads and the new main
 process of an upgrade. See examples/ for configurations.
-`)
+`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if path == "" || len(args) > 0 {
+				return printUsage(c)
+			}
+			return supervisor.Run(path, pidFile, cur.getenv)
+		},
 	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *path == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return errSilent
-	}
-	return supervisor.Run(*path, *pidFile, cur.getenv)
+	c.Flags().StringVar(&path, "config", "", "configuration file (YAML)")
+	c.Flags().StringVar(&pidFile, "pid-file", "", "write the process id to this file (for 'splicer reload' and 'splicer upgrade')")
+	return c
 }

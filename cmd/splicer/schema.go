@@ -3,18 +3,18 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/splicer/splicer/internal/config"
 )
 
-func schemaCmd(args []string) error {
-	fs := flag.NewFlagSet("schema", flag.ExitOnError)
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, `Usage: splicer schema > splicer.schema.json
+func schemaCommand() *cobra.Command {
+	return &cobra.Command{
+		Use: "schema", Short: "print a JSON Schema of the configuration file",
+		Long: `Usage: splicer schema > splicer.schema.json
 
 Prints a JSON Schema (draft 2020-12) of the configuration file: every key,
 its type and default, and the values of the enumerated keys (the engines
@@ -23,14 +23,14 @@ flag mistakes as you type, e.g. with yaml-language-server:
   # yaml-language-server: $schema=splicer.schema.json
 splicer check validates a file fully. docs/configuration.md describes
 every key.
-`)
+`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return printUsage(c)
+			}
+			return writeSchema(cur.stdout)
+		},
 	}
-	fs.Parse(args)
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return errSilent
-	}
-	return writeSchema(os.Stdout)
 }
 
 // writeSchema writes the schema and a final newline to w.

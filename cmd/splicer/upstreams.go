@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,19 +12,23 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/splicer/splicer/forwarder"
 )
 
-func upstreamsCmd(args []string) error {
-	fs := flag.NewFlagSet("upstreams", flag.ContinueOnError)
-	adm := newAdminFlags(fs)
-	asJSON := fs.Bool("json", false, "print the admin endpoint's JSON as it came")
-	drain := fs.String("drain", "", "drain the back-end server at `HOST:PORT`: it gets no new connections or requests")
-	ready := fs.String("ready", "", "make a drained back-end server at `HOST:PORT` take connections and requests again")
-	listener := fs.String("listener", "", "with --drain or --ready: only in this listener (default: every one that has the server)")
-	pool := fs.String("pool", "", "with --drain or --ready: only in this pool (\"upstream\" for a tcp or filter listener's list)")
-	fs.Usage = func() {
-		fmt.Fprint(cur.stderr, `Usage: splicer upstreams (--admin HOST:PORT | --config FILE) [--json]
+// upstreamsFlags are splicer upstreams' flags.
+type upstreamsFlags struct {
+	adminFlags
+	asJSON                       bool
+	drain, ready, listener, pool string
+}
+
+func upstreamsCommand() *cobra.Command {
+	var f upstreamsFlags
+	c := &cobra.Command{
+		Use: "upstreams", Short: "the back-end servers and their state; drain or ready one",
+		Long: `Usage: splicer upstreams (--admin HOST:PORT | --config FILE) [--json]
        splicer upstreams (--admin HOST:PORT | --config FILE) (--drain | --ready) HOST:PORT [--listener NAME] [--pool NAME]
 
 Print every back-end server of a running daemon's listeners (http-reverse's
@@ -40,49 +43,57 @@ carries now (which max_conns bounds).
 new ones go to the others. --ready puts it back. The state outlives a
 reload and an upgrade, not a restart (weight: 0 in the file drains for
 good).
+`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return printUsage(c)
+			}
+			if err := f.resolve(); err != nil {
+				return err
+			}
+			if *f.addr == "" {
+				return printUsage(c)
+			}
+			return f.run()
+		},
+	}
+	f.adminFlags = newAdminFlags(c)
+	fs := c.Flags()
+	fs.BoolVar(&f.asJSON, "json", false, "print the admin endpoint's JSON as it came")
+	fs.StringVar(&f.drain, "drain", "", "drain the back-end server at HOST:PORT: it gets no new connections or requests")
+	fs.StringVar(&f.ready, "ready", "", "make a drained back-end server at HOST:PORT take connections and requests again")
+	fs.StringVar(&f.listener, "listener", "", "with --drain or --ready: only in this listener (default: every one that has the server)")
+	fs.StringVar(&f.pool, "pool", "", "with --drain or --ready: only in this pool (\"upstream\" for a tcp or filter listener's list)")
+	return c
+}
 
-Options:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return errSilent
-	}
-	if err := adm.resolve(); err != nil {
-		return err
-	}
-	if *adm.addr == "" {
-		fs.Usage()
-		return errSilent
-	}
-	if *drain != "" && *ready != "" {
+// run prints the daemon's back-end servers, or drains or readies
+// one.
+func (f *upstreamsFlags) run() error {
+	if f.drain != "" && f.ready != "" {
 		return errors.New("--drain and --ready: give one")
 	}
 	method, path := http.MethodGet, "/upstreams"
-	if server, on := *drain+*ready, *drain != ""; server != "" {
+	if server, on := f.drain+f.ready, f.drain != ""; server != "" {
 		q := url.Values{"server": {server}}
-		if *listener != "" {
-			q.Set("listener", *listener)
+		if f.listener != "" {
+			q.Set("listener", f.listener)
 		}
-		if *pool != "" {
-			q.Set("pool", *pool)
+		if f.pool != "" {
+			q.Set("pool", f.pool)
 		}
 		method, path = http.MethodPost, "/upstreams/ready?"+q.Encode()
 		if on {
 			path = "/upstreams/drain?" + q.Encode()
 		}
-	} else if *listener != "" || *pool != "" {
+	} else if f.listener != "" || f.pool != "" {
 		return errors.New("--listener and --pool go with --drain or --ready")
 	}
-	body, err := adminRequest(method, *adm.addr, path, *adm.token, 10*time.Second)
+	body, err := adminRequest(method, *f.addr, path, *f.token, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if f.asJSON {
 		_, err := cur.stdout.Write(body)
 		return err
 	}

@@ -1,4 +1,4 @@
-// Tests of the filter section: patterns parse, bad patterns and a missing upstream are reported on their lines.
+// Tests of the filter section: patterns parse, bad patterns and a missing upstream are reported on their lines; and of the http section a filter listener reads.
 
 package config
 
@@ -53,4 +53,38 @@ func TestFilterSectionErrors(t *testing.T) {
 			t.Errorf("error %d = %v, want line %d, %s, containing %q", i, e, w.line, w.path, w.text)
 		}
 	}
+}
+
+// TestFilterHTTPSection: a filter listener's http section is checked as
+// the HTTP kinds' are, and the keys the filter would ignore are refused,
+// each error naming its key; the keys it reads are taken.
+func TestFilterHTTPSection(t *testing.T) {
+	head := []string{"listeners:", "  - name: f", "    listen: ':1'", "    proxy: filter", "    upstream: ['h:1']", "    http:"}
+	cfg := mustParse(t, lines(append(head, "      header_timeout: 2s", "      max_headers: 50", "      max_body_bytes: 1MiB")...))
+	if h := cfg.Listeners[0].HTTP; h == nil || h.HeaderTimeout.Std() != 2e9 || h.MaxHeaders != 50 || h.MaxBodyBytes != 1<<20 {
+		t.Errorf("filter's http section = %+v", h)
+	}
+	checkErrors(t, parseErrors(t, lines(append(head,
+		"      header_timeout: 0",
+		"      request_timeout: -1s",
+		"      max_headers: 0",
+		"      max_header_bytes: 0",
+		"      connect_ports: [443]",
+		"      body_min_rate: 100",
+		"      trusted_proxies: [10.0.0.0/8]",
+		"      cache_bytes: 1MiB",
+		"      body_timeout: soon",
+		"      keepalive_timout: 5s",
+	)...)), []wantErr{
+		{7, "listeners[0].http.header_timeout", "must be greater than 0"},
+		{8, "listeners[0].http.request_timeout", "must not be negative"},
+		{9, "listeners[0].http.max_headers", "must be greater than 0"},
+		{10, "listeners[0].http.max_header_bytes", "must be greater than 0"},
+		{11, "listeners[0].http.connect_ports", "connect_ports is not used by proxy filter (it is for: [http-forward])"},
+		{12, "listeners[0].http.body_min_rate", "body_min_rate is not used by proxy filter"},
+		{13, "listeners[0].http.trusted_proxies", "trusted_proxies is not used by proxy filter (it is for: [http-reverse])"},
+		{14, "listeners[0].http.cache_bytes", "cache_bytes is not used by proxy filter"},
+		{15, "listeners[0].http.body_timeout", `invalid duration "soon"`},
+		{16, "listeners[0].http.keepalive_timout", `unknown key "keepalive_timout"`},
+	})
 }
