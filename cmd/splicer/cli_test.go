@@ -374,3 +374,18 @@ func TestCheckSaysTLSPath(t *testing.T) {
 		t.Errorf("check of a listener without tls: stdout %q, want no tls line", stdout)
 	}
 }
+
+// TestHelpHidesTheToken: the admin token in the environment is a secret;
+// a command's help must not print it as the --token default.
+func TestHelpHidesTheToken(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret-token-value"
+	for _, cmd := range []string{"reload", "upgrade", "upstreams"} {
+		var out, errOut bytes.Buffer
+		getenv := func(k string) (string, bool) { return secret, k == "SPLICER_ADMIN_TOKEN" }
+		run(env{stdout: &out, stderr: &errOut, getenv: getenv}, []string{cmd, "--help"})
+		if strings.Contains(out.String()+errOut.String(), secret) {
+			t.Errorf("splicer %s --help prints the token from $SPLICER_ADMIN_TOKEN", cmd)
+		}
+	}
+}

@@ -155,13 +155,17 @@ func newAdminFlags(c *cobra.Command) adminFlags {
 	return adminFlags{
 		addr:   fs.String("admin", "", "the daemon's admin address (host:port)"),
 		config: fs.String("config", "", "the daemon's configuration file: its admin address is used"),
-		token:  fs.String("token", getenv("SPLICER_ADMIN_TOKEN"), "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)"),
+		// The default is read in resolve, not here: help must never print a secret.
+		token: fs.String("token", "", "the admin_token, if the daemon has one (default $SPLICER_ADMIN_TOKEN; with --config, the file's)"),
 	}
 }
 
 // resolve takes the admin address, and the token unless one was given,
 // from the --config file, if one was named.
 func (a adminFlags) resolve() error {
+	if *a.token == "" {
+		*a.token = getenv("SPLICER_ADMIN_TOKEN")
+	}
 	if *a.config == "" {
 		return nil
 	}
