@@ -197,7 +197,8 @@ func (c *Conn) interrupt() {
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c.up.idle = false
 	c.upFailed = false
-	c.head = appendRequestHead(c.head[:0], req, c.upgrade)
+	c.up.closing = c.closesUpstream(req)
+	c.head = appendRequestHead(c.head[:0], req, c.upgrade, c.up.closing)
 	c.up.dl.refresh(c.upIdle(), &c.stopped)
 	if requestBody(req) == bodyNone && c.up.r.Buffered() == 0 && c.up.in.rc != nil {
 		// The head goes with the first read of the response: one wait,
@@ -220,6 +221,17 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 	resp, err := c.readResponse(ctx, req)
 	c.up.in.send = nil // sent, unless the read failed first
 	return resp, c.upstreamTimedOut(err)
+}
+
+// closesUpstream reports whether req asks the server to close the
+// connection after its response: when the client asked to close its own
+// and the upstream connection could go nowhere after it. With a Pool it
+// asks for keep-alive instead, and the connection goes to the pool once
+// the response was read whole, as HAProxy's http-reuse does: a client
+// that opens a connection per request then costs the proxy no upstream
+// connect and close per request, nor the server its accept.
+func (c *Conn) closesUpstream(req *http.Request) bool {
+	return req.Close && (c.Pool == nil || c.up.tls != nil)
 }
 
 // UpstreamFailed reports whether the last RoundTrip failed by its
@@ -247,7 +259,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	kind := responseBody(req, resp)
 	c.up.unframed = req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 	keep = !req.Close && kind != bodyUntilClose
-	upKeep := keep && !resp.Close
+	upKeep := !c.up.closing && kind != bodyUntilClose && !resp.Close
 	head := appendResponseHead(c.head[:0], req, resp, kind, keep)
 	c.head = head
 	if kind == bodyLength && capture <= 0 && c.up.in.rc != nil &&

@@ -50,6 +50,9 @@ type upstream struct {
 	// the head, so the connection is checked for stray bytes before it
 	// carries another request, however fresh (keptUsable).
 	unframed bool
+	// closing: the request on it asked the server to close the
+	// connection after the response (closesUpstream), so it is not kept.
+	closing bool
 	// doubtful: the last response's framing is in doubt (both
 	// Content-Length and Transfer-Encoding): the connection is closed
 	// after it, never kept.
