@@ -83,6 +83,8 @@ type Conn struct {
 	// mem, if not nil, is where each request and response is built, in
 	// the memory of the last ones (see Reuse).
 	mem *exchangeMem
+	// pooled is the memory c took from connMems, given back by release.
+	pooled *connMem
 	// requests counts the request heads read.
 	requests int
 	// stopped is set when the pair is interrupted: its upstream may carry
@@ -124,6 +126,9 @@ type Conn struct {
 	clientIn idleReader // what client reads from
 	clientDL idleDeadline
 	up       *upstream
+	// upMem is where attach builds the current upstream, which up points
+	// to: one at a time, none kept past Close.
+	upMem upstream
 	// upIn and upR read every upstream of the connection in turn: one
 	// buffer, reset for each new upstream (its last one left none unread).
 	upIn idleReader
@@ -148,7 +153,11 @@ func (c *Conn) Splice(ctx context.Context, opts engine.Options) (engine.Result, 
 // clones it (strings.Clone). Formatting one into a log line or an error
 // while the exchange lives is no keeping.
 func (c *Conn) Reuse() {
-	if c.mem == nil {
+	switch {
+	case c.mem != nil:
+	case c.pooled != nil:
+		c.mem = &c.pooled.ex
+	default:
 		c.mem = new(exchangeMem)
 	}
 }
@@ -179,7 +188,7 @@ func NewConnOn(s proxy.Session, client net.Conn, lim Limits, idle time.Duration)
 	c.clientIn.full = c.clientW.full
 	c.clientW.use(client, c.clientIn.rc)
 	c.stop.done = make(chan struct{})
-	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
+	c.takeMem()
 	return c
 }
 

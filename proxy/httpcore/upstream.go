@@ -174,7 +174,8 @@ func (c *Conn) upstreamTLS(key string) *tls.Config {
 // connection's one upstream reader: through tc, its TLS connection, if
 // not nil.
 func (c *Conn) attach(key string, conn *net.TCPConn, tc *tls.Conn, place Place, reused bool) {
-	c.up = &upstream{key: key, conn: conn, tls: tc, in: &c.upIn, place: place, counted: place != nil, reused: reused}
+	c.upMem = upstream{key: key, conn: conn, tls: tc, in: &c.upIn, place: place, counted: place != nil, reused: reused}
+	c.up = &c.upMem
 	c.up.dl.conn = conn
 	c.upIn = idleReader{dl: &c.up.dl, conn: c.up.net(), idle: c.responseIdle(), stopped: &c.stopped, pair: c.S.Pair()}
 	if rc, err := conn.SyscallConn(); err == nil && tc == nil {
