@@ -96,6 +96,10 @@ type Conn struct {
 	pace bodyPace
 	// clientDeadline: ReadRequest left a read deadline on the client.
 	clientDeadline bool
+	// firstCtx and firstBy are ReadRequest's context and the first
+	// request's deadline while it waits for that request (waitFirst).
+	firstCtx context.Context
+	firstBy  time.Time
 	// sendingBody: a request body goes upstream (upIdle).
 	sendingBody bool
 	// upFailed: the upstream, not the client, failed the last
