@@ -78,13 +78,17 @@ func StripHopByHop(h http.Header) {
 // framing and connection handling. The caller may have changed req.Header
 // (forwarding headers) before.
 func requestHead(req *http.Request, upgrade string) []byte {
-	return appendRequestHead(nil, req, upgrade)
+	return appendRequestHead(nil, req, upgrade, req.Close)
 }
 
 // appendRequestHead appends requestHead's head to b, written directly:
 // cloning, stripping and sorting the header map through http.Header.Write
 // was a measurable share of a small request's cost.
-func appendRequestHead(b []byte, req *http.Request, upgrade string) []byte {
+// closeUp asks the server to close the connection after its response:
+// Connection is hop-by-hop, and a proxy that keeps upstream connections
+// for other clients asks for keep-alive whatever the client asked for
+// (closeUpstream).
+func appendRequestHead(b []byte, req *http.Request, upgrade string, closeUp bool) []byte {
 	var extra [3]headField
 	framing := extra[:0]
 	switch requestBody(req) {
@@ -96,7 +100,7 @@ func appendRequestHead(b []byte, req *http.Request, upgrade string) []byte {
 	switch {
 	case upgrade != "":
 		framing = append(framing, headField{name: "Connection", value: "Upgrade"}, headField{name: "Upgrade", value: upgrade})
-	case req.Close:
+	case closeUp:
 		framing = append(framing, headField{name: "Connection", value: "close"})
 	case req.ProtoMinor == 0:
 		framing = append(framing, headField{name: "Connection", value: "keep-alive"})

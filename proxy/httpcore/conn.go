@@ -83,6 +83,8 @@ type Conn struct {
 	// mem, if not nil, is where each request and response is built, in
 	// the memory of the last ones (see Reuse).
 	mem *exchangeMem
+	// pooled is the memory c took from connMems, given back by release.
+	pooled *connMem
 	// requests counts the request heads read.
 	requests int
 	// stopped is set when the pair is interrupted: its upstream may carry
@@ -94,6 +96,10 @@ type Conn struct {
 	pace bodyPace
 	// clientDeadline: ReadRequest left a read deadline on the client.
 	clientDeadline bool
+	// firstCtx and firstBy are ReadRequest's context and the first
+	// request's deadline while it waits for that request (waitFirst).
+	firstCtx context.Context
+	firstBy  time.Time
 	// sendingBody: a request body goes upstream (upIdle).
 	sendingBody bool
 	// upFailed: the upstream, not the client, failed the last
@@ -124,6 +130,9 @@ type Conn struct {
 	clientIn idleReader // what client reads from
 	clientDL idleDeadline
 	up       *upstream
+	// upMem is where attach builds the current upstream, which up points
+	// to: one at a time, none kept past Close.
+	upMem upstream
 	// upIn and upR read every upstream of the connection in turn: one
 	// buffer, reset for each new upstream (its last one left none unread).
 	upIn idleReader
@@ -148,7 +157,11 @@ func (c *Conn) Splice(ctx context.Context, opts engine.Options) (engine.Result, 
 // clones it (strings.Clone). Formatting one into a log line or an error
 // while the exchange lives is no keeping.
 func (c *Conn) Reuse() {
-	if c.mem == nil {
+	switch {
+	case c.mem != nil:
+	case c.pooled != nil:
+		c.mem = &c.pooled.ex
+	default:
 		c.mem = new(exchangeMem)
 	}
 }
@@ -179,7 +192,7 @@ func NewConnOn(s proxy.Session, client net.Conn, lim Limits, idle time.Duration)
 	c.clientIn.full = c.clientW.full
 	c.clientW.use(client, c.clientIn.rc)
 	c.stop.done = make(chan struct{})
-	c.client = bufio.NewReaderSize(&c.clientIn, readerSize)
+	c.takeMem()
 	return c
 }
 
@@ -197,7 +210,8 @@ func (c *Conn) interrupt() {
 func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
 	c.up.idle = false
 	c.upFailed = false
-	c.head = appendRequestHead(c.head[:0], req, c.upgrade)
+	c.up.closing = c.closesUpstream(req)
+	c.head = appendRequestHead(c.head[:0], req, c.upgrade, c.up.closing)
 	c.up.dl.refresh(c.upIdle(), &c.stopped)
 	if requestBody(req) == bodyNone && c.up.r.Buffered() == 0 && c.up.in.rc != nil {
 		// The head goes with the first read of the response: one wait,
@@ -220,6 +234,17 @@ func (c *Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Response
 	resp, err := c.readResponse(ctx, req)
 	c.up.in.send = nil // sent, unless the read failed first
 	return resp, c.upstreamTimedOut(err)
+}
+
+// closesUpstream reports whether req asks the server to close the
+// connection after its response: when the client asked to close its own
+// and the upstream connection could go nowhere after it. With a Pool it
+// asks for keep-alive instead, and the connection goes to the pool once
+// the response was read whole, as HAProxy's http-reuse does: a client
+// that opens a connection per request then costs the proxy no upstream
+// connect and close per request, nor the server its accept.
+func (c *Conn) closesUpstream(req *http.Request) bool {
+	return req.Close && (c.Pool == nil || c.up.tls != nil)
 }
 
 // UpstreamFailed reports whether the last RoundTrip failed by its
@@ -247,7 +272,7 @@ func (c *Conn) Relay(ctx context.Context, req *http.Request, resp *http.Response
 	kind := responseBody(req, resp)
 	c.up.unframed = req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 	keep = !req.Close && kind != bodyUntilClose
-	upKeep := keep && !resp.Close
+	upKeep := !c.up.closing && kind != bodyUntilClose && !resp.Close
 	head := appendResponseHead(c.head[:0], req, resp, kind, keep)
 	c.head = head
 	if kind == bodyLength && capture <= 0 && c.up.in.rc != nil &&

@@ -226,12 +226,17 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 			return nil, errors.Join(ErrNoRequest, err)
 		}
 	} else {
-		if first.IsZero() && !c.clientDeadline {
-			c.clientDL.refresh(c.clientIdle(), &c.stopped)
+		if c.served || c.clientIn.rc == nil {
+			c.clientWait(ctx, first)
 		} else {
-			c.setClientDeadline(ctx, c.clientIdle(), first)
+			// A new connection's request usually came with the
+			// handshake's last ACK: the wait is readied only if the
+			// read finds nothing (waitFirst).
+			c.firstCtx, c.firstBy, c.clientIn.wait = ctx, first, c.waitFirst
 		}
-		if _, err := c.peekUnlessStopping(); err != nil {
+		_, err := c.peekUnlessStopping()
+		c.firstCtx, c.clientIn.wait = nil, nil
+		if err != nil {
 			return nil, errors.Join(ErrNoRequest, err)
 		}
 	}
@@ -284,6 +289,24 @@ func (c *Conn) ReadRequest(ctx context.Context) (*http.Request, error) {
 	return req, nil
 }
 
+// clientWait readies a wait for the client's next request: the
+// deadline (the keep-alive bound, and request_timeout's for the first
+// request, by first) and the watch for a graceful shutdown.
+func (c *Conn) clientWait(ctx context.Context, first time.Time) {
+	if first.IsZero() && !c.clientDeadline {
+		c.clientDL.refresh(c.clientIdle(), &c.stopped)
+	} else {
+		c.setClientDeadline(ctx, c.clientIdle(), first)
+	}
+	c.watchOnce()
+}
+
+// waitFirst is clientWait for the first request, run by the client's raw
+// read once it found nothing and is about to wait (idleReader.wait): a
+// client that sent its request with the handshake costs no deadline (two
+// timer updates) and no goroutine (watchStopping).
+func (c *Conn) waitFirst() { c.clientWait(c.firstCtx, c.firstBy) }
+
 // setClientDeadline bounds the next client read by d from now (0: no bound)
 // and by limit (zero: none), unless ctx is done, in which case the read
 // must fail at once.
@@ -331,10 +354,6 @@ func (c *Conn) peekUnlessStopping() ([]byte, error) {
 		return nil, errStopping
 	}
 	w.waiting = true
-	if !w.watched {
-		w.watched = true
-		go c.watchStopping()
-	}
 	w.mu.Unlock()
 	b, err := c.client.Peek(1)
 	w.mu.Lock()
@@ -347,6 +366,17 @@ func (c *Conn) peekUnlessStopping() ([]byte, error) {
 	}
 	w.mu.Unlock()
 	return b, err
+}
+
+// watchOnce starts watchStopping unless it runs already.
+func (c *Conn) watchOnce() {
+	w := &c.stop
+	w.mu.Lock()
+	if !w.watched {
+		w.watched = true
+		go c.watchStopping()
+	}
+	w.mu.Unlock()
 }
 
 // stopWatch is what a connection's watchStopping and its reader share.

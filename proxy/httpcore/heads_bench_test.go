@@ -22,7 +22,7 @@ func BenchmarkAppendHeads(b *testing.B) {
 	b.Run("request", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			buf = appendRequestHead(buf[:0], req, "")
+			buf = appendRequestHead(buf[:0], req, "", req.Close)
 		}
 	})
 	b.Run("response", func(b *testing.B) {

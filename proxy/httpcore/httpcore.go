@@ -145,6 +145,7 @@ var ErrNoRequest = errors.New("no request")
 func Serve(ctx context.Context, c *Conn, handle func(ctx context.Context, req *http.Request) (keep bool, err error)) error {
 	stop := context.AfterFunc(ctx, c.interrupt)
 	defer stop()
+	defer c.release()
 	defer close(c.stop.done)
 	defer c.Close()
 	for {
@@ -167,6 +168,9 @@ func (c *Conn) finish(ctx context.Context, err error) error {
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if err == nil {
+		return nil // a client that asked to close: the variable below would cost it an allocation
 	}
 	var se *StatusError
 	switch {

@@ -97,6 +97,10 @@ type idleReader struct {
 	// full, if not nil, runs before what the socket did not take of send
 	// and send2 goes the ordinary way: the peer is not reading.
 	full func()
+	// wait, if not nil, runs before a raw read first waits, which may
+	// set the deadline the wait needs (the runtime's wait honours a
+	// deadline set before it); the caller unsets it.
+	wait func()
 	rc   syscall.RawConn
 	pair *engine.Pair
 	raw  rawStep
@@ -303,6 +307,10 @@ func (r *idleReader) rawStep(fd uintptr) bool {
 			if r.noWait && st.send == nil && st.send2 == nil {
 				st.rerr = errNothingYet
 				return true
+			}
+			if wait := r.wait; wait != nil {
+				r.wait = nil
+				wait()
 			}
 			return false
 		}

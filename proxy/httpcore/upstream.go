@@ -50,6 +50,9 @@ type upstream struct {
 	// the head, so the connection is checked for stray bytes before it
 	// carries another request, however fresh (keptUsable).
 	unframed bool
+	// closing: the request on it asked the server to close the
+	// connection after the response (closesUpstream), so it is not kept.
+	closing bool
 	// doubtful: the last response's framing is in doubt (both
 	// Content-Length and Transfer-Encoding): the connection is closed
 	// after it, never kept.
@@ -171,7 +174,8 @@ func (c *Conn) upstreamTLS(key string) *tls.Config {
 // connection's one upstream reader: through tc, its TLS connection, if
 // not nil.
 func (c *Conn) attach(key string, conn *net.TCPConn, tc *tls.Conn, place Place, reused bool) {
-	c.up = &upstream{key: key, conn: conn, tls: tc, in: &c.upIn, place: place, counted: place != nil, reused: reused}
+	c.upMem = upstream{key: key, conn: conn, tls: tc, in: &c.upIn, place: place, counted: place != nil, reused: reused}
+	c.up = &c.upMem
 	c.up.dl.conn = conn
 	c.upIn = idleReader{dl: &c.up.dl, conn: c.up.net(), idle: c.responseIdle(), stopped: &c.stopped, pair: c.S.Pair()}
 	if rc, err := conn.SyscallConn(); err == nil && tc == nil {

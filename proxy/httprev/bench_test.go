@@ -1,4 +1,4 @@
-// Go benchmark of the HTTP request path on loopback: GETs over one keep-alive connection through http-reverse, 1 KiB to 1 MiB (profile it with -cpuprofile).
+// Go benchmark of the HTTP request path on loopback: GETs over one keep-alive connection through http-reverse, 1 KiB to 1 MiB, and a connection per request (profile it with -cpuprofile).
 
 package httprev_test
 
@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,42 @@ func BenchmarkHTTPReverse1KiB(b *testing.B) { benchReverse(b, 1<<10) }
 func BenchmarkHTTPReverse(b *testing.B) {
 	for _, size := range []int64{1 << 10, 10 << 10, 64 << 10, 100 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchReverse(b, size) })
+	}
+}
+
+// BenchmarkHTTPReverseConnClose is a client that opens a connection per
+// request (Connection: close, as wrk -H 'Connection: close'): a 1 KiB GET
+// on a new connection each time, read to the proxy's close. Its
+// allocations are the whole process's, the client's dial included.
+func BenchmarkHTTPReverseConnClose(b *testing.B) {
+	body := strings.Repeat("x", 1<<10)
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: application/octet-stream\r\n\r\n" + body)
+	up := fwdtest.RawBackend(b, func(c net.Conn) { fwdtest.AnswerEveryHead(c, resp) })
+	f := fwdtest.ReverseProxy(b, "copy", "", up)
+	addr := f.Addr("rev").String()
+	req := []byte("GET /obj/1024 HTTP/1.1\r\nHost: app.example\r\nUser-Agent: wrk\r\nConnection: close\r\n\r\n")
+	buf := make([]byte, 4<<10)
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b)()
+	for range b.N {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for err == nil {
+			var k int
+			k, err = c.Read(buf[n:])
+			n += k
+		}
+		c.Close()
+		if err != io.EOF || n < len(resp) {
+			b.Fatalf("%d bytes, then %v; want the response and EOF", n, err)
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -219,10 +220,12 @@ func (p *Proxy) Serve(ctx context.Context, s proxy.Session) error {
 	if p.upTLS.any() {
 		c.UpstreamTLS = p.upTLS.config
 	}
-	c.Reuse()                       // handle keeps no request or response past its exchange
-	fwd := forwarding{proto: proto} // the forwarding fields' values, each request's in turn
+	c.Reuse()               // handle keeps no request or response past its exchange
+	fwd := takeForwarding() // the forwarding fields' values, each request's in turn
+	defer fwd.release()
+	fwd.proto = proto
 	return httpcore.Serve(ctx, c, func(ctx context.Context, req *http.Request) (bool, error) {
-		return p.handle(ctx, c, req, &fwd)
+		return p.handle(ctx, c, req, fwd)
 	})
 }
 
@@ -391,6 +394,26 @@ type forwarding struct {
 	// proto is how the client reached the proxy: "http" (or ""), or
 	// "https" through TLS the proxy terminated.
 	proto string
+}
+
+// forwardings keeps the forwarding memory of ended client connections
+// for new ones: a client that opens a connection per request would
+// otherwise grow a new text for each request.
+var forwardings = sync.Pool{New: func() any { return new(forwarding) }}
+
+// takeForwarding returns a client connection's forwarding memory, its
+// proto unset.
+func takeForwarding() *forwarding { return forwardings.Get().(*forwarding) }
+
+// release gives fw back to forwardings once its connection's requests
+// are done; a text grown by an unusual host is not kept.
+func (fw *forwarding) release() {
+	text := fw.text[:0]
+	if cap(text) > 1<<10 {
+		text = nil
+	}
+	*fw = forwarding{text: text}
+	forwardings.Put(fw)
 }
 
 // scheme is the proto parameter's value: fw.proto, "http" when unset.

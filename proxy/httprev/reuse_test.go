@@ -344,3 +344,46 @@ func TestProxyProtocolConnectionsPrivate(t *testing.T) {
 		t.Errorf("headers by upstream connection %v, want %v", headers, want)
 	}
 }
+
+// TestUpstreamPoolConnectionClose: clients that open a connection per
+// request (Connection: close, or HTTP/1.0 without keep-alive) are each
+// answered and closed, while their requests go out with keep-alive on
+// one pooled upstream connection: the server accepts it once, and no
+// request asks it to close.
+func TestUpstreamPoolConnectionClose(t *testing.T) {
+	var asked atomic.Int32 // requests that asked the server to close
+	b := newCountingBackend(t, func(c net.Conn, req *http.Request, conn, seen int) bool {
+		if req.Close {
+			asked.Add(1)
+		}
+		return false
+	})
+	f := fwdtest.ReverseProxy(t, "auto", "", b.addr)
+	for i, proto := range []string{"HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/1.1"} {
+		c := fwdtest.DialFor(t, f.Addr("rev").String(), 10*time.Second)
+		closing := "Connection: close\r\n"
+		if proto == "HTTP/1.0" {
+			closing = "" // closes unless it asks for keep-alive
+		}
+		fmt.Fprintf(c, "GET /obj/100 %s\r\nHost: app.example\r\n%s\r\n", proto, closing)
+		resp, err := io.ReadAll(c) // to the proxy's close
+		if err != nil {
+			t.Fatalf("request %d (%s): %v", i, proto, err)
+		}
+		head, body, _ := bytes.Cut(resp, []byte("\r\n\r\n"))
+		if !bytes.HasPrefix(head, []byte("HTTP/1.1 200 ")) || !bytes.Equal(body, objectBody(100)) {
+			t.Fatalf("request %d (%s): %q, want 200 and the object, then the close", i, proto, head)
+		}
+		c.Close()
+		fwdtest.WaitMetric(t, f, 1, "splicer_upstream_pool_idle", "listener", "rev", "server", b.addr)
+	}
+	if n := b.conns.Load(); n != 1 {
+		t.Errorf("server accepted %d connections for 4 closing clients, want 1 (pooled)", n)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("%d requests asked the server to close, want none", n)
+	}
+	if hits := poolCount(f, b.addr, "hit"); hits != 3 {
+		t.Errorf("%v pool hits, want 3", hits)
+	}
+}
