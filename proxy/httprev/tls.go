@@ -46,6 +46,12 @@ func newTerminator(t *config.TLS) (*terminator, error) {
 		// that offers h2 alone is refused by the handshake.
 		NextProtos:     []string{"http/1.1"},
 		GetCertificate: tt.certificate,
+		// Records of up to 16 KiB from a connection's first byte, as
+		// HAProxy and nginx send them: crypto/tls otherwise cuts its
+		// first 128 KiB into records of a segment, then two, and so on,
+		// each its own seal and its own send, for a browser's first paint
+		// at the cost of the proxy's CPU on every young connection.
+		DynamicRecordSizingDisabled: true,
 	}
 	if err := tt.keys.start(tt.cfg, t.TicketRotation()); err != nil {
 		return nil, err
