@@ -343,9 +343,7 @@ func (w *rawWriter) use(conn net.Conn, rc syscall.RawConn) {
 // how much of them went.
 func (w *rawWriter) writev(b1, b2 []byte) (int, error) {
 	if w.rc == nil {
-		bufs := net.Buffers{b1, b2}
-		n, err := bufs.WriteTo(w.conn)
-		return int(n), err
+		return writeJoined(w.conn, b1, b2)
 	}
 	w.st.send, w.st.send2 = b1, b2
 	if w.fn == nil {

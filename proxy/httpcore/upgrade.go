@@ -5,7 +5,6 @@ package httpcore
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -130,8 +129,8 @@ func (c *Conn) copyBoth() error {
 // closeWrite ends the sending side of conn, a TLS connection over sock
 // (close_notify, then FIN) or sock itself.
 func closeWrite(conn net.Conn, sock *net.TCPConn) {
-	if tc, ok := conn.(*tls.Conn); ok {
-		tc.CloseWrite()
+	if tc, ok := conn.(interface{ CloseWrite() error }); ok && conn != net.Conn(sock) {
+		tc.CloseWrite() // close_notify
 	}
 	sock.CloseWrite()
 }

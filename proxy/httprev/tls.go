@@ -46,6 +46,12 @@ func newTerminator(t *config.TLS) (*terminator, error) {
 		// that offers h2 alone is refused by the handshake.
 		NextProtos:     []string{"http/1.1"},
 		GetCertificate: tt.certificate,
+		// Records of up to 16 KiB from a connection's first byte, as
+		// HAProxy and nginx send them: crypto/tls otherwise cuts its
+		// first 128 KiB into records of a segment, then two, and so on,
+		// each its own seal and its own send, for a browser's first paint
+		// at the cost of the proxy's CPU on every young connection.
+		DynamicRecordSizingDisabled: true,
 	}
 	if err := tt.keys.start(tt.cfg, t.TicketRotation()); err != nil {
 		return nil, err
@@ -72,12 +78,12 @@ func (tt *terminator) close() { tt.keys.stop() }
 
 // handshake runs the TLS handshake with the client of s, bounded by
 // deadline (zero: none) and by ctx.
-func (tt *terminator) handshake(ctx context.Context, s proxy.Session, deadline time.Time) (*tls.Conn, error) {
+func (tt *terminator) handshake(ctx context.Context, s proxy.Session, deadline time.Time) (*batchedTLS, error) {
 	raw := s.Pair().Client
 	if !deadline.IsZero() {
 		raw.SetDeadline(deadline)
 	}
-	tc := tls.Server(raw, tt.cfg)
+	tc := newBatchedTLS(raw, tt.cfg)
 	err := tc.HandshakeContext(ctx)
 	raw.SetDeadline(time.Time{})
 	if err != nil {
@@ -98,7 +104,7 @@ func handshakeFailed(err error) error {
 
 // closeNotify tells the client of s, within a second, that no more
 // comes (TLS close_notify); the socket is the forwarder's to close.
-func (tt *terminator) closeNotify(s proxy.Session, tc *tls.Conn) {
+func (tt *terminator) closeNotify(s proxy.Session, tc *batchedTLS) {
 	s.Pair().Client.SetWriteDeadline(time.Now().Add(time.Second))
 	tc.CloseWrite()
 }

@@ -22,6 +22,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(records(buildHello(sniExt("a.test"), echExt(), alpnExt("\x0a\x0a", "h2"), ext{0x1a1a, nil}), 7))
 	f.Add(records(buildHello(sniExt("a.test", "b.test")), 1<<14))
 	f.Add([]byte{22, 3, 1, 0, 4, 1, 0, 0x50, 0x00})
+	f.Add(records(buildHello(append(manyExts(40), sniExt("a.test"))...), 5))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		h, got, err := tlshello.Read(bytes.NewReader(stream))
 		h1, got1, err1 := tlshello.Read(iotest.OneByteReader(bytes.NewReader(stream)))

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/cryptobyte"
@@ -102,8 +103,13 @@ func malformed(format string, args ...any) *Error {
 // gives an *Error (with the bytes read); a read error, such as the
 // client closing or a deadline passing, is returned as it is. The
 // caller bounds the wait with r's deadline.
+//
+// Each byte is looked at once however the client cuts its stream: a
+// client that sends its hello a byte per segment, in 1-byte records,
+// costs reads, not a scan of all it sent so far per read.
 func Read(r io.Reader) (*Hello, []byte, error) {
 	buf := make([]byte, 0, 2<<10)
+	var sc scanner
 	for {
 		if len(buf) == cap(buf) {
 			if cap(buf) >= MaxBytes {
@@ -115,7 +121,7 @@ func Read(r io.Reader) (*Hello, []byte, error) {
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if n > 0 {
-			msg, scanErr := Scan(buf)
+			msg, scanErr := sc.scan(buf)
 			if scanErr != nil {
 				return nil, buf, scanErr
 			}
@@ -138,10 +144,31 @@ func Read(r io.Reader) (*Hello, []byte, error) {
 // records in buf carry it whole, nil while more bytes are needed, or an
 // *Error as soon as the bytes so far cannot begin a hello of at most
 // MaxBytes. The message may span records and a record may be cut short
-// at the end of buf.
+// at the end of buf. A message within one record is a slice of buf.
 func Scan(buf []byte) ([]byte, error) {
-	var msg []byte
-	for b := buf; len(b) > 0; {
+	var sc scanner
+	return sc.scan(buf)
+}
+
+// scanner is Scan over a stream that grows between calls: it remembers
+// the records already whole, so that each call looks only at what came
+// since.
+type scanner struct {
+	// off is where the first record not yet whole starts in the stream.
+	off int
+	// msg is the handshake bytes of the whole records before off, copied
+	// out of them only when the message spans records.
+	msg []byte
+}
+
+// scan is Scan of buf, the stream so far: what an earlier call saw of it
+// is not looked at again.
+func (sc *scanner) scan(buf []byte) ([]byte, error) {
+	for {
+		b := buf[sc.off:]
+		if len(b) == 0 {
+			return nil, nil
+		}
 		if b[0] != recordTypeHandshake {
 			return nil, malformed("record type %d, not a handshake (22): not TLS", b[0])
 		}
@@ -156,33 +183,42 @@ func Scan(buf []byte) ([]byte, error) {
 			return nil, malformed("record length %d, want 1 to %d", n, maxRecord)
 		}
 		frag := b[recordHeaderLen:min(len(b), recordHeaderLen+n)]
-		msg = append(msg, frag...)
-		if done, err := helloDone(msg); err != nil {
-			return nil, err
-		} else if done {
-			return msg[:handshakeHeaderLen+helloLen(msg)], nil
+		if msg, err := sc.whole(frag); msg != nil || err != nil {
+			return msg, err
 		}
-		if len(b) < recordHeaderLen+n {
+		if len(frag) < n {
 			return nil, nil
 		}
-		b = b[recordHeaderLen+n:]
+		sc.msg = append(sc.msg, frag...)
+		sc.off += recordHeaderLen + n
 	}
-	return nil, nil
 }
 
-// helloDone reports whether msg holds a whole handshake message, or an
-// error as soon as its header is not a ClientHello's of a size that fits.
-func helloDone(msg []byte) (bool, error) {
-	if len(msg) >= 1 && msg[0] != typeClientHello {
-		return false, malformed("first handshake message of type %d, not a ClientHello (1)", msg[0])
+// whole returns the hello once the whole records' bytes (sc.msg) and
+// frag, the next record's so far, hold it; nil while they do not, or an
+// error as soon as its header is not a ClientHello's of a size that
+// fits.
+func (sc *scanner) whole(frag []byte) ([]byte, error) {
+	var hdr [handshakeHeaderLen]byte
+	k := copy(hdr[:], sc.msg)
+	k += copy(hdr[k:], frag)
+	if k >= 1 && hdr[0] != typeClientHello {
+		return nil, malformed("first handshake message of type %d, not a ClientHello (1)", hdr[0])
 	}
-	if len(msg) < handshakeHeaderLen {
-		return false, nil
+	if k < handshakeHeaderLen {
+		return nil, nil
 	}
-	if n := helloLen(msg); handshakeHeaderLen+n > MaxBytes-recordHeaderLen {
-		return false, &Error{Reason: ReasonTooLarge, Detail: fmt.Sprintf("a %d-byte message, more than fits in %d bytes", n, MaxBytes)}
+	n := handshakeHeaderLen + helloLen(hdr[:])
+	if n > MaxBytes-recordHeaderLen {
+		return nil, &Error{Reason: ReasonTooLarge, Detail: fmt.Sprintf("a %d-byte message, more than fits in %d bytes", n-handshakeHeaderLen, MaxBytes)}
 	}
-	return len(msg) >= handshakeHeaderLen+helloLen(msg), nil
+	switch {
+	case len(sc.msg)+len(frag) < n:
+		return nil, nil
+	case len(sc.msg) == 0:
+		return frag[:n], nil // in one record: no copy
+	}
+	return append(sc.msg, frag[:n-len(sc.msg)]...), nil
 }
 
 // helloLen is the length a handshake header (4 bytes at least) announces.
@@ -225,17 +261,16 @@ func Parse(msg []byte) (*Hello, error) {
 // extensions reads the extensions h routes by, each at most once, and
 // skips the others.
 func (h *Hello) extensions(exts cryptobyte.String) error {
-	seen := make(map[uint16]bool, 24)
+	var seen typeSet
 	for !exts.Empty() {
 		var typ uint16
 		var data cryptobyte.String
 		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&data) {
 			return malformed("bad extension")
 		}
-		if seen[typ] {
+		if !seen.add(typ) {
 			return malformed("extension %d twice", typ)
 		}
-		seen[typ] = true
 		var err error
 		switch typ {
 		case extServerName:
@@ -250,6 +285,44 @@ func (h *Hello) extensions(exts cryptobyte.String) error {
 		}
 	}
 	return nil
+}
+
+// typeSet is the extension types of a hello seen so far. A hello has a
+// score of extensions, which a look at each before finds faster than a
+// map, with no allocation; past typeSetSmall of them (a hello made to
+// cost, up to some 4,000) a map takes over, to keep the cost linear.
+type typeSet struct {
+	small [typeSetSmall]uint16
+	n     int
+	large map[uint16]bool
+}
+
+// typeSetSmall is how many types typeSet holds without a map: more than
+// browsers send.
+const typeSetSmall = 32
+
+// add adds typ, reporting false if it was in already.
+func (s *typeSet) add(typ uint16) bool {
+	if s.large != nil {
+		if s.large[typ] {
+			return false
+		}
+		s.large[typ] = true
+		return true
+	}
+	if slices.Contains(s.small[:s.n], typ) {
+		return false
+	}
+	if s.n < typeSetSmall {
+		s.small[s.n], s.n = typ, s.n+1
+		return true
+	}
+	s.large = make(map[uint16]bool, 2*typeSetSmall)
+	for _, t := range s.small {
+		s.large[t] = true
+	}
+	s.large[typ] = true
+	return true
 }
 
 // serverName reads a server_name extension (RFC 6066 section 3): one

@@ -86,6 +86,7 @@ func TestBuiltHellos(t *testing.T) {
 		{"other-name-type", []ext{{0, []byte{0, 6, 9, 0, 3, 'x', 'y', 'z'}}}, tlshello.Hello{}},
 		{"alpn-only", []ext{alpnExt("h2")}, tlshello.Hello{ALPN: []string{"h2"}}},
 		{"no-extensions", nil, tlshello.Hello{}},
+		{"many-extensions", append(manyExts(40), sniExt("a.test")), tlshello.Hello{ServerName: "a.test"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := buildHello(tc.exts...)
@@ -137,6 +138,7 @@ func TestRefused(t *testing.T) {
 		{"empty-alpn", records(buildHello(alpnExt("")), 1<<14)},
 		{"trailing-byte", records(trailing, 1<<14)},
 		{"extension-overruns", records(buildHello(ext{16, []byte{0, 9, 2, 'h', '2'}}), 1<<14)},
+		{"extension-twice-of-many", records(buildHello(append(manyExts(40), sniExt("a.test"), ext{0x1005, nil})...), 1<<14)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := readAll(t, tc.stream)
@@ -175,5 +177,30 @@ func TestCutShort(t *testing.T) {
 	_, got, err := tlshello.Read(bytes.NewReader(stream[:20]))
 	if !errors.Is(err, io.ErrUnexpectedEOF) || len(got) != 20 {
 		t.Fatalf("got %v after %d bytes, want unexpected EOF after 20", err, len(got))
+	}
+}
+
+// manyExts are n empty extensions of distinct unknown types, 0x1000 on.
+func manyExts(n int) []ext {
+	out := make([]ext, n)
+	for i := range out {
+		out[i] = ext{uint16(0x1000 + i), nil}
+	}
+	return out
+}
+
+// TestTrickledHelloCost: a hello trickled a byte per read in 1-byte
+// records, which a client can send to make the proxy work, is read with
+// a handful of allocations, not some for each read: what came before is
+// not scanned again.
+func TestTrickledHelloCost(t *testing.T) {
+	stream := records(buildHello(sniExt("a.test"), ext{0xffce, make([]byte, 2000)}), 1)
+	allocs := testing.AllocsPerRun(3, func() {
+		if h, _, err := tlshello.Read(iotest.OneByteReader(bytes.NewReader(stream))); err != nil || h.ServerName != "a.test" {
+			t.Fatalf("got %+v, %v", h, err)
+		}
+	})
+	if allocs > 64 {
+		t.Fatalf("%v allocations to read a %d-byte hello a byte per read, want at most 64", allocs, len(stream))
 	}
 }
