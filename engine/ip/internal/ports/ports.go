@@ -158,7 +158,13 @@ func (a *Allocator) Pick(server netip.AddrPort) (uint16, bool) {
 	if p, ok := a.lease(server); ok {
 		return p, true
 	}
-	if r := a.reclaim.Load(); r != nil && (*r)(server) {
+	// A port reclaimed here may go to a concurrent pick first: reclaim
+	// again, a few times.
+	for range reclaimTries {
+		r := a.reclaim.Load()
+		if r == nil || !(*r)(server) {
+			break
+		}
 		if p, ok := a.lease(server); ok {
 			return p, true
 		}
@@ -166,6 +172,9 @@ func (a *Allocator) Pick(server netip.AddrPort) (uint16, bool) {
 	a.exhausted.Add(1)
 	return 0, false
 }
+
+// reclaimTries bounds the reclaims of one pick.
+const reclaimTries = 4
 
 // lease picks and leases a free port toward server, if any.
 func (a *Allocator) lease(server netip.AddrPort) (uint16, bool) {
