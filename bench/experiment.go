@@ -51,9 +51,11 @@ type Settings struct {
 	ConnRateSizes []int64
 	ConnRateConns []int
 	// IPRateFor and IPRateConns are how long and with how many clients
-	// iprate opens pairs through engine ip to one upstream.
+	// iprate opens pairs through engine ip to one upstream; IPRatePorts
+	// is the size of its engines.ip.local_ports (0: the default 20,000).
 	IPRateFor   time.Duration
 	IPRateConns int
+	IPRatePorts int
 	// TLSQuick narrows tls to 1 KiB and 1 MiB on keep-alive connections
 	// (no 64 KiB, no Connection: close point).
 	TLSQuick bool

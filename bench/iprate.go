@@ -21,9 +21,11 @@ import (
 const (
 	ipratePort  = 7910
 	iprateAdmin = "127.0.0.1:9910"
-	// ipratePorts is the iprate splicer's engines.ip.local_ports, the
-	// default's 20,000 ports, apart from the main splicer's and memory's.
-	ipratePorts = "32000-51999"
+	// iprateLow starts the iprate splicer's engines.ip.local_ports,
+	// apart from the main splicer's and memory's; iprateRange is its
+	// size unless Settings.IPRatePorts says otherwise: the default's.
+	iprateLow   = 32000
+	iprateRange = 20000
 	// iprateSize is what each connection sends and reads back.
 	iprateSize = 64
 )
@@ -52,7 +54,7 @@ func IPRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	p := newProgress(s.Progress, "iprate", runs)
 	for run := 0; run < runs; run++ {
 		p.step(fmt.Sprintf("run %d: %d clients for %v", run+1, s.IPRateConns, s.IPRateFor))
-		m, err := e.iprateRun(ctx, s.IPRateFor, s.IPRateConns)
+		m, err := e.iprateRun(ctx, s.IPRateFor, s.IPRateConns, ipratePorts(s))
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -65,8 +67,17 @@ func IPRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	p.finish()
 	res.Rows = smp.rows([]string{"ip"})
-	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s: 20,000 ports, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in the client namespace to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; one run (--runs does not apply)", ipratePorts, iprateSize, s.IPRateConns, s.IPRateFor))
+	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in the client namespace to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, s.IPRateFor))
 	return res, nil
+}
+
+// ipratePorts is the iprate splicer's engines.ip.local_ports.
+func ipratePorts(s Settings) string {
+	n := s.IPRatePorts
+	if n <= 0 {
+		n = iprateRange
+	}
+	return fmt.Sprintf("%d-%d", iprateLow, iprateLow+min(n, 65535-iprateLow)-1)
 }
 
 // iprateMeasure is one run's readings.
@@ -120,13 +131,13 @@ func (m iprateMeasure) note(run int) string {
 
 // iprateRun starts the iprate splicer, runs the load through it and reads
 // what its counters moved.
-func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int) (iprateMeasure, error) {
+func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports string) (iprateMeasure, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	listen := net.JoinHostPort(e.addrs.fwd, strconv.Itoa(ipratePort))
 	cfg := fmt.Sprintf("admin: %q\nlog: {level: warn, format: text}\nshutdown_timeout: 1s\nengines: {ip: {local_ports: %s}}\nlisteners:\n"+
 		"  - {name: iprate, listen: %q, upstream: [%q], engine: ip, max_connections: 0, splice_after: 0s}\n",
-		iprateAdmin, ipratePorts, listen, e.addrs.originAddr(Echo))
+		iprateAdmin, ports, listen, e.addrs.originAddr(Echo))
 	path := filepath.Join(e.dir, "iprate.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return iprateMeasure{}, err
