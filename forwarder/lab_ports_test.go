@@ -33,8 +33,9 @@ import (
 // pair gets the other port; a third, with one port spliced and the other
 // in the datapath's TIME_WAIT, gets a kernel port outside the range
 // (and still works), which is reserved while it is spliced, with no
-// descriptor kept for it. Once the TIME_WAIT is swept, the range serves
-// again.
+// descriptor kept for it (unless that pair comes more than a second
+// after the first ended: its port may then be taken again). Once the
+// TIME_WAIT is swept, the range serves again.
 func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
 	t.Cleanup(func() { // runs after the forwarder's shutdown
@@ -88,11 +89,17 @@ func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	}
 	s1.Close()
 	readAll(t, c1)
+	ended := time.Now()
 	lf.waitClosed(t, "ports", "eof", 1)
 
 	fds = openFDs(t)
 	c3, s3 := splicedPair(t, lf, servers)
 	if p3 := upstreamPort(s3); p3 >= 45000 && p3 <= 45001 {
+		if p3 == p1 && time.Since(ended) >= time.Second {
+			// A loaded machine took over a second: the TIME_WAIT port
+			// was taken again, as it may be by then.
+			t.Skipf("the third pair was dialled %v after the first ended and took its port again", time.Since(ended))
+		}
 		t.Fatalf("the third pair got port %d from the range while one port is spliced and the other (%d) in TIME_WAIT", p3, p1)
 	}
 	// Its port is the kernel's: the engine reserves it too while the
