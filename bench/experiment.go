@@ -50,6 +50,12 @@ type Settings struct {
 	// 256 connections).
 	ConnRateSizes []int64
 	ConnRateConns []int
+	// IPRateFor and IPRateConns are how long and with how many clients
+	// iprate opens pairs through engine ip to one upstream; IPRatePorts
+	// is the size of its engines.ip.local_ports (0: the default 20,000).
+	IPRateFor   time.Duration
+	IPRateConns int
+	IPRatePorts int
 	// TLSQuick narrows tls to 1 KiB and 1 MiB on keep-alive connections
 	// (no 64 KiB, no Connection: close point).
 	TLSQuick bool
@@ -61,7 +67,8 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{Runs: 5, Duration: 2 * time.Second, Pairs: 1000, TraceFor: 3 * time.Second,
 		MemoryPairs: []int{1000, MaxMemoryPairs}, Warmup: 500 * time.Millisecond, ConnRateFor: 15 * time.Second,
-		WebSizes: kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 64, 100, 1024, 8192)}
+		WebSizes: kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 64, 100, 1024, 8192),
+		IPRateFor: 120 * time.Second, IPRateConns: 64}
 }
 
 // QuickSettings make `all` a smoke test: each experiment in well under 90
@@ -70,7 +77,8 @@ func DefaultSettings() Settings {
 func QuickSettings() Settings {
 	return Settings{Runs: 1, Duration: 250 * time.Millisecond, Pairs: 200, TraceFor: 2 * time.Second,
 		MemoryPairs: []int{500}, ConnRateFor: time.Second, ConnRateSizes: kib(1), ConnRateConns: []int{16},
-		WebSizes: kib(1, 64, 128), SwitchSizes: kib(1, 1024), TLSQuick: true}
+		WebSizes: kib(1, 64, 128), SwitchSizes: kib(1, 1024), TLSQuick: true,
+		IPRateFor: 5 * time.Second, IPRateConns: 16}
 }
 
 // kib converts sizes in KiB to bytes.
@@ -119,6 +127,7 @@ var Experiments = []Experiment{
 	{Name: "web", Help: "GET and CONNECT through the HTTP forward proxy, a connection per request, objects of 1 to 128 KiB: requests/s, CPU µs per request, p50 latency (seed 002); beside it wrk (2 threads, 16 keep-alive connections) through http-reverse per engine, HAProxy (mode http) and nginx (proxy_pass, upstream keepalive), objects of 1 KiB to 1 MiB: requests/s, p50/p99 latency", Tool: "loadgen", Run: Web},
 	{Name: "switch", Help: "GETs over a keep-alive connection through http-reverse and HAProxy in HTTP mode, objects of 1 KiB to 1 MiB: p50/p99 latency, Gbit/s (seed 003)", Tool: "loadgen", Run: Switch},
 	{Name: "connrate", Help: "connection churn: wrk -H 'Connection: close' (1 and 64 KiB objects, 16 and 256 connections) through splicer's tcp listener per engine and auto, http-reverse and http-forward (auto), HAProxy (mode tcp, mode http), nginx (stream, proxy_pass) and to the origin direct; beside it loadgen's connect/send/close to an echo: conn/s alone (a fresh lab and process per target) and in sequence (one process per forwarder, targets one after another) with their ratio, p50/p99 latency, forwarder CPU µs per connection, errors, the engine that carried the pairs", Tool: "wrk", Run: ConnRate},
+	{Name: "iprate", Help: "new pairs spliced by engine ip per second to one upstream for 2 minutes (loadgen connect/send/close through a tcp listener with engine ip to an echo), past the ~330/s the 20,000 ports of engines.ip.local_ports carry within TIME_WAIT: pairs/s, pairs spliced, fallbacks by reason, ports taken again from TIME_WAIT, descriptors held, CPU µs per pair", Tool: "loadgen", Run: IPRate},
 	{Name: "tls", Help: "wrk over https (2 threads, 16 connections; 1 KiB, 64 KiB, 1 MiB keep-alive and 1 KiB with Connection: close, handshakes per second): SNI passthrough through splicer's tcp listener with tls_routes (auto, ip confirmed per point), HAProxy (mode tcp, req.ssl_sni), nginx (stream, ssl_preread) and to the TLS origin direct; TLS termination through http-reverse, HAProxy (bind ssl crt) and nginx (listen ssl): requests/s, p99, forwarder CPU µs per request, ratios to the peers", Tool: "wrk", Run: TLS},
 }
 

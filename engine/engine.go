@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 )
@@ -323,8 +324,15 @@ type SegmentRelay interface {
 // upstream socket of the engine's listeners to the port it returns.
 type UpstreamPorts interface {
 	// UpstreamPort returns a local port for a new connection to server;
-	// false lets the kernel pick one.
+	// false lets the kernel pick one. The port stays the connection's
+	// toward server until UpstreamDialled gives it back or names the
+	// connection dialled from it.
 	UpstreamPort(server netip.AddrPort) (port uint16, ok bool)
+	// UpstreamDialled says what became of a port UpstreamPort returned
+	// for server: c is the connection dialled from it, which keeps it
+	// until c is closed; nil c gives it back (the dial failed, or its
+	// socket took another port).
+	UpstreamDialled(server netip.AddrPort, port uint16, c *net.TCPConn)
 }
 
 // ControlMode is the engine whose copy loop is the proxy's own control-mode

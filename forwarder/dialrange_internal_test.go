@@ -24,6 +24,8 @@ type fixedPorts struct {
 
 func (p fixedPorts) UpstreamPort(netip.AddrPort) (uint16, bool) { return p.port, p.ok }
 
+func (p fixedPorts) UpstreamDialled(netip.AddrPort, uint16, *net.TCPConn) {}
+
 // socketConn is a syscall.RawConn over a real, unconnected socket, for
 // sockopt.Control to bind.
 type socketConn struct{ fd int }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -109,22 +110,53 @@ const portTries = 16
 // from the forwarder's connections. If even that port is in use, the
 // dial fails there: the engine had no port of the range to give, and
 // each further try would only have the kernel search its range again.
+// Every port handed out is accounted for (settlePicks): the connection
+// keeps the one it left from, the others go back.
 func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, error) {
 	var refused atomic.Bool // a dial took a kernel port: the range had none
+	var mu sync.Mutex       // a dual-stack dial binds from two goroutines
+	var picks []sockopt.Pick
 	inRange := sockopt.WithLocalPort(ctx, func(server netip.AddrPort) (uint16, bool) {
 		p, ok := s.l.ports.UpstreamPort(server)
 		if !ok {
 			refused.Store(true)
+			return p, ok
 		}
+		mu.Lock()
+		picks = append(picks, sockopt.Pick{Server: server, Port: p})
+		mu.Unlock()
 		return p, ok
 	})
 	for range portTries {
 		c, err := s.l.f.dial(inRange, "tcp", addr)
+		mu.Lock()
+		settlePicks(s.l.ports, picks, c)
+		picks = picks[:0]
+		mu.Unlock()
 		if err == nil || !sockopt.IsPortInUse(err) || ctx.Err() != nil || refused.Load() {
 			return c, err
 		}
 	}
 	return s.l.f.dial(ctx, "tcp", addr)
+}
+
+// settlePicks tells ports what became of the ports it handed out for
+// one dial: c (nil if the dial failed) keeps the one it left from
+// toward the server it reached; the others are given back.
+func settlePicks(ports engine.UpstreamPorts, picks []sockopt.Pick, c net.Conn) {
+	tc, _ := c.(*net.TCPConn)
+	var local, remote netip.AddrPort
+	if tc != nil {
+		local, _ = netip.ParseAddrPort(tc.LocalAddr().String())
+		remote, _ = netip.ParseAddrPort(tc.RemoteAddr().String())
+	}
+	for _, p := range picks {
+		if tc != nil && local.Port() == p.Port && remote.Addr().Unmap() == p.Server.Addr().Unmap() && remote.Port() == p.Server.Port() {
+			ports.UpstreamDialled(p.Server, p.Port, tc)
+		} else {
+			ports.UpstreamDialled(p.Server, p.Port, nil)
+		}
+	}
 }
 
 // AdoptUpstream implements proxy.UpstreamAdopter: c, dialled for another

@@ -59,6 +59,9 @@ func benchCmd(args []string) error {
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 5; 1 with --quick)")
 	dur := fs.Duration("duration", 0, "measured window of each bulk and request/response run, half of it per object size in web and switch (default 2s; 250ms with --quick)")
 	pairs := fs.Int("pairs", 0, "idle pairs splice-cost splices per engine (default 1000; 200 with --quick)")
+	iprateFor := fs.Duration("iprate-for", 0, "how long iprate opens pairs (default 2m; 5s with --quick)")
+	iprateConns := fs.Int("iprate-conns", 0, "iprate's concurrent clients (default 64; 16 with --quick)")
+	iprateRange := fs.Int("iprate-ports", 0, "ports of iprate's engines.ip.local_ports (default 20000): fewer take TIME_WAIT ports again at a lower rate")
 	switchSizes := fs.String("switch-sizes", "", "object sizes switch and web's wrk rows fetch, comma-separated (e.g. 1KiB,64KiB,1MiB; default 1KiB,10KiB,64KiB,100KiB,1MiB,8MiB)")
 	cc := fs.String("cc", "", "TCP congestion control of the lab's namespaces, e.g. cubic (default: the host's net.ipv4.tcp_congestion_control); every experiment's notes name it")
 	pin := fs.Bool("pin", false, "web's wrk rows: wrk and the origin on half the CPUs, every forwarder on the other half (default: only wrk pinned, to the last CPU)")
@@ -104,6 +107,15 @@ func benchCmd(args []string) error {
 	}
 	if *pairs > 0 {
 		s.Pairs = *pairs
+	}
+	if *iprateFor > 0 {
+		s.IPRateFor = *iprateFor
+	}
+	if *iprateConns > 0 {
+		s.IPRateConns = *iprateConns
+	}
+	if *iprateRange > 0 {
+		s.IPRatePorts = *iprateRange
 	}
 	if *switchSizes != "" {
 		s.SwitchSizes = nil

@@ -21,7 +21,9 @@
 // (engine.Outliving, engine.Adopting); with Options.LocalPorts the
 // engine hands out the upstream connections' local ports
 // (engine.UpstreamPorts) and holds each spliced pair's port while the
-// pair is in the datapath.
+// pair is in the datapath, handing it out again once the pair has been
+// in TIME_WAIT a second and its timestamps make a new connection on the
+// 4-tuple safe, as the kernel's tcp_tw_reuse does.
 //
 // Needs Linux 6.6 (tcx), CAP_BPF and CAP_NET_ADMIN; amd64 (bpfel). The
 // datapath (the program, its maps and events), freezing and rebuilding

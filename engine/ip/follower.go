@@ -347,6 +347,7 @@ func (e *Engine) readEvents() {
 			e.log.Warn("reading datapath events", "err", err)
 			continue
 		case ev.Found:
+			e.ports.ended(e.dp, ev)
 			e.notify(ev.Pair, notice{ev: ev})
 		}
 	}

@@ -142,7 +142,7 @@ func New(opts Options, log *slog.Logger) *Engine {
 		log:      log,
 		devices:  &devices{attached: make(map[int]bool)},
 		followed: newFollowers(),
-		ports:    newPortHolder(log),
+		ports:    newPortHolder(log, opts.TimeWait),
 		inject:   newInjector(),
 		clocks:   &peerClocks{},
 		counts:   &counts{},
@@ -188,6 +188,7 @@ func (e *Engine) loadLocked() error {
 		return err
 	}
 	e.home, e.dp = home, dp
+	e.ports.useDatapath(dp)
 	e.ports.takeOver(home)
 	e.inject.useHome(home, e.log)
 	if e.opts.PinDir != "" {
@@ -310,6 +311,7 @@ func (e *Engine) sweep() {
 			e.sweepAdopted(datapath.Now())
 			e.ports.claimOthers(e.pins)
 		}
+		e.ports.sweep()
 		// Ports of the pairs just removed leave the reservation.
 		if err := e.ports.reserved.Load().Sync(); err != nil {
 			e.log.Warn("giving back the local ports of ended pairs", "err", err)

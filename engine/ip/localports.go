@@ -4,9 +4,11 @@ package ip
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/ports"
@@ -137,6 +139,58 @@ func (e *Engine) UpstreamPort(server netip.AddrPort) (uint16, bool) {
 		return 0, false
 	}
 	return a.Pick(server)
+}
+
+// UpstreamDialled implements engine.UpstreamPorts: the port UpstreamPort
+// handed out for server stays leased while c is open (a pair in control
+// mode uses it: ports.Allocator.Dialled), or goes back (nil c). c's
+// timestamp clock, the kernel's for its 4-tuple, is noted for taking the
+// port again once c's pair ended (portreuse.go).
+func (e *Engine) UpstreamDialled(server netip.AddrPort, port uint16, c *net.TCPConn) {
+	a := e.ports.alloc.Load()
+	if a == nil {
+		return
+	}
+	if c == nil {
+		a.Release(server, port)
+		return
+	}
+	a.Dialled(server, port, func() bool { return connOpen(c) }, dialledClock(c))
+}
+
+// connOpen reports whether c is not closed yet, without a system call.
+func connOpen(c *net.TCPConn) bool {
+	rc, err := c.SyscallConn()
+	return err == nil && rc.Control(func(uintptr) {}) == nil
+}
+
+// useDatapath has picks that find the range busy toward a server take
+// the port of one of its pairs that ended in dp (portReuse.reclaim).
+func (h *portHolder) useDatapath(dp *datapath.Datapath) {
+	if a := h.alloc.Load(); a != nil {
+		a.SetReclaim(func(server netip.AddrPort) bool { return h.reuse.reclaim(dp, a, server) })
+	}
+}
+
+// ended queues the pair of ev, a TIME_WAIT or a reset, for reuse if its
+// port is the range's.
+func (h *portHolder) ended(dp *datapath.Datapath, ev datapath.Event) {
+	if ev.Kind != datapath.EventTimeWait && ev.Kind != datapath.EventReset {
+		return
+	}
+	spec, err := dp.Spec(ev.Pair)
+	if err == nil && h.claimed(spec.B) {
+		h.reuse.noteEnded(spec.B, datapath.Now())
+	}
+}
+
+// sweep gives back the leases of closed connections and forgets the
+// ended pairs swept meanwhile, at every sweep.
+func (h *portHolder) sweep() {
+	if a := h.alloc.Load(); a != nil {
+		a.Reap(time.Now())
+	}
+	h.reuse.prune(datapath.Now())
 }
 
 // claimed reports whether the pair whose B tuple is b has its local

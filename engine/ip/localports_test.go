@@ -42,12 +42,14 @@ func TestEngineSkipsPortsOfAnotherProcess(t *testing.T) {
 		if !ok || p == local.Port() {
 			t.Fatalf("picked %d (%v) toward %v, whose port %d the first engine's pair uses", p, ok, server, local.Port())
 		}
+		next.UpstreamDialled(server, p, nil) // no dial: given back
 	}
 	other := netip.AddrPortFrom(server.Addr(), server.Port()+1)
 	seen := false
 	for range 2 {
 		p, _ := next.UpstreamPort(other)
 		seen = seen || p == local.Port()
+		next.UpstreamDialled(other, p, nil)
 	}
 	if !seen {
 		t.Errorf("port %d never picked toward another server %v", local.Port(), other)

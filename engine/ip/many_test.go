@@ -97,13 +97,25 @@ func pairsFromEnv(def int) int {
 // one when that 4-tuple is in use, a kernel port when it has none.
 func dialFromRange(ctx context.Context, el *engineLab, addr string) (net.Conn, error) {
 	var refused atomic.Bool
+	var picks []sockopt.Pick
 	inRange := sockopt.WithLocalPort(ctx, func(server netip.AddrPort) (uint16, bool) {
 		p, ok := el.e.UpstreamPort(server)
 		refused.Store(!ok)
+		if ok {
+			picks = append(picks, sockopt.Pick{Server: server, Port: p})
+		}
 		return p, ok
 	})
 	for range 16 {
 		c, err := el.l.Fwd.Dial(inRange, "tcp", addr)
+		for _, p := range picks {
+			if tc, _ := c.(*net.TCPConn); tc != nil && tc.LocalAddr().(*net.TCPAddr).Port == int(p.Port) {
+				el.e.UpstreamDialled(p.Server, p.Port, tc)
+			} else {
+				el.e.UpstreamDialled(p.Server, p.Port, nil)
+			}
+		}
+		picks = picks[:0]
 		if err == nil || !sockopt.IsPortInUse(err) || refused.Load() {
 			return c, err
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -47,10 +48,13 @@ type portHolder struct {
 	// was logged.
 	fdCount atomic.Int64
 	warned  atomic.Bool
+	// reuse takes the ports of ended pairs again when the range is
+	// busy toward a server (portreuse.go).
+	reuse *portReuse
 }
 
-func newPortHolder(log *slog.Logger) *portHolder {
-	return &portHolder{log: log, fds: make(map[datapath.Tuple]int)}
+func newPortHolder(log *slog.Logger, timeWait time.Duration) *portHolder {
+	return &portHolder{log: log, fds: make(map[datapath.Tuple]int), reuse: newPortReuse(timeWait)}
 }
 
 // onTable is the datapaths' Options.OnTable with a port range, nil
@@ -170,6 +174,9 @@ func (h *portHolder) releaseAll() {
 }
 
 // counters adds "local_ports_exhausted" (localports.go: UpstreamPort),
+// "local_ports_reused" (ports of ended pairs taken again: portreuse.go),
+// "local_ports_leased" (ports handed out whose connections are open, a
+// gauge),
 // "local_ports_held" (ports outside the range reserved for the pairs
 // using them), "local_ports_unreserved" (such ports not reserved:
 // someone else's, or too few ephemeral ports would be left) and
@@ -178,7 +185,9 @@ func (h *portHolder) releaseAll() {
 func (h *portHolder) counters(out map[string]uint64) {
 	if a := h.alloc.Load(); a != nil {
 		out["local_ports_exhausted"] = a.Exhausted()
+		out["local_ports_leased"] = uint64(a.Leased())
 	}
+	out["local_ports_reused"] = h.reuse.reused.Load()
 	held, unreserved := h.reserved.Load().HeldPorts()
 	out["local_ports_held"] = uint64(held)
 	out["local_ports_unreserved"] = uint64(unreserved)

@@ -79,6 +79,12 @@ func RcvBuf(ctx context.Context) int {
 
 type portKey struct{}
 
+// Pick is a local port a PortPicker returned for a connection to Server.
+type Pick struct {
+	Server netip.AddrPort
+	Port   uint16
+}
+
 // PortPicker returns the local port a new connection to server should
 // use, or false to let the kernel pick one (engine.UpstreamPorts).
 type PortPicker func(server netip.AddrPort) (uint16, bool)

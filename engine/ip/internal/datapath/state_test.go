@@ -469,3 +469,71 @@ func TestInsertErrors(t *testing.T) {
 		t.Errorf("insert into a quarantined slot: %v", err)
 	}
 }
+
+// TestEndedPairGivesWay: RemoveEnded takes out a pair by its B tuple
+// only once it ended and the caller's test, run with its spec and state,
+// agrees; then none of its flows translates, OnTable reports it gone,
+// and a second call finds nothing. Insert takes the tuples of an ended
+// pair over (a client that reused its port: its SYN went to the stack),
+// and still refuses those of a live one.
+func TestEndedPairGivesWay(t *testing.T) {
+	var left []Tuple
+	h := newHarness(t, Options{TimeWait: 30 * time.Second, OnTable: func(b Tuple, in bool) {
+		if !in {
+			left = append(left, b)
+		}
+	}})
+	tp := topo4
+	spec := h.baseSpec(tp)
+	h.insert(spec)
+	asked := 0
+	agree := func(PairSpec, PairStats) bool { asked++; return true }
+	if ok, err := h.dp.RemoveEnded(spec.B, agree); ok || err != nil || asked != 0 {
+		t.Fatalf("a live pair: removed %v (%v), test run %d times", ok, err, asked)
+	}
+	toTimeWait := func() {
+		t.Helper()
+		clientFINEnd := uint32(upNxt + 1)
+		h.send(tp.up(packet.Seg{Seq: upNxt, Ack: upAcked, Flags: packet.ACK | packet.FIN}), verdictRedirect)
+		h.send(tp.down(packet.Seg{Seq: downNxt, Ack: clientFINEnd + upOff, Flags: packet.ACK | packet.FIN}), verdictRedirect)
+		h.send(tp.up(packet.Seg{Seq: clientFINEnd, Ack: upAcked + 1, Flags: packet.ACK}), verdictRedirect)
+		if st := h.stats(spec.A); st.Phase != PhaseTimeWait {
+			t.Fatalf("phase %v, want time_wait", st.Phase)
+		}
+	}
+	toTimeWait()
+	var seen PairStats
+	ok, err := h.dp.RemoveEnded(spec.B, func(s PairSpec, st PairStats) bool { seen = st; return false })
+	if ok || err != nil || seen.Phase != PhaseTimeWait || seen.Up.TSLast == 0 {
+		t.Fatalf("refused by the test: removed %v (%v), state %+v", ok, err, seen)
+	}
+	if _, err := h.dp.Lookup(spec.A); err != nil {
+		t.Fatalf("a pair the test refused is gone: %v", err)
+	}
+	if ok, err := h.dp.RemoveEnded(spec.B, agree); !ok || err != nil {
+		t.Fatalf("an ended pair the test agrees to: removed %v (%v)", ok, err)
+	}
+	if _, err := h.dp.Lookup(spec.A); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after RemoveEnded Lookup: %v", err)
+	}
+	if len(left) != 1 || left[0] != spec.B {
+		t.Errorf("OnTable reported %v leaving, want %v", left, spec.B)
+	}
+	h.send(tp.down(packet.Seg{Seq: 1, Flags: packet.SYN | packet.ACK, Ack: 77}), verdictPass)
+	if ok, err := h.dp.RemoveEnded(spec.B, agree); ok || !errors.Is(err, ErrNotFound) {
+		t.Errorf("a second RemoveEnded: %v (%v)", ok, err)
+	}
+
+	h.insert(spec)
+	toTimeWait()
+	h.send(tp.up(packet.Seg{Seq: upNxt + 1000, Flags: packet.SYN}), verdictPass) // reopened
+	if err := h.dp.Insert(spec); err != nil {
+		t.Fatalf("Insert on an ended pair's tuples: %v", err)
+	}
+	if st := h.stats(spec.A); st.Phase != PhaseSpliced {
+		t.Errorf("the new pair is in phase %v", st.Phase)
+	}
+	if err := h.dp.Insert(spec); err == nil {
+		t.Error("Insert on a live pair's tuples succeeded")
+	}
+}

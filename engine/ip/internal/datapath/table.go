@@ -82,6 +82,7 @@ func (d *Datapath) Insert(spec PairSpec) error {
 	if d.adopted {
 		return errors.New("engine ip: an adopted datapath takes no new pairs")
 	}
+	d.supersedeEnded(p.spec)
 	if d.pairs[p.spec.A] != nil || d.byB[p.spec.A] != nil || d.pairs[p.spec.B] != nil || d.byB[p.spec.B] != nil {
 		return fmt.Errorf("engine ip: insert %v: a tuple is already spliced", p.spec.A)
 	}
@@ -104,6 +105,29 @@ func (d *Datapath) Insert(spec PairSpec) error {
 	d.byB[p.spec.B] = p
 	d.onTable(p, true)
 	return nil
+}
+
+// supersedeEnded removes the ended pairs (TIME_WAIT or reset) that have
+// a tuple of spec: a new connection took it, as a SYN takes a kernel
+// TIME_WAIT's 4-tuple. The client's SYN on an ended pair's A tuple goes
+// to the stack (the program's reopen), and the listener's connection
+// may be spliced before the sweep removes the old pair; its flows would
+// otherwise keep the new pair out of the table. A live pair's tuple is
+// left to Insert to refuse.
+func (d *Datapath) supersedeEnded(spec PairSpec) {
+	for _, t := range []Tuple{spec.A, spec.B} {
+		for _, old := range []*pair{d.pairs[t], d.byB[t]} {
+			if old != nil && d.ended(old) {
+				d.remove(old)
+			}
+		}
+	}
+}
+
+// ended reports whether p is in TIME_WAIT or reset.
+func (d *Datapath) ended(p *pair) bool {
+	f := atomic.LoadUint32(&d.entry(p.slot(engine.Up)).Flags) | atomic.LoadUint32(&d.entry(p.slot(engine.Down)).Flags)
+	return f&(flagTimeWait|flagClosed) != 0
 }
 
 // onTable tells Options.OnTable that p entered or left the table.
@@ -364,6 +388,38 @@ func (d *Datapath) Remove(a Tuple) (PairStats, error) {
 		Up:    d.dirStats(up, now),
 		Down:  d.dirStats(down, now),
 	}, err
+}
+
+// RemoveEnded removes the pair whose B tuple is b if ok, given its spec
+// and tracked state, says its 4-tuple may serve a new connection (the
+// pair ended long enough ago; ok runs under the table's lock, which
+// OnTable also holds), and reports whether it did. Once it returns true
+// no flow of the pair is in the table: a new connection's SYN-ACK on b
+// reaches the stack, and no segment of it is translated as the old
+// pair's. The pair's client side goes too (a late FIN of the client's
+// then reaches the listener, which resets it), as a kernel TIME_WAIT
+// taken over by a new connection ends.
+func (d *Datapath) RemoveEnded(b Tuple, ok func(PairSpec, PairStats) bool) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false, ErrClosed
+	}
+	p := d.byB[b.unmapped()]
+	if p == nil {
+		return false, fmt.Errorf("%w: %v", ErrNotFound, b)
+	}
+	now := Now()
+	up, down := p.slot(engine.Up), p.slot(engine.Down)
+	st := PairStats{
+		Phase: phaseOf(atomic.LoadUint32(&d.entry(up).Flags), atomic.LoadUint32(&d.entry(down).Flags)),
+		Up:    d.dirStats(up, now),
+		Down:  d.dirStats(down, now),
+	}
+	if st.Phase != PhaseTimeWait && st.Phase != PhaseClosed || !ok(p.spec, st) {
+		return false, nil
+	}
+	return true, d.remove(p)
 }
 
 func ignoreMissing(err error) error {

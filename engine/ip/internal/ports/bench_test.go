@@ -49,6 +49,7 @@ func BenchmarkPickLastFree(b *testing.B) {
 		if p, ok := a.Pick(s); !ok || p != 50000 {
 			b.Fatal("did not pick the free port")
 		}
+		a.Release(s, 50000)
 	}
 }
 
@@ -60,8 +61,10 @@ func BenchmarkPickOtherServer(b *testing.B) {
 	s := netip.MustParseAddrPort("10.99.2.3:5201")
 	b.ResetTimer()
 	for b.Loop() {
-		if _, ok := a.Pick(s); !ok {
+		p, ok := a.Pick(s)
+		if !ok {
 			b.Fatal("no port toward a server with no claims")
 		}
+		a.Release(s, p)
 	}
 }

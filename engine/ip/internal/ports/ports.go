@@ -11,11 +11,17 @@
 // ephemeral range (net.ipv4.ip_local_reserved_ports, per network
 // namespace: Reserve), and an Allocator picks each dial's port, skipping
 // the ports of pairs in the datapath's table toward that server (Claim,
-// Unclaim). Ports held by sockets the kernel checks itself: the dialler
-// binds with SO_REUSEADDR, so a port may serve connections to different
-// servers, and connect fails with EADDRNOTAVAIL on a 4-tuple that a
-// socket (or a kernel TIME_WAIT) still uses, whereupon the dialler tries
-// the next port.
+// Unclaim). The dialler binds with SO_REUSEADDR, so a port may serve
+// connections to different servers, and connect fails with EADDRNOTAVAIL
+// on a 4-tuple that a socket (or a kernel TIME_WAIT) still uses,
+// whereupon the dialler tries the next port. A port Pick hands out is
+// leased toward its server until the connection dialled from it closes
+// (Dialled, Reap) or the dial gives it back (Release): a pair in control
+// mode still using it may be spliced, its socket closed, between another
+// dial's pick and connect, and that connect would then succeed on the
+// spliced pair's 4-tuple. When every port is busy toward a server, Pick
+// asks the engine to free one (SetReclaim: a pair ended long enough ago
+// that a new connection on its 4-tuple is safe).
 package ports
 
 import (
@@ -23,6 +29,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Range is an inclusive range of local ports.
@@ -78,11 +85,19 @@ type Allocator struct {
 	mu   sync.Mutex
 	next uint16 // the next port to try: picks go round the range
 	// claimed are the ports of this process's pairs (Claim), others
-	// those of other processes' pairs (SetOthers); busy is their union,
-	// per server that has any, as offsets from r.Low: what Pick reads.
+	// those of other processes' pairs (SetOthers), leased those Pick
+	// handed out whose connections may still use them; busy is their
+	// union, per server that has any, as offsets from r.Low: what Pick
+	// reads.
 	claimed map[key]struct{}
 	others  map[key]struct{}
+	leased  map[key]*lease
 	busy    map[serverKey]*portSet
+	// notes are the Notes of the connections Dialled from busy ports.
+	notes map[key]Note
+	// reclaim, if set, frees a port toward a server whose ports are all
+	// busy (SetReclaim).
+	reclaim atomic.Pointer[func(netip.AddrPort) bool]
 	// exhausted counts the picks refused because every port was busy
 	// toward the server (Exhausted).
 	exhausted atomic.Uint64
@@ -124,26 +139,64 @@ func (a *Allocator) SetOthers(uses []Use) {
 // NewAllocator returns an allocator over r.
 func NewAllocator(r Range) *Allocator {
 	return &Allocator{r: r, next: r.Low, claimed: make(map[key]struct{}),
-		others: make(map[key]struct{}), busy: make(map[serverKey]*portSet)}
+		others: make(map[key]struct{}), leased: make(map[key]*lease), notes: make(map[key]Note),
+		busy: make(map[serverKey]*portSet)}
 }
 
 // Range is the allocator's range.
 func (a *Allocator) Range() Range { return a.r }
 
-// Pick returns the next port of the range that no claim holds toward
-// server, going round the range, so that a port just given up is the
-// last one tried again; false when every port is claimed, known without
-// looking at the ports, so that the dial takes a kernel port at once.
+// Pick returns the next port of the range that nothing holds toward
+// server (no claim, no lease, no other process), going round the range,
+// so that a port just given up is the last one tried again, and leases
+// it toward server until Release, or until the connection Dialled from
+// it is closed. When every port is busy, known without looking at the
+// ports, it asks the reclaim function (SetReclaim) to free one, and
+// failing that returns false, so that the dial takes a kernel port at
+// once.
 func (a *Allocator) Pick(server netip.AddrPort) (uint16, bool) {
+	if p, ok := a.lease(server); ok {
+		return p, true
+	}
+	// A port reclaimed here may go to a concurrent pick first: reclaim
+	// again, a few times.
+	for range reclaimTries {
+		r := a.reclaim.Load()
+		if r == nil || !(*r)(server) {
+			break
+		}
+		if p, ok := a.lease(server); ok {
+			return p, true
+		}
+	}
+	a.exhausted.Add(1)
+	return 0, false
+}
+
+// reclaimTries bounds the reclaims of one pick.
+const reclaimTries = 4
+
+// lease picks and leases a free port toward server, if any.
+func (a *Allocator) lease(server netip.AddrPort) (uint16, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	off, ok := a.busy[serverOf(server)].nextFree(int(a.next-a.r.Low), &a.probes)
 	if !ok {
-		a.exhausted.Add(1)
 		return 0, false
 	}
 	a.next = a.r.Low + uint16((off+1)%a.r.Len())
-	return a.r.Low + uint16(off), true
+	port := a.r.Low + uint16(off)
+	k := keyOf(server, port)
+	a.leased[k] = &lease{at: time.Now()}
+	a.mark(k)
+	return port, true
+}
+
+// SetReclaim has Pick call reclaim when every port is busy toward a
+// server, outside the allocator's lock (reclaim may Unclaim): reclaim
+// reports whether it freed one.
+func (a *Allocator) SetReclaim(reclaim func(server netip.AddrPort) bool) {
+	a.reclaim.Store(&reclaim)
 }
 
 // Claim marks local port busy toward server, if it is in the range, and
@@ -192,10 +245,12 @@ func (a *Allocator) mark(k key) {
 func (a *Allocator) unmarkUnlessHeld(k key) {
 	_, mine := a.claimed[k]
 	_, theirs := a.others[k]
+	_, lent := a.leased[k]
 	s := a.busy[k.serverKey]
-	if mine || theirs || s == nil {
+	if mine || theirs || lent || s == nil {
 		return
 	}
+	delete(a.notes, k)
 	s.remove(int(k.local - a.r.Low))
 	if s.n == 0 {
 		delete(a.busy, k.serverKey)

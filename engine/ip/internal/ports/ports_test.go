@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/splicer/splicer/engine/ip/internal/ports"
 	"github.com/splicer/splicer/internal/testenv"
@@ -29,6 +30,7 @@ func TestPickSkipsClaimed(t *testing.T) {
 			t.Fatal("no port in an empty allocator")
 		}
 		got = append(got, p)
+		a.Release(s1, p) // the dial failed: no lease kept
 	}
 	if want := []uint16{40000, 40001, 40002, 40000}; !slices.Equal(got, want) {
 		t.Fatalf("picks %v, want %v", got, want)
@@ -42,9 +44,11 @@ func TestPickSkipsClaimed(t *testing.T) {
 		}
 	}
 	for range 3 {
-		if p, _ := a.Pick(s1); p != 40000 {
+		p, _ := a.Pick(s1)
+		if p != 40000 {
 			t.Fatalf("picked %d toward a server holding 40001 and 40002", p)
 		}
+		a.Release(s1, p)
 	}
 	if p, _ := a.Pick(s2); p != 40001 {
 		t.Errorf("toward another server picked %d, want the next port, 40001", p)
@@ -241,6 +245,7 @@ func TestPickFreedPortAtOnce(t *testing.T) {
 			if !ok || p != free {
 				t.Fatalf("with only %d free picked %d %v", free, p, ok)
 			}
+			a.Release(s, p)
 			if n, most := a.Probes()-before, fullRange.Len()/64+2; n > most {
 				t.Errorf("picking the one free port %d examined %d ports or words, want at most %d", free, n, most)
 			}
@@ -298,13 +303,100 @@ func TestPickMatchesWalk(t *testing.T) {
 					}
 				}
 				before := a.Probes()
-				if got, ok := a.Pick(u.Server); got != want || ok != wantOK {
+				got, ok := a.Pick(u.Server)
+				if got != want || ok != wantOK {
 					t.Fatalf("range %v, step %d: picked %d %v toward %v, a walk finds %d %v", r, step, got, ok, u.Server, want, wantOK)
 				}
+				a.Release(u.Server, got)
 				if n, most := a.Probes()-before, r.Len()/64+2; n > most {
 					t.Fatalf("range %v, step %d: a pick examined %d ports or words, want at most %d", r, step, n, most)
 				}
 			}
 		}
+	}
+}
+
+// TestPickLeasesUntilClosed: a port handed out for a dial is busy toward
+// its server until the connection dialled from it is closed, though no
+// pair in the table claims it (a pair in control mode: it may be spliced
+// and its socket closed before another dial's connect, which would then
+// take the spliced pair's 4-tuple); another server gets it meanwhile. A
+// dial that failed gives it back at once; one that never reports, after
+// PendingLease.
+func TestPickLeasesUntilClosed(t *testing.T) {
+	a := ports.NewAllocator(ports.Range{Low: 40000, High: 40000})
+	s1 := netip.MustParseAddrPort("10.0.0.1:80")
+	s2 := netip.MustParseAddrPort("10.0.0.2:80")
+	p, ok := a.Pick(s1)
+	if !ok {
+		t.Fatal("no port in an empty allocator")
+	}
+	open := true
+	a.Dialled(s1, p, func() bool { return open }, ports.Note{})
+	if q, ok := a.Pick(s1); ok {
+		t.Fatalf("picked %d again toward %v while the connection dialled from it is open", q, s1)
+	}
+	if q, ok := a.Pick(s2); !ok || q != p {
+		t.Errorf("toward another server picked %d %v, want %d", q, ok, p)
+	}
+	a.Release(s2, p)
+	now := time.Now()
+	a.Reap(now)
+	if _, ok := a.Pick(s1); ok {
+		t.Fatal("a reap gave back the port of an open connection")
+	}
+	open = false
+	a.Reap(now)
+	q, ok := a.Pick(s1)
+	if !ok || q != p {
+		t.Fatalf("after the connection closed picked %d %v, want %d", q, ok, p)
+	}
+	a.Release(s1, q)
+	if _, ok := a.Pick(s1); !ok {
+		t.Fatal("a released lease still holds the port")
+	}
+	a.Reap(now.Add(ports.PendingLease - time.Second))
+	if _, ok := a.Pick(s1); ok {
+		t.Fatal("a lease whose dial never reported was given back early")
+	}
+	a.Reap(now.Add(ports.PendingLease + time.Second))
+	if _, ok := a.Pick(s1); !ok {
+		t.Fatal("a lease whose dial never reported was kept past PendingLease")
+	}
+}
+
+// TestPickReclaims: with every port busy toward a server, Pick asks the
+// reclaim function for that server; a port it frees is handed out, and
+// the pick is not counted as exhausted; when it frees none, it is.
+func TestPickReclaims(t *testing.T) {
+	a := ports.NewAllocator(ports.Range{Low: 40000, High: 40001})
+	s := netip.MustParseAddrPort("10.0.0.1:80")
+	a.Claim(s, 40000)
+	a.Claim(s, 40001)
+	var asked []netip.AddrPort
+	free := true
+	a.SetReclaim(func(server netip.AddrPort) bool {
+		asked = append(asked, server)
+		if !free {
+			return false
+		}
+		a.Unclaim(server, 40001)
+		return true
+	})
+	if p, ok := a.Pick(s); !ok || p != 40001 {
+		t.Fatalf("picked %d %v, want the reclaimed 40001", p, ok)
+	}
+	if n := a.Exhausted(); n != 0 {
+		t.Errorf("a reclaimed pick counted as exhausted (%d)", n)
+	}
+	free = false
+	if p, ok := a.Pick(s); ok {
+		t.Fatalf("picked %d with nothing reclaimed", p)
+	}
+	if n := a.Exhausted(); n != 1 {
+		t.Errorf("exhausted %d, want 1", n)
+	}
+	if len(asked) != 2 || asked[0] != s {
+		t.Errorf("reclaim asked for %v", asked)
 	}
 }
