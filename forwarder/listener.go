@@ -47,8 +47,12 @@ type listener struct {
 	rcvBuf int
 	log    *slog.Logger
 	ln     net.Listener
-	active atomic.Int64
-	access *access
+	// quietAccept: ln accepts without Go's keepalive (listenQuiet);
+	// keepAccepted: an accepted connection needs tcp_keepalive set of its
+	// own (setListenerKeepAlive).
+	quietAccept, keepAccepted bool
+	active                    atomic.Int64
+	access                    *access
 	// proxied reads a PROXY protocol header off accepted connections
 	// (accept_proxy_protocol); nil for none.
 	proxied *proxyAccept
@@ -208,12 +212,15 @@ func (l *listener) bind() error {
 			return err
 		}
 	}
+	quiet := false
 	if ln == nil {
 		if ln, err = l.f.listen("tcp", l.cfg.Listen); err != nil {
 			return err
 		}
+		quiet = l.f.quietListen
 	}
 	l.ln = ln
+	l.setListenerKeepAlive(quiet)
 	l.log.Info("listening", append([]any{"addr", ln.Addr().String(), "proxy", l.cfg.Proxy}, l.engineAttrs()...)...)
 	return nil
 }
@@ -382,7 +389,7 @@ func (l *listener) refuse(c *net.TCPConn, reason string) {
 // client a trusted balancer's PROXY protocol header named, if any.
 func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
 	m := l.f.metrics
-	l.keepAlive(c)
+	l.keepAcceptedConn(c)
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
 	if o.client != nil {
 		p.SetOrigin(o.client, o.local)

@@ -90,7 +90,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		c.Close()
 		return nil, errors.New("upstream connection is not TCP")
 	}
-	s.l.keepAlive(tc)
+	s.l.keepAliveDialed(tc)
 	s.p.SetUpstream(tc)
 	s.log = s.base.With("upstream", addr)
 	return tc, nil
