@@ -56,6 +56,7 @@ type Forwarder struct {
 	access    *slog.Logger
 	accessLog *accesslog.Logger
 	metrics   *metrics.Metrics
+	series    *series
 	engines   *all.Set
 	ownsSet   bool
 	dial      DialFunc
@@ -112,6 +113,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		}
 	}
 	f.flows.adopted = f.adoptedFlows
+	f.series = newSeries(f.metrics)
 	f.metrics.RegisterEngines(metricsEngines(f.engines.Engines))
 	f.metrics.Register(newByteCollector(f.flows), healthCollector{f}, poolCollector{f}, limitCollector{f})
 	f.hard, f.cancel = context.WithCancel(context.Background())

@@ -271,7 +271,7 @@ func (l *listener) serve() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		l.f.metrics.Accepted.WithLabelValues(l.cfg.Name).Inc()
+		l.f.series.accepted.Get(l.cfg.Name).Inc()
 		tc, ok := c.(*net.TCPConn)
 		if !ok {
 			c.Close()
@@ -378,7 +378,7 @@ func (l *listener) addResponseBytes(r proxy.Request) {
 // refuse closes a connection the listener will not serve, counting why. It
 // logs at debug only: a flood of refusals must not flood the log too.
 func (l *listener) refuse(c *net.TCPConn, reason string) {
-	l.f.metrics.Closed.WithLabelValues(l.cfg.Name, reason).Inc()
+	l.f.series.closed.Get(l.cfg.Name).Get(reason).Inc()
 	l.log.Debug("connection refused", "client", c.RemoteAddr().String(), "reason", reason)
 	c.Close()
 }
@@ -388,7 +388,7 @@ func (l *listener) refuse(c *net.TCPConn, reason string) {
 // ip is what the per-client cap counts the client by (clientKey); o, the
 // client a trusted balancer's PROXY protocol header named, if any.
 func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
-	m := l.f.metrics
+	m := l.f.series
 	l.keepAcceptedConn(c)
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
 	if o.client != nil {
@@ -398,7 +398,7 @@ func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
 	s := &session{l: l, p: p, log: log, base: log, clientIP: ip}
 	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
-	m.Active.WithLabelValues(l.cfg.Name).Inc()
+	m.active.Get(l.cfg.Name).Inc()
 
 	err := l.serveProxy(s)
 	if s.detached && !errors.Is(err, errPanic) {
@@ -415,7 +415,7 @@ func (l *listener) finish(s *session, err error) {
 	defer l.life.pairs.Done()
 	defer l.active.Add(-1)
 	defer l.access.release(s.clientIP)
-	m, p := l.f.metrics, s.p
+	m, p := l.f.series, s.p
 	p.SetState(engine.StateClosing)
 	reason := proxy.CloseReason(err)
 	if errors.Is(err, errPanic) {
@@ -426,9 +426,9 @@ func (l *listener) finish(s *session, err error) {
 		f()
 	}
 	l.f.flows.remove(p)
-	m.Active.WithLabelValues(l.cfg.Name).Dec()
-	m.Closed.WithLabelValues(l.cfg.Name, reason).Inc()
-	m.PairSeconds.WithLabelValues(l.cfg.Name).Observe(uptime(p.Created))
+	m.active.Get(l.cfg.Name).Dec()
+	m.closed.Get(l.cfg.Name).Get(reason).Inc()
+	m.pairSeconds.Get(l.cfg.Name).Observe(uptime(p.Created))
 	l.logClosed(s, reason, err)
 	l.logPair(p, reason, err)
 }
