@@ -394,7 +394,7 @@ func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
 	if o.client != nil {
 		p.SetOrigin(o.client, o.local)
 	}
-	log := l.log.With("pair", p.ID, "client", p.ClientAddr().String())
+	log := pairLogger(l.log, p)
 	s := &session{l: l, p: p, log: log, base: log, clientIP: ip}
 	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
