@@ -165,8 +165,11 @@ func (p *Pair) ForwardFIN(d Direction) error {
 		return nil
 	}
 	// closed is read before the other direction's bit: a socket closed by
-	// FINs both ways had that bit up before its FIN left.
-	if closed(p.Src(d)) && p.finSent.Load()&(1<<d.Reverse()) == 0 {
+	// FINs both ways had that bit up before its FIN left. With the bit
+	// already up (the pair's second FIN, in every pair that closes
+	// cleanly) the socket's state is not asked at all.
+	rev := uint32(1) << d.Reverse()
+	if p.finSent.Load()&rev == 0 && closed(p.Src(d)) && p.finSent.Load()&rev == 0 {
 		p.finSent.And(^bit)
 		return fmt.Errorf("%s read EOF on a connection closed by a reset: %w", d, syscall.ECONNRESET)
 	}

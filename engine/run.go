@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -62,8 +63,10 @@ const (
 )
 
 // Run splices p with pump according to opts: one goroutine per forwarded
-// direction, one per watched direction, and an idle watchdog. It is the whole
-// of the copy and pipe engines but for the pump itself.
+// direction and one per watched direction; the idle timeout, the timers
+// and ctx are watched by callbacks (watch), which take no goroutine until
+// one fires. It is the whole of the copy and pipe engines but for the
+// pump itself.
 func Run(ctx context.Context, p *Pair, opts Options, pump Pump) (Result, error) {
 	r := &runner{p: p, opts: opts, events: make(chan event, 8), stopped: make(chan struct{})}
 	r.last.Store(time.Now().UnixNano())
@@ -100,7 +103,7 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 	if open == 0 && !r.opts.HasWatch() {
 		return res, errors.New("splice with nothing to forward or watch")
 	}
-	r.start(func() { r.watchdog(ctx) })
+	unwatch := r.watchEnds(ctx)
 	if r.opts.OnSpliced != nil {
 		r.opts.OnSpliced()
 	}
@@ -135,6 +138,7 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 		}
 		break
 	}
+	unwatch()
 	r.stop(&res)
 	res.Moved = [2]int64{r.moved[Up].Load(), r.moved[Down].Load()}
 	return res, nil
@@ -318,44 +322,44 @@ func (r *runner) watch(d Direction) {
 	r.send(event{kind: evData, dir: d})
 }
 
-// watchdog ends the splice when ctx is done, nothing moved for the idle
-// timeout, For elapsed or Promote.After did.
-func (r *runner) watchdog(ctx context.Context) {
-	idle := r.opts.IdleTimeout
-	var tick, timer, promote <-chan time.Time
-	if idle > 0 {
-		t := time.NewTicker(max(idle/4, 10*time.Millisecond))
-		defer t.Stop()
-		tick = t.C
+// watchEnds ends the splice when ctx is done, nothing moved for the idle
+// timeout, For elapsed or Promote.After did: callbacks of ctx and of
+// timers, so that a splice that ends first (most pairs) costs no
+// goroutine for them. The function it returns stops them; one already
+// running sends its event to a loop that no longer takes it, which is
+// then dropped (send, afterEnd: fold keeps only EOFs and failures).
+func (r *runner) watchEnds(ctx context.Context) (unwatch func()) {
+	var stops [4]func() bool
+	n := 0
+	if ctx.Done() != nil {
+		stops[n] = context.AfterFunc(ctx, func() { r.send(event{kind: evCancel}) })
+		n++
 	}
 	if r.opts.For > 0 {
-		t := time.NewTimer(r.opts.For)
-		defer t.Stop()
-		timer = t.C
+		stops[n] = time.AfterFunc(r.opts.For, func() { r.send(event{kind: evTimer}) }).Stop
+		n++
 	}
 	if r.opts.Promote.After > 0 {
-		t := time.NewTimer(r.opts.Promote.After)
-		defer t.Stop()
-		promote = t.C
+		stops[n] = time.AfterFunc(r.opts.Promote.After, r.promote).Stop
+		n++
 	}
-	for {
-		select {
-		case <-r.stopped:
-			return
-		case <-ctx.Done():
-			r.send(event{kind: evCancel})
-			return
-		case <-timer:
-			r.send(event{kind: evTimer})
-			return
-		case <-promote:
-			r.promote()
-			return
-		case <-tick:
-			if time.Since(time.Unix(0, r.last.Load())) >= idle {
-				r.send(event{kind: evIdle})
+	if idle := r.opts.IdleTimeout; idle > 0 {
+		// Armed once t is set, which its function reads.
+		var t *time.Timer
+		t = time.AfterFunc(time.Duration(math.MaxInt64), func() {
+			if left := idle - time.Since(time.Unix(0, r.last.Load())); left > 0 {
+				t.Reset(left)
 				return
 			}
+			r.send(event{kind: evIdle})
+		})
+		t.Reset(idle)
+		stops[n] = t.Stop
+		n++
+	}
+	return func() {
+		for _, stop := range stops[:n] {
+			stop()
 		}
 	}
 }

@@ -77,8 +77,8 @@ func openProxy(lc config.Listener) bool {
 // admit reports why a new client at addr is refused ("" to accept) and,
 // when accepted, counts it until release under client, its clientKey.
 func (a *access) admit(addr net.Addr) (client netip.Addr, refused string) {
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil {
+	ap := addrPortOf(addr)
+	if !ap.IsValid() {
 		return netip.Addr{}, ""
 	}
 	ip := ap.Addr().Unmap()
@@ -93,6 +93,16 @@ func (a *access) admit(addr net.Addr) (client netip.Addr, refused string) {
 	}
 	a.counts[client]++
 	return client, ""
+}
+
+// addrPortOf is addr as a netip.AddrPort, invalid if it is none: a TCP
+// address's without formatting and parsing it again.
+func addrPortOf(addr net.Addr) netip.AddrPort {
+	if t, ok := addr.(*net.TCPAddr); ok {
+		return t.AddrPort()
+	}
+	ap, _ := netip.ParseAddrPort(addr.String())
+	return ap
 }
 
 // clientKey is what max_connections_per_client counts a client by: an

@@ -15,7 +15,6 @@ import (
 	"github.com/splicer/splicer/internal/accesslog"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/metrics"
-	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // DialFunc opens an upstream connection; ListenFunc opens a listener. Tests
@@ -33,8 +32,8 @@ type (
 type Options struct {
 	Log     *slog.Logger
 	Metrics *metrics.Metrics
-	Dial    DialFunc   // default: net.Dialer
-	Listen  ListenFunc // default: net.Listen
+	Dial    DialFunc   // default: net.Dialer with sockopt.Control, no keepalive of Go's
+	Listen  ListenFunc // default: net.Listen with no keepalive of Go's
 	// Engines overrides the engines built from the configuration.
 	Engines *all.Set
 	// AccessLog, if set, gets one line per closed pair and one per
@@ -57,12 +56,16 @@ type Forwarder struct {
 	access    *slog.Logger
 	accessLog *accesslog.Logger
 	metrics   *metrics.Metrics
+	series    *series
 	engines   *all.Set
 	ownsSet   bool
 	dial      DialFunc
 	listen    ListenFunc
 	inherit   InheritFunc
-	flows     *Flows
+	// quietDial, quietListen: dial and listen are the forwarder's own
+	// (dialQuiet, listenQuiet), which set no keepalive of Go's.
+	quietDial, quietListen bool
+	flows                  *Flows
 
 	// mu guards listeners, retiring, cfg and stopped against a reload.
 	mu        sync.Mutex
@@ -97,10 +100,10 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		f.metrics = metrics.New()
 	}
 	if f.dial == nil {
-		f.dial = sockopt.Dialer().DialContext
+		f.dial, f.quietDial = dialQuiet, true
 	}
 	if f.listen == nil {
-		f.listen = net.Listen
+		f.listen, f.quietListen = listenQuiet, true
 	}
 	if f.engines == nil {
 		f.engines = all.Build(cfg.Engines, f.log)
@@ -110,6 +113,7 @@ func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 		}
 	}
 	f.flows.adopted = f.adoptedFlows
+	f.series = newSeries(f.metrics)
 	f.metrics.RegisterEngines(metricsEngines(f.engines.Engines))
 	f.metrics.Register(newByteCollector(f.flows), healthCollector{f}, poolCollector{f}, limitCollector{f})
 	f.hard, f.cancel = context.WithCancel(context.Background())

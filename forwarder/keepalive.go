@@ -1,18 +1,94 @@
-// keepAlive sets a listener's tcp_keepalive on the connections it accepts and dials.
+// keepAlive sets a listener's tcp_keepalive on the connections it accepts and dials: once on the listening socket where accepted ones inherit it.
 
 package forwarder
 
 import (
+	"context"
+	"errors"
 	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
+// listenQuiet is the forwarder's own ListenFunc: Go sets nothing on the
+// connections it accepts (no keepalive of its own), so that they keep
+// what they inherit from the listening socket (setListenerKeepAlive), and
+// a new connection costs no setsockopt for it.
+func listenQuiet(network, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	return lc.Listen(context.Background(), network, addr)
+}
+
+// dialQuiet is the forwarder's own DialFunc: the socket options of its
+// context set before connect (sockopt.Control), and no keepalive of Go's,
+// which keepAliveDialed sets as configured instead.
+func dialQuiet(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{ControlContext: sockopt.Control, KeepAlive: -1}
+	return d.DialContext(ctx, network, addr)
+}
+
+// setListenerKeepAlive sets the listener's tcp_keepalive on its listening
+// socket, from which Linux copies it to every connection accepted there,
+// and decides whether an accepted connection still needs it set of its
+// own (keepAccepted). quiet: the socket accepts without Go's keepalive
+// (listenQuiet); any other (inherited from an earlier process, a test's)
+// accepts with Go's default, which is the configuration's unless it says
+// otherwise.
+func (l *listener) setListenerKeepAlive(quiet bool) {
+	l.quietAccept = quiet
+	l.keepAccepted = !quiet && l.cfg.TCPKeepalive != config.DefaultTCPKeepalive
+	sc, ok := l.ln.(syscall.Conn)
+	if !ok {
+		l.keepAccepted = true
+		return
+	}
+	if err := sockopt.WithFD(sc, func(fd int) error { return setKeepAlive(fd, l.cfg.TCPKeepalive) }); err != nil {
+		l.log.Debug("tcp_keepalive not set on the listening socket: set on each connection", "err", err)
+		l.keepAccepted = true
+	}
+}
+
+// setKeepAlive sets k on socket fd: off, or on with its times.
+func setKeepAlive(fd int, k config.TCPKeepalive) error {
+	if !k.On() {
+		return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0)
+	}
+	return errors.Join(
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1),
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(k.Idle.Std().Seconds())),
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(k.Interval.Std().Seconds())),
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, k.Count))
+}
+
+// keepAcceptedConn applies the listener's tcp_keepalive to c, a client
+// connection, where the listening socket did not pass it on
+// (setListenerKeepAlive).
+func (l *listener) keepAcceptedConn(c *net.TCPConn) {
+	if l.keepAccepted {
+		l.keepAlive(c)
+	}
+}
+
+// keepAliveDialed applies the listener's tcp_keepalive to c, an upstream
+// connection. The forwarder's own dialer leaves keepalive off (dialQuiet),
+// as the kernel does: off is then already so.
+func (l *listener) keepAliveDialed(c *net.TCPConn) {
+	if l.f.quietDial && !l.cfg.TCPKeepalive.On() {
+		return
+	}
+	l.keepAlive(c)
+}
+
 // keepAlive applies the listener's tcp_keepalive to c, a client or an
-// upstream connection. Go's listeners and dialers already turn keepalive
-// on with their own times, and a test or the lab may pass its own
-// dialer: setting it here makes every connection of the listener probe
-// as configured, whoever created the socket. A failure is logged, not
-// fatal: the pair works without probes, as it would behind a kernel that
-// refused them.
+// upstream connection. Go's listeners and dialers turn keepalive on with
+// their own times, and a test or the lab may pass its own dialer: setting
+// it here makes every connection of the listener probe as configured,
+// whoever created the socket. A failure is logged, not fatal: the pair
+// works without probes, as it would behind a kernel that refused them.
 func (l *listener) keepAlive(c *net.TCPConn) {
 	k := l.cfg.TCPKeepalive
 	var err error

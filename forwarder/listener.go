@@ -47,8 +47,12 @@ type listener struct {
 	rcvBuf int
 	log    *slog.Logger
 	ln     net.Listener
-	active atomic.Int64
-	access *access
+	// quietAccept: ln accepts without Go's keepalive (listenQuiet);
+	// keepAccepted: an accepted connection needs tcp_keepalive set of its
+	// own (setListenerKeepAlive).
+	quietAccept, keepAccepted bool
+	active                    atomic.Int64
+	access                    *access
 	// proxied reads a PROXY protocol header off accepted connections
 	// (accept_proxy_protocol); nil for none.
 	proxied *proxyAccept
@@ -208,12 +212,15 @@ func (l *listener) bind() error {
 			return err
 		}
 	}
+	quiet := false
 	if ln == nil {
 		if ln, err = l.f.listen("tcp", l.cfg.Listen); err != nil {
 			return err
 		}
+		quiet = l.f.quietListen
 	}
 	l.ln = ln
+	l.setListenerKeepAlive(quiet)
 	l.log.Info("listening", append([]any{"addr", ln.Addr().String(), "proxy", l.cfg.Proxy}, l.engineAttrs()...)...)
 	return nil
 }
@@ -264,7 +271,7 @@ func (l *listener) serve() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		l.f.metrics.Accepted.WithLabelValues(l.cfg.Name).Inc()
+		l.f.series.accepted.Get(l.cfg.Name).Inc()
 		tc, ok := c.(*net.TCPConn)
 		if !ok {
 			c.Close()
@@ -371,7 +378,7 @@ func (l *listener) addResponseBytes(r proxy.Request) {
 // refuse closes a connection the listener will not serve, counting why. It
 // logs at debug only: a flood of refusals must not flood the log too.
 func (l *listener) refuse(c *net.TCPConn, reason string) {
-	l.f.metrics.Closed.WithLabelValues(l.cfg.Name, reason).Inc()
+	l.f.series.closed.Get(l.cfg.Name).Get(reason).Inc()
 	l.log.Debug("connection refused", "client", c.RemoteAddr().String(), "reason", reason)
 	c.Close()
 }
@@ -381,17 +388,17 @@ func (l *listener) refuse(c *net.TCPConn, reason string) {
 // ip is what the per-client cap counts the client by (clientKey); o, the
 // client a trusted balancer's PROXY protocol header named, if any.
 func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
-	m := l.f.metrics
-	l.keepAlive(c)
+	m := l.f.series
+	l.keepAcceptedConn(c)
 	p := engine.NewPair(l.nextID.Add(1), l.cfg.Name, c)
 	if o.client != nil {
 		p.SetOrigin(o.client, o.local)
 	}
-	log := l.log.With("pair", p.ID, "client", p.ClientAddr().String())
+	log := pairLogger(l.log, p)
 	s := &session{l: l, p: p, log: log, base: log, clientIP: ip}
 	s.clientMSS = l.clientMSS(c, s.log)
 	l.f.flows.add(p)
-	m.Active.WithLabelValues(l.cfg.Name).Inc()
+	m.active.Get(l.cfg.Name).Inc()
 
 	err := l.serveProxy(s)
 	if s.detached && !errors.Is(err, errPanic) {
@@ -408,7 +415,7 @@ func (l *listener) finish(s *session, err error) {
 	defer l.life.pairs.Done()
 	defer l.active.Add(-1)
 	defer l.access.release(s.clientIP)
-	m, p := l.f.metrics, s.p
+	m, p := l.f.series, s.p
 	p.SetState(engine.StateClosing)
 	reason := proxy.CloseReason(err)
 	if errors.Is(err, errPanic) {
@@ -419,9 +426,9 @@ func (l *listener) finish(s *session, err error) {
 		f()
 	}
 	l.f.flows.remove(p)
-	m.Active.WithLabelValues(l.cfg.Name).Dec()
-	m.Closed.WithLabelValues(l.cfg.Name, reason).Inc()
-	m.PairSeconds.WithLabelValues(l.cfg.Name).Observe(uptime(p.Created))
+	m.active.Get(l.cfg.Name).Dec()
+	m.closed.Get(l.cfg.Name).Get(reason).Inc()
+	m.pairSeconds.Get(l.cfg.Name).Observe(uptime(p.Created))
 	l.logClosed(s, reason, err)
 	l.logPair(p, reason, err)
 }

@@ -188,6 +188,7 @@ func handOver(old, nl *listener) {
 	ln.(deadliner).SetDeadline(time.Time{})
 	old.ln = nil
 	nl.ln = ln
+	nl.setListenerKeepAlive(old.quietAccept)
 	nl.log.Info("listening", append([]any{"addr", ln.Addr().String(), "proxy", nl.cfg.Proxy}, append(nl.engineAttrs(), "taken_over", true)...)...)
 }
 

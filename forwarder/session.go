@@ -82,7 +82,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	} else {
 		c, err = s.dialFromRange(ctx, addr)
 	}
-	s.l.f.metrics.ConnectSeconds.WithLabelValues(s.l.cfg.Name).Observe(time.Since(start).Seconds())
+	s.l.f.series.connectSeconds.Get(s.l.cfg.Name).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, classifyDial(ctx, err)
 	}
@@ -91,7 +91,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		c.Close()
 		return nil, errors.New("upstream connection is not TCP")
 	}
-	s.l.keepAlive(tc)
+	s.l.keepAliveDialed(tc)
 	s.p.SetUpstream(tc)
 	s.log = s.base.With("upstream", addr)
 	return tc, nil
@@ -292,7 +292,7 @@ func held(r engine.Result, d engine.Direction) engine.Mode {
 // declines the pair, and records the outcome. note is what /flows says of
 // the first engine's splice.
 func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts engine.Options, note string) (engine.Result, error) {
-	m := s.l.f.metrics
+	m := s.l.f.series
 	for i, e := range chain {
 		if err := e.Supports(s.p, opts); err != nil {
 			note = s.fallback(e, chain, i, err)
@@ -309,7 +309,7 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 			s.base, s.log = nil, s.l.log
 			return res, nil
 		}
-		m.Spliced.WithLabelValues(e.Name()).Dec()
+		m.spliced.Get(e.Name()).Dec()
 		if engine.IsFallback(err) {
 			s.p.SetState(engine.StateControl)
 			note = s.fallback(e, chain, i, err)
@@ -317,10 +317,10 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 		}
 		s.p.CommitEngine()
 		if err != nil {
-			m.Splices.WithLabelValues(e.Name(), "error").Inc()
+			m.splices.Get(e.Name()).Get("error").Inc()
 			return res, err
 		}
-		m.Splices.WithLabelValues(e.Name(), res.End.String()).Inc()
+		m.splices.Get(e.Name()).Get(res.End.String()).Inc()
 		if res.End.KeepsPair() {
 			s.p.SetState(engine.StateControl)
 		}
@@ -340,10 +340,10 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 // logged when the engine reports its end.
 func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	inner := opts.OnSpliced
-	s.l.f.metrics.Spliced.WithLabelValues(name).Inc()
+	s.l.f.series.spliced.Get(name).Inc()
 	start := time.Now()
 	opts.OnSpliced = func() {
-		s.l.f.metrics.SpliceSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		s.l.f.series.spliceSeconds.Get(name).Observe(time.Since(start).Seconds())
 		if s.promoting.CompareAndSwap(true, false) {
 			s.l.f.metrics.Promotions.WithLabelValues(s.l.cfg.Name, name).Inc()
 		}
@@ -368,8 +368,8 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 		s.p.SetUpstream(nil)
 	}
 	opts.OnEnd = func(r engine.Result) {
-		s.l.f.metrics.Spliced.WithLabelValues(name).Dec()
-		s.l.f.metrics.Splices.WithLabelValues(name, r.End.String()).Inc()
+		s.l.f.series.spliced.Get(name).Dec()
+		s.l.f.series.splices.Get(name).Get(r.End.String()).Inc()
 		s.end = r
 		s.arrive()
 	}

@@ -142,3 +142,17 @@ func TestBucketBoundsReadable(t *testing.T) {
 		t.Errorf("bounds checked in %d histograms (%v), want all %d", len(seen), seen, histograms)
 	}
 }
+
+// TestSeriesMakesEachChildOnce: a Series hands out the same child for a
+// value every time, made once, and its own for each value.
+func TestSeriesMakesEachChildOnce(t *testing.T) {
+	made := map[string]int{}
+	s := NewSeries(func(v string) *string { made[v]++; return &v })
+	a, b, a2 := s.Get("a"), s.Get("b"), s.Get("a")
+	if a != a2 || a == b || *a != "a" || *b != "b" {
+		t.Fatalf("children %q %q %q: want one per value", *a, *b, *a2)
+	}
+	if made["a"] != 1 || made["b"] != 1 {
+		t.Fatalf("children made %v, want each once", made)
+	}
+}

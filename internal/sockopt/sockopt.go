@@ -112,14 +112,20 @@ func IsPortInUse(err error) bool {
 const bindTries = 8
 
 // bindPicked binds c to the wildcard address of its family and a port
-// pick gives for server.
-func bindPicked(c syscall.RawConn, pick PortPicker, server netip.AddrPort) error {
+// pick gives for server. network names the family as Go does to a
+// dialer's Control ("tcp4", "tcp6"), which saves asking the socket; a
+// bare "tcp" has it asked.
+func bindPicked(c syscall.RawConn, network string, pick PortPicker, server netip.AddrPort) error {
+	v6 := strings.HasSuffix(network, "6")
 	var berr error
 	err := c.Control(func(fd uintptr) {
-		sa, err := unix.Getsockname(int(fd))
-		if err != nil {
-			berr = err
-			return
+		if !strings.HasSuffix(network, "4") && !v6 {
+			sa, err := syscall.Getsockname(int(fd))
+			if err != nil {
+				berr = err
+				return
+			}
+			_, v6 = sa.(*syscall.SockaddrInet6)
 		}
 		if berr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); berr != nil {
 			return
@@ -129,10 +135,9 @@ func bindPicked(c syscall.RawConn, pick PortPicker, server netip.AddrPort) error
 			if !ok {
 				return
 			}
-			switch sa.(type) {
-			case *unix.SockaddrInet6:
+			if v6 {
 				berr = unix.Bind(int(fd), &unix.SockaddrInet6{Port: int(port)})
-			default:
+			} else {
 				berr = unix.Bind(int(fd), &unix.SockaddrInet4{Port: int(port)})
 			}
 			if !errors.Is(berr, unix.EADDRINUSE) {
@@ -176,7 +181,7 @@ func Control(ctx context.Context, network, address string, c syscall.RawConn) er
 		if err != nil {
 			return fmt.Errorf("destination %q: %w", address, err)
 		}
-		if err := bindPicked(c, pick, ap); err != nil {
+		if err := bindPicked(c, network, pick, ap); err != nil {
 			return err
 		}
 	}

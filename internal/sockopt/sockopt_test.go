@@ -312,3 +312,36 @@ func listen(tb testing.TB) net.Listener {
 	tb.Cleanup(func() { ln.Close() })
 	return ln
 }
+
+// TestWithLocalPortOverIPv6: the port is bound on an IPv6 socket as on
+// an IPv4 one, whether the dialer names the family ("tcp6", as Go's
+// does) or not ("tcp").
+func TestWithLocalPortOverIPv6(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	for _, network := range []string{"tcp6", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			free, err := net.Listen("tcp6", "[::1]:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := uint16(free.Addr().(*net.TCPAddr).Port)
+			free.Close()
+			ctx := sockopt.WithLocalPort(context.Background(), func(netip.AddrPort) (uint16, bool) { return port, true })
+			d := net.Dialer{ControlContext: func(ctx context.Context, _, address string, c syscall.RawConn) error {
+				return sockopt.Control(ctx, network, address, c)
+			}}
+			c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if got := c.LocalAddr().(*net.TCPAddr).Port; got != int(port) {
+				t.Fatalf("left from port %d, want %d", got, port)
+			}
+		})
+	}
+}
