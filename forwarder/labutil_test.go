@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -196,28 +195,7 @@ func serverConns(tb testing.TB, l *lab.Lab, addr string) <-chan *net.TCPConn {
 func acceptConns(tb testing.TB, ln net.Listener) <-chan *net.TCPConn {
 	tb.Helper()
 	ch := make(chan *net.TCPConn, 16)
-	var conns []net.Conn
-	var mu sync.Mutex
-	tb.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			ch <- c.(*net.TCPConn)
-		}
-	}()
+	testenv.HoldEach(tb, ln, func(c net.Conn) { ch <- c.(*net.TCPConn) })
 	return ch
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // Conns is one spliceable pair with the far ends the test drives: Client
@@ -34,32 +35,11 @@ type Conns struct {
 // server, on loopback, and returns the pair in control mode.
 func NewPair(tb testing.TB) *Conns {
 	tb.Helper()
-	fwdClient, client := connected(tb)
-	fwdUp, server := connected(tb)
+	fwdClient, client := testenv.TCPPair(tb)
+	fwdUp, server := testenv.TCPPair(tb)
 	p := engine.NewPair(1, "test", fwdClient)
 	p.SetUpstream(fwdUp)
 	return &Conns{Pair: p, Client: client, Server: server}
-}
-
-// connected returns the two ends of a fresh loopback TCP connection:
-// accepted, then dialled.
-func connected(tb testing.TB) (*net.TCPConn, *net.TCPConn) {
-	tb.Helper()
-	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	d, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	a, err := l.AcceptTCP()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { a.Close(); d.Close() })
-	return a, d
 }
 
 // Random returns n bytes of seeded random data; every bit of seed counts,
