@@ -67,15 +67,11 @@ func HTTPOrigin(tb testing.TB) string {
 	return serveOrigin(tb, origin.HTTP)
 }
 
-// FreeAddr is a loopback address with a port nothing listens on (yet).
+// FreeAddr is testenv.FreeAddr: a loopback address with a port nothing
+// listens on (yet).
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testenv.FreeAddr(tb)
 }
 
 // Echo serves the origin's echo protocol (every byte back, the FIN after

@@ -1,9 +1,11 @@
-// Test servers on a listener: run a handler on every connection it accepts, or hold every connection open, until the test ends; and a connected loopback pair.
+// Test servers and clients: run a handler on every connection a listener accepts, or hold every connection open, until the test ends; a connected loopback pair; a GET read whole.
 
 package testenv
 
 import (
+	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +77,14 @@ func ListenLoopback(tb testing.TB) *net.TCPListener {
 	return ln
 }
 
+// FreeAddr is a loopback address with a port nothing listens on (yet).
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln := ListenLoopback(tb)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // TCPPair returns the two ends of a fresh loopback TCP connection, the
 // accepted one and the dialled one, both closed when the test ends.
 func TCPPair(tb testing.TB) (accepted, dialled *net.TCPConn) {
@@ -91,4 +101,20 @@ func TCPPair(tb testing.TB) (accepted, dialled *net.TCPConn) {
 	}
 	tb.Cleanup(func() { accepted.Close() })
 	return accepted, dialled
+}
+
+// Get fetches url and returns the response with its body read, failing
+// the test if the request or the read fails.
+func Get(tb testing.TB, url string) (*http.Response, []byte) {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", url, err)
+	}
+	return resp, body
 }
