@@ -182,15 +182,21 @@ func DigestAll(tb testing.TB, c *net.TCPConn) [32]byte {
 	return d
 }
 
+// ends returns the far end that sends in direction d, and the one that
+// receives.
+func (c *Conns) ends(d engine.Direction) (from, to *net.TCPConn) {
+	if d == engine.Down {
+		return c.Server, c.Client
+	}
+	return c.Client, c.Server
+}
+
 // testHalfClose closes one side's write half: the other side sees EOF after
 // every byte, and can still send its answer the other way.
 func (s *suite) testHalfClose(t *testing.T, d engine.Direction) {
 	c := s.newPair(t)
 	res := SpliceAsync(t, s.e, c.Pair, engine.Both(0))
-	closer, peer := c.Client, c.Server
-	if d == engine.Down {
-		closer, peer = c.Server, c.Client
-	}
+	closer, peer := c.ends(d)
 	msg := Random(100000, 3)
 	SendThenClose(t, closer, msg)
 	got, err := io.ReadAll(peer)
@@ -212,10 +218,7 @@ func (s *suite) testHalfClose(t *testing.T, d engine.Direction) {
 func (s *suite) testReset(t *testing.T, d engine.Direction) {
 	c := s.newPair(t)
 	res := SpliceAsync(t, s.e, c.Pair, engine.Both(0))
-	resetter, peer := c.Client, c.Server
-	if d == engine.Down {
-		resetter, peer = c.Server, c.Client
-	}
+	resetter, peer := c.ends(d)
 	if _, err := resetter.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
