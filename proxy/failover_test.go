@@ -276,8 +276,7 @@ func onlyListener(tb testing.TB, name, fail string, servers ...string) (*forward
 // rather than meeting the closed one (502: a POST is not sent twice), and
 // the server's keep-alive ending counts as no failure.
 func TestKeepAliveEndIsNoFailure(t *testing.T) {
-	up := fwdtest.RawBackend(t, func(c net.Conn) {
-		r := bufio.NewReader(c)
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		req, err := http.ReadRequest(r)
 		if err != nil {
 			return

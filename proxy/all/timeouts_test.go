@@ -119,8 +119,7 @@ func TestStalledResponseBodyEndsThePair(t *testing.T) {
 	for _, size := range []int{20_000, 1 << 20} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			head := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
-			up := fwdtest.RawBackend(t, func(c net.Conn) {
-				r := bufio.NewReader(c)
+			up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 				if _, err := http.ReadRequest(r); err != nil {
 					return
 				}

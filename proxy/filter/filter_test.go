@@ -22,7 +22,6 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
-	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/filter"
 	"github.com/splicer/splicer/proxy/proxyproto"
 	"github.com/splicer/splicer/proxy/proxytest"
@@ -362,15 +361,6 @@ func TestProxyProtocol(t *testing.T) {
 	}
 }
 
-// rawUpstream serves each connection with handle, for responses net/http
-// would not send (close-delimited, trailers) or protocol switches.
-func rawUpstream(tb testing.TB, handle func(c net.Conn, r *bufio.Reader)) string {
-	tb.Helper()
-	ln := testenv.ListenLoopback(tb)
-	testenv.ServeEach(tb, ln, waitFor, func(c net.Conn) { handle(c, bufio.NewReader(c)) })
-	return ln.Addr().String()
-}
-
 // startFilter starts an origin and a filter listener in front of it.
 func startFilter(tb testing.TB) (*origin, *forwarder.Forwarder) {
 	tb.Helper()
@@ -418,7 +408,7 @@ func exchangeRaw(tb testing.TB, f *forwarder.Forwarder, req string) string {
 func TestCloseDelimitedAndTrailers(t *testing.T) {
 	const chunkedWithTrailer = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n"
 	const closeDelimited = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the upstream closes"
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		req, err := http.ReadRequest(r)
 		if err != nil {
 			return
@@ -460,7 +450,7 @@ func TestExpectContinue(t *testing.T) {
 }
 
 func TestSwitchingProtocols(t *testing.T) {
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		if _, err := http.ReadRequest(r); err != nil {
 			return
 		}
@@ -506,7 +496,7 @@ func TestShutdownClosesIdleKeepAlive(t *testing.T) {
 // client's next request a 502.
 func TestStaleUpstreamRetried(t *testing.T) {
 	var accepted atomic.Int64
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		accepted.Add(1)
 		req, err := http.ReadRequest(r)
 		if err != nil {
@@ -531,7 +521,7 @@ func TestStaleUpstreamRetried(t *testing.T) {
 // exchange stays HTTP/1.1, where the filter can read it.
 func TestH2CUpgradeStripped(t *testing.T) {
 	seen := make(chan http.Header, 1)
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		req, err := http.ReadRequest(r)
 		if err != nil {
 			return
@@ -561,7 +551,7 @@ func TestH2CUpgradeStripped(t *testing.T) {
 // TestUnrequestedSwitchRefused: a 101 to a protocol the client did not ask
 // for is not tunnelled.
 func TestUnrequestedSwitchRefused(t *testing.T) {
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		if _, err := http.ReadRequest(r); err != nil {
 			return
 		}
