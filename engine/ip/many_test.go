@@ -253,11 +253,7 @@ func TestEngineManyHelper(t *testing.T) {
 	}
 	switch role {
 	case "echo-servers":
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Println("> ready")
+		l := listenReady(t, addr)
 		var wg sync.WaitGroup
 		for range n {
 			c, err := l.Accept()
