@@ -121,12 +121,7 @@ func checkResponseWays(tb testing.TB, f *forwarder.Forwarder, lines []map[string
 // X-Request-ID values it received, joined by ",".
 func requestIDEcho(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fwdtest.ServeEach(tb, ln, 10*time.Second, func(c net.Conn) {
-		r := bufio.NewReader(c)
+	return fwdtest.ReadingBackend(tb, func(c net.Conn, r *bufio.Reader) {
 		for {
 			req, err := http.ReadRequest(r)
 			if err != nil {
@@ -136,7 +131,6 @@ func requestIDEcho(tb testing.TB) string {
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}
 	})
-	return ln.Addr().String()
 }
 
 // TestRequestIDPassedOnAndLogged: http-reverse passes a client's sane

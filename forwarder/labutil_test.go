@@ -21,7 +21,6 @@ import (
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
-	"github.com/splicer/splicer/origin"
 )
 
 // waitFor bounds every wait for something the forwarder does asynchronously;
@@ -162,20 +161,6 @@ func (lf *labForwarder) waitClosed(tb testing.TB, listener, reason string, n flo
 	}, func() string { return fmt.Sprintf("counted %v", reasons) })
 	if want := map[string]float64{reason: n}; !maps.Equal(reasons, want) {
 		tb.Fatalf("splicer_connections_closed_total{listener=%q} by reason: %v, want %v", listener, reasons, want)
-	}
-}
-
-// serveOrigin serves proto on addr in l's server namespace until the test ends.
-func serveOrigin(tb testing.TB, l *lab.Lab, proto origin.Proto, addr string) {
-	tb.Helper()
-	ln, err := l.Server.Listen("tcp", addr)
-	if err != nil {
-		tb.Fatalf("origin %s: %v", proto, err)
-	}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(proto, ln); err != nil {
-		tb.Fatalf("origin %s: %v", proto, err)
 	}
 }
 
