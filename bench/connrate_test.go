@@ -13,11 +13,18 @@ import (
 // connSpecNamed returns the spec of name.
 func connSpecNamed(tb testing.TB, name string) connSpec {
 	tb.Helper()
-	i := slices.IndexFunc(connSpecs, func(c connSpec) bool { return c.name == name })
+	return find(tb, connSpecs, func(c connSpec) bool { return c.name == name }, "connrate target "+name)
+}
+
+// find returns the first of items that match takes, failing the test,
+// which looked for what, when there is none.
+func find[T any](tb testing.TB, items []T, match func(T) bool, what string) T {
+	tb.Helper()
+	i := slices.IndexFunc(items, match)
 	if i < 0 {
-		tb.Fatalf("no connrate target %s", name)
+		tb.Fatalf("no %s", what)
 	}
-	return connSpecs[i]
+	return items[i]
 }
 
 func TestConnPoints(t *testing.T) {

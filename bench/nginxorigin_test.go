@@ -20,15 +20,7 @@ import (
 // objects ServeObjects wrote as files (nginx's ETag says so) and passes
 // the other sizes to the built-in origin, with the same bytes either way.
 func TestNginxOriginServesTheBuiltinsBytes(t *testing.T) {
-	if why := missing("nginx"); why != "" {
-		t.Skip(why)
-	}
-	e := newOriginOnlyEnv(t)
-	a := addressing{server: "127.0.0.3"} // a loopback address no other test listens on
-	if err := e.startOrigin(local{}, a); err != nil {
-		t.Fatal(err)
-	}
-	addr, note := e.startNginxOrigin(context.Background(), a)
+	e, addr, note := startNginxOrigin(t, "127.0.0.3")
 	if e.objectDir == "" {
 		t.Fatalf("nginx origin not started: %s", note)
 	}
@@ -37,19 +29,7 @@ func TestNginxOriginServesTheBuiltinsBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, size := range []int64{fromFile, fromFile2, builtin} {
-		resp, err := http.Get("http://" + addr + origin.ObjectPath(size))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := sha256.New()
-		n, err := io.Copy(h, resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || n != size {
-			t.Fatalf("GET %d bytes: status %d, %d bytes, %v", size, resp.StatusCode, n, err)
-		}
-		if [32]byte(h.Sum(nil)) != origin.ObjectSHA256(size) {
-			t.Errorf("GET %d bytes: not the built-in origin's object", size)
-		}
+		resp := getObject(t, http.DefaultClient, "http://"+addr, size)
 		if file := resp.Header.Get("Etag") != ""; file != (size != builtin) {
 			t.Errorf("GET %d bytes: served from a file = %v, want %v", size, file, size != builtin)
 		}
@@ -60,15 +40,8 @@ func TestNginxOriginServesTheBuiltinsBytes(t *testing.T) {
 // objects over TLS with a certificate for tlsServerName, the same bytes
 // as the built-in origin's.
 func TestNginxOriginServesTLS(t *testing.T) {
-	if why := missing("nginx"); why != "" {
-		t.Skip(why)
-	}
-	e := newOriginOnlyEnv(t)
-	a := addressing{server: "127.0.0.4"} // a loopback address no other test listens on
-	if err := e.startOrigin(local{}, a); err != nil {
-		t.Fatal(err)
-	}
-	if _, note := e.startNginxOrigin(context.Background(), a); e.tlsOrigin == "" {
+	e, _, note := startNginxOrigin(t, "127.0.0.4")
+	if e.tlsOrigin == "" {
 		t.Fatalf("nginx origin without TLS: %s", note)
 	}
 	const size = 64 << 10
@@ -82,19 +55,48 @@ func TestNginxOriginServesTLS(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pem)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: tlsServerName}}}
-	resp, err := hc.Get("https://" + e.tlsOrigin + origin.ObjectPath(size))
+	resp := getObject(t, hc, "https://"+e.tlsOrigin, size)
+	if resp.TLS == nil || resp.TLS.Version != tls.VersionTLS13 {
+		t.Errorf("TLS state %+v: want TLS 1.3", resp.TLS)
+	}
+}
+
+// startNginxOrigin starts the built-in origin and nginx in front of it on
+// server (a loopback address no other test listens on), skipping the test
+// where nginx is missing; it returns the Env, nginx's address and its
+// note on what it could not start.
+func startNginxOrigin(tb testing.TB, server string) (e *Env, addr, note string) {
+	tb.Helper()
+	if why := missing("nginx"); why != "" {
+		tb.Skip(why)
+	}
+	e = newOriginOnlyEnv(tb)
+	a := addressing{server: server}
+	if err := e.startOrigin(local{}, a); err != nil {
+		tb.Fatal(err)
+	}
+	addr, note = e.startNginxOrigin(context.Background(), a)
+	return e, addr, note
+}
+
+// getObject fetches the object of size from base with hc and fails the
+// test unless it is a 200 with the built-in origin's bytes.
+func getObject(tb testing.TB, hc *http.Client, base string, size int64) *http.Response {
+	tb.Helper()
+	resp, err := hc.Get(base + origin.ObjectPath(size))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK || n != size || [32]byte(h.Sum(nil)) != origin.ObjectSHA256(size) {
-		t.Errorf("GET over TLS: status %d, %d bytes, %v; want the built-in origin's %d bytes", resp.StatusCode, n, err, size)
+	if err != nil || resp.StatusCode != http.StatusOK || n != size {
+		tb.Fatalf("GET %s%s: status %d, %d bytes, %v", base, origin.ObjectPath(size), resp.StatusCode, n, err)
 	}
-	if resp.TLS == nil || resp.TLS.Version != tls.VersionTLS13 {
-		t.Errorf("TLS state %+v: want TLS 1.3", resp.TLS)
+	if [32]byte(h.Sum(nil)) != origin.ObjectSHA256(size) {
+		tb.Errorf("GET %s%s: not the built-in origin's object", base, origin.ObjectPath(size))
 	}
+	return resp
 }
 
 // newOriginOnlyEnv is an Env with nothing running yet, for starting

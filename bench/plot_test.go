@@ -28,11 +28,7 @@ func webWithWrkRows(targets ...string) *Result {
 
 func sizePlotOf(tb testing.TB, file string) sizePlot {
 	tb.Helper()
-	i := slices.IndexFunc(sizePlots, func(lp sizePlot) bool { return lp.file == file })
-	if i < 0 {
-		tb.Fatalf("no size plot writes %s", file)
-	}
-	return sizePlots[i]
+	return find(tb, sizePlots, func(lp sizePlot) bool { return lp.file == file }, "size plot writes "+file)
 }
 
 // TestWrkPlotDrawsTheReadmeRows: the wrk plot draws the README table's

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/engine/pipe"
@@ -23,22 +24,25 @@ func startThrough(tb testing.TB, engineName, upstream string) *forwarder.Forward
 	return fwdtest.Start(tb, l)
 }
 
-func TestEchoThroughEveryEngine(t *testing.T) {
-	up := fwdtest.Echo(t)
+// throughEveryEngine runs test as a subtest for each engine this host
+// allows, with a connection c through a tcp listener "t" in front of up
+// that the engine splices.
+func throughEveryEngine(t *testing.T, up string, test func(t *testing.T, f *forwarder.Forwarder, c net.Conn)) {
 	for _, name := range []string{copyengine.Name, pipe.Name, "auto"} {
 		t.Run(name, func(t *testing.T) {
 			f := startThrough(t, name, up)
-			c, err := net.Dial("tcp", f.Addr("t").String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			msg := bytes.Repeat([]byte("splicer"), 100000)
-			go func() { c.Write(msg); c.(*net.TCPConn).CloseWrite() }()
-			got, err := io.ReadAll(c)
-			if err != nil || !bytes.Equal(got, msg) {
-				t.Fatalf("echo through %s: %d bytes, err %v", name, len(got), err)
-			}
+			test(t, f, fwdtest.DialFor(t, f.Addr("t").String(), 30*time.Second))
 		})
 	}
+}
+
+func TestEchoThroughEveryEngine(t *testing.T) {
+	throughEveryEngine(t, fwdtest.Echo(t), func(t *testing.T, f *forwarder.Forwarder, c net.Conn) {
+		msg := bytes.Repeat([]byte("splicer"), 100000)
+		go func() { c.Write(msg); c.(*net.TCPConn).CloseWrite() }()
+		got, err := io.ReadAll(c)
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("echo: %d bytes, err %v", len(got), err)
+		}
+	})
 }

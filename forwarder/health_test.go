@@ -27,16 +27,8 @@ listeners:
 	}
 	f := fwdtest.StartConfig(t, cfg, forwarder.Options{})
 	gauge := func(server string) float64 {
-		families, _ := f.Metrics().Registry.Gather()
-		for _, mf := range families {
-			if mf.GetName() != "splicer_upstream_healthy" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				if labelsEqual(m.GetLabel(), map[string]string{"listener": "rev", "pool": "p", "server": server}) {
-					return m.GetGauge().GetValue()
-				}
-			}
+		if v, ok := fwdtest.Series(f, "splicer_upstream_healthy", "listener", "rev", "pool", "p", "server", server); ok {
+			return v
 		}
 		return -1
 	}

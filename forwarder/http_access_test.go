@@ -16,39 +16,46 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/accesslog"
-	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 )
 
-func TestHTTPRequestsLoggedAndCounted(t *testing.T) {
-	up := fwdtest.HTTPOrigin(t)
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, up)))
-	if err != nil {
-		t.Fatal(err)
-	}
+// loggedReverse starts an http-reverse listener "rev" in front of up
+// that writes its json access log to the returned buffer.
+func loggedReverse(tb testing.TB, up string) (*forwarder.Forwarder, *testenv.Buffer) {
+	tb.Helper()
 	buf := &testenv.Buffer{}
 	a, err := accesslog.New(buf, accesslog.JSON)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	f, err := forwarder.New(cfg, forwarder.Options{AccessLog: a})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Shutdown(canceledCtx()) })
+	cfg := fwdtest.Config(tb, `
+listeners:
+  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
+`, up)
+	return fwdtest.StartWith(tb, forwarder.Options{AccessLog: a}, cfg.Listeners...), buf
+}
 
-	c, err := net.Dial("tcp", f.Addr("rev").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+// requestLines waits for buf to hold n request lines and returns them,
+// each decoded.
+func requestLines(tb testing.TB, buf *testenv.Buffer, n int) []map[string]any {
+	tb.Helper()
+	var lines []map[string]any
+	testenv.Eventually(tb, fmt.Sprintf("%d request lines", n), func() bool {
+		lines = nil
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["type"] == "request" {
+				lines = append(lines, m)
+			}
+		}
+		return len(lines) == n
+	})
+	return lines
+}
+
+func TestHTTPRequestsLoggedAndCounted(t *testing.T) {
+	f, buf := loggedReverse(t, fwdtest.HTTPOrigin(t))
+	c := fwdtest.DialFor(t, f.Addr("rev").String(), 5*time.Second)
 	r := bufio.NewReader(c)
 	const big = 1 << 20 // spliced by the listener's engine (auto: pipe here)
 	for _, path := range []string{"/obj/1000", "/obj/10", "/nothing-here", fmt.Sprintf("/obj/%d", big)} {
@@ -62,17 +69,7 @@ listeners:
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: a b\r\n\r\n") // refused: 400
 	io.ReadAll(r)
 
-	var lines []map[string]any
-	testenv.Eventually(t, "five request lines", func() bool {
-		lines = nil
-		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-			var m map[string]any
-			if json.Unmarshal([]byte(l), &m) == nil && m["type"] == "request" {
-				lines = append(lines, m)
-			}
-		}
-		return len(lines) == 5
-	})
+	lines := requestLines(t, buf, 5)
 	first := lines[0]
 	for k, v := range map[string]any{"method": "GET", "host": "app.example", "path": "/obj/1000", "status": float64(200), "listener": "rev"} {
 		if first[k] != v {
@@ -86,7 +83,7 @@ listeners:
 		t.Errorf("statuses %v %v, want 404 and 400", lines[2]["status"], lines[4]["status"])
 	}
 	for code, want := range map[string]float64{"2xx": 3, "4xx": 2} {
-		if n := counterValue(t, f, "splicer_http_responses_total", map[string]string{"listener": "rev", "code": code}); n != want {
+		if n := fwdtest.Metric(f, "splicer_http_responses_total", "listener", "rev", "code", code); n != want {
 			t.Errorf("splicer_http_responses_total{code=%q} = %v, want %v", code, n, want)
 		}
 	}
@@ -109,7 +106,7 @@ func checkResponseWays(tb testing.TB, f *forwarder.Forwarder, lines []map[string
 	ways := map[string]float64{}
 	var counted float64
 	for _, w := range []string{"copied", "kernel", "spliced"} {
-		ways[w] = counterValue(tb, f, "splicer_http_response_bytes_total", map[string]string{"listener": "rev", "way": w})
+		ways[w] = fwdtest.Metric(f, "splicer_http_response_bytes_total", "listener", "rev", "way", w)
 		counted += ways[w]
 	}
 	if counted != logged {
@@ -120,36 +117,11 @@ func checkResponseWays(tb testing.TB, f *forwarder.Forwarder, lines []map[string
 	}
 }
 
-// counterValue reads one counter series of f's registry.
-func counterValue(tb testing.TB, f *forwarder.Forwarder, name string, labels map[string]string) float64 {
-	tb.Helper()
-	families, err := f.Metrics().Registry.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelsEqual(m.GetLabel(), labels) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
 // requestIDEcho is a back end that answers each request with the
 // X-Request-ID values it received, joined by ",".
 func requestIDEcho(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fwdtest.ServeEach(tb, ln, 10*time.Second, func(c net.Conn) {
-		r := bufio.NewReader(c)
+	return fwdtest.ReadingBackend(tb, func(c net.Conn, r *bufio.Reader) {
 		for {
 			req, err := http.ReadRequest(r)
 			if err != nil {
@@ -159,7 +131,6 @@ func requestIDEcho(tb testing.TB) string {
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}
 	})
-	return ln.Addr().String()
 }
 
 // TestRequestIDPassedOnAndLogged: http-reverse passes a client's sane
@@ -168,25 +139,8 @@ func requestIDEcho(tb testing.TB) string {
 // json access log names the ID the back end saw, and the request's user
 // agent, referer, target with its query, protocol and bytes each way.
 func TestRequestIDPassedOnAndLogged(t *testing.T) {
-	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, pools: [{name: p, servers: ['%s']}], routes: [{pool: p}]}
-`, requestIDEcho(t))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := &testenv.Buffer{}
-	a, err := accesslog.New(buf, accesslog.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fwdtest.StartWith(t, forwarder.Options{AccessLog: a}, cfg.Listeners...)
-	c, err := net.Dial("tcp", f.Addr("rev").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	f, buf := loggedReverse(t, requestIDEcho(t))
+	c := fwdtest.DialFor(t, f.Addr("rev").String(), 5*time.Second)
 	r := bufio.NewReader(c)
 	sent := []string{
 		"X-Request-ID: client-id-42\r\nUser-Agent: ua/1.0\r\nReferer: http://r.example/x\r\n",
@@ -216,17 +170,7 @@ listeners:
 		made[id] = true
 	}
 
-	var lines []map[string]any
-	testenv.Eventually(t, "six request lines", func() bool {
-		lines = nil
-		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-			var m map[string]any
-			if json.Unmarshal([]byte(l), &m) == nil && m["type"] == "request" {
-				lines = append(lines, m)
-			}
-		}
-		return len(lines) == len(sent)
-	})
+	lines := requestLines(t, buf, len(sent))
 	for i, l := range lines {
 		if l["request_id"] != seen[i] {
 			t.Errorf("request %d logged request_id %v, want %q, what the back end saw", i, l["request_id"], seen[i])

@@ -195,7 +195,7 @@ func TestLabVanishedClientBetweenRequests(t *testing.T) {
 			t.Parallel()
 			l := lab.NewT(t, lab.DefaultConfig())
 			server := httplab.ServerAddr(l, 9702)
-			serveOrigin(t, l, origin.HTTP, server)
+			httplab.ServeProto(t, l, origin.HTTP, server)
 			lc := randomListener(l, kind.proxy)
 			kind.listener(&lc, server)
 			lc.TCPKeepalive = vanishingKeepalive

@@ -28,7 +28,7 @@ import (
 // no segment it could not keep (hold_dropped 0).
 func TestLabAutoPromotesToIP(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Stream, httplab.ServerAddr(l, 9811))
+	httplab.ServeProto(t, l, origin.Stream, httplab.ServerAddr(l, 9811))
 	lc := tcpListener("auto", httplab.FwdAddr(l, 7811), httplab.ServerAddr(l, 9811))
 	if lc.Engine != "auto" {
 		t.Fatalf("a listener's default engine is %q, want auto", lc.Engine)

@@ -53,7 +53,7 @@ func addClientAddr(tb testing.TB, l *lab.Lab, p netip.Prefix) {
 
 func TestLabPerClientCapCountsIPv6By64(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9801))
+	httplab.ServeProto(t, l, origin.Echo, httplab.ServerAddr(l, 9801))
 	capped := tcpListener("capped", "[::]:9800", httplab.ServerAddr(l, 9801)) // IPv4 and IPv6
 	capped.MaxConnectionsPerClient = 1
 	lf := startLabForwarder(t, l, capped)

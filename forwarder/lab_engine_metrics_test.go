@@ -16,7 +16,7 @@ import (
 
 func TestLabEngineCountersExported(t *testing.T) {
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9701))
+	httplab.ServeProto(t, l, origin.Echo, httplab.ServerAddr(l, 9701))
 	lc := tcpListener("sm", httplab.FwdAddr(l, 7701), httplab.ServerAddr(l, 9701))
 	lc.Engine = "sockmap"
 	lf := startLabForwarder(t, l, lc)

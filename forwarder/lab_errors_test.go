@@ -70,7 +70,7 @@ func TestLabUpstreamFailures(t *testing.T) {
 func TestLabMaxConnections(t *testing.T) {
 	t.Parallel()
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9201))
+	httplab.ServeProto(t, l, origin.Echo, httplab.ServerAddr(l, 9201))
 	lc := tcpListener("capped", httplab.FwdAddr(l, 7201), httplab.ServerAddr(l, 9201))
 	lc.MaxConnections = 2
 	lf := startLabForwarder(t, l, lc)

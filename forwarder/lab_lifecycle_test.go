@@ -30,7 +30,7 @@ func TestLab1000ConcurrentPairs(t *testing.T) {
 	t.Parallel()
 	const pairs = 1000
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9301))
+	httplab.ServeProto(t, l, origin.Echo, httplab.ServerAddr(l, 9301))
 	lf := startLabForwarder(t, l, tcpListener("many", httplab.FwdAddr(l, 7301), httplab.ServerAddr(l, 9301)))
 	addr := lf.Addr("many").String()
 
@@ -112,7 +112,7 @@ func readUntilEOF(c net.Conn, buf []byte) (int, error) {
 func TestLabShutdownCutsIdlePairAtGrace(t *testing.T) {
 	t.Parallel()
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9401))
+	httplab.ServeProto(t, l, origin.Echo, httplab.ServerAddr(l, 9401))
 	lf := startLabForwarder(t, l, tcpListener("idle", httplab.FwdAddr(l, 7401), httplab.ServerAddr(l, 9401)))
 	client := httplab.Dial(t, l, lf.Addr("idle").String())
 	echo(t, client, "still here")
@@ -139,7 +139,7 @@ func TestLabShutdownLetsPairFinish(t *testing.T) {
 	t.Parallel()
 	l := lab.NewT(t, lab.DefaultConfig())
 	upstream := serverConns(t, l, httplab.ServerAddr(l, 9501))
-	serveOrigin(t, l, origin.Echo, httplab.ServerAddr(l, 9502))
+	httplab.ServeProto(t, l, origin.Echo, httplab.ServerAddr(l, 9502))
 	// Probing whether the forwarder still accepts may open a pair before
 	// Shutdown closes the listeners; the probe listener's echo upstream
 	// ends such a pair at once, and keeps it out of busy's counts.
@@ -196,7 +196,7 @@ func TestLabSpliceAfter(t *testing.T) {
 	if err := l.SetRate(l.ServerLink(), 320e6); err != nil {
 		t.Fatal(err)
 	}
-	serveOrigin(t, l, origin.Stream, httplab.ServerAddr(l, 9601))
+	httplab.ServeProto(t, l, origin.Stream, httplab.ServerAddr(l, 9601))
 	lc := tcpListener("later", httplab.FwdAddr(l, 7601), httplab.ServerAddr(l, 9601))
 	lc.SpliceAfter = config.Duration(200 * time.Millisecond)
 	lf := startLabForwarder(t, l, lc)
@@ -243,7 +243,7 @@ func TestLabSpliceAfter(t *testing.T) {
 func TestLabSpliceAfterClientNotReading(t *testing.T) {
 	t.Parallel()
 	l := lab.NewT(t, lab.DefaultConfig())
-	serveOrigin(t, l, origin.Source, httplab.ServerAddr(l, 9611))
+	httplab.ServeProto(t, l, origin.Source, httplab.ServerAddr(l, 9611))
 	lc := tcpListener("stalled", httplab.FwdAddr(l, 7611), httplab.ServerAddr(l, 9611))
 	lc.SpliceAfter = config.Duration(300 * time.Millisecond) // the buffers fill well before
 	lc.IdleTimeout = config.Duration(time.Second)

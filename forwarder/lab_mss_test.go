@@ -56,7 +56,7 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 	}
 	clamped := tcpListener("clamped", httplab.FwdAddr(l, 7803), httplab.ServerAddr(l, 9803))
 	clamped.Engine = ip.Name
-	serveOrigin(t, l, origin.Stream, httplab.ServerAddr(l, 9803))
+	httplab.ServeProto(t, l, origin.Stream, httplab.ServerAddr(l, 9803))
 	lf := startLabForwarder(t, l, append(listeners, clamped)...)
 	lf.requireEngine(t, ip.Name)
 

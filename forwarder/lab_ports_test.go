@@ -68,11 +68,13 @@ func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	// pair is spliced: its two sockets are closed, and no duplicate kept.
 	settled := func(what string, want int) {
 		t.Helper()
-		testenv.EventuallyShowing(t, what, func() bool { return openFDs(t) == want },
-			func() string { return "open descriptors: " + strconv.Itoa(openFDs(t)) + ", want " + strconv.Itoa(want) })
+		testenv.EventuallyShowing(t, what, func() bool { return testenv.OpenFDs(t) == want },
+			func() string {
+				return "open descriptors: " + strconv.Itoa(testenv.OpenFDs(t)) + ", want " + strconv.Itoa(want)
+			})
 	}
 	time.Sleep(100 * time.Millisecond)
-	fds := openFDs(t)
+	fds := testenv.OpenFDs(t)
 
 	c2, s2 := splicedPair(t, lf, servers)
 	if p2 := upstreamPort(s2); p2 == p1 || p2 < 45000 || p2 > 45001 {
@@ -92,7 +94,7 @@ func TestLabSplicedPairKeepsItsPort(t *testing.T) {
 	ended := time.Now()
 	lf.waitClosed(t, "ports", "eof", 1)
 
-	fds = openFDs(t)
+	fds = testenv.OpenFDs(t)
 	c3, s3 := splicedPair(t, lf, servers)
 	if p3 := upstreamPort(s3); p3 >= 45000 && p3 <= 45001 {
 		if p3 == p1 && time.Since(ended) >= time.Second {
@@ -165,16 +167,6 @@ func exchangeBothWays(tb testing.TB, c, s *net.TCPConn, n int) {
 			tb.Fatalf("%d bytes arrived changed", n)
 		}
 	}
-}
-
-// openFDs counts this process's open descriptors.
-func openFDs(tb testing.TB) int {
-	tb.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return len(ents)
 }
 
 // reservedPorts is net.ipv4.ip_local_reserved_ports in l's forwarder namespace.

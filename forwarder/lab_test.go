@@ -54,7 +54,7 @@ func TestLabEngines(t *testing.T) {
 			var listeners []config.Listener
 			for _, c := range engineCases {
 				if c.streamOrigin {
-					serveOrigin(t, l, origin.Stream, httplab.ServerAddr(l, c.srv))
+					httplab.ServeProto(t, l, origin.Stream, httplab.ServerAddr(l, c.srv))
 				} else {
 					upstreams[c.name] = serverConns(t, l, httplab.ServerAddr(l, c.srv))
 				}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
-	"github.com/splicer/splicer/origin"
 )
 
 // waitFor bounds every wait for something the forwarder does asynchronously;
@@ -166,20 +164,6 @@ func (lf *labForwarder) waitClosed(tb testing.TB, listener, reason string, n flo
 	}
 }
 
-// serveOrigin serves proto on addr in l's server namespace until the test ends.
-func serveOrigin(tb testing.TB, l *lab.Lab, proto origin.Proto, addr string) {
-	tb.Helper()
-	ln, err := l.Server.Listen("tcp", addr)
-	if err != nil {
-		tb.Fatalf("origin %s: %v", proto, err)
-	}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(proto, ln); err != nil {
-		tb.Fatalf("origin %s: %v", proto, err)
-	}
-}
-
 // serverConns listens on addr in l's server namespace and hands over every
 // accepted connection, for tests that drive the server side by hand.
 func serverConns(tb testing.TB, l *lab.Lab, addr string) <-chan *net.TCPConn {
@@ -196,28 +180,7 @@ func serverConns(tb testing.TB, l *lab.Lab, addr string) <-chan *net.TCPConn {
 func acceptConns(tb testing.TB, ln net.Listener) <-chan *net.TCPConn {
 	tb.Helper()
 	ch := make(chan *net.TCPConn, 16)
-	var conns []net.Conn
-	var mu sync.Mutex
-	tb.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			ch <- c.(*net.TCPConn)
-		}
-	}()
+	testenv.HoldEach(tb, ln, func(c net.Conn) { ch <- c.(*net.TCPConn) })
 	return ch
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"testing"
-	"time"
 
 	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/forwarder/fwdtest"
@@ -18,12 +17,7 @@ import (
 // sends its source to sources, and echoes the rest. It returns its address.
 func headerEcho(tb testing.TB, sources chan<- string) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fwdtest.ServeEach(tb, ln, 5*time.Second, func(c net.Conn) {
-		r := bufio.NewReader(c)
+	return fwdtest.ReadingBackend(tb, func(c net.Conn, r *bufio.Reader) {
 		info, err := proxyproto.Read(r)
 		if err != nil {
 			sources <- "error: " + err.Error()
@@ -32,7 +26,6 @@ func headerEcho(tb testing.TB, sources chan<- string) string {
 		sources <- info.Source.String()
 		io.Copy(c, r)
 	})
-	return ln.Addr().String()
 }
 
 // dialWithHeader connects to addr from loopback, the trusted balancer, and

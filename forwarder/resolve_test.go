@@ -36,27 +36,16 @@ func namedOrigins(tb testing.TB) int {
 			continue
 		}
 		for _, ln := range []net.Listener{a, b} {
-			tb.Cleanup(func() { ln.Close() })
-			go greetAndEcho(ln, ln.Addr().(*net.TCPAddr).IP.String())
+			name := ln.Addr().(*net.TCPAddr).IP.String()
+			testenv.ServeEach(tb, ln, time.Minute, func(c net.Conn) {
+				fmt.Fprintln(c, name)
+				io.Copy(c, c)
+			})
 		}
 		return port
 	}
 	tb.Fatal("no port free on both 127.0.0.1 and 127.0.0.2")
 	return 0
-}
-
-func greetAndEcho(ln net.Listener, name string) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			fmt.Fprintln(c, name)
-			io.Copy(c, c)
-		}()
-	}
 }
 
 // greeting connects to addr and reads the origin's name; the connection
@@ -122,9 +111,9 @@ listeners:
 	}
 
 	dns.Fail(true)
-	labels := map[string]string{"listener": "t", "pool": "upstream", "name": name}
+	labels := []string{"listener", "t", "pool", "upstream", "name", name}
 	testenv.Eventually(t, "failed lookups counted", func() bool {
-		return counterValue(t, f, "splicer_upstream_resolve_failures_total", labels) >= 2
+		return fwdtest.Metric(f, "splicer_upstream_resolve_failures_total", labels...) >= 2
 	})
 	if got, _, _ := greeting(t, addr); got != "127.0.0.2" {
 		t.Errorf("while the name server fails, a connection reached %s, want 127.0.0.2, the last address", got)
@@ -136,24 +125,7 @@ listeners:
 	if want := []string{fmt.Sprintf("127.0.0.2:%d from %s", port, name)}; !slices.Equal(servers, want) {
 		t.Errorf("/upstreams lists %q, want %q", servers, want)
 	}
-	if n := gaugeValue(t, f, "splicer_upstream_resolved_addresses", labels); n != 1 {
+	if n, ok := fwdtest.Series(f, "splicer_upstream_resolved_addresses", labels...); !ok || n != 1 {
 		t.Errorf("splicer_upstream_resolved_addresses %v, want 1", n)
 	}
-}
-
-// gaugeValue reads one gauge series of f's registry, -1 if it has none.
-func gaugeValue(tb testing.TB, f *forwarder.Forwarder, name string, labels map[string]string) float64 {
-	tb.Helper()
-	families, err := f.Metrics().Registry.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			if mf.GetName() == name && labelsEqual(m.GetLabel(), labels) {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
 }

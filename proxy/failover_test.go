@@ -61,23 +61,29 @@ func getStatus(tb testing.TB, addr string) int {
 // connects is how many upstream connects listener made, successful or not.
 func connects(tb testing.TB, f *forwarder.Forwarder, listener string) uint64 {
 	tb.Helper()
-	families, err := f.Metrics().Registry.Gather()
+	return uint64(fwdtest.Metric(f, "splicer_upstream_connect_seconds", "listener", listener))
+}
+
+// revListener is the YAML list item of an http-reverse listener name
+// that sends every request to its one pool p, given as a flow map with
+// keys (say "servers: ['%s']") and extra listener keys.
+func revListener(name, pool, extra string) string {
+	return fmt.Sprintf("  - {name: %s, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, %s}]%s}\n", name, pool, extra)
+}
+
+// answeredOK reads the next response on r, reads its body, and fails the
+// test, naming the request what, unless it is a 200.
+func answeredOK(tb testing.TB, r *bufio.Reader, what string) {
+	tb.Helper()
+	resp, err := http.ReadResponse(r, nil)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("%s: %v", what, err)
 	}
-	for _, mf := range families {
-		if mf.GetName() != "splicer_upstream_connect_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "listener" && l.GetValue() == listener {
-					return m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("%s: %s, want 200", what, resp.Status)
 	}
-	return 0
 }
 
 // skipped is splicer_upstream_skipped for server of listener's pool.
@@ -270,8 +276,7 @@ func onlyListener(tb testing.TB, name, fail string, servers ...string) (*forward
 // rather than meeting the closed one (502: a POST is not sent twice), and
 // the server's keep-alive ending counts as no failure.
 func TestKeepAliveEndIsNoFailure(t *testing.T) {
-	up := fwdtest.RawBackend(t, func(c net.Conn) {
-		r := bufio.NewReader(c)
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		req, err := http.ReadRequest(r)
 		if err != nil {
 			return
@@ -287,15 +292,7 @@ func TestKeepAliveEndIsNoFailure(t *testing.T) {
 			for i, raw := range []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"} {
 				time.Sleep(50 * time.Millisecond) // the server's FIN arrives
 				io.WriteString(c, raw)
-				resp, err := http.ReadResponse(r, nil)
-				if err != nil {
-					t.Fatalf("request %d: %v", i+1, err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("request %d (%.4s): %s, want 200", i+1, raw, resp.Status)
-				}
+				answeredOK(t, r, fmt.Sprintf("request %d (%.4s)", i+1, raw))
 			}
 			if got := fwdtest.Metric(f, "splicer_upstream_failures_total", "listener", kind, "pool", poolOf(kind), "server", up); got != 0 {
 				t.Errorf("splicer_upstream_failures_total %v after the server's keep-alive ended, want 0", got)
@@ -365,16 +362,8 @@ func TestReloadKeepsWhatServersTaught(t *testing.T) {
 	}
 	dead := fwdtest.FreeAddr(t)
 	listener := func(idle string) config.Listener {
-		cfg := fwdtest.Config(t, `
-listeners:
-  - name: rev
-    listen: '127.0.0.1:0'
-    proxy: http-reverse
-    idle_timeout: %s
-    pools: [{name: p, servers: ['%s', '%s', '%s'], max_fails: 1, fail_timeout: 1h}]
-    routes: [{pool: p}]
-    upstream_pool: {max_idle_per_server: 0}
-`, idle, live[0], dead, live[1])
+		cfg := fwdtest.Config(t, "listeners:\n"+revListener("rev", "servers: ['%s', '%s', '%s'], max_fails: 1, fail_timeout: 1h",
+			", idle_timeout: %s, upstream_pool: {max_idle_per_server: 0}"), live[0], dead, live[1], idle)
 		return cfg.Listeners[0]
 	}
 	f := fwdtest.Start(t, listener("1h"))
@@ -426,19 +415,9 @@ func TestHealthCheckHost(t *testing.T) {
 			http.NotFound(w, r)
 		}
 	})
-	cfg := fwdtest.Config(t, `
-listeners:
-  - name: named
-    listen: '127.0.0.1:0'
-    proxy: http-reverse
-    routes: [{pool: p}]
-    pools: [{name: p, servers: ['%[1]s'], health_check: {path: /health, host: app.example, interval: 100ms, timeout: 100ms}}]
-  - name: bare
-    listen: '127.0.0.1:0'
-    proxy: http-reverse
-    routes: [{pool: p}]
-    pools: [{name: p, servers: ['%[1]s'], health_check: {path: /health, interval: 100ms, timeout: 100ms}}]
-`, up)
+	cfg := fwdtest.Config(t, "listeners:\n"+
+		revListener("named", "servers: ['%[1]s'], health_check: {path: /health, host: app.example, interval: 100ms, timeout: 100ms}", "")+
+		revListener("bare", "servers: ['%[1]s'], health_check: {path: /health, interval: 100ms, timeout: 100ms}", ""), up)
 	f := fwdtest.Start(t, cfg.Listeners...)
 	testenv.Eventually(t, "checks of both listeners", func() bool { return checked.Load() >= 6 })
 	for _, u := range f.Upstreams() {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // fullPool is a pool of one server with max_conns 1, already held, whose
@@ -169,27 +170,6 @@ func TestQueueIgnoresServersPickSkips(t *testing.T) {
 	}
 }
 
-// tcpPair is a connected loopback pair: the proxy's end of a client's
-// connection, and the client's.
-func tcpPair(tb testing.TB) (proxySide, client *net.TCPConn) {
-	tb.Helper()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	proxySide, err = ln.AcceptTCP()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { client.Close(); proxySide.Close() })
-	return proxySide, client
-}
-
 // A waiting client that leaves ends its wait with ErrClientLeft: a reset
 // always, a FIN only where it gives the request up (AtClose). A TCP
 // client that half-closes, having sent bytes ahead, still waits.
@@ -206,7 +186,7 @@ func TestQueueNoticesAClientThatLeaves(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := fullPool(t, time.Minute)
-			proxySide, client := tcpPair(t)
+			proxySide, client := testenv.TCPPair(t)
 			type result struct {
 				again bool
 				err   error

@@ -32,16 +32,8 @@ func TestPoolServersShareRequestsByWeight(t *testing.T) {
 			fmt.Fprint(w, i)
 		})
 	}
-	cfg := fwdtest.Config(t, `
-listeners:
-  - name: rev
-    listen: '127.0.0.1:0'
-    proxy: http-reverse
-    routes: [{pool: p}]
-    pools:
-      - name: p
-        servers: [{address: '%s', weight: 3}, '%s', {address: '%s', weight: 0}]
-`, addrs[0], addrs[1], addrs[2])
+	cfg := fwdtest.Config(t, "listeners:\n"+revListener("rev", "servers: [{address: '%s', weight: 3}, '%s', {address: '%s', weight: 0}]", ""),
+		addrs[0], addrs[1], addrs[2])
 	f := fwdtest.Start(t, cfg.Listeners...)
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	t.Cleanup(client.CloseIdleConnections)
@@ -241,25 +233,14 @@ func TestMaxConnsBoundsAServer(t *testing.T) {
 	// own, and another client gets the place afterwards.
 	t.Run("http-reverse keep-alive", func(t *testing.T) {
 		up := fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) {})
-		cfg := fwdtest.Config(t, `
-listeners:
-  - {name: rev, listen: '127.0.0.1:0', proxy: http-reverse, routes: [{pool: p}], pools: [{name: p, servers: [{address: '%s', max_conns: 1}]}]}
-`, up)
+		cfg := fwdtest.Config(t, "listeners:\n"+revListener("rev", "servers: [{address: '%s', max_conns: 1}]", ""), up)
 		f := fwdtest.Start(t, cfg.Listeners...)
 		addr := f.Addr("rev").String()
 		c := fwdtest.DialFor(t, addr, 10*time.Second)
 		br := bufio.NewReader(c)
 		for i := range 3 {
 			fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("request %d on one keep-alive connection: %v", i+1, err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("request %d on one keep-alive connection: %d, want 200", i+1, resp.StatusCode)
-			}
+			answeredOK(t, br, fmt.Sprintf("request %d on one keep-alive connection", i+1))
 		}
 		if code := getStatus(t, addr); code != http.StatusOK {
 			t.Errorf("another client after the keep-alive one's answers: %d, want 200", code)
@@ -469,14 +450,8 @@ func TestHashOnURIAndHeader(t *testing.T) {
 		{"client_ip", func(i int) (string, string) { return fmt.Sprintf("/obj/%d", i), fmt.Sprintf("user%d", i) }, false},
 	} {
 		t.Run(tc.hashOn, func(t *testing.T) {
-			cfg := fwdtest.Config(t, `
-listeners:
-  - name: rev
-    listen: '127.0.0.1:0'
-    proxy: http-reverse
-    routes: [{pool: p}]
-    pools: [{name: p, balance: consistent_hash, hash_on: '%s', servers: ['%s', '%s', '%s']}]
-`, tc.hashOn, addrs[0], addrs[1], addrs[2])
+			cfg := fwdtest.Config(t, "listeners:\n"+revListener("rev", "balance: consistent_hash, hash_on: '%s', servers: ['%s', '%s', '%s']", ""),
+				tc.hashOn, addrs[0], addrs[1], addrs[2])
 			f := fwdtest.Start(t, cfg.Listeners...)
 			client := &http.Client{}
 			t.Cleanup(client.CloseIdleConnections)

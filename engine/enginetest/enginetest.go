@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // Conns is one spliceable pair with the far ends the test drives: Client
@@ -34,32 +35,11 @@ type Conns struct {
 // server, on loopback, and returns the pair in control mode.
 func NewPair(tb testing.TB) *Conns {
 	tb.Helper()
-	fwdClient, client := connected(tb)
-	fwdUp, server := connected(tb)
+	fwdClient, client := testenv.TCPPair(tb)
+	fwdUp, server := testenv.TCPPair(tb)
 	p := engine.NewPair(1, "test", fwdClient)
 	p.SetUpstream(fwdUp)
 	return &Conns{Pair: p, Client: client, Server: server}
-}
-
-// connected returns the two ends of a fresh loopback TCP connection:
-// accepted, then dialled.
-func connected(tb testing.TB) (*net.TCPConn, *net.TCPConn) {
-	tb.Helper()
-	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	d, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	a, err := l.AcceptTCP()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { a.Close(); d.Close() })
-	return a, d
 }
 
 // Random returns n bytes of seeded random data; every bit of seed counts,
@@ -202,15 +182,21 @@ func DigestAll(tb testing.TB, c *net.TCPConn) [32]byte {
 	return d
 }
 
+// ends returns the far end that sends in direction d, and the one that
+// receives.
+func (c *Conns) ends(d engine.Direction) (from, to *net.TCPConn) {
+	if d == engine.Down {
+		return c.Server, c.Client
+	}
+	return c.Client, c.Server
+}
+
 // testHalfClose closes one side's write half: the other side sees EOF after
 // every byte, and can still send its answer the other way.
 func (s *suite) testHalfClose(t *testing.T, d engine.Direction) {
 	c := s.newPair(t)
 	res := SpliceAsync(t, s.e, c.Pair, engine.Both(0))
-	closer, peer := c.Client, c.Server
-	if d == engine.Down {
-		closer, peer = c.Server, c.Client
-	}
+	closer, peer := c.ends(d)
 	msg := Random(100000, 3)
 	SendThenClose(t, closer, msg)
 	got, err := io.ReadAll(peer)
@@ -232,10 +218,7 @@ func (s *suite) testHalfClose(t *testing.T, d engine.Direction) {
 func (s *suite) testReset(t *testing.T, d engine.Direction) {
 	c := s.newPair(t)
 	res := SpliceAsync(t, s.e, c.Pair, engine.Both(0))
-	resetter, peer := c.Client, c.Server
-	if d == engine.Down {
-		resetter, peer = c.Server, c.Client
-	}
+	resetter, peer := c.ends(d)
 	if _, err := resetter.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}

@@ -96,6 +96,18 @@ func startStreamHelper(tb testing.TB, cmd *exec.Cmd, role, addr string, n int64)
 	return h
 }
 
+// listenReady listens on addr in a helper process and tells the test,
+// which waits for "> ready" on the helper's output, that it may connect.
+func listenReady(tb testing.TB, addr string) net.Listener {
+	tb.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fmt.Println("> ready")
+	return l
+}
+
 // TestEngineStreamHelper is the helper process of TestEngineCPU1GiB:
 // "sink" accepts one connection on IP_ADDR, reads it to EOF, prints the
 // count and closes; "source" dials IP_ADDR, waits for "go" on stdin,
@@ -107,11 +119,7 @@ func TestEngineStreamHelper(t *testing.T) {
 	}
 	switch role {
 	case "sink":
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Println("> ready")
+		l := listenReady(t, addr)
 		c, err := l.Accept()
 		if err != nil {
 			t.Fatal(err)

@@ -53,6 +53,16 @@ type engineLab struct {
 // refuse a splice the test needs.
 const limitedRcvBuf = 64 << 10
 
+// newLimitedPair is a lab for splices with byte limits (upstream receive
+// buffers of limitedRcvBuf) and a pair in it whose server end the test
+// drives.
+func newLimitedPair(tb testing.TB) (*engineLab, labPair) {
+	tb.Helper()
+	el := newEngineLab(tb, Options{MaxPairs: 16})
+	el.upstreamRcvBuf = limitedRcvBuf
+	return el, el.pair(tb, "")
+}
+
 func newEngineLab(tb testing.TB, opts Options) *engineLab {
 	tb.Helper()
 	l := lab.NewT(tb, lab.DefaultConfig())

@@ -51,7 +51,7 @@ func TestEngineManyPairsHoldNoDescriptors(t *testing.T) {
 	n := pairsFromEnv(3000)
 	el := newEngineLab(t, Options{MaxPairs: n + 64, TimeWait: time.Second,
 		LocalPorts: PortRange{Low: 45000, High: 45015}})
-	before, rssBefore := openFDs(t), rssKB(t)
+	before, rssBefore := testenv.OpenFDs(t), rssKB(t)
 	// The range's pairs one at a time: a port picked while a pair in
 	// control mode uses it toward the server is refused at connect, but
 	// taken if that pair is spliced and closes its socket meanwhile.
@@ -59,8 +59,8 @@ func TestEngineManyPairsHoldNoDescriptors(t *testing.T) {
 		return dialFromRange(ctx, el, addr)
 	})
 	const most = 48 // descriptors of the engine's first splices (links, raw sockets), not per pair
-	fds := openFDs(t)
-	for deadline := time.Now().Add(5 * time.Second); fds-before > most && time.Now().Before(deadline); fds = openFDs(t) {
+	fds := testenv.OpenFDs(t)
+	for deadline := time.Now().Add(5 * time.Second); fds-before > most && time.Now().Before(deadline); fds = testenv.OpenFDs(t) {
 		time.Sleep(50 * time.Millisecond) // the last pairs' sockets closing
 	}
 	c := el.e.Counters()
@@ -121,16 +121,6 @@ func dialFromRange(ctx context.Context, el *engineLab, addr string) (net.Conn, e
 		}
 	}
 	return el.l.Fwd.Dial(ctx, "tcp", addr)
-}
-
-// openFDs counts this process's open descriptors.
-func openFDs(tb testing.TB) int {
-	tb.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return len(ents)
 }
 
 // rssKB is this process's resident set in KiB.
@@ -275,11 +265,7 @@ func TestEngineManyHelper(t *testing.T) {
 	}
 	switch role {
 	case "echo-servers":
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Println("> ready")
+		l := listenReady(t, addr)
 		var wg sync.WaitGroup
 		for range n {
 			c, err := l.Accept()

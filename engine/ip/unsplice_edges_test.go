@@ -90,9 +90,7 @@ func TestEngineUnspliceKeepsMoreThanTheSocketTakes(t *testing.T) {
 // splice ends at the limit with every byte delivered. Before, the client
 // never got them and unsplicing failed after quietTimeout.
 func TestEngineUnspliceRetransmissionPastTheLimit(t *testing.T) {
-	el := newEngineLab(t, Options{MaxPairs: 16})
-	el.upstreamRcvBuf = limitedRcvBuf
-	lp := el.pair(t, "")
+	el, lp := newLimitedPair(t)
 	const first, last, more = 20000, 383, 1000
 	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: first + last}, Up: engine.DirOptions{Mode: engine.Hold}}
 	ch := el.splice(t, context.Background(), lp, opts)
@@ -190,9 +188,7 @@ func rngBytesOf(seed uint64, n int) []byte {
 // the server, and the splice ends with EndEOF. Before, unsplicing failed
 // and reset both peers.
 func TestEngineUnspliceTimerMeetsAFIN(t *testing.T) {
-	el := newEngineLab(t, Options{MaxPairs: 16})
-	el.upstreamRcvBuf = limitedRcvBuf
-	lp := el.pair(t, "")
+	el, lp := newLimitedPair(t)
 	closed := make(chan error, 1)
 	el.e.hook = func(stage string) {
 		if stage != "quiescing" {

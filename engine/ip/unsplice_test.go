@@ -214,9 +214,7 @@ func rngBytes(rng *rand.Rand, n int) []byte {
 // byte-limited body. The splice ends with EndReset, the server sees the
 // reset, and nothing hangs.
 func TestEngineUnspliceClientReset(t *testing.T) {
-	el := newEngineLab(t, Options{MaxPairs: 16})
-	el.upstreamRcvBuf = limitedRcvBuf
-	lp := el.pair(t, "")
+	el, lp := newLimitedPair(t)
 	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: 1 << 20}, Up: engine.DirOptions{Mode: engine.Watch}}
 	ch := el.splice(t, context.Background(), lp, opts)
 	if _, err := lp.server.Write(make([]byte, 64<<10)); err != nil {
@@ -238,9 +236,7 @@ func TestEngineUnspliceClientReset(t *testing.T) {
 // flight delivered; control mode carries on, and a second timed splice
 // works on the same pair. Streams intact.
 func TestEngineUnspliceTimer(t *testing.T) {
-	el := newEngineLab(t, Options{MaxPairs: 16})
-	el.upstreamRcvBuf = limitedRcvBuf
-	lp := el.pair(t, "")
+	el, lp := newLimitedPair(t)
 	s := newStreams()
 	rng := rand.New(rand.NewPCG(11, uint64(time.Now().UnixNano())))
 	for round := range 2 {
@@ -270,9 +266,7 @@ func TestEngineUnspliceTimer(t *testing.T) {
 // rebuilt half-closed, runs to its end: the client's FIN reaches the
 // server and the splice ends with EndEOF.
 func TestEngineUnspliceServerCloses(t *testing.T) {
-	el := newEngineLab(t, Options{MaxPairs: 16})
-	el.upstreamRcvBuf = limitedRcvBuf
-	lp := el.pair(t, "")
+	el, lp := newLimitedPair(t)
 	opts := engine.Options{Down: engine.DirOptions{Mode: engine.Forward, Limit: 1 << 20}, Up: engine.DirOptions{Mode: engine.Hold}}
 	ch := el.splice(t, context.Background(), lp, opts)
 	body := make([]byte, 10000)

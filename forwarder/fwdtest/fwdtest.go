@@ -9,6 +9,7 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -66,15 +67,11 @@ func HTTPOrigin(tb testing.TB) string {
 	return serveOrigin(tb, origin.HTTP)
 }
 
-// FreeAddr is a loopback address with a port nothing listens on (yet).
+// FreeAddr is testenv.FreeAddr: a loopback address with a port nothing
+// listens on (yet).
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testenv.FreeAddr(tb)
 }
 
 // Echo serves the origin's echo protocol (every byte back, the FIN after
@@ -121,24 +118,9 @@ func serveOriginAt(tb testing.TB, proto origin.Proto, addr string) string {
 	return ln.Addr().String()
 }
 
-// ServeEach runs serve, in a goroutine of its own, on every connection ln
-// accepts until the test ends, when ln is closed. Each connection gives up
-// after d and is closed when serve returns: a back end for tests that need
-// answers no real server gives (a stall, a bad framing, a raw handshake).
+// ServeEach is testenv.ServeEach: serve runs on every connection ln
+// accepts until the test ends, each connection giving up after d.
 func ServeEach(tb testing.TB, ln net.Listener, d time.Duration, serve func(c net.Conn)) {
 	tb.Helper()
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(d))
-				serve(c)
-			}()
-		}
-	}()
+	testenv.ServeEach(tb, ln, d, serve)
 }

@@ -23,12 +23,16 @@ import (
 // test ends, and returns the address.
 func RawBackend(tb testing.TB, serve func(c net.Conn)) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ServeEach(tb, ln, 10*time.Second, serve)
+	ln := testenv.ListenLoopback(tb)
+	testenv.ServeEach(tb, ln, 10*time.Second, serve)
 	return ln.Addr().String()
+}
+
+// ReadingBackend is RawBackend with a reader of c for serve: a back end
+// that reads requests and writes answers of its own.
+func ReadingBackend(tb testing.TB, serve func(c net.Conn, r *bufio.Reader)) string {
+	tb.Helper()
+	return RawBackend(tb, func(c net.Conn) { serve(c, bufio.NewReader(c)) })
 }
 
 // HTTPBackend serves h with net/http on a loopback port until the test

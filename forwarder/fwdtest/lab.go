@@ -84,6 +84,13 @@ func (f *LabForwarder) Metric(name string, labels ...string) float64 {
 // name, value pairs (a histogram's sample count), or 0 when there is no
 // such series.
 func Metric(f *forwarder.Forwarder, name string, labels ...string) float64 {
+	v, _ := Series(f, name, labels...)
+	return v
+}
+
+// Series is Metric and whether f has the series at all: a gauge at 0
+// and a gauge not yet set differ.
+func Series(f *forwarder.Forwarder, name string, labels ...string) (float64, bool) {
 	families, err := f.Metrics().Registry.Gather()
 	if err != nil {
 		panic(err) // the forwarder's own registry: a programming error
@@ -97,15 +104,15 @@ func Metric(f *forwarder.Forwarder, name string, labels ...string) float64 {
 				continue
 			}
 			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
+				return c.GetValue(), true
 			}
 			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
+				return float64(h.GetSampleCount()), true
 			}
-			return m.GetGauge().GetValue()
+			return m.GetGauge().GetValue(), true
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // labelsAre reports whether pairs (name, value, name, value...) are exactly got.

@@ -23,13 +23,7 @@ import (
 // TestAdminEndpoints runs a forwarder with one closed and one open pair and
 // reads what an operator would: the metrics and the open flow.
 func TestAdminEndpoints(t *testing.T) {
-	upstream := fwdtest.Echo(t)
-	f := fwdtest.Start(t, fwdtest.TCP("adm", upstream))
-	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	f, srv, upstream := startAdmin(t, admin.Options{})
 	base := "http://" + srv.Addr().String()
 
 	done := dial(t, f)
@@ -186,6 +180,18 @@ func TestAdminEndpoints(t *testing.T) {
 	})
 }
 
+// startAdmin runs a forwarder with a tcp listener "adm" in front of an
+// echo upstream, and its admin endpoint with o on a loopback port; it
+// returns the forwarder, the endpoint and the upstream's address.
+func startAdmin(tb testing.TB, o admin.Options) (f *forwarder.Forwarder, srv *admin.Server, upstream string) {
+	tb.Helper()
+	upstream = fwdtest.Echo(tb)
+	f = fwdtest.Start(tb, fwdtest.TCP("adm", upstream))
+	srv = admin.ServeWith(testenv.ListenLoopback(tb), f, slog.New(slog.DiscardHandler), o)
+	tb.Cleanup(func() { srv.Close() })
+	return f, srv, upstream
+}
+
 // dial connects to the forwarder's listener.
 func dial(tb testing.TB, f *forwarder.Forwarder) net.Conn {
 	tb.Helper()
@@ -214,15 +220,7 @@ func roundTrip(tb testing.TB, c net.Conn, msg string) {
 // returns the body.
 func get(tb testing.TB, url, contentType string) string {
 	tb.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	resp, body := testenv.Get(tb, url)
 	if resp.StatusCode != http.StatusOK {
 		tb.Fatalf("GET %s: %s: %s", url, resp.Status, body)
 	}
@@ -242,13 +240,7 @@ func getJSON(tb testing.TB, url string, v any) {
 
 // TestAdminToken: with a token, every endpoint but the probes wants it.
 func TestAdminToken(t *testing.T) {
-	f := fwdtest.Start(t, fwdtest.TCP("adm", fwdtest.Echo(t)))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := admin.ServeWith(ln, f, slog.New(slog.DiscardHandler), admin.Options{Token: "s3cret"})
-	t.Cleanup(func() { srv.Close() })
+	_, srv, _ := startAdmin(t, admin.Options{Token: "s3cret"})
 	base := "http://" + srv.Addr().String()
 	status := func(path, auth string) int {
 		req, _ := http.NewRequest("GET", base+path, nil)
@@ -281,13 +273,7 @@ func TestAdminToken(t *testing.T) {
 // loopback (DNS rebinding: a foreign Host); Prometheus, which sends no
 // Origin, still scrapes, and the endpoint's own origin still drains.
 func TestAdminRefusesBrowsers(t *testing.T) {
-	upstream := fwdtest.Echo(t)
-	f := fwdtest.Start(t, fwdtest.TCP("adm", upstream))
-	srv, err := admin.Start("127.0.0.1:0", f, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	_, srv, upstream := startAdmin(t, admin.Options{})
 	addr := srv.Addr().String()
 	_, port, _ := net.SplitHostPort(addr)
 	drained := func() bool {

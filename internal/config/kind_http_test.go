@@ -26,12 +26,15 @@ func TestHTTPDefaults(t *testing.T) {
 	}
 }
 
+// reverseLines is a configuration of one http-reverse listener "a" on
+// ':1' with the listener keys more (indented four spaces): the lines
+// keep their numbers, which the errors name.
+func reverseLines(more ...string) []byte {
+	return lines(append([]string{"listeners:", "  - name: a", "    listen: ':1'", "    proxy: http-reverse"}, more...)...)
+}
+
 func TestHTTPReverseParses(t *testing.T) {
-	cfg := mustParse(t, lines(
-		"listeners:",
-		"  - name: web",
-		"    listen: ':80'",
-		"    proxy: http-reverse",
+	cfg := mustParse(t, reverseLines(
 		"    routes:",
 		"      - {host: example.com, path_prefix: /api/, pool: api}",
 		"      - {path_suffix: .png, pool: static}",
@@ -48,11 +51,7 @@ func TestHTTPReverseParses(t *testing.T) {
 }
 
 func TestPoolServersTakeAnAddressOrAWeight(t *testing.T) {
-	cfg := mustParse(t, lines(
-		"listeners:",
-		"  - name: web",
-		"    listen: ':80'",
-		"    proxy: http-reverse",
+	cfg := mustParse(t, reverseLines(
 		"    routes: [{pool: p}]",
 		"    pools:",
 		"      - name: p",
@@ -70,19 +69,26 @@ func TestPoolServersTakeAnAddressOrAWeight(t *testing.T) {
 	}
 }
 
-func TestUpstreamPoolDefaults(t *testing.T) {
+// upstreamPools parses three http-reverse listeners: the first without
+// an upstream_pool, the others with the given ones (flow maps).
+func upstreamPools(tb testing.TB, b, c string) []Listener {
+	tb.Helper()
 	rev := "proxy: http-reverse, pools: [{name: p, servers: ['h:1']}], routes: [{pool: p}]"
-	cfg := mustParse(t, lines(
+	return mustParse(tb, lines(
 		"listeners:",
 		"  - {name: a, listen: ':1', "+rev+"}",
-		"  - {name: b, listen: ':2', "+rev+", upstream_pool: {max_idle_per_server: 0}}",
-		"  - {name: c, listen: ':3', "+rev+", upstream_pool: {max_idle_per_server: 8, idle_timeout: 30s}}",
-	))
+		"  - {name: b, listen: ':2', "+rev+", upstream_pool: "+b+"}",
+		"  - {name: c, listen: ':3', "+rev+", upstream_pool: "+c+"}",
+	)).Listeners
+}
+
+func TestUpstreamPoolDefaults(t *testing.T) {
+	ls := upstreamPools(t, "{max_idle_per_server: 0}", "{max_idle_per_server: 8, idle_timeout: 30s}")
 	for i, want := range []struct {
 		max  int
 		idle time.Duration
 	}{{64, 4 * time.Second}, {0, 4 * time.Second}, {8, 30 * time.Second}} {
-		got := cfg.Listeners[i].UpstreamPool.WithDefaults()
+		got := ls[i].UpstreamPool.WithDefaults()
 		if *got.MaxIdlePerServer != want.max || got.IdleTimeout.Std() != want.idle {
 			t.Errorf("listener %d: max_idle_per_server %d, idle_timeout %s; want %d, %s",
 				i, *got.MaxIdlePerServer, got.IdleTimeout, want.max, want.idle)
@@ -91,18 +97,12 @@ func TestUpstreamPoolDefaults(t *testing.T) {
 }
 
 func TestUpstreamPoolReceiveBuffer(t *testing.T) {
-	rev := "proxy: http-reverse, pools: [{name: p, servers: ['h:1']}], routes: [{pool: p}]"
-	cfg := mustParse(t, lines(
-		"listeners:",
-		"  - {name: a, listen: ':1', "+rev+"}",
-		"  - {name: b, listen: ':2', "+rev+", upstream_pool: {receive_buffer: 0}}",
-		"  - {name: c, listen: ':3', "+rev+", upstream_pool: {receive_buffer: 1MiB}}",
-	))
-	if b := cfg.Listeners[0].UpstreamPool.WithDefaults().ReceiveBuffer; b != nil {
+	ls := upstreamPools(t, "{receive_buffer: 0}", "{receive_buffer: 1MiB}")
+	if b := ls[0].UpstreamPool.WithDefaults().ReceiveBuffer; b != nil {
 		t.Errorf("left out: %d, want unset (the forwarder picks by engine)", *b)
 	}
 	for i, want := range map[int]Size{1: 0, 2: 1 << 20} {
-		if b := cfg.Listeners[i].UpstreamPool.WithDefaults().ReceiveBuffer; b == nil || *b != want {
+		if b := ls[i].UpstreamPool.WithDefaults().ReceiveBuffer; b == nil || *b != want {
 			t.Errorf("listener %d: receive_buffer %v, want %d", i, b, want)
 		}
 	}
@@ -118,37 +118,21 @@ func TestHTTPErrors(t *testing.T) {
 			"listeners:",
 			"  - {name: a, listen: ':1', proxy: http-reverse}",
 		), []wantErr{{2, "listeners[0].pools", "at least one pool"}, {2, "listeners[0].routes", "at least one route"}}},
-		{"route to an unknown pool", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"route to an unknown pool", reverseLines(
 			"    pools: [{name: p, servers: ['h:1']}]",
 			"    routes: [{pool: q}]",
 		), []wantErr{{6, "listeners[0].routes[0].pool", `unknown pool "q"`}}},
-		{"two path rules", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"two path rules", reverseLines(
 			"    pools: [{name: p, servers: ['h:1']}]",
 			"    routes:",
 			"      - {path: /a, path_prefix: /b, pool: p}",
 		), []wantErr{{7, "listeners[0].routes[0]", "at most one of path, path_prefix and path_suffix"}}},
-		{"path without slash", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"path without slash", reverseLines(
 			"    pools: [{name: p, servers: ['h:1']}]",
 			"    routes:",
 			"      - {path_prefix: api, pool: p}",
 		), []wantErr{{7, "listeners[0].routes[0].path_prefix", "must start with /"}}},
-		{"bad server weights", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"bad server weights", reverseLines(
 			"    routes: [{pool: p}, {path: /q, pool: q}]",
 			"    pools:",
 			"      - {name: p, servers: [{address: 'h:1', weight: 300}, {address: 'h:2', wieght: 2}, {weight: 2}]}",
@@ -159,11 +143,7 @@ func TestHTTPErrors(t *testing.T) {
 			{7, "listeners[0].pools[0].servers[2]", "missing"},
 			{8, "listeners[0].pools[1].servers", "every server has weight 0"},
 		}},
-		{"bad hash_on", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"bad hash_on", reverseLines(
 			"    routes: [{pool: p}, {path: /q, pool: q}, {path: /r, pool: r}]",
 			"    pools:",
 			"      - {name: p, hash_on: uri, servers: ['h:1']}",
@@ -174,21 +154,13 @@ func TestHTTPErrors(t *testing.T) {
 			{8, "listeners[0].pools[1].hash_on", `unknown value "cookie" (allowed: client_ip, uri, header:NAME)`},
 			{9, "listeners[0].pools[2].hash_on", `"X User" is not a header field name`},
 		}},
-		{"unknown balance and duplicate pool", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"unknown balance and duplicate pool", reverseLines(
 			"    routes: [{pool: p}]",
 			"    pools:",
 			"      - {name: p, balance: random, servers: ['h:1']}",
 			"      - {name: p, servers: ['h:2']}",
 		), []wantErr{{7, "listeners[0].pools[0].balance", `unknown value "random"`}, {8, "listeners[0].pools[1].name", `duplicate pool name "p"`}}},
-		{"bad health check", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"bad health check", reverseLines(
 			"    routes: [{pool: p}]",
 			"    pools:",
 			"      - name: p",
@@ -204,11 +176,7 @@ func TestHTTPErrors(t *testing.T) {
 			"      connect_ports: [443, 70000]",
 			"      cache_bytes: -1",
 		), []wantErr{{6, "listeners[0].http.connect_ports[1]", "from 1 to 65535"}, {7, "listeners[0].http.cache_bytes", `invalid size "-1"`}}},
-		{"bad upstream pool", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"bad upstream pool", reverseLines(
 			"    routes: [{pool: p}]",
 			"    pools: [{name: p, servers: ['h:1']}]",
 			"    upstream_pool:",
@@ -218,11 +186,7 @@ func TestHTTPErrors(t *testing.T) {
 		), []wantErr{{8, "listeners[0].upstream_pool.max_idle_per_server", "expected 0 (no pool) to 65536, got -1"},
 			{9, "listeners[0].upstream_pool.idle_timeout", "must not be negative"},
 			{10, "listeners[0].upstream_pool.receive_buffer", "expected 0 (the kernel's autotuning) or 4KiB to 64MiB, got 1024 bytes"}}},
-		{"upstream pool with proxy protocol", lines(
-			"listeners:",
-			"  - name: a",
-			"    listen: ':1'",
-			"    proxy: http-reverse",
+		{"upstream pool with proxy protocol", reverseLines(
 			"    proxy_protocol: v2",
 			"    routes: [{pool: p}]",
 			"    pools: [{name: p, servers: ['h:1']}]",

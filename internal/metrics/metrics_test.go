@@ -3,8 +3,6 @@
 package metrics
 
 import (
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"regexp"
@@ -16,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // fakeEngine keeps counters as sockmap's and ip's do: events and bytes in
@@ -30,15 +30,7 @@ func scrape(tb testing.TB, m *Metrics) string {
 	tb.Helper()
 	srv := httptest.NewServer(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	tb.Cleanup(srv.Close)
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	_, body := testenv.Get(tb, srv.URL)
 	return string(body)
 }
 

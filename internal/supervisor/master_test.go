@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // fakeSys starts fake workers: each serves answer on the admin socket
@@ -149,20 +150,9 @@ func masterYAML(tb testing.TB, names ...string) string {
 	var b strings.Builder
 	b.WriteString("workers: 2\nlisteners:\n")
 	for _, n := range names {
-		fmt.Fprintf(&b, "  - name: %s\n    listen: %s\n    proxy: tcp\n    upstream: [127.0.0.1:9]\n    engine: copy\n", n, freePort(tb))
+		fmt.Fprintf(&b, "  - name: %s\n    listen: %s\n    proxy: tcp\n    upstream: [127.0.0.1:9]\n    engine: copy\n", n, testenv.FreeAddr(tb))
 	}
 	return b.String()
-}
-
-// freePort is a loopback address nothing listens on.
-func freePort(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startMaster runs a master of two workers on the configuration yaml

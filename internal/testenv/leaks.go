@@ -1,8 +1,9 @@
-// NoGoroutineLeaks: fail a test that leaves more goroutines running than it found.
+// Leaks: fail a test that leaves more goroutines running than it found; count the descriptors a process holds.
 
 package testenv
 
 import (
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -25,4 +26,14 @@ func NoGoroutineLeaks(tb testing.TB) {
 			tb.Errorf("%d goroutines before, %d after:\n%s", before, n, buf)
 		}
 	})
+}
+
+// OpenFDs counts this process's open descriptors.
+func OpenFDs(tb testing.TB) int {
+	tb.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return len(ents)
 }

@@ -19,8 +19,7 @@ import (
 // connection with the source address the header gave.
 func proxyProtoBackend(tb testing.TB) string {
 	tb.Helper()
-	return fwdtest.RawBackend(tb, func(c net.Conn) {
-		r := bufio.NewReader(c)
+	return fwdtest.ReadingBackend(tb, func(c net.Conn, r *bufio.Reader) {
 		info, err := proxyproto.Read(r)
 		src := fmt.Sprintf("v%d %s", info.Version, info.Source)
 		if err != nil {

@@ -211,8 +211,7 @@ func exchangeBody(tb testing.TB, addr, raw string) string {
 // after it, while the proxy kept it open for the next request. (The
 // filter passes heads on as they came.)
 func TestHTTP10AnswersGoOnAsHTTP11(t *testing.T) {
-	up := fwdtest.RawBackend(t, func(c net.Conn) {
-		r := bufio.NewReader(c)
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		for {
 			req, err := http.ReadRequest(r)
 			if err != nil {

@@ -78,25 +78,32 @@ func TestResponseTimeoutStartsAfterTheBody(t *testing.T) {
 	up := fwdtest.BodyReadingOrigin(t)
 	const timeout = 400 * time.Millisecond
 	listeners := withResponseTimeout(fwdtest.HTTPListeners(t, up), timeout)
+	onEachListener(t, listeners, func(t *testing.T, l config.Listener, c net.Conn) {
+		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 6\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up)
+		if _, err := c.Write([]byte(head)); err != nil {
+			t.Fatal(err)
+		}
+		for range 6 {
+			time.Sleep(timeout / 2)
+			if _, err := c.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fwdtest.AnsweredLength(bufio.NewReader(c), 6); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// onEachListener starts listeners and runs test on each, in parallel
+// subtests, with a new connection to it that gives up after 10 s.
+func onEachListener(t *testing.T, listeners []config.Listener, test func(t *testing.T, l config.Listener, c net.Conn)) {
+	t.Helper()
 	f := fwdtest.Start(t, listeners...)
 	for _, l := range listeners {
 		t.Run(l.Name, func(t *testing.T) {
 			t.Parallel()
-			c := fwdtest.DialFor(t, f.Addr(l.Name).String(), 10*time.Second)
-			defer c.Close()
-			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 6\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up)
-			if _, err := c.Write([]byte(head)); err != nil {
-				t.Fatal(err)
-			}
-			for range 6 {
-				time.Sleep(timeout / 2)
-				if _, err := c.Write([]byte("x")); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := fwdtest.AnsweredLength(bufio.NewReader(c), 6); err != nil {
-				t.Fatal(err)
-			}
+			test(t, l, fwdtest.DialFor(t, f.Addr(l.Name).String(), 10*time.Second))
 		})
 	}
 }
@@ -112,8 +119,7 @@ func TestStalledResponseBodyEndsThePair(t *testing.T) {
 	for _, size := range []int{20_000, 1 << 20} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			head := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
-			up := fwdtest.RawBackend(t, func(c net.Conn) {
-				r := bufio.NewReader(c)
+			up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 				if _, err := http.ReadRequest(r); err != nil {
 					return
 				}
@@ -296,33 +302,27 @@ func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
 		listeners[i].HTTP = &config.HTTP{BodyTimeout: config.Duration(bodyTimeout)}
 		listeners[i].IdleTimeout = 0
 	}
-	f := fwdtest.Start(t, listeners...)
-	for _, l := range listeners {
-		t.Run(l.Name, func(t *testing.T) {
-			t.Parallel()
-			c := fwdtest.DialFor(t, f.Addr(l.Name).String(), 10*time.Second)
-			defer c.Close()
-			r := bufio.NewReader(c)
-			for i := range 2 {
-				if i > 0 {
-					time.Sleep(3 * bodyTimeout)
-				}
-				// The body comes apart from the head, so that the proxy
-				// waits for it under body_timeout.
-				head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up)
-				if _, err := c.Write([]byte(head)); err != nil {
-					t.Fatalf("request %d: %v", i+1, err)
-				}
-				time.Sleep(bodyTimeout / 5)
-				if _, err := c.Write([]byte("hello")); err != nil {
-					t.Fatalf("request %d: %v", i+1, err)
-				}
-				if err := fwdtest.AnsweredLength(r, 5); err != nil {
-					t.Fatalf("request %d: %v", i+1, err)
-				}
+	onEachListener(t, listeners, func(t *testing.T, l config.Listener, c net.Conn) {
+		r := bufio.NewReader(c)
+		for i := range 2 {
+			if i > 0 {
+				time.Sleep(3 * bodyTimeout)
 			}
-		})
-	}
+			// The body comes apart from the head, so that the proxy
+			// waits for it under body_timeout.
+			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n\r\n", fwdtest.RequestTarget(l, up, "/"), up)
+			if _, err := c.Write([]byte(head)); err != nil {
+				t.Fatalf("request %d: %v", i+1, err)
+			}
+			time.Sleep(bodyTimeout / 5)
+			if _, err := c.Write([]byte("hello")); err != nil {
+				t.Fatalf("request %d: %v", i+1, err)
+			}
+			if err := fwdtest.AnsweredLength(r, 5); err != nil {
+				t.Fatalf("request %d: %v", i+1, err)
+			}
+		}
+	})
 }
 
 // Tests that a keep-alive connection waits for its next request up to http.keepalive_timeout, through every HTTP kind.

@@ -164,8 +164,7 @@ func get(tb testing.TB, c *http.Client, path string) (*http.Response, []byte) {
 }
 
 func TestAllowedTrafficOnOneConnection(t *testing.T) {
-	o := startOrigin(t, false)
-	f := fwdtest.Start(t, filterListener(o.addr))
+	o, f := startFilter(t)
 	c := client(t, f)
 	for _, path := range []string{"/obj/1000", "/obj/8388608", "/obj/3000000?chunked=1", "/type/text/html", "/admin", "/empty", "/obj/0"} {
 		resp, body := get(t, c, path)
@@ -249,8 +248,7 @@ func TestBlockedPath(t *testing.T) {
 }
 
 func TestBlockedContentType(t *testing.T) {
-	o := startOrigin(t, false)
-	f := fwdtest.Start(t, filterListener(o.addr))
+	o, f := startFilter(t)
 	c := client(t, f)
 	for _, path := range []string{"/type/image/png", "/type/IMAGE/jpeg", "/type/application/zip"} {
 		resp, body := get(t, c, path)
@@ -271,20 +269,9 @@ func TestBlockedContentType(t *testing.T) {
 
 // TestFlowsShowCopy checks that /flows reports why a filter pair is never spliced.
 func TestFlowsShowCopy(t *testing.T) {
-	o := startOrigin(t, false)
-	f := fwdtest.Start(t, filterListener(o.addr))
-	c, err := net.Dial("tcp", f.Addr("filter").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "GET /obj/10 HTTP/1.1\r\nHost: x\r\n\r\n")
-	r := bufio.NewReader(c)
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := io.Copy(io.Discard, resp.Body)
+	_, f := startFilter(t)
+	c := dialFilter(t, f)
+	_, n := getOn(t, c, "/obj/10")
 	// Bytes are counted once each write returned, which may be just after
 	// the client read them: poll.
 	var fl []forwarder.Flow
@@ -353,11 +340,7 @@ func TestProxyProtocol(t *testing.T) {
 			lc := filterListener(o.addr)
 			lc.ProxyProtocol = v
 			f := fwdtest.Start(t, lc)
-			conn, err := net.Dial("tcp", f.Addr("filter").String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := dialFilter(t, f)
 			fmt.Fprintf(conn, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			if err != nil {
@@ -378,28 +361,42 @@ func TestProxyProtocol(t *testing.T) {
 	}
 }
 
-// rawUpstream serves each connection with handle, for responses net/http
-// would not send (close-delimited, trailers) or protocol switches.
-func rawUpstream(tb testing.TB, handle func(c net.Conn, r *bufio.Reader)) string {
+// startFilter starts an origin and a filter listener in front of it.
+func startFilter(tb testing.TB) (*origin, *forwarder.Forwarder) {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	o := startOrigin(tb, false)
+	return o, fwdtest.Start(tb, filterListener(o.addr))
+}
+
+// getOn sends a GET for path on c and reads the response's body; it
+// returns the reader of c, for what c brings next, and the body's length.
+func getOn(tb testing.TB, c net.Conn, path string) (*bufio.Reader, int64) {
+	tb.Helper()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	fwdtest.ServeEach(tb, ln, waitFor, func(c net.Conn) { handle(c, bufio.NewReader(c)) })
-	return ln.Addr().String()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		tb.Fatalf("GET %s: body: %v", path, err)
+	}
+	return r, n
+}
+
+// dialFilter connects to f's listener "filter"; the connection gives up
+// after waitFor and is closed when the test ends.
+func dialFilter(tb testing.TB, f *forwarder.Forwarder) net.Conn {
+	tb.Helper()
+	return fwdtest.DialFor(tb, f.Addr("filter").String(), waitFor)
 }
 
 // exchangeRaw sends req on a new connection to the filter and returns all
 // it reads until the filter closes.
 func exchangeRaw(tb testing.TB, f *forwarder.Forwarder, req string) string {
 	tb.Helper()
-	c, err := net.Dial("tcp", f.Addr("filter").String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(waitFor))
+	c := dialFilter(tb, f)
 	io.WriteString(c, req)
 	b, err := io.ReadAll(c)
 	if err != nil {
@@ -411,7 +408,7 @@ func exchangeRaw(tb testing.TB, f *forwarder.Forwarder, req string) string {
 func TestCloseDelimitedAndTrailers(t *testing.T) {
 	const chunkedWithTrailer = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n"
 	const closeDelimited = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the upstream closes"
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		req, err := http.ReadRequest(r)
 		if err != nil {
 			return
@@ -432,14 +429,8 @@ func TestCloseDelimitedAndTrailers(t *testing.T) {
 }
 
 func TestExpectContinue(t *testing.T) {
-	o := startOrigin(t, false)
-	f := fwdtest.Start(t, filterListener(o.addr))
-	c, err := net.Dial("tcp", f.Addr("filter").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(waitFor))
+	_, f := startFilter(t)
+	c := dialFilter(t, f)
 	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
 	r := bufio.NewReader(c)
 	// The body is sent only after the interim response, as a client would.
@@ -459,7 +450,7 @@ func TestExpectContinue(t *testing.T) {
 }
 
 func TestSwitchingProtocols(t *testing.T) {
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		if _, err := http.ReadRequest(r); err != nil {
 			return
 		}
@@ -467,12 +458,7 @@ func TestSwitchingProtocols(t *testing.T) {
 		io.Copy(c, r)
 	})
 	f := fwdtest.Start(t, filterListener(up))
-	c, err := net.Dial("tcp", f.Addr("filter").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(waitFor))
+	c := dialFilter(t, f)
 	// The first echoed bytes ride along with the request, as clients that
 	// speak first after an upgrade do.
 	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nping ")
@@ -491,21 +477,9 @@ func TestSwitchingProtocols(t *testing.T) {
 // TestShutdownClosesIdleKeepAlive checks that a graceful shutdown does not
 // wait out its grace period for a client idle between requests.
 func TestShutdownClosesIdleKeepAlive(t *testing.T) {
-	o := startOrigin(t, false)
-	f := fwdtest.Start(t, filterListener(o.addr))
-	c, err := net.Dial("tcp", f.Addr("filter").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(waitFor))
-	fmt.Fprintf(c, "GET /obj/10 HTTP/1.1\r\nHost: x\r\n\r\n")
-	r := bufio.NewReader(c)
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.ReadAll(resp.Body)
+	_, f := startFilter(t)
+	c := dialFilter(t, f)
+	r, _ := getOn(t, c, "/obj/10")
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -522,7 +496,7 @@ func TestShutdownClosesIdleKeepAlive(t *testing.T) {
 // client's next request a 502.
 func TestStaleUpstreamRetried(t *testing.T) {
 	var accepted atomic.Int64
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		accepted.Add(1)
 		req, err := http.ReadRequest(r)
 		if err != nil {
@@ -547,7 +521,7 @@ func TestStaleUpstreamRetried(t *testing.T) {
 // exchange stays HTTP/1.1, where the filter can read it.
 func TestH2CUpgradeStripped(t *testing.T) {
 	seen := make(chan http.Header, 1)
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		req, err := http.ReadRequest(r)
 		if err != nil {
 			return
@@ -577,7 +551,7 @@ func TestH2CUpgradeStripped(t *testing.T) {
 // TestUnrequestedSwitchRefused: a 101 to a protocol the client did not ask
 // for is not tunnelled.
 func TestUnrequestedSwitchRefused(t *testing.T) {
-	up := rawUpstream(t, func(c net.Conn, r *bufio.Reader) {
+	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
 		if _, err := http.ReadRequest(r); err != nil {
 			return
 		}

@@ -39,9 +39,9 @@ func setCC(tb testing.TB, conn *net.TCPConn, cc string) {
 }
 
 func TestPacedAsksEachUpstream(t *testing.T) {
-	client, _ := tcpPair(t)
-	cubic, _ := tcpPair(t)
-	bbr, _ := tcpPair(t)
+	client, _ := testenv.TCPPair(t)
+	cubic, _ := testenv.TCPPair(t)
+	bbr, _ := testenv.TCPPair(t)
 	setCC(t, client, "bbr")
 	setCC(t, cubic, "cubic")
 	setCC(t, bbr, "bbr")

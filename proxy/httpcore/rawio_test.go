@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/splicer/splicer/internal/sockopt"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // blockingFD puts c's socket into blocking mode for the test and returns
@@ -27,7 +28,7 @@ func blockingFD(tb testing.TB, c *net.TCPConn) int {
 }
 
 func TestRecvNowDoesNotWait(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	fd := blockingFD(t, a)
 	buf := make([]byte, 16)
 	if n, err := recvNow(fd, buf); !errors.Is(err, syscall.EAGAIN) {
@@ -47,7 +48,7 @@ func TestRecvNowDoesNotWait(t *testing.T) {
 }
 
 func TestSendNowStopsAtAFullBuffer(t *testing.T) {
-	a, _ := tcpPair(t)
+	a, _ := testenv.TCPPair(t)
 	fd := blockingFD(t, a)
 	chunk := make([]byte, 64<<10)
 	for range 10000 { // far more than any socket buffer
@@ -62,7 +63,7 @@ func TestSendNowStopsAtAFullBuffer(t *testing.T) {
 }
 
 func TestSendNowToAClosedPeer(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	b.SetLinger(0)
 	b.Close() // a reset
 	fd := blockingFD(t, a)

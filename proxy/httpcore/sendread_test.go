@@ -12,27 +12,8 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
+	"github.com/splicer/splicer/internal/testenv"
 )
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(tb testing.TB) (*net.TCPConn, *net.TCPConn) {
-	tb.Helper()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, err := ln.AcceptTCP()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
-}
 
 func newSendReader(tb testing.TB, c *net.TCPConn, pair *engine.Pair) *idleReader {
 	tb.Helper()
@@ -44,7 +25,7 @@ func newSendReader(tb testing.TB, c *net.TCPConn, pair *engine.Pair) *idleReader
 }
 
 func TestSendThenRead(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	r := newSendReader(t, a, nil)
 	go func() {
 		buf := make([]byte, 5)
@@ -63,7 +44,7 @@ func TestSendThenRead(t *testing.T) {
 }
 
 func TestSendThenReadPeerGone(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	r := newSendReader(t, a, nil)
 	b.Close()
 	r.send = []byte("hello")
@@ -79,7 +60,7 @@ func TestSendThenReadPeerGone(t *testing.T) {
 // TestSendThenReadDeadline: a deadline that ends the wait at once (a
 // shutdown's) still lets the pending bytes go.
 func TestSendThenReadDeadline(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	r := newSendReader(t, a, nil)
 	a.SetReadDeadline(time.Unix(1, 0))
 	r.send = []byte("hello")
@@ -107,7 +88,7 @@ func TestSendThenReadTwoParts(t *testing.T) {
 		{"second larger than the buffer", []byte("head"), big},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := tcpPair(t)
+			a, b := testenv.TCPPair(t)
 			pair := engine.NewPair(1, "test", b)
 			r := newSendReader(t, a, pair)
 			want := append(append([]byte{}, tc.first...), tc.second...)
@@ -141,7 +122,7 @@ func TestSendThenReadTwoParts(t *testing.T) {
 // what is there, waits for what is not, and ends at EOF and deadlines as
 // the runtime's read does.
 func TestRawRead(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	r := newSendReader(t, a, nil)
 	buf := make([]byte, 16)
 	b.Write([]byte("there"))
@@ -173,7 +154,7 @@ func TestRawRead(t *testing.T) {
 // TestRawReadNoWait: under noWait a raw read takes what is there and
 // does not wait for what is not.
 func TestRawReadNoWait(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	r := newSendReader(t, a, nil)
 	r.noWait = true
 	buf := make([]byte, 16)
@@ -204,7 +185,7 @@ func TestRawReadNoWait(t *testing.T) {
 // TestRawWriter: a write larger than the socket takes at once waits in
 // the poller and goes whole and in order; a deadline in the past fails it.
 func TestRawWriter(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	rc, err := a.SyscallConn()
 	if err != nil {
 		t.Fatal(err)

@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/http"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // stallingOrigin answers every request with a cacheable head declaring a
@@ -21,37 +21,14 @@ import (
 // the returned stop is called.
 func stallingOrigin(tb testing.TB, length int64) (addr string, stop func()) {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	stop = sync.OnceFunc(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	tb.Cleanup(stop)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	ln := testenv.ListenLoopback(tb)
+	stop = testenv.HoldEach(tb, ln, func(c net.Conn) {
+		go func() {
+			if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nCache-Control: max-age=600\r\n\r\n", length)
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() {
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nCache-Control: max-age=600\r\n\r\n", length)
-				}
-			}()
-		}
-	}()
+		}()
+	})
 	return ln.Addr().String(), stop
 }
 

@@ -5,16 +5,10 @@ package httpfwd_test
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -419,27 +413,7 @@ func serveTLS(tb testing.TB, l *lab.Lab, addr string) {
 	}
 	hs := &http.Server{
 		Handler:   http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello over tls\n") }),
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{selfSigned(tb)}},
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{testenv.SelfSigned(tb, l.Cfg.Server.Addr().String())}},
 	}
 	httplab.ServeHTTPOn(tb, tls.NewListener(ln, hs.TLSConfig), hs)
-}
-
-func selfSigned(tb testing.TB) tls.Certificate {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "splicer lab"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("10.99.2.2")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -18,8 +18,7 @@ import (
 // headerEcho answers every request with its Forwarded and X-Forwarded-For.
 func headerEcho(tb testing.TB) string {
 	tb.Helper()
-	return fwdtest.RawBackend(tb, func(c net.Conn) {
-		r := bufio.NewReader(c)
+	return fwdtest.ReadingBackend(tb, func(c net.Conn, r *bufio.Reader) {
 		for {
 			req, err := http.ReadRequest(r)
 			if err != nil {

@@ -82,6 +82,21 @@ func TestLabHTTPReverse(t *testing.T) {
 	t.Run("health-check", rl.testHealthCheck)
 }
 
+// readObject reads the next response on br and fails the test unless its
+// body is the origin's object of size bytes.
+func readObject(tb testing.TB, br *bufio.Reader, size int64) *http.Response {
+	tb.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		tb.Fatalf("response to /obj/%d: %v", size, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || sha256.Sum256(body) != origin.ObjectSHA256(size) {
+		tb.Fatalf("/obj/%d: %d bytes, %v, or wrong content", size, len(body), err)
+	}
+	return resp
+}
+
 // testAlternates sends requests on one client connection; round robin
 // sends them to a and b in turn, each response body is spliced (each is
 // longer than http-reverse copies itself, httpcore.ReverseCopyBelow), and
@@ -95,14 +110,7 @@ func (rl *revLab) testAlternates(t *testing.T) {
 	var names []string
 	for _, size := range sizes {
 		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: shop.test\r\n\r\n", origin.ObjectPath(size))
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("response to /obj/%d: %v", size, err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		if err != nil || sha256.Sum256(body) != origin.ObjectSHA256(size) {
-			t.Fatalf("/obj/%d: %d bytes, %v, or wrong content", size, len(body), err)
-		}
+		resp := readObject(t, br, size)
 		names = append(names, resp.Header.Get("X-Origin-Name"))
 	}
 	for i := 1; i < len(names); i++ {
@@ -210,14 +218,7 @@ func (rl *revLab) testPipelined(t *testing.T) {
 	}
 	br := bufio.NewReader(c)
 	for _, size := range sizes {
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("response to /obj/%d: %v", size, err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		if err != nil || sha256.Sum256(body) != origin.ObjectSHA256(size) {
-			t.Fatalf("/obj/%d: %d bytes, %v, or wrong content", size, len(body), err)
-		}
+		readObject(t, br, size)
 	}
 }
 

@@ -3,45 +3,27 @@
 package httprev
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy"
 )
 
 // certFor writes a self-signed pair for names into dir and returns it.
 func certFor(tb testing.TB, dir string, names ...string) config.Certificate {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	c := config.Certificate{CertFile: filepath.Join(dir, serial.String()+".crt"), KeyFile: filepath.Join(dir, serial.String()+".key")}
-	os.WriteFile(c.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(c.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert := testenv.SelfSigned(tb, names...)
+	serial := cert.Leaf.SerialNumber.String()
+	c := config.Certificate{CertFile: filepath.Join(dir, serial+".crt"), KeyFile: filepath.Join(dir, serial+".key")}
+	testenv.WritePEM(tb, cert, c.CertFile, c.KeyFile)
 	return c
 }
 
@@ -50,26 +32,14 @@ func certFor(tb testing.TB, dir string, names ...string) config.Certificate {
 // and closing.
 func serveTLS(tb testing.TB, tt *terminator) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close(); tt.close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				tc := tls.Server(c, tt.cfg)
-				if tc.Handshake() == nil {
-					tc.Write([]byte{1})
-				}
-			}()
+	ln := testenv.ListenLoopback(tb)
+	tb.Cleanup(tt.close)
+	testenv.ServeEach(tb, ln, testenv.Wait, func(c net.Conn) {
+		tc := tls.Server(c, tt.cfg)
+		if tc.Handshake() == nil {
+			tc.Write([]byte{1})
 		}
-	}()
+	})
 	return ln.Addr().String()
 }
 

@@ -77,37 +77,32 @@ func TestLabAcceptFromHAProxy(t *testing.T) {
 	lc.ProxyProtocolFrom = []string{balancer + "/32"}
 	f := httplab.Start(t, l, lc)
 	listen := f.Addr(lc.Name).String()
-	closed := func(reason string) float64 {
-		return f.Metric("splicer_connections_closed_total", "listener", lc.Name, "reason", reason)
+	// refused checks that c was closed without an answer, that nothing
+	// reached the origin, and that the close was counted under reason.
+	refused := func(t *testing.T, c io.Reader, reason string) {
+		t.Helper()
+		if got, _ := io.ReadAll(c); len(got) != 0 {
+			t.Errorf("got the answer %q, want the connection closed", got)
+		}
+		if n := len(rec.requests()); n != 0 {
+			t.Errorf("the origin was sent %d requests, want 0", n)
+		}
+		if n := f.Metric("splicer_connections_closed_total", "listener", lc.Name, "reason", reason); n != 1 {
+			t.Errorf("closed{reason=%s} = %v, want 1", reason, n)
+		}
 	}
 
 	t.Run("untrusted source with a header is refused", func(t *testing.T) {
 		c := httplab.Dial(t, l, listen)
 		c.SetDeadline(time.Now().Add(httplab.WaitFor))
 		fmt.Fprintf(c, "PROXY TCP4 203.0.113.7 %s 1234 %d\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", l.Cfg.FwdClient.Addr(), listenPort)
-		if got, _ := io.ReadAll(c); len(got) != 0 {
-			t.Errorf("an untrusted client's header got the answer %q, want the connection closed", got)
-		}
-		if n := len(rec.requests()); n != 0 {
-			t.Errorf("the origin was sent %d requests, want 0", n)
-		}
-		if n := closed("proxy_protocol_untrusted"); n != 1 {
-			t.Errorf("closed{reason=proxy_protocol_untrusted} = %v, want 1", n)
-		}
+		refused(t, c, "proxy_protocol_untrusted")
 	})
 
 	t.Run("trusted source without a header is refused", func(t *testing.T) {
 		c := dialFrom(t, l.Fwd, listen)
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-		if got, _ := io.ReadAll(c); len(got) != 0 {
-			t.Errorf("the balancer's connection without a header got the answer %q", got)
-		}
-		if n := len(rec.requests()); n != 0 {
-			t.Errorf("the origin was sent %d requests, want 0", n)
-		}
-		if n := closed("proxy_protocol_invalid"); n != 1 {
-			t.Errorf("closed{reason=proxy_protocol_invalid} = %v, want 1", n)
-		}
+		refused(t, c, "proxy_protocol_invalid")
 	})
 
 	t.Run("through HAProxy the origin sees the client", func(t *testing.T) {

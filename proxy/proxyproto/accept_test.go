@@ -9,26 +9,15 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // socketPair returns the two ends of a loopback TCP connection, closed at
 // the end of the test; the accepted end has a read deadline of d.
 func socketPair(tb testing.TB, d time.Duration) (client, accepted *net.TCPConn) {
 	tb.Helper()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { client.Close() })
-	if accepted, err = ln.AcceptTCP(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { accepted.Close() })
+	accepted, client = testenv.TCPPair(tb)
 	accepted.SetReadDeadline(time.Now().Add(d))
 	return client, accepted
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/splicer/splicer/engine/enginetest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy"
 	"github.com/splicer/splicer/proxy/proxytest"
 )
@@ -26,26 +27,11 @@ type origin struct {
 
 func newOrigin(tb testing.TB) *origin {
 	tb.Helper()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	o := &origin{ln: ln, got: make(chan []byte, 8)}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				b, _ := io.ReadAll(c)
-				o.got <- b
-			}()
-		}
-	}()
+	o := &origin{ln: testenv.ListenLoopback(tb), got: make(chan []byte, 8)}
+	testenv.ServeEach(tb, o.ln, 5*time.Second, func(c net.Conn) {
+		b, _ := io.ReadAll(c)
+		o.got <- b
+	})
 	return o
 }
 

@@ -5,17 +5,11 @@ package tcp_test
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -70,25 +64,6 @@ func serveTLS(tb testing.TB, l *lab.Lab, addr, name string, cert tls.Certificate
 	return o
 }
 
-// selfSigned is a certificate for names, signed by its own key.
-func selfSigned(tb testing.TB, names ...string) tls.Certificate {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 type sniLab struct {
 	*httplab.Forwarder
 	a, b  *tlsOrigin
@@ -97,7 +72,7 @@ type sniLab struct {
 
 func TestLabSNI(t *testing.T) {
 	l := httplab.New(t)
-	cert := selfSigned(t, "a.test", "b.test")
+	cert := testenv.SelfSigned(t, "a.test", "b.test")
 	sl := &sniLab{
 		a: serveTLS(t, l, httplab.ServerAddr(l, portA), "a", cert),
 		b: serveTLS(t, l, httplab.ServerAddr(l, portB), "b", cert),

@@ -122,14 +122,21 @@ func Curl(tb testing.TB, l *lab.Lab, args ...string) ([]byte, error) {
 // namespace until the test ends.
 func ServeOrigin(tb testing.TB, l *lab.Lab, addr string, opts ...origin.Option) *origin.Server {
 	tb.Helper()
+	return ServeProto(tb, l, origin.HTTP, addr, opts...)
+}
+
+// ServeProto serves the origin's protocol proto on addr in the server
+// namespace until the test ends.
+func ServeProto(tb testing.TB, l *lab.Lab, proto origin.Proto, addr string, opts ...origin.Option) *origin.Server {
+	tb.Helper()
 	ln, err := l.Server.Listen("tcp", addr)
 	if err != nil {
-		tb.Fatalf("origin listen %s: %v", addr, err)
+		tb.Fatalf("origin %s listen %s: %v", proto, addr, err)
 	}
 	srv := origin.New(nil)
 	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.HTTP, ln, opts...); err != nil {
-		tb.Fatalf("origin %s: %v", addr, err)
+	if err := srv.Serve(proto, ln, opts...); err != nil {
+		tb.Fatalf("origin %s on %s: %v", proto, addr, err)
 	}
 	return srv
 }
