@@ -279,7 +279,7 @@ func TestLabRangePortTakenAgainInTimeWait(t *testing.T) {
 		readAll(t, s)
 		s.Close()
 		if i == 9 {
-			fds = openFDs(t)
+			fds = testenv.OpenFDs(t)
 		}
 		time.Sleep(25*time.Millisecond - time.Since(start))
 	}
@@ -296,7 +296,7 @@ func TestLabRangePortTakenAgainInTimeWait(t *testing.T) {
 	if n := lf.Metric("splicer_splice_transitions_total", "engine", ip.Name, "outcome", "eof"); n != pairs {
 		t.Errorf("%v pairs spliced by ip to EOF, want %d", n, pairs)
 	}
-	if n := openFDs(t); n > fds+8 {
+	if n := testenv.OpenFDs(t); n > fds+8 {
 		t.Errorf("%d descriptors open after %d pairs, %d after 10: a descriptor kept per pair", n, pairs, fds)
 	}
 	if after := pawsCounters(t, l.Server); !maps.Equal(after, pawsBefore) {
