@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +60,7 @@ func benchCmd(args []string) error {
 	runs := fs.Int("runs", 0, "repetitions of every measurement (default 5; 1 with --quick)")
 	dur := fs.Duration("duration", 0, "measured window of each bulk and request/response run, half of it per object size in web and switch (default 2s; 250ms with --quick)")
 	pairs := fs.Int("pairs", 0, "idle pairs splice-cost splices per engine (default 1000; 200 with --quick)")
+	idlePairs := fs.String("idle-pairs", "", "pair counts idle holds at once, comma-separated (default 10000,100000; 2000 with --quick)")
 	switchSizes := fs.String("switch-sizes", "", "object sizes switch and web's wrk rows fetch, comma-separated (e.g. 1KiB,64KiB,1MiB; default 1KiB,10KiB,64KiB,100KiB,1MiB,8MiB)")
 	cc := fs.String("cc", "", "TCP congestion control of the lab's namespaces, e.g. cubic (default: the host's net.ipv4.tcp_congestion_control); every experiment's notes name it")
 	pin := fs.Bool("pin", false, "web's wrk rows: wrk and the origin on half the CPUs, every forwarder on the other half (default: only wrk pinned, to the last CPU)")
@@ -104,6 +106,16 @@ func benchCmd(args []string) error {
 	}
 	if *pairs > 0 {
 		s.Pairs = *pairs
+	}
+	if *idlePairs != "" {
+		s.IdlePairs = nil
+		for _, f := range strings.Split(*idlePairs, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--idle-pairs: %q is not a pair count", f)
+			}
+			s.IdlePairs = append(s.IdlePairs, n)
+		}
 	}
 	if *switchSizes != "" {
 		s.SwitchSizes = nil
