@@ -59,7 +59,7 @@ func (i *Idle) Open(ctx context.Context, n, conc int) error {
 				if k >= n {
 					return
 				}
-				c, err := i.dial(ctx, base+k)
+				c, err := i.dialRetrying(ctx, base+k)
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
@@ -78,6 +78,28 @@ func (i *Idle) Open(ctx context.Context, n, conc int) error {
 		return fmt.Errorf("idle connections to %s: %d of %d opened: %w", i.addr, i.Len()-base, n, firstErr)
 	}
 	return nil
+}
+
+// dialTries is how often a connection whose handshake timed out is
+// tried again: a listener whose accept queue overflows under a burst
+// drops SYNs, retransmitted for about 30 s before the dial gives up.
+const dialTries = 3
+
+// dialRetrying dials connection k, again after a timeout.
+func (i *Idle) dialRetrying(ctx context.Context, k int) (net.Conn, error) {
+	var err error
+	for range dialTries {
+		var c net.Conn
+		if c, err = i.dial(ctx, k); err == nil || !errors.Is(err, syscall.ETIMEDOUT) && !isTimeout(err) {
+			return c, err
+		}
+	}
+	return nil, err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // dial opens connection k from its source address. The source port is
