@@ -28,6 +28,8 @@ type Settings struct {
 	TraceFor time.Duration
 	// MemoryPairs are the pair counts the memory experiment holds.
 	MemoryPairs []int
+	// IdlePairs are the pair counts the idle experiment holds at once.
+	IdlePairs []int
 	// WebSizes and SwitchSizes are the object sizes, in bytes, web and
 	// switch fetch.
 	WebSizes, SwitchSizes []int64
@@ -66,7 +68,7 @@ type Settings struct {
 // DefaultSettings are the full run's settings.
 func DefaultSettings() Settings {
 	return Settings{Runs: 5, Duration: 2 * time.Second, Pairs: 1000, TraceFor: 3 * time.Second,
-		MemoryPairs: []int{1000, MaxMemoryPairs}, Warmup: 500 * time.Millisecond, ConnRateFor: 15 * time.Second,
+		MemoryPairs: []int{1000, MaxMemoryPairs}, IdlePairs: []int{10000, 100000}, Warmup: 500 * time.Millisecond, ConnRateFor: 15 * time.Second,
 		WebSizes: kib(1, 5, 10, 15, 20, 33, 45, 64, 90, 128), SwitchSizes: kib(1, 10, 64, 100, 1024, 8192),
 		IPRateFor: 120 * time.Second, IPRateConns: 64}
 }
@@ -76,7 +78,7 @@ func DefaultSettings() Settings {
 // 1 KiB and 1 MiB keep-alive, a second a point).
 func QuickSettings() Settings {
 	return Settings{Runs: 1, Duration: 250 * time.Millisecond, Pairs: 200, TraceFor: 2 * time.Second,
-		MemoryPairs: []int{500}, ConnRateFor: time.Second, ConnRateSizes: kib(1), ConnRateConns: []int{16},
+		MemoryPairs: []int{500}, IdlePairs: []int{2000}, ConnRateFor: time.Second, ConnRateSizes: kib(1), ConnRateConns: []int{16},
 		WebSizes: kib(1, 64, 128), SwitchSizes: kib(1, 1024), TLSQuick: true,
 		IPRateFor: 5 * time.Second, IPRateConns: 16}
 }
@@ -124,6 +126,7 @@ var Experiments = []Experiment{
 	{Name: "throughput", Help: "bulk transfer over 1, 2, 3 and 8 connections: Gbit/s and CPU s per GB (seed 001 Table III); beside it iperf3 over 1 and 8 streams: Gbit/s", Tool: "loadgen", Run: Throughput},
 	{Name: "splice-cost", Help: "time to splice idle pairs (median, p99) and throughput over time across a splice under load (seed 001 §V-B3, Fig. 10)", Tool: "splicer-bench", Run: SpliceCost},
 	{Name: "memory", Help: "bytes per pair held unspliced and spliced: process RSS, kernel socket memory, BPF map memory (seed 001 §V-C)", Tool: "splicer-bench", Run: Memory},
+	{Name: "idle", Help: "up to 100,000 idle pairs spliced by ip through one tcp listener at once: the forwarder's descriptors, RSS and BPF bytes per pair, and how many pairs still echo at the end", Tool: "splicer-bench", Run: Idle},
 	{Name: "web", Help: "GET and CONNECT through the HTTP forward proxy, a connection per request, objects of 1 to 128 KiB: requests/s, CPU µs per request, p50 latency (seed 002); beside it wrk (2 threads, 16 keep-alive connections) through http-reverse per engine, HAProxy (mode http) and nginx (proxy_pass, upstream keepalive), objects of 1 KiB to 1 MiB: requests/s, p50/p99 latency", Tool: "loadgen", Run: Web},
 	{Name: "switch", Help: "GETs over a keep-alive connection through http-reverse and HAProxy in HTTP mode, objects of 1 KiB to 1 MiB: p50/p99 latency, Gbit/s (seed 003)", Tool: "loadgen", Run: Switch},
 	{Name: "connrate", Help: "connection churn: wrk -H 'Connection: close' (1 and 64 KiB objects, 16 and 256 connections) through splicer's tcp listener per engine and auto, http-reverse and http-forward (auto), HAProxy (mode tcp, mode http), nginx (stream, proxy_pass) and to the origin direct; beside it loadgen's connect/send/close to an echo: conn/s alone (a fresh lab and process per target) and in sequence (one process per forwarder, targets one after another) with their ratio, p50/p99 latency, forwarder CPU µs per connection, errors, the engine that carried the pairs", Tool: "wrk", Run: ConnRate},

@@ -196,7 +196,7 @@ func (e *Env) memoryOf(ctx context.Context, engine, mode string, count int) (mem
 		return memUse{}, fmt.Errorf("splicer did not start: %v: %s", err, e.LogTail("memory"))
 	}
 	// The probe connection above must be gone from /flows before counting.
-	if err := e.waitFlows(ctx, "", 0); err != nil {
+	if err := e.waitFlows(ctx, memAdmin, "", 0); err != nil {
 		return memUse{}, err
 	}
 	settle()
@@ -215,7 +215,7 @@ func (e *Env) memoryOf(ctx context.Context, engine, mode string, count int) (mem
 		if err != nil {
 			return memUse{}, err
 		}
-		if err := e.waitFlows(ctx, "", len(conns)); err != nil {
+		if err := e.waitFlows(ctx, memAdmin, "", len(conns)); err != nil {
 			return memUse{}, err
 		}
 	}
@@ -223,7 +223,7 @@ func (e *Env) memoryOf(ctx context.Context, engine, mode string, count int) (mem
 	if mode == "spliced" {
 		want = "spliced"
 	}
-	if err := e.waitFlows(ctx, want, count); err != nil {
+	if err := e.waitFlows(ctx, memAdmin, want, count); err != nil {
 		return memUse{}, err
 	}
 	settle()
@@ -259,16 +259,17 @@ func closeAll(conns []net.Conn) {
 	}
 }
 
-// waitFlows waits until the memory splicer's /flows lists exactly count
-// pairs, all in state (any state when state is empty).
-func (e *Env) waitFlows(ctx context.Context, state string, count int) error {
+// waitFlows waits until the /flows of the splicer whose admin endpoint
+// is admin lists exactly count pairs, all in state (any state when state
+// is empty).
+func (e *Env) waitFlows(ctx context.Context, admin, state string, count int) error {
 	// The ip engine takes milliseconds per splice (it freezes the sockets
 	// and probes the peers), so thousands of pairs take a while.
 	limit := 60*time.Second + time.Duration(count)*30*time.Millisecond
 	deadline := time.Now().Add(limit)
 	var n int
 	for {
-		flows, err := e.flowsAt(ctx, memAdmin)
+		flows, err := e.flowsAt(ctx, admin)
 		if err == nil {
 			n = 0
 			for _, f := range flows {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,7 @@ func benchCmd(args []string) error {
 	iprateFor := fs.Duration("iprate-for", 0, "how long iprate opens pairs (default 2m; 5s with --quick)")
 	iprateConns := fs.Int("iprate-conns", 0, "iprate's concurrent clients (default 64; 16 with --quick)")
 	iprateRange := fs.Int("iprate-ports", 0, "ports of iprate's engines.ip.local_ports (default 20000): fewer take TIME_WAIT ports again at a lower rate")
+	idlePairs := fs.String("idle-pairs", "", "pair counts idle holds at once, comma-separated (default 10000,100000; 2000 with --quick)")
 	switchSizes := fs.String("switch-sizes", "", "object sizes switch and web's wrk rows fetch, comma-separated (e.g. 1KiB,64KiB,1MiB; default 1KiB,10KiB,64KiB,100KiB,1MiB,8MiB)")
 	cc := fs.String("cc", "", "TCP congestion control of the lab's namespaces, e.g. cubic (default: the host's net.ipv4.tcp_congestion_control); every experiment's notes name it")
 	pin := fs.Bool("pin", false, "web's wrk rows: wrk and the origin on half the CPUs, every forwarder on the other half (default: only wrk pinned, to the last CPU)")
@@ -116,6 +118,16 @@ func benchCmd(args []string) error {
 	}
 	if *iprateRange > 0 {
 		s.IPRatePorts = *iprateRange
+	}
+	if *idlePairs != "" {
+		s.IdlePairs = nil
+		for _, f := range strings.Split(*idlePairs, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--idle-pairs: %q is not a pair count", f)
+			}
+			s.IdlePairs = append(s.IdlePairs, n)
+		}
 	}
 	if *switchSizes != "" {
 		s.SwitchSizes = nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/splicer/splicer/bench"
 	"github.com/splicer/splicer/internal/buildinfo"
 	"github.com/splicer/splicer/internal/fdlimit"
 )
@@ -41,6 +42,9 @@ func main() {
 		err = demoCmd(args)
 	case "bench":
 		err = benchCmd(args)
+	case bench.IdleHelperCommand:
+		// A process of the idle experiment (bench/idlehelper.go), not for users.
+		err = bench.IdleHelper(args, os.Stdin, os.Stdout)
 	case "version", "--version":
 		fmt.Println("splicer-bench", buildinfo.Get().Version)
 	case "help", "-h", "--help":

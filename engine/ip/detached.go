@@ -24,6 +24,9 @@ type detached struct {
 	// context.AfterFunc per pair would cost more than the pair's state).
 	ctx  context.Context
 	done bool
+	// next is the pair after this one whose A tuple hashes alike
+	// (followers.detached), guarded by followers.mu.
+	next *detached
 }
 
 // detach hands a spliced pair that can no longer be given back and owes

@@ -3,6 +3,7 @@
 package ip
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -21,9 +22,13 @@ type followers struct {
 	mu sync.Mutex
 	// waiters are the channels of the Splices following their pairs.
 	waiters map[datapath.Tuple]chan notice
-	// detached are the pairs followed without their callers;
-	// tickOnce starts their ticker (tickDetached).
-	detached map[datapath.Tuple]*detached
+	// detached are the pairs followed without their callers, by a hash
+	// of their A tuple (hashTuple): a 64-byte tuple as the key of every
+	// pair would cost more than the rest of its entry. Pairs whose
+	// hashes collide are chained through detached.next. tickOnce starts
+	// their ticker (tickDetached).
+	detached map[uint64]*detached
+	seed     maphash.Seed
 	tickOnce sync.Once
 	// leave: LeavePairs was called (the old process of an upgrade):
 	// pairs still spliced when cancelled, or at Close, are left
@@ -38,7 +43,8 @@ type followers struct {
 func newFollowers() *followers {
 	return &followers{
 		waiters:  make(map[datapath.Tuple]chan notice),
-		detached: make(map[datapath.Tuple]*detached),
+		detached: make(map[uint64]*detached),
+		seed:     maphash.MakeSeed(),
 		stop:     make(chan struct{}),
 	}
 }
@@ -70,33 +76,65 @@ func (fs *followers) unregister(a datapath.Tuple) {
 func (fs *followers) lookup(a datapath.Tuple) (chan notice, *detached) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	return fs.waiters[a], fs.detached[a]
+	for d := fs.detached[fs.hashTuple(a)]; d != nil; d = d.next {
+		if d.f.a == a {
+			return fs.waiters[a], d
+		}
+	}
+	return fs.waiters[a], nil
 }
 
-// handOver moves pair a from its Splice's following to the engine's, d.
+// handOver moves pair a from its Splice's following to the engine's, d,
+// in place of any detached pair of the same tuple.
 func (fs *followers) handOver(a datapath.Tuple, d *detached) {
 	fs.mu.Lock()
+	defer fs.mu.Unlock()
 	delete(fs.waiters, a)
-	fs.detached[a] = d
-	fs.mu.Unlock()
+	h := fs.hashTuple(a)
+	fs.unchain(h, func(o *detached) bool { return o.f.a == a })
+	d.next = fs.detached[h]
+	fs.detached[h] = d
 }
 
 // drop stops following the detached pair d, unless another took its
 // place meanwhile.
 func (fs *followers) drop(d *detached) {
 	fs.mu.Lock()
-	if fs.detached[d.f.a] == d {
-		delete(fs.detached, d.f.a)
-	}
-	fs.mu.Unlock()
+	defer fs.mu.Unlock()
+	fs.unchain(fs.hashTuple(d.f.a), func(o *detached) bool { return o == d })
 }
+
+// unchain takes the first pair of hash h's chain for which is holds
+// out of the chain, with fs.mu held.
+func (fs *followers) unchain(h uint64, is func(*detached) bool) {
+	var prev *detached
+	for d := fs.detached[h]; d != nil; prev, d = d, d.next {
+		if !is(d) {
+			continue
+		}
+		switch {
+		case prev != nil:
+			prev.next = d.next
+		case d.next != nil:
+			fs.detached[h] = d.next
+		default:
+			delete(fs.detached, h)
+		}
+		d.next = nil
+		return
+	}
+}
+
+func (fs *followers) hashTuple(a datapath.Tuple) uint64 { return maphash.Comparable(fs.seed, a) }
 
 // detachedPairs appends the detached pairs to ds.
 func (fs *followers) detachedPairs(ds []*detached) []*detached {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, d := range fs.detached {
-		ds = append(ds, d)
+		for ; d != nil; d = d.next {
+			ds = append(ds, d)
+		}
 	}
 	return ds
 }
