@@ -483,14 +483,14 @@ func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 	if err != nil {
 		return cp, err
 	}
-	proto, err := tcprepair.Protocol(c)
+	proto, cookie, err := tcprepair.Identity(c, e.home.cookie != 0)
 	if err != nil {
 		return cp, err
 	}
 	if proto != unix.IPPROTO_TCP {
 		return cp, errors.New("an MPTCP socket: its subflows' sequence numbers are not the socket's")
 	}
-	if err := e.home.owns(c); err != nil {
+	if err := e.home.owns(c, cookie); err != nil {
 		return cp, err
 	}
 	ifindex, err := e.home.deviceTo(remote.Addr())
