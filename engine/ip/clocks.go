@@ -107,7 +107,8 @@ func outOfOrder(got [2]peerclock.Sock) error {
 
 // readSockets runs the peerclock program on two of the forwarder's
 // sockets, in the engine's namespace: named by its id where the process
-// lives elsewhere, else entered (two setns).
+// lives elsewhere, else entered (do: Splice runs on its caller's
+// goroutine, whose thread may be locked in any namespace).
 func (e *Engine) readSockets(conns [2]peerclock.Conn) (got [2]peerclock.Sock, err error) {
 	switch h := e.home; {
 	case h.atHome:
@@ -115,9 +116,7 @@ func (e *Engine) readSockets(conns [2]peerclock.Conn) (got [2]peerclock.Sock, er
 	case h.nsid >= 0:
 		return e.clocks.reader.Read(conns, h.nsid)
 	}
-	// splice runs on a goroutine of its own, never locked: enter may
-	// move its thread.
-	err = e.home.enter(func() (err error) {
+	err = e.home.do(func() (err error) {
 		got, err = e.clocks.reader.Read(conns, peerclock.CurrentNetns)
 		return err
 	})

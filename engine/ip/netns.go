@@ -32,7 +32,7 @@ type homeNS struct {
 	cookie uint64
 	// outside is the namespace of the threads of unlocked goroutines
 	// (Go starts every thread from one in that state) if known and not
-	// ns, netns.None() otherwise; atHome: it is ns. enter uses them.
+	// ns, netns.None() otherwise; atHome: it is ns.
 	outside netns.NsHandle
 	atHome  bool
 	// nsid is ns's id (netnsid) in outside, -1 if it has none: BPF
@@ -229,14 +229,11 @@ func netnsCookie() uint64 {
 // errOtherNS marks a socket outside the home namespace.
 var errOtherNS = errors.New("the socket is in another network namespace than the one engine ip was loaded in")
 
-// owns checks that c is in the home namespace: by cookie (one call), or
-// by the namespace's inode (SIOCGSKNS, three calls) on kernels without.
-func (h *homeNS) owns(c *net.TCPConn) error {
+// owns checks that c is in the home namespace: by cookie (read with its
+// protocol: tcprepair.Identity), or by the namespace's inode (SIOCGSKNS,
+// three calls) on kernels without.
+func (h *homeNS) owns(c *net.TCPConn, cookie uint64) error {
 	if h.cookie != 0 {
-		cookie, err := tcprepair.NetnsCookie(c)
-		if err != nil {
-			return err
-		}
 		if cookie != h.cookie {
 			return errOtherNS
 		}
@@ -300,33 +297,6 @@ func (h *homeNS) lookupDevice(peer netip.Addr) (int, error) {
 		return 0, fmt.Errorf("device %s toward %v is %s, not Ethernet", l.Attrs().Name, peer, l.Attrs().EncapType)
 	}
 	return r.LinkIndex, nil
-}
-
-// enter runs fn in the home namespace on the calling goroutine's thread,
-// with as few calls as it takes: none when the process lives in it, two
-// setns otherwise. The caller must not hold its thread locked (every
-// goroutine the engine starts qualifies): its thread is then in the
-// namespace of the process's threads, which enter restores; do serves
-// other callers.
-func (h *homeNS) enter(fn func() error) error {
-	switch {
-	case h.atHome:
-		return fn()
-	case !h.outside.IsOpen():
-		return h.do(fn)
-	}
-	runtime.LockOSThread()
-	if err := netns.Set(h.ns); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter the engine's network namespace: %w", err)
-	}
-	err := fn()
-	// A thread that cannot return stays locked, and Go destroys it when
-	// this goroutine exits.
-	if netns.Set(h.outside) == nil {
-		runtime.UnlockOSThread()
-	}
-	return err
 }
 
 // do runs fn on a thread in the home namespace.

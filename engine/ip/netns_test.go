@@ -4,7 +4,6 @@ package ip
 
 import (
 	"net"
-	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -61,30 +60,37 @@ func TestRouteCacheFollowsRouteChanges(t *testing.T) {
 	testenv.Eventually(t, "the route through the server's device again", deviceIs(toServer))
 }
 
-// TestHomeEnter: this process's threads live outside the forwarder's
-// namespace, where the engine was loaded: enter runs its function there
-// and brings the thread back.
-func TestHomeEnter(t *testing.T) {
+// TestHomeDo: this process's threads live outside the forwarder's
+// namespace, where the engine was loaded, and Splice runs on its caller's
+// goroutine, whose thread may be locked in yet another namespace (here
+// the client's): do runs its function in the engine's namespace and
+// brings the thread back where it was.
+func TestHomeDo(t *testing.T) {
 	el := newEngineLab(t, Options{MaxPairs: 4})
 	h := el.e.home
 	if h.atHome || !h.outside.IsOpen() {
 		t.Fatalf("the engine's namespace: at home %v, outside %v; want the test's threads outside it", h.atHome, h.outside)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	inHome := func() bool {
+	current := func() netns.NsHandle {
 		cur, err := netns.Get()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer cur.Close()
-		return cur.Equal(h.ns)
+		t.Cleanup(func() { cur.Close() })
+		return cur
 	}
-	var inside bool
-	if err := h.enter(func() error { inside = inHome(); return nil }); err != nil {
+	err := el.l.Client.Do(func() error {
+		client := current()
+		var inside bool
+		if err := h.do(func() error { inside = current().Equal(h.ns); return nil }); err != nil {
+			return err
+		}
+		if back := current(); !inside || !back.Equal(client) {
+			t.Errorf("in the engine's namespace within do: %v (want true); back in the client's after: %v (want true)", inside, back.Equal(client))
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
-	}
-	if !inside || inHome() {
-		t.Errorf("in the engine's namespace within enter: %v (want true), after: %v (want false)", inside, inHome())
 	}
 }

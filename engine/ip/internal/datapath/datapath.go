@@ -75,7 +75,7 @@ type Datapath struct {
 	opts   Options
 	objs   spliceLoaded
 	dirs   []byte // splice_dirs, mmapped
-	events *ringbuf.Reader
+	events *eventRing
 	kept   *keptStore
 
 	mu     sync.Mutex
@@ -165,7 +165,7 @@ func (d *Datapath) open() error {
 		d.objs.Close()
 		return fmt.Errorf("engine ip: mmap the directional table (needs Linux 5.5+): %w", err)
 	}
-	d.events, err = ringbuf.NewReader(d.objs.SpliceEvents)
+	d.events, err = openEventRing(d.objs.SpliceEvents)
 	if err != nil {
 		unix.Munmap(d.dirs)
 		d.objs.Close()
@@ -173,7 +173,7 @@ func (d *Datapath) open() error {
 	}
 	kr, err := ringbuf.NewReader(d.objs.SpliceKeptRing)
 	if err != nil {
-		d.events.Close()
+		d.events.close()
 		unix.Munmap(d.dirs)
 		d.objs.Close()
 		return fmt.Errorf("engine ip: kept ring buffer: %w", err)
@@ -313,7 +313,7 @@ func (d *Datapath) close(unpin bool) error {
 		errs = append(errs, l.Close())
 		delete(d.links, ifindex)
 	}
-	errs = append(errs, d.events.Close())
+	errs = append(errs, d.events.close())
 	errs = append(errs, d.kept.close())
 	errs = append(errs, unix.Munmap(d.dirs))
 	d.dirs = nil

@@ -75,17 +75,6 @@ func Addrs(c *net.TCPConn) (local, remote netip.AddrPort, err error) {
 	return netip.AddrPortFrom(lap.Addr().Unmap(), lap.Port()), netip.AddrPortFrom(rap.Addr().Unmap(), rap.Port()), nil
 }
 
-// Protocol returns the socket's protocol (IPPROTO_TCP, or IPPROTO_MPTCP
-// for an MPTCP socket, whose TCP_REPAIR and sequence numbers are not those
-// of the wire).
-func Protocol(c *net.TCPConn) (proto int, err error) {
-	err = sockopt.WithFD(c, func(fd int) error {
-		proto, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
-		return err
-	})
-	return proto, err
-}
-
 // NetnsInode returns the inode of the network namespace c belongs to.
 func NetnsInode(c *net.TCPConn) (ino uint64, err error) {
 	err = sockopt.WithFD(c, func(fd int) error {
@@ -104,14 +93,21 @@ func NetnsInode(c *net.TCPConn) (ino uint64, err error) {
 	return ino, err
 }
 
-// NetnsCookie returns the cookie of the network namespace c belongs to
-// (SO_NETNS_COOKIE, Linux 5.14): one call where NetnsInode takes three.
-func NetnsCookie(c *net.TCPConn) (cookie uint64, err error) {
+// Identity returns the socket's protocol (IPPROTO_TCP, or IPPROTO_MPTCP
+// for an MPTCP socket, whose TCP_REPAIR and sequence numbers are not
+// those of the wire) and, if cookie, the cookie of its network namespace
+// (SO_NETNS_COOKIE, Linux 5.14, one call where NetnsInode takes three):
+// the two things a splice checks of each socket, read in one visit to
+// its descriptor.
+func Identity(c *net.TCPConn, cookie bool) (proto int, netns uint64, err error) {
 	err = sockopt.WithFD(c, func(fd int) error {
-		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+		if proto, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil || !cookie {
+			return err
+		}
+		netns, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
 		return err
 	})
-	return cookie, err
+	return proto, netns, err
 }
 
 // Freeze puts c in repair mode, in which it sends nothing, not even
