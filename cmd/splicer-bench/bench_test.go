@@ -29,6 +29,8 @@ var requiredMetrics = map[string][]string{
 		// wrk, the field's load generator, beside ours.
 		"wrk_rps_1k", "wrk_p50_ms_1k", "wrk_p99_ms_1k", "wrk_rps_1m", "wrk_p99_ms_1m", "wrk_cpu_us_1k", "wrk_proc_cpu_us_1k"},
 	"switch": {"switch_p50_ms_1k", "switch_p99_ms_1k", "switch_gbps_1k", "switch_p50_ms_1m", "switch_gbps_1m"},
+	"idle":   {"pairs_spliced", "pairs_echoing", "fds", "rss_bytes_per_pair"},
+	"iprate": {"pairs_per_s", "spliced_per_s", "fallbacks", "fds_max", "cpu_us_per_pair"},
 }
 
 func TestBenchHelp(t *testing.T) {
@@ -176,6 +178,25 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 			t.Errorf("%s unavailable without a reason", m.Engine)
 		}
 	}
+	if ipOnly[r.Experiment] {
+		if len(rows) == 0 && !unavailable["ip"] {
+			t.Errorf("ip neither has rows nor is listed unavailable")
+		}
+		for name := range rows { // "ip", or "ip, N pairs" (idle)
+			if !strings.HasPrefix(name, "ip") {
+				t.Errorf("%s has rows in an experiment of engine ip alone", name)
+			}
+			for _, m := range requiredMetrics[r.Experiment] {
+				if _, ok := r.Row(name, m); !ok {
+					t.Errorf("%s has no %s row", name, m)
+				}
+			}
+		}
+		for _, row := range r.Rows {
+			checkRow(t, row)
+		}
+		return
+	}
 	for _, name := range append(slices.Clone(bench.Engines), bench.Peers...) {
 		if !rows[name] && !unavailable[name] {
 			t.Errorf("%s neither has rows nor is listed unavailable", name)
@@ -239,6 +260,15 @@ func checkToolRows(t *testing.T, r bench.Result, tool string, metrics ...string)
 	}
 }
 
+// ipOnly are the experiments that measure engine ip alone: many idle
+// pairs at once, and new pairs at a rate past its port range.
+var ipOnly = map[string]bool{"idle": true, "iprate": true}
+
+// rightlyZero are iprate's counts of what should not happen, or need not:
+// fallbacks, refused picks, ports taken again (none while the range
+// suffices) and errors.
+var rightlyZero = map[string]bool{"fallbacks": true, "local_ports_exhausted": true, "local_ports_reused": true, "errors": true}
+
 func checkRow(t *testing.T, row bench.Row) {
 	t.Helper()
 	id := row.Engine + " " + row.Metric
@@ -270,6 +300,12 @@ func checkRow(t *testing.T, row bench.Row) {
 	// when the kernel forwards (ip, within the 10 ms tick), no errors
 	// (connrate). Everything else is a rate, a time or a size of something
 	// that happened.
+	if rightlyZero[row.Metric] {
+		if row.Value < 0 {
+			t.Errorf("%s: value %v, want >= 0", id, row.Value)
+		}
+		return
+	}
 	for _, share := range []string{"bpf_", "proc_", "errors_"} {
 		if strings.HasPrefix(row.Metric, share) || strings.Contains(row.Metric, "_"+share) {
 			if row.Value < 0 {
