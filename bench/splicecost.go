@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/all"
+	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/loadgen"
 )
 
@@ -144,7 +146,7 @@ func buildEnginesIn(e *Env) (*all.Set, error) {
 // with en and returns each splice's cost in microseconds. It ends the
 // splices and closes the pairs before returning.
 func (e *Env) spliceIdlePairs(ctx context.Context, en engine.Engine, n int) ([]float64, error) {
-	pairs, closeAll, err := e.idlePairs(ctx, n)
+	pairs, closeAll, err := e.idlePairs(ctx, n, en)
 	defer closeAll()
 	if err != nil {
 		return nil, err
@@ -185,15 +187,18 @@ func (e *Env) spliceIdlePairs(ctx context.Context, en engine.Engine, n int) ([]f
 }
 
 // idlePairs opens n pairs through a fresh listener in the forwarder
-// namespace; the returned func closes them all.
-func (e *Env) idlePairs(ctx context.Context, n int) ([]*engine.Pair, func(), error) {
-	pairs, _, closeAll, err := e.idlePairsWithClients(ctx, n)
+// namespace, for en to splice; the returned func closes them all.
+func (e *Env) idlePairs(ctx context.Context, n int, en engine.Engine) ([]*engine.Pair, func(), error) {
+	pairs, _, closeAll, err := e.idlePairsWithClients(ctx, n, en)
 	return pairs, closeAll, err
 }
 
 // idlePairsWithClients is idlePairs that also returns each pair's client
-// end.
-func (e *Env) idlePairsWithClients(ctx context.Context, n int) ([]*engine.Pair, []net.Conn, func(), error) {
+// end. An engine that hands out upstream ports (engine.UpstreamPorts:
+// ip's local_ports range) gives each upstream connection its port, as
+// the forwarder's dials take it, so that a splice costs what it costs
+// behind a listener.
+func (e *Env) idlePairsWithClients(ctx context.Context, n int, en engine.Engine) ([]*engine.Pair, []net.Conn, func(), error) {
 	var conns, clients []net.Conn
 	closeAll := func() {
 		for _, c := range conns {
@@ -218,7 +223,7 @@ func (e *Env) idlePairsWithClients(ctx context.Context, n int) ([]*engine.Pair, 
 			return nil, nil, closeAll, err
 		}
 		conns = append(conns, a)
-		up, err := e.Lab.Fwd.Dial(ctx, "tcp", sink)
+		up, err := e.dialUpstream(ctx, sink, en)
 		if err != nil {
 			return nil, nil, closeAll, fmt.Errorf("upstream dial: %w", err)
 		}
@@ -228,6 +233,35 @@ func (e *Env) idlePairsWithClients(ctx context.Context, n int) ([]*engine.Pair, 
 		pairs = append(pairs, p)
 	}
 	return pairs, clients, closeAll, nil
+}
+
+// dialUpstream dials addr from the forwarder namespace, from a port of
+// en's range if it hands them out; each port picked is settled as the
+// forwarder settles it: the connection keeps the one it left from, the
+// others go back.
+func (e *Env) dialUpstream(ctx context.Context, addr string, en engine.Engine) (net.Conn, error) {
+	ports, ok := en.(engine.UpstreamPorts)
+	if !ok {
+		return e.Lab.Fwd.Dial(ctx, "tcp", addr)
+	}
+	var picks []sockopt.Pick
+	dctx := sockopt.WithLocalPort(ctx, func(s netip.AddrPort) (uint16, bool) {
+		p, ok := ports.UpstreamPort(s)
+		if ok {
+			picks = append(picks, sockopt.Pick{Server: s, Port: p})
+		}
+		return p, ok
+	})
+	c, err := e.Lab.Fwd.Dial(dctx, "tcp", addr)
+	tc, _ := c.(*net.TCPConn)
+	for _, p := range picks {
+		if tc != nil && tc.LocalAddr().(*net.TCPAddr).Port == int(p.Port) {
+			ports.UpstreamDialled(p.Server, p.Port, tc)
+		} else {
+			ports.UpstreamDialled(p.Server, p.Port, nil)
+		}
+	}
+	return c, err
 }
 
 // trace samples throughput through t's late listener, which splices the

@@ -36,7 +36,7 @@ func measuresUnsplice(en engine.Engine) bool {
 // (the byte readable on the forwarder's socket), in microseconds. It also
 // returns how many pairs the engine declined to splice.
 func (e *Env) unspliceIdlePairs(ctx context.Context, en engine.Engine, n int) ([]float64, int, error) {
-	pairs, clients, closeAll, err := e.idlePairsWithClients(ctx, n)
+	pairs, clients, closeAll, err := e.idlePairsWithClients(ctx, n, en)
 	defer closeAll()
 	if err != nil {
 		return nil, 0, err
