@@ -85,6 +85,11 @@ func newMaster(path, pidFile, exe string, log *slog.Logger, cfg *config.Config, 
 // runMaster serves cfg, read from path, with cfg.Workers processes
 // until a signal stops it.
 func runMaster(path, pidFile string, cfg *config.Config, in *handoff.Inherited) error {
+	// Signals are caught from the start, as a single process catches
+	// them: a SIGHUP between "master serves" and the loop would end the
+	// master, a SIGUSR1 would be lost.
+	sigs, stop := controlSignals()
+	defer stop()
 	log := newLogger(cfg.Log)
 	exe, err := os.Executable()
 	if err != nil {
@@ -137,7 +142,7 @@ func runMaster(path, pidFile string, cfg *config.Config, in *handoff.Inherited) 
 	settleCaps(m.caps, log)
 	log.Info("master serves", "workers", m.count, "pid", os.Getpid())
 	notify(log, sdnotify.Ready)
-	return m.loop()
+	return m.loop(sigs)
 }
 
 // bind opens every listener's socket once per worker, the workers'
@@ -331,10 +336,8 @@ func (m *master) start(i int) error {
 	return nil
 }
 
-// loop handles signals and worker ends until a shutdown.
-func (m *master) loop() error {
-	sigs, stop := controlSignals()
-	defer stop()
+// loop handles sigs and worker ends until a shutdown.
+func (m *master) loop(sigs chan os.Signal) error {
 	for {
 		select {
 		case sig := <-sigs:

@@ -321,6 +321,8 @@ func (m *master) state(passed *passedOn) (*masterState, error) {
 // resumeMaster goes on as the master whose binary this process replaced:
 // the same sockets, workers and admin endpoint.
 func resumeMaster(path, pidFile string, st *masterState) error {
+	sigs, stop := controlSignals() // from the start, as runMaster
+	defer stop()
 	cfg, err := config.LoadBytes(st.ConfigName, st.Config)
 	if err != nil {
 		return err
@@ -369,7 +371,7 @@ func resumeMaster(path, pidFile string, st *masterState) error {
 	settleCaps(m.caps, m.log)
 	m.log.Info("master upgraded", "binary", exe, "pid", os.Getpid(), "workers", m.count)
 	notify(m.log, sdnotify.Ready)
-	return m.loop()
+	return m.loop(sigs)
 }
 
 // watch reports the end of worker i's process pid, which the master may
