@@ -62,136 +62,222 @@ const (
 	evPromote
 )
 
-// Run splices p with pump according to opts: one goroutine per forwarded
-// direction and one per watched direction; the idle timeout, the timers
-// and ctx are watched by callbacks (watch), which take no goroutine until
-// one fires. It is the whole of the copy and pipe engines but for the
-// pump itself.
+// Run splices p with pump according to opts. The caller's goroutine
+// carries one direction (a forwarded one if any) and one more goroutine
+// the other, if it is forwarded or watched; the idle timeout, the timers
+// and ctx are watched by callbacks (watchEnds), which take no goroutine
+// until one fires. Whoever meets the event that ends the splice
+// interrupts the others (runner.send). It is the whole of the copy and
+// pipe engines but for the pump itself.
 func Run(ctx context.Context, p *Pair, opts Options, pump Pump) (Result, error) {
-	r := &runner{p: p, opts: opts, events: make(chan event, 8), stopped: make(chan struct{})}
+	r := &runner{p: p, opts: opts, ended: make(chan struct{}), quit: make(chan struct{})}
 	r.last.Store(time.Now().UnixNano())
 	return r.run(ctx, pump)
 }
 
 type runner struct {
-	p       *Pair
-	opts    Options
-	events  chan event
-	wg      sync.WaitGroup
-	moved   [2]atomic.Int64
-	last    atomic.Int64 // unix nanos of the last byte moved
-	stopped chan struct{}
+	p     *Pair
+	opts  Options
+	moved [2]atomic.Int64
+	last  atomic.Int64 // unix nanos of the last byte moved
 
-	lateMu sync.Mutex
-	late   []event // sent once the loop had stopped taking events
+	// ended is closed once an event ended the splice; quit once every
+	// task returned.
+	ended, quit chan struct{}
+	tasks       atomic.Int32 // tasks still running
+
+	mu  sync.Mutex
+	res Result
+	// open counts the forwarded directions without their EOF yet.
+	open int
+	// done: an event ended the splice; later events go to late.
+	done bool
+	late []event
+	// writing counts the forwarded directions whose pump has not
+	// returned, which may be in a write; callerFree: the caller's own
+	// task returned.
+	writing    int
+	callerFree bool
+	// guarded: a goroutine keeps the write deadlines of a splice that
+	// ended keeping the pair (guard); it closes guardDone when done.
+	guarded   bool
+	guardDone chan struct{}
 
 	promoted atomic.Bool // evPromote was sent
 }
 
+// task is one direction's part of a splice: forwarding or watching.
+type task struct {
+	mode   Mode
+	dir    Direction
+	caller bool // run on the caller's goroutine
+}
+
 func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
-	var res Result
-	open := 0 // forwarded directions still running
+	var tasks [2]task
+	n := 0
 	for _, d := range []Direction{Up, Down} {
-		switch r.opts.Dir(d).Mode {
-		case Forward:
-			open++
-			r.start(func() { r.forward(d, pump) })
-		case Watch:
-			r.start(func() { r.watch(d) })
+		switch m := r.opts.Dir(d).Mode; m {
+		case Forward, Watch:
+			if m == Forward {
+				r.open++
+			}
+			tasks[n] = task{mode: m, dir: d}
+			n++
 		}
 	}
-	if open == 0 && !r.opts.HasWatch() {
-		return res, errors.New("splice with nothing to forward or watch")
+	if n == 0 {
+		return Result{}, errors.New("splice with nothing to forward or watch")
+	}
+	if n == 2 && tasks[0].mode == Watch && tasks[1].mode == Forward {
+		// The caller forwards: a watch's goroutine is the cheaper one.
+		tasks[0], tasks[1] = tasks[1], tasks[0]
+	}
+	r.writing = r.open
+	r.tasks.Store(int32(n))
+	tasks[0].caller = true
+	if n == 2 {
+		go r.do(tasks[1], pump)
 	}
 	unwatch := r.watchEnds(ctx)
 	if r.opts.OnSpliced != nil {
 		r.opts.OnSpliced()
 	}
-
-	for {
-		ev := <-r.events
-		switch ev.kind {
-		case evEOF:
-			res.EOF[ev.dir] = true
-			if open--; open > 0 {
-				continue
-			}
-			res.End = EndEOF
-		case evLimit:
-			res.End, res.Dir = EndLimit, ev.dir
-		case evData:
-			res.End, res.Dir = EndData, ev.dir
-		case evIdle:
-			res.End = EndIdle
-		case evCancel:
-			res.End = EndCancel
-		case evTimer:
-			res.End = EndTimer
-		case evPromote:
-			res.End = EndPromote
-		default:
-			end, ok := ev.failure()
-			if !ok {
-				continue
-			}
-			res.End, res.Dir, res.Err = end, ev.dir, ev.err
-		}
-		break
-	}
+	r.do(tasks[0], pump)
+	<-r.ended
 	unwatch()
-	r.stop(&res)
-	res.Moved = [2]int64{r.moved[Up].Load(), r.moved[Down].Load()}
-	return res, nil
+	return r.stop(), nil
 }
 
-func (r *runner) start(fn func()) {
-	r.wg.Add(1)
-	go func() { defer r.wg.Done(); fn() }()
-}
-
-func (r *runner) send(ev event) {
-	select {
-	case r.events <- ev:
-	case <-r.stopped:
-		r.lateMu.Lock()
-		r.late = append(r.late, ev)
-		r.lateMu.Unlock()
+// do runs t and reports how it ended.
+func (r *runner) do(t task, pump Pump) {
+	var ev event
+	if t.mode == Forward {
+		ev = r.forward(t.dir, pump)
+	} else {
+		ev = r.watch(t.dir)
+	}
+	r.send(ev, &t)
+	if r.tasks.Add(-1) == 0 {
+		close(r.quit)
 	}
 }
 
-// stop interrupts every goroutine and waits for them. Reads are interrupted
-// by a deadline in the past; writes are let finish so no byte read is lost,
-// unless the pair is ending anyway. What the directions met meanwhile is
-// folded into res.
-func (r *runner) stop(res *Result) {
-	close(r.stopped)
+// send takes ev, which ended t if t is not nil. The event that ends the
+// splice interrupts every task, from whichever goroutine meets it: reads
+// by a deadline in the past; writes are let finish so no byte read is
+// lost, unless the pair is ending anyway. Events after it are kept for
+// stop to fold.
+func (r *runner) send(ev event, t *task) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t != nil {
+		if t.mode == Forward {
+			r.writing--
+		}
+		r.callerFree = r.callerFree || t.caller
+	}
+	if r.done {
+		r.late = append(r.late, ev)
+		return
+	}
+	if !r.take(ev) {
+		return
+	}
+	r.done = true
+	r.interrupt()
+	close(r.ended)
+}
+
+// take folds ev into the result, reporting whether it ends the splice.
+func (r *runner) take(ev event) bool {
+	res := &r.res
+	switch ev.kind {
+	case evEOF:
+		res.EOF[ev.dir] = true
+		if r.open--; r.open > 0 {
+			return false
+		}
+		res.End = EndEOF
+	case evLimit:
+		res.End, res.Dir = EndLimit, ev.dir
+	case evData:
+		res.End, res.Dir = EndData, ev.dir
+	case evIdle:
+		res.End = EndIdle
+	case evCancel:
+		res.End = EndCancel
+	case evTimer:
+		res.End = EndTimer
+	case evPromote:
+		res.End = EndPromote
+	default:
+		end, ok := ev.failure()
+		if !ok {
+			return false
+		}
+		res.End, res.Dir, res.Err = end, ev.dir, ev.err
+	}
+	return true
+}
+
+// interrupt stops every task once the splice ended (r.mu held). A
+// write let finish waits for its peer to take the bytes, and nothing
+// else moves meanwhile: a peer that takes nothing for the idle timeout
+// leaves the pair idle. The caller keeps those write deadlines once its
+// own task returned (stop); while it still runs (it may be the one
+// writing), a goroutine of its own does (guard).
+func (r *runner) interrupt() {
 	past := time.Unix(1, 0)
+	keeps := r.res.End.KeepsPair()
 	up := r.p.Upstream()
-	for _, c := range []*net.TCPConn{r.p.Client, up} {
+	for _, c := range [2]*net.TCPConn{r.p.Client, up} {
 		c.SetReadDeadline(past)
-		if !res.End.KeepsPair() {
+		if !keeps {
 			c.SetWriteDeadline(past)
 		}
 	}
-	if idle := r.opts.IdleTimeout; res.End.KeepsPair() && idle > 0 {
-		// A write let finish waits for its peer to take the bytes, and
-		// nothing else moves meanwhile: a peer that takes nothing for
-		// the idle timeout leaves the pair idle.
-		done := make(chan struct{})
-		go func() { r.wg.Wait(); close(done) }()
-		WaitWhileTaken(done, idle, r.p.Client, up)
+	if keeps && r.opts.IdleTimeout > 0 && r.writing > 0 && !r.callerFree {
+		r.guarded = true
+		r.guardDone = make(chan struct{})
+		go func() {
+			defer close(r.guardDone)
+			WaitWhileTaken(r.quit, r.opts.IdleTimeout, r.p.Client, up)
+		}()
 	}
-	r.wg.Wait()
-	fold(res, r.afterEnd())
+}
+
+// stop waits for every task once the splice ended and the caller's task
+// returned, and folds into the result what the tasks met meanwhile.
+func (r *runner) stop() Result {
+	r.mu.Lock()
+	res := r.res
+	keep := res.End.KeepsPair() && r.opts.IdleTimeout > 0 && r.writing > 0 && !r.guarded
+	guardDone := r.guardDone
+	r.mu.Unlock()
+	up := r.p.Upstream()
+	if keep {
+		WaitWhileTaken(r.quit, r.opts.IdleTimeout, r.p.Client, up)
+	}
+	<-r.quit
+	if guardDone != nil {
+		<-guardDone
+	}
+	r.mu.Lock()
+	late := r.late
+	r.mu.Unlock()
+	fold(&res, late)
 	if res.End == EndReset {
 		ArmReset(r.p.Client)
 		ArmReset(up)
 	}
 	if res.End.KeepsPair() {
-		for _, c := range []*net.TCPConn{r.p.Client, up} {
+		for _, c := range [2]*net.TCPConn{r.p.Client, up} {
 			c.SetDeadline(time.Time{})
 		}
 	}
+	res.Moved = [2]int64{r.moved[Up].Load(), r.moved[Down].Load()}
+	return res
 }
 
 // WaitWhileTaken returns when done is closed, keeping the write deadlines
@@ -231,23 +317,6 @@ func ackedBytes(c *net.TCPConn) uint64 {
 	return info.Bytes_acked
 }
 
-// afterEnd is every event the loop did not take, once every goroutine has
-// returned: those queued behind the one that ended the splice and those
-// sent after it.
-func (r *runner) afterEnd() []event {
-	r.lateMu.Lock()
-	evs := r.late
-	r.lateMu.Unlock()
-	for {
-		select {
-		case ev := <-r.events:
-			evs = append(evs, ev)
-		default:
-			return evs
-		}
-	}
-}
-
 // fold takes into res what the directions met after the splice ended: a
 // FIN forwarded meanwhile marks its direction EOF (and the pair ends once
 // both are), and a reset or an error ends a pair the end would have kept.
@@ -267,8 +336,8 @@ func fold(res *Result, evs []event) {
 	}
 }
 
-// forward runs pump for direction d and reports how it ended.
-func (r *runner) forward(d Direction, pump Pump) {
+// forward runs pump for direction d and returns how it ended.
+func (r *runner) forward(d Direction, pump Pump) event {
 	src, dst := r.p.Src(d), r.p.Dst(d)
 	limit := r.opts.Dir(d).Limit
 	err := pump(src, dst, limit, func(n int64) {
@@ -279,22 +348,20 @@ func (r *runner) forward(d Direction, pump Pump) {
 	})
 	switch {
 	case err == nil && limit > 0 && r.moved[d].Load() == limit:
-		r.send(event{kind: evLimit, dir: d})
+		return event{kind: evLimit, dir: d}
 	case err == nil:
 		// EOF: every byte before it was written, so the FIN may follow.
 		if cerr := r.p.ForwardFIN(d); cerr != nil && !isStop(cerr) {
-			r.send(classify(d, cerr))
-			return
+			return classify(d, cerr)
 		}
-		r.send(event{kind: evEOF, dir: d})
-	default:
-		r.send(classify(d, err))
+		return event{kind: evEOF, dir: d}
 	}
+	return classify(d, err)
 }
 
 // promoteAtBytes ends the splice for a promotion once both directions
 // together moved Options.Promote.Bytes. The pump that crossed the
-// threshold goes on until the loop stops it, with every byte it read
+// threshold goes on until the interrupt stops it, with every byte it read
 // written, as for any end that keeps the pair.
 func (r *runner) promoteAtBytes() {
 	at := r.opts.Promote.Bytes
@@ -307,19 +374,17 @@ func (r *runner) promoteAtBytes() {
 // promote sends evPromote, once.
 func (r *runner) promote() {
 	if r.promoted.CompareAndSwap(false, true) {
-		r.send(event{kind: evPromote})
+		r.send(event{kind: evPromote}, nil)
 	}
 }
 
 // watch waits until direction d's source has something to read (data, EOF or
 // an error) without consuming it.
-func (r *runner) watch(d Direction) {
-	err := WaitReadable(r.p.Src(d))
-	if isStop(err) {
-		r.send(event{kind: evStopped, dir: d})
-		return
+func (r *runner) watch(d Direction) event {
+	if err := WaitReadable(r.p.Src(d)); isStop(err) {
+		return event{kind: evStopped, dir: d}
 	}
-	r.send(event{kind: evData, dir: d})
+	return event{kind: evData, dir: d}
 }
 
 // watchEnds ends the splice when ctx is done, nothing moved for the idle
@@ -327,16 +392,17 @@ func (r *runner) watch(d Direction) {
 // timers, so that a splice that ends first (most pairs) costs no
 // goroutine for them. The function it returns stops them; one already
 // running sends its event to a loop that no longer takes it, which is
-// then dropped (send, afterEnd: fold keeps only EOFs and failures).
+// then kept aside (send) and dropped (stop: fold keeps only EOFs and
+// failures).
 func (r *runner) watchEnds(ctx context.Context) (unwatch func()) {
 	var stops [4]func() bool
 	n := 0
 	if ctx.Done() != nil {
-		stops[n] = context.AfterFunc(ctx, func() { r.send(event{kind: evCancel}) })
+		stops[n] = context.AfterFunc(ctx, func() { r.send(event{kind: evCancel}, nil) })
 		n++
 	}
 	if r.opts.For > 0 {
-		stops[n] = time.AfterFunc(r.opts.For, func() { r.send(event{kind: evTimer}) }).Stop
+		stops[n] = time.AfterFunc(r.opts.For, func() { r.send(event{kind: evTimer}, nil) }).Stop
 		n++
 	}
 	if r.opts.Promote.After > 0 {
@@ -351,7 +417,7 @@ func (r *runner) watchEnds(ctx context.Context) (unwatch func()) {
 				t.Reset(left)
 				return
 			}
-			r.send(event{kind: evIdle})
+			r.send(event{kind: evIdle}, nil)
 		})
 		t.Reset(idle)
 		stops[n] = t.Stop

@@ -1,4 +1,4 @@
-// Tests of Run: what a direction meets after the splice ended is not lost, and promotions end a splice with the pair intact.
+// Tests of Run: what a direction meets after the splice ended is not lost, promotions end a splice with the pair intact, and a splice takes one goroutine beside the caller.
 
 package engine_test
 
@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -108,5 +109,27 @@ func TestRunPromotesAfter(t *testing.T) {
 	res, err := copyengine.New(0).Splice(context.Background(), c.Pair, opts)
 	if err != nil || res.End != engine.EndPromote || !res.End.KeepsPair() {
 		t.Fatalf("splice ended %+v, %v; want promote, the pair kept", res, err)
+	}
+}
+
+// TestRunTakesOneGoroutineBesideTheCaller: a splice forwarding both
+// directions runs one of them on the caller's goroutine, so that a pair
+// costs one goroutine more than its proxy's, not two.
+func TestRunTakesOneGoroutineBesideTheCaller(t *testing.T) {
+	c := enginetest.NewPair(t)
+	base := runtime.NumGoroutine()
+	during := make(chan int, 1)
+	opts := engine.Both(0)
+	opts.OnSpliced = func() { during <- runtime.NumGoroutine() }
+	ch := enginetest.SpliceAsync(t, copyengine.New(0), c.Pair, opts)
+	n := <-during
+	c.Client.CloseWrite()
+	c.Server.CloseWrite()
+	if r := enginetest.Wait(t, ch); r.End != engine.EndEOF {
+		t.Fatalf("splice ended %v, want EOF", r.End)
+	}
+	// SpliceAsync's goroutine is the caller's.
+	if extra := n - base - 1; extra != 1 {
+		t.Fatalf("the splice took %d goroutines beside the caller's, want 1", extra)
 	}
 }

@@ -17,9 +17,13 @@ import (
 // listenQuiet is the forwarder's own ListenFunc: Go sets nothing on the
 // connections it accepts (no keepalive of its own), so that they keep
 // what they inherit from the listening socket (setListenerKeepAlive), and
-// a new connection costs no setsockopt for it.
+// a new connection costs no setsockopt for it. It listens with plain
+// TCP, as HAProxy and nginx do: Go would listen with MPTCP where the
+// kernel has it, whose connections engine ip cannot splice and whose
+// handshakes cost the kernel more.
 func listenQuiet(network, addr string) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1}
+	lc.SetMultipathTCP(false)
 	return lc.Listen(context.Background(), network, addr)
 }
 

@@ -192,13 +192,13 @@ func controlEngine(chain []engine.Engine) engine.Engine {
 // socket: a socket that engine ip rebuilt after unsplicing reports a
 // smaller MSS than its handshake's, and a proxy may dial again after that
 // (http-reverse, for the next request's server).
-func (l *listener) clientMSS(c *net.TCPConn, log *slog.Logger) int {
+func (l *listener) clientMSS(c *net.TCPConn, s *session) int {
 	if !l.matchMSS {
 		return 0
 	}
 	mss, err := sockopt.AnnouncedMSS(c)
 	if err != nil {
-		log.Debug("client's MSS unknown: upstream connections announce the route's", "err", err)
+		s.Log().Debug("client's MSS unknown: upstream connections announce the route's", "err", err)
 		return 0
 	}
 	return mss
@@ -318,7 +318,7 @@ func (l *listener) leave() {
 func (l *listener) serveProxy(s *session) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			s.log.Error("panic in a pair's proxy: pair closed", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			s.Log().Error("panic in a pair's proxy: pair closed", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			err = errPanic
 		}
 	}()
@@ -394,9 +394,8 @@ func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
 	if o.client != nil {
 		p.SetOrigin(o.client, o.local)
 	}
-	log := pairLogger(l.log, p)
-	s := &session{l: l, p: p, log: log, base: log, clientIP: ip}
-	s.clientMSS = l.clientMSS(c, s.log)
+	s := &session{l: l, p: p, clientIP: ip}
+	s.clientMSS = l.clientMSS(c, s)
 	l.f.flows.add(p)
 	m.active.Get(l.cfg.Name).Inc()
 
@@ -453,7 +452,7 @@ func (l *listener) logClosed(s *session, reason string, err error) {
 	if err != nil && reason != "eof" {
 		attrs = append(attrs, "err", err.Error())
 	}
-	log := s.log
+	log := s.Log()
 	if s.detached {
 		log = l.log.With("pair", p.ID, "client", p.ClientAddr().String(), "upstream", upstreamOf(p))
 	}

@@ -11,14 +11,17 @@ import (
 	"github.com/splicer/splicer/engine"
 )
 
-// pairLogger is log with the pair's attributes (its ID and the client's
-// address). slog's handlers format a logger's attributes when it is made
-// (With), which for a pair that writes no line, at a level that keeps
-// per-pair lines off, was the logger's whole cost: lazyAttrs formats
-// them at the first line instead.
-func pairLogger(log *slog.Logger, p *engine.Pair) *slog.Logger {
-	return slog.New(&lazyAttrs{inner: log.Handler(),
-		attrs: []slog.Attr{slog.Uint64("pair", p.ID), slog.Any("client", addrValue{p.ClientAddr()})}})
+// pairLogger is log with the pair's attributes: its ID, the client's
+// address and, unless nil, up, its upstream's. slog's handlers format a
+// logger's attributes when it is made (With), which for a pair that
+// writes no line, at a level that keeps per-pair lines off, was the
+// logger's whole cost: lazyAttrs formats them at the first line instead.
+func pairLogger(log *slog.Logger, p *engine.Pair, up any) *slog.Logger {
+	attrs := []slog.Attr{slog.Uint64("pair", p.ID), slog.Any("client", addrValue{p.ClientAddr()})}
+	if up != nil {
+		attrs = append(attrs, slog.Any("upstream", up))
+	}
+	return slog.New(&lazyAttrs{inner: log.Handler(), attrs: attrs})
 }
 
 // addrValue logs an address as its String, made only when written.
@@ -44,7 +47,7 @@ func (h *lazyAttrs) Handle(ctx context.Context, r slog.Record) error {
 	return h.handler().Handle(ctx, r)
 }
 
-// WithAttrs stays lazy: a proxy's logger for an upstream (session.Dial)
+// WithAttrs stays lazy: a proxy's logger With more attributes
 // costs no formatting either.
 func (h *lazyAttrs) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return &lazyAttrs{inner: h.inner, attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], attrs...)}

@@ -21,12 +21,15 @@ import (
 )
 
 type session struct {
-	l   *listener
-	p   *engine.Pair
-	log *slog.Logger
-	// base is log before any upstream: a proxy that dials per request
-	// (http-reverse) names only the latest upstream in its lines.
-	base *slog.Logger
+	l *listener
+	p *engine.Pair
+	// log is the pair's logger, made for its first line (Log), which
+	// most pairs never write: the listener's with the pair's ID, its
+	// client and its upstream (logUp: a proxy that dials per request,
+	// http-reverse, names only the latest upstream in its lines).
+	logMu sync.Mutex
+	log   *slog.Logger
+	logUp any // nil before any upstream
 	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
 	clientMSS int
 	// clientIP is what the per-client cap counts the client by (its
@@ -59,7 +62,24 @@ func (s *session) arrive() {
 func (s *session) AtEnd(f func()) { s.atEnd = append(s.atEnd, f) }
 
 func (s *session) Pair() *engine.Pair { return s.p }
-func (s *session) Log() *slog.Logger  { return s.log }
+
+// Log implements proxy.Session: the pair's logger, made once it is asked
+// for and again after each new upstream.
+func (s *session) Log() *slog.Logger {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	if s.log == nil {
+		s.log = pairLogger(s.l.log, s.p, s.logUp)
+	}
+	return s.log
+}
+
+// logUpstream has the pair's lines name up as its upstream from now on.
+func (s *session) logUpstream(up any) {
+	s.logMu.Lock()
+	s.logUp, s.log = up, nil
+	s.logMu.Unlock()
+}
 
 // Dial connects to addr within the listener's connect timeout.
 func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
@@ -93,7 +113,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 	}
 	s.l.keepAliveDialed(tc)
 	s.p.SetUpstream(tc)
-	s.log = s.base.With("upstream", addr)
+	s.logUpstream(addr)
 	return tc, nil
 }
 
@@ -163,7 +183,7 @@ func settlePicks(ports engine.UpstreamPorts, picks []sockopt.Pick, c net.Conn) {
 // pair of the listener, is the pair's upstream now.
 func (s *session) AdoptUpstream(c *net.TCPConn) {
 	s.p.SetUpstream(c)
-	s.log = s.base.With("upstream", c.RemoteAddr().String())
+	s.logUpstream(addrValue{c.RemoteAddr()})
 }
 
 // DialClass is what proxy.DialClass reports: the client's MSS that the
@@ -304,9 +324,11 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 			// OnEnd counts it and ends the pair.
 			s.p.CommitEngine()
 			s.detached = true
-			// Its loggers, with the pair's fields preformatted, would
-			// stay for the pair's life: finish makes the closing line's.
-			s.base, s.log = nil, s.l.log
+			// Its logger, with the pair's fields formatted, would stay
+			// for the pair's life: finish makes the closing line's.
+			s.logMu.Lock()
+			s.log = s.l.log
+			s.logMu.Unlock()
 			return res, nil
 		}
 		m.spliced.Get(e.Name()).Dec()
@@ -361,7 +383,7 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	}
 	opts.OnDetached = func() {
 		if err := s.p.CloseConns(); err != nil {
-			s.log.Debug("closing the sockets an engine detached", "err", err)
+			s.Log().Debug("closing the sockets an engine detached", "err", err)
 		}
 		// Closed, the upstream connection is only memory now; the pair
 		// keeps its address for /flows and the logs.
@@ -391,7 +413,7 @@ func (s *session) fallback(e engine.Engine, chain []engine.Engine, i int, err er
 	// Debug: declines are routine (a body too short for ip, or already
 	// whole in the forwarder's queue: one per request on some sites);
 	// splicer_fallbacks_total counts them and /flows shows the last one.
-	s.log.Debug("engine declined pair, falling back", "engine", e.Name(), "to", to, "reason", reason)
+	s.Log().Debug("engine declined pair, falling back", "engine", e.Name(), "to", to, "reason", reason)
 	s.l.f.metrics.Fallbacks.WithLabelValues(e.Name(), to, "declined").Inc()
 	s.l.f.metrics.Splices.WithLabelValues(e.Name(), "fallback").Inc()
 	return "fallback from " + e.Name() + ": " + reason
