@@ -16,6 +16,7 @@ import (
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -44,7 +45,7 @@ func TestLabIdlePairsKeepNoGoroutineOrDescriptor(t *testing.T) {
 	c0 := httplab.Dial(t, l, lf.Addr("idle").String())
 	s0 := accept(t, servers)
 	lf.waitFlow(t, "idle", "the first pair spliced by ip", func(f forwarder.Flow) bool { return f.State == "spliced" && f.Engine == ip.Name })
-	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
+	g0, fd0 := runtime.NumGoroutine(), testenv.OpenFDs(t)
 
 	clients := make([]*net.TCPConn, n)
 	srvs := make([]*net.TCPConn, n)
@@ -69,7 +70,7 @@ func TestLabIdlePairsKeepNoGoroutineOrDescriptor(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	var fds, g, k int
 	for {
-		fds, g, k = openFDs(t)-2*n, runtime.NumGoroutine(), spliced()
+		fds, g, k = testenv.OpenFDs(t)-2*n, runtime.NumGoroutine(), spliced()
 		if (k == n+1 && fds-fd0 <= slack && g-g0 <= slack) || time.Now().After(deadline) {
 			break
 		}
