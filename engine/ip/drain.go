@@ -3,6 +3,7 @@
 package ip
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -224,35 +225,12 @@ func (d *drainer) start() error {
 // closes, or the pair leaves the table (reset, removed).
 func (d *drainer) run(stop <-chan struct{}) error {
 	defer d.free()
-	if err := d.start(); err != nil {
-		return err
-	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		st, err := d.dp.Lookup(d.a)
-		if err != nil {
+		wait, done, err := d.poll()
+		if done {
 			return err
-		}
-		if st.Phase == datapath.PhaseClosed {
-			return errors.New("the pair was reset while draining")
-		}
-		pending, busy := false, false
-		for _, o := range d.dirs {
-			if o.tx.done {
-				continue
-			}
-			if d.step(o, st, time.Now()) {
-				busy = true
-			}
-			pending = pending || !o.tx.done
-		}
-		if !pending {
-			return nil
-		}
-		wait := drainPoll
-		if busy {
-			wait = 0
 		}
 		t.Reset(wait)
 		select {
@@ -261,6 +239,41 @@ func (d *drainer) run(stop <-chan struct{}) error {
 		case <-t.C:
 		}
 	}
+}
+
+// poll is one round of run: it reads the pair, sends what the receivers
+// allow and what timed out, and says whether the drain is over (with its
+// error) or else how long to wait before the next round. A follower
+// without an unsplicer polls from its own loop (follow) rather than
+// starting a goroutine for run.
+func (d *drainer) poll() (wait time.Duration, done bool, err error) {
+	if err := d.start(); err != nil {
+		return 0, true, err
+	}
+	st, err := d.dp.Lookup(d.a)
+	if err != nil {
+		return 0, true, err
+	}
+	if st.Phase == datapath.PhaseClosed {
+		return 0, true, errors.New("the pair was reset while draining")
+	}
+	pending, busy := false, false
+	for _, o := range d.dirs {
+		if o.tx.done {
+			continue
+		}
+		if d.step(o, st, time.Now()) {
+			busy = true
+		}
+		pending = pending || !o.tx.done
+	}
+	switch {
+	case !pending:
+		return 0, true, nil
+	case busy:
+		return 0, false, nil
+	}
+	return drainPoll, false, nil
 }
 
 // free gives the drain's buffers back for reuse once it has ended.
@@ -422,8 +435,16 @@ func (d *drainer) send(o *owed, seq uint32, f segFields) int {
 	return n + int(b2u(f.fin))
 }
 
-// logDone logs how the drain went.
+// logDone logs how the drain went. Every short pair ends a drain, so
+// nothing is formatted unless the line is written.
 func (d *drainer) logDone(log *slog.Logger, pair uint64, err error) {
+	level := slog.LevelDebug
+	if err != nil {
+		level = slog.LevelInfo
+	}
+	if !log.Enabled(context.Background(), level) {
+		return
+	}
 	args := []any{"pair", pair}
 	for _, o := range d.dirs {
 		args = append(args, o.dir.String(), fmt.Sprintf("%d bytes in %d segments (%d GSO packets), %d retransmitted on timeouts (first after %v), %d on duplicate or partial ACKs, %d windows relayed to the sender", o.logged.bytes, o.logged.sent, o.logged.gsoPackets, o.logged.resent, o.tx.rto0, o.logged.fastResent, o.sender.relayed))

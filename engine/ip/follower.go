@@ -27,13 +27,29 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 	a, ch := sp.a, sp.ch
 	defer e.followed.unregister(a)
 	f := e.newFollower(p, sp)
+	// The drain of owed bytes runs on a goroutine of its own (drained)
+	// beside an unsplicer, whose wait for the receivers' acks needs it to
+	// go on; otherwise (every short pair) this loop polls it (drainC).
 	var drained chan error
+	var drainT *time.Timer
+	var drainC <-chan time.Time
 	if sp.drain != nil {
 		opts.ReportDraining(true)
-		drained = make(chan error, 1)
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() { drained <- sp.drain.run(stop) }()
+		if sp.fz != nil {
+			drained = make(chan error, 1)
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() { drained <- sp.drain.run(stop) }()
+		} else {
+			drainT = time.NewTimer(0)
+			drainC = drainT.C
+			defer func() {
+				drainT.Stop()
+				if drainC != nil {
+					sp.drain.free() // stopped while draining
+				}
+			}()
+		}
 	}
 	var u *unsplicer
 	if sp.fz != nil {
@@ -49,19 +65,25 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 				return res
 			}
 			u = nil // a FIN was forwarded meanwhile: the pair runs to its end
+		case <-drainC:
+			wait, done, err := sp.drain.poll()
+			if !done {
+				drainT.Reset(wait)
+				continue
+			}
+			drainC = nil
+			sp.drain.free()
+			if res, done := e.drainEnded(ctx, f, sp, opts, err); done {
+				return res
+			}
 		case err := <-drained:
 			drained = nil
-			if err == nil {
-				opts.ReportDraining(false)
-			}
-			sp.drain.logDone(e.log, p.ID, err)
-			if sp.fz == nil && opts.OnEnd != nil {
-				// Delivered: the engine follows it with the others.
-				return e.detach(ctx, f, sp, opts)
+			if res, done := e.drainEnded(ctx, f, sp, opts, err); done {
+				return res
 			}
 		case <-ctx.Done():
 			f.refresh()
-			if sp.fz == nil && drained == nil && e.leavesPairs() {
+			if sp.fz == nil && drained == nil && drainC == nil && e.leavesPairs() {
 				// Left forwarding in the pinned datapath for the next
 				// process (LeavePairs). A pair that may be given back,
 				// or still owes bytes, needs this process's sockets
@@ -107,6 +129,21 @@ func (e *Engine) follow(ctx context.Context, p *engine.Pair, sp spliced, opts en
 			}
 		}
 	}
+}
+
+// drainEnded reports the end of the drain of owed bytes (err nil: all
+// delivered) and, for a pair delivered that no unsplicer keeps and whose
+// caller wants OnEnd, hands it to the engine (detach), done.
+func (e *Engine) drainEnded(ctx context.Context, f follower, sp spliced, opts engine.Options, err error) (engine.Result, bool) {
+	if err == nil {
+		opts.ReportDraining(false)
+	}
+	sp.drain.logDone(e.log, f.p.ID, err)
+	if sp.fz == nil && opts.OnEnd != nil {
+		// Delivered: the engine follows it with the others.
+		return e.detach(ctx, f, sp, opts), true
+	}
+	return engine.Result{}, false
 }
 
 // newFollower starts following the spliced pair: the receive queues'
