@@ -167,8 +167,7 @@ func settlePicks(ports engine.UpstreamPorts, picks []sockopt.Pick, c net.Conn) {
 	tc, _ := c.(*net.TCPConn)
 	var local, remote netip.AddrPort
 	if tc != nil {
-		local, _ = netip.ParseAddrPort(tc.LocalAddr().String())
-		remote, _ = netip.ParseAddrPort(tc.RemoteAddr().String())
+		local, remote = tcpAddrPort(tc.LocalAddr()), tcpAddrPort(tc.RemoteAddr())
 	}
 	for _, p := range picks {
 		if tc != nil && local.Port() == p.Port && remote.Addr().Unmap() == p.Server.Addr().Unmap() && remote.Port() == p.Server.Port() {
@@ -177,6 +176,16 @@ func settlePicks(ports engine.UpstreamPorts, picks []sockopt.Pick, c net.Conn) {
 			ports.UpstreamDialled(p.Server, p.Port, nil)
 		}
 	}
+}
+
+// tcpAddrPort is a's address and port, without formatting and parsing
+// it again: settlePicks runs for every pair dialled from a range.
+func tcpAddrPort(a net.Addr) netip.AddrPort {
+	ta, _ := a.(*net.TCPAddr)
+	if ta == nil {
+		return netip.AddrPort{}
+	}
+	return ta.AddrPort()
 }
 
 // AdoptUpstream implements proxy.UpstreamAdopter: c, dialled for another
