@@ -9,7 +9,6 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
-	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -67,13 +66,6 @@ func HTTPOrigin(tb testing.TB) string {
 	return serveOrigin(tb, origin.HTTP)
 }
 
-// FreeAddr is testenv.FreeAddr: a loopback address with a port nothing
-// listens on (yet).
-func FreeAddr(tb testing.TB) string {
-	tb.Helper()
-	return testenv.FreeAddr(tb)
-}
-
 // Echo serves the origin's echo protocol (every byte back, the FIN after
 // the last one) on a loopback port until the test ends, and returns its
 // address.
@@ -116,11 +108,4 @@ func serveOriginAt(tb testing.TB, proto origin.Proto, addr string) string {
 		tb.Fatal(err)
 	}
 	return ln.Addr().String()
-}
-
-// ServeEach is testenv.ServeEach: serve runs on every connection ln
-// accepts until the test ends, each connection giving up after d.
-func ServeEach(tb testing.TB, ln net.Listener, d time.Duration, serve func(c net.Conn)) {
-	tb.Helper()
-	testenv.ServeEach(tb, ln, d, serve)
 }
