@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -219,21 +218,9 @@ func (s *site) adminOK(method, path string) error {
 // splicedBy reports whether /flows shows a pair of listener engine spliced
 // by that engine.
 func (s *site) splicedBy(engine string) bool {
-	resp, err := s.admin.Get("http://" + s.adminAddr + "/flows")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var flows []map[string]any
-	if json.NewDecoder(resp.Body).Decode(&flows) != nil {
-		return false
-	}
-	for _, f := range flows {
-		if f["listener"] == engine && f["engine"] == engine && f["state"] == "spliced" {
-			return true
-		}
-	}
-	return false
+	return s.findFlow(func(f map[string]any) bool {
+		return f["listener"] == engine && f["engine"] == engine && f["state"] == "spliced"
+	}) != nil
 }
 
 // ping opens a connection through addr and echoes one short message.
