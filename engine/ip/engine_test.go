@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -65,8 +66,14 @@ func newLimitedPair(tb testing.TB) (*engineLab, labPair) {
 
 func newEngineLab(tb testing.TB, opts Options) *engineLab {
 	tb.Helper()
+	return newEngineLabLogging(tb, opts, testenv.Logger(tb))
+}
+
+// newEngineLabLogging is newEngineLab with the engine logging to log.
+func newEngineLabLogging(tb testing.TB, opts Options, log *slog.Logger) *engineLab {
+	tb.Helper()
 	l := lab.NewT(tb, lab.DefaultConfig())
-	el := &engineLab{l: l, e: New(opts, testenv.Logger(tb))}
+	el := &engineLab{l: l, e: New(opts, log)}
 	el.port.Store(7100)
 	if err := l.Fwd.Do(el.e.Probe); err != nil {
 		tb.Fatalf("Probe: %v", err)
