@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+	"github.com/splicer/splicer/origin/origintest"
 
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
@@ -183,11 +184,7 @@ func serveStreamRecording(tb testing.TB, l *lab.Lab, addr string) *acceptedConns
 		tb.Fatalf("origin stream: %v", err)
 	}
 	rec := &acceptedConns{Listener: ln, ready: make(chan struct{})}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.Stream, rec); err != nil {
-		tb.Fatalf("origin stream: %v", err)
-	}
+	origintest.Serve(tb, rec, origin.Stream)
 	return rec
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 )
 
 // site is where a daemon test runs: on loopback, or in the lab's namespaces.
@@ -88,11 +89,7 @@ func (s *site) upstream(tb testing.TB, proto origin.Proto) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(proto, ln); err != nil {
-		tb.Fatal(err)
-	}
+	origintest.Serve(tb, ln, proto)
 	return ln.Addr().String()
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
@@ -117,11 +118,7 @@ func (el *engineLab) pairOf(tb testing.TB, proto origin.Proto, v6 bool) labPair 
 	var lp labPair
 	accepted := make(chan *net.TCPConn, 1)
 	if proto != "" {
-		srv := origin.New(nil)
-		tb.Cleanup(func() { srv.Close() })
-		if err := srv.Serve(proto, sln); err != nil {
-			tb.Fatal(err)
-		}
+		origintest.Serve(tb, sln, proto)
 	} else {
 		tb.Cleanup(func() { sln.Close() })
 		go func() {

@@ -10,6 +10,7 @@ import (
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 )
 
 // Start validates listeners, runs a forwarder with them on this host's
@@ -102,10 +103,6 @@ func serveOriginAt(tb testing.TB, proto origin.Proto, addr string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := origin.New(nil)
-	tb.Cleanup(func() { s.Close() })
-	if err := s.Serve(proto, ln); err != nil {
-		tb.Fatal(err)
-	}
+	origintest.Serve(tb, ln, proto)
 	return ln.Addr().String()
 }
