@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+
+	"github.com/splicer/splicer/internal/nginxconf"
 )
 
 // startNginx runs nginx in the forwarder namespace as an HTTP reverse
@@ -86,10 +88,5 @@ error_log stderr warn;
 events { worker_connections 4096; }
 http {
 	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
-	keepalive_requests 1000000;`, dir)
+`, dir) + nginxconf.TempPaths(dir) + "\tkeepalive_requests 1000000;"
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // TestSwitchPeersForwardTheClient runs HAProxy (haproxySwitch) and nginx
@@ -30,7 +30,7 @@ func TestSwitchPeersForwardTheClient(t *testing.T) {
 			}
 			got := make(chan http.Header, 1)
 			origin := serveRecorded(t, got)
-			listen := fwdtest.FreeAddr(t)
+			listen := testenv.FreeAddr(t)
 			startPeer(t, peer, origin, listen)
 			req, err := http.NewRequest("GET", "http://"+listen+"/obj/1", nil)
 			if err != nil {

@@ -78,33 +78,15 @@ func TestClientRules(t *testing.T) {
 		return err == nil
 	})
 	for reason, want := range map[string]float64{"client_denied": 1, "max_connections_per_client": 1} {
-		if n := closedCount(t, f, reason); n < want {
+		if n := closedCount(f, reason); n < want {
 			t.Errorf("splicer_connections_closed_total{reason=%q} = %v, want %v", reason, n, want)
 		}
 	}
 }
 
 // closedCount reads splicer_connections_closed_total for reason, summed over listeners.
-func closedCount(tb testing.TB, f *forwarder.Forwarder, reason string) float64 {
-	tb.Helper()
-	families, err := f.Metrics().Registry.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range families {
-		if mf.GetName() != "splicer_connections_closed_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+func closedCount(f *forwarder.Forwarder, reason string) float64 {
+	return forwarder.CounterSum(f, "splicer_connections_closed_total", "reason", reason)
 }
 
 // A listener whose clients name the destination, open to every client and

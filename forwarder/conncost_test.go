@@ -81,29 +81,14 @@ func churnExchange(addr string, req, buf []byte) (int, error) {
 // does for Connection: close; it returns the address.
 func serveClosing(tb testing.TB, size int) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
 	body := make([]byte, size)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 512)
-				if _, err := c.Read(buf); err != nil {
-					return
-				}
-				c.Write(body)
-			}()
+	return fwdtest.RawBackend(tb, func(c net.Conn) {
+		buf := make([]byte, 512)
+		if _, err := c.Read(buf); err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		c.Write(body)
+	})
 }
 
 // processCPU is the process's user and system CPU time so far, in ns.

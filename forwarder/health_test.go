@@ -13,7 +13,7 @@ import (
 )
 
 func TestUpstreamHealthGauge(t *testing.T) {
-	live, dead := fwdtest.HTTPOrigin(t), fwdtest.FreeAddr(t)
+	live, dead := fwdtest.HTTPOrigin(t), testenv.FreeAddr(t)
 	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
 listeners:
   - name: rev

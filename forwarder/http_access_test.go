@@ -122,14 +122,11 @@ func checkResponseWays(tb testing.TB, f *forwarder.Forwarder, lines []map[string
 func requestIDEcho(tb testing.TB) string {
 	tb.Helper()
 	return fwdtest.ReadingBackend(tb, func(c net.Conn, r *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(r)
-			if err != nil {
-				return
-			}
+		testenv.EachRequest(r, func(req *http.Request, _ []byte) bool {
 			body := strings.Join(req.Header.Values("X-Request-Id"), ",")
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		}
+			return true
+		})
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	copyengine "github.com/splicer/splicer/engine/copy"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // TestReloadedKeepaliveReachesNewClients: accepted connections take their
@@ -17,7 +18,7 @@ import (
 // over from the old one at a reload: the new settings must be on it.
 func TestReloadedKeepaliveReachesNewClients(t *testing.T) {
 	up := fwdtest.Echo(t)
-	addr := fwdtest.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	l := loopListener("t", addr, up, copyengine.Name)
 	l.TCPKeepalive = config.TCPKeepalive{Idle: config.Duration(7 * time.Second), Interval: config.Duration(3 * time.Second), Count: 4}
 	f := fwdtest.Start(t, l)

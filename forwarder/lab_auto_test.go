@@ -53,10 +53,10 @@ func TestLabAutoPromotesToIP(t *testing.T) {
 	if n := lf.Metric("splicer_splice_transitions_total", "engine", copyengine.Name, "outcome", "eof"); n != mice {
 		t.Errorf("copy splices that ended at EOF: %v, want %d", n, mice)
 	}
-	if n := lf.sum("splicer_splice_transitions_total", "engine", ip.Name); n != 0 {
+	if n := forwarder.CounterSum(lf.Forwarder, "splicer_splice_transitions_total", "engine", ip.Name); n != 0 {
 		t.Errorf("ip splices of short pairs: %v, want none", n)
 	}
-	if n := lf.sum("splicer_promotions_total", "listener", "auto"); n != 0 {
+	if n := forwarder.CounterSum(lf.Forwarder, "splicer_promotions_total", "listener", "auto"); n != 0 {
 		t.Errorf("promotions of short pairs: %v, want none", n)
 	}
 
@@ -91,27 +91,4 @@ func TestLabAutoPromotesToIP(t *testing.T) {
 			t.Errorf("the datapath dropped %v segments as %s", n, drop)
 		}
 	}
-}
-
-// sum is the sum of every series of the counter name with label set to
-// value, whatever their other labels.
-func (lf *labForwarder) sum(name, label, value string) float64 {
-	families, err := lf.Metrics().Registry.Gather()
-	if err != nil {
-		panic(err) // the forwarder's own registry: a programming error
-	}
-	var total float64
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
 }

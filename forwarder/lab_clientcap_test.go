@@ -68,7 +68,7 @@ func TestLabPerClientCapCountsIPv6By64(t *testing.T) {
 	}
 	v4 := dialFrom(t, l, l.Cfg.Client.Addr(), netip.AddrPortFrom(l.Cfg.FwdClient.Addr(), 9800).String())
 	roundTrip(t, v4, []byte("another client"))
-	if n := closedCount(t, lf.Forwarder, "max_connections_per_client"); n != 1 {
+	if n := closedCount(lf.Forwarder, "max_connections_per_client"); n != 1 {
 		t.Errorf("splicer_connections_closed_total{reason=max_connections_per_client} = %v, want 1", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
+	"github.com/splicer/splicer/origin/origintest"
 
 	"github.com/splicer/splicer/engine/ip"
 	"github.com/splicer/splicer/forwarder"
@@ -70,14 +71,7 @@ func TestLabIPSplicesAcrossMTUs(t *testing.T) {
 			if got := announcedMSS(t, accepted[c.name].first(t)); got != c.clientMSS {
 				t.Errorf("the upstream connection announced MSS %d to the server, want the client's %d", got, c.clientMSS)
 			}
-			samples := sampleFlows(t, lf, c.name)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			rep, err := origin.StreamCheck(ctx, client, size, size)
-			flows := samples()
-			if err != nil || !rep.OK() {
-				t.Fatalf("32 MiB each way: %+v, %v", rep, err)
-			}
+			flows := streamSampled(t, lf, c.name, client, size)
 			for _, f := range flows {
 				if f.Engine != ip.Name || (f.State != "spliced" && f.State != "closing") {
 					t.Errorf("/flows during the transfer shows engine %s, state %s (%s); want ip, spliced", f.Engine, f.State, f.Note)
@@ -183,11 +177,7 @@ func serveStreamRecording(tb testing.TB, l *lab.Lab, addr string) *acceptedConns
 		tb.Fatalf("origin stream: %v", err)
 	}
 	rec := &acceptedConns{Listener: ln, ready: make(chan struct{})}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.Stream, rec); err != nil {
-		tb.Fatalf("origin stream: %v", err)
-	}
+	origintest.Serve(tb, rec, origin.Stream)
 	return rec
 }
 

@@ -293,7 +293,7 @@ func TestLabRangePortTakenAgainInTimeWait(t *testing.T) {
 	if n := lf.Metric("splicer_engine_events_total", "engine", ip.Name, "event", "local_ports_reused"); n < (pairs-(high-low+1))/2 {
 		t.Errorf("local_ports_reused %v, want at least %d", n, (pairs-(high-low+1))/2)
 	}
-	if n := metricSum(lf, "splicer_fallbacks_total"); n != 0 {
+	if n := forwarder.CounterSum(lf.Forwarder, "splicer_fallbacks_total", "", ""); n != 0 {
 		t.Errorf("splicer_fallbacks_total %v, want 0", n)
 	}
 	if n := lf.Metric("splicer_splice_transitions_total", "engine", ip.Name, "outcome", "eof"); n != pairs {
@@ -306,23 +306,6 @@ func TestLabRangePortTakenAgainInTimeWait(t *testing.T) {
 		t.Errorf("the server namespace's PAWS counters went from %v to %v", pawsBefore, after)
 	}
 	t.Logf("%d pairs on %d ports of the range", pairs, len(used))
-}
-
-// metricSum is the sum of every series of the counter name.
-func metricSum(lf *labForwarder, name string) float64 {
-	families, err := lf.Metrics().Registry.Gather()
-	if err != nil {
-		panic(err) // the forwarder's own registry: a programming error
-	}
-	var sum float64
-	for _, mf := range families {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 // pawsCounters reads the TcpExt counters of ns whose names have PAWS

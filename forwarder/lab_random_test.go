@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 
 	"github.com/splicer/splicer/engine/all"
@@ -258,7 +259,7 @@ func TestLabRandomResets(t *testing.T) {
 func (lf *labForwarder) splices(name string) float64 {
 	declined := lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "fallback") +
 		lf.Metric("splicer_splice_transitions_total", "engine", name, "outcome", "error")
-	return lf.sum("splicer_splice_transitions_total", "engine", name) - declined
+	return forwarder.CounterSum(lf.Forwarder, "splicer_splice_transitions_total", "engine", name) - declined
 }
 
 // exchangeResettingStreams has the two sides of a pair write random

@@ -99,14 +99,7 @@ func testStream64MiB(t *testing.T, e *engineLab, listener string, _ <-chan *net.
 	client := httplab.Dial(t, e.Lab, e.Addr(listener).String())
 	e.waitSpliced(t, listener)
 
-	samples := sampleFlows(t, e.labForwarder, listener)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rep, err := origin.StreamCheck(ctx, client, size, size)
-	flows := samples()
-	if err != nil || !rep.OK() {
-		t.Fatalf("64 MiB each way through %s: %+v, %v", e.engine, rep, err)
-	}
+	flows := streamSampled(t, e.labForwarder, listener, client, size)
 	for _, f := range flows {
 		// Draining is the engine's too: sockmap delivers what it finds
 		// queued when the splice starts and when the stream ends.
@@ -125,9 +118,11 @@ func testStream64MiB(t *testing.T, e *engineLab, listener string, _ <-chan *net.
 	}
 }
 
-// sampleFlows polls /flows for listener's pair in the background until the
-// returned function is called, which returns what was seen.
-func sampleFlows(t *testing.T, lf *labForwarder, listener string) func() []forwarder.Flow {
+// streamSampled sends size bytes each way at once through client, on
+// listener's pair, and checks both directions (origin.StreamCheck), while
+// polling /flows for the pair in the background; it fails the test
+// unless every byte arrived, and returns what /flows showed meanwhile.
+func streamSampled(t *testing.T, lf *labForwarder, listener string, client net.Conn, size int64) []forwarder.Flow {
 	t.Helper()
 	var seen []forwarder.Flow
 	stop := testenv.Every(t, 2*time.Millisecond, func() {
@@ -137,10 +132,14 @@ func sampleFlows(t *testing.T, lf *labForwarder, listener string) func() []forwa
 			seen = append(seen, f)
 		}
 	})
-	return func() []forwarder.Flow {
-		stop()
-		return seen
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := origin.StreamCheck(ctx, client, size, size)
+	stop()
+	if err != nil || !rep.OK() {
+		t.Fatalf("%d MiB each way through %s: %+v, %v", size>>20, listener, rep, err)
 	}
+	return seen
 }
 
 // testHalfCloseFromClient: the client sends a request and half-closes; the

@@ -61,25 +61,6 @@ func TestPanicClosesOnlyItsPair(t *testing.T) {
 	// The pair's goroutine counts the close just after closing its
 	// sockets, which the client may see first.
 	testenv.Eventually(t, `splicer_connections_closed_total{reason="panic"} at 1`, func() bool {
-		return closedFor(f, "panic") == 1
+		return CounterSum(f, "splicer_connections_closed_total", "reason", "panic") == 1
 	})
-}
-
-// closedFor is splicer_connections_closed_total for reason, summed over listeners.
-func closedFor(f *Forwarder, reason string) float64 {
-	families, _ := f.Metrics().Registry.Gather()
-	var n float64
-	for _, mf := range families {
-		if mf.GetName() != "splicer_connections_closed_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "reason" && lp.GetValue() == reason {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
 }

@@ -72,7 +72,7 @@ func TestProxiedClientIsTheClient(t *testing.T) {
 	other := dialWithHeader(t, addr, "198.51.100.10:2222")
 	roundTrip(t, other, []byte("other"))
 	for reason, want := range map[string]float64{"client_denied": 1, "max_connections_per_client": 1} {
-		if n := closedCount(t, f, reason); n != want {
+		if n := closedCount(f, reason); n != want {
 			t.Errorf("splicer_connections_closed_total{reason=%q} = %v, want %v", reason, n, want)
 		}
 	}

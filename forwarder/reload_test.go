@@ -72,7 +72,7 @@ func roundTrip(tb testing.TB, c net.Conn, msg []byte) {
 
 func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 	up := fwdtest.Echo(t)
-	keep, gone, changed := fwdtest.FreeAddr(t), fwdtest.FreeAddr(t), fwdtest.FreeAddr(t)
+	keep, gone, changed := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	f := fwdtest.Start(t,
 		loopListener("keep", keep, up, copyengine.Name),
 		loopListener("gone", gone, up, copyengine.Name),
@@ -122,7 +122,7 @@ func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 
-	added := fwdtest.FreeAddr(t)
+	added := testenv.FreeAddr(t)
 	if err := reloadTo(t, f,
 		loopListener("keep", keep, up, copyengine.Name),
 		loopListener("changed", changed, up, pipe.Name),
@@ -153,7 +153,7 @@ func TestReloadAddsRemovesAndReplacesListeners(t *testing.T) {
 
 func TestReloadThatCannotBindChangesNothing(t *testing.T) {
 	up := fwdtest.Echo(t)
-	a := fwdtest.FreeAddr(t)
+	a := testenv.FreeAddr(t)
 	f := fwdtest.Start(t, loopListener("a", a, up, copyengine.Name))
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -172,7 +172,7 @@ func TestReloadThatCannotBindChangesNothing(t *testing.T) {
 
 func TestReloadDrainsRemovedListenersPairs(t *testing.T) {
 	up := fwdtest.Echo(t)
-	a, b := fwdtest.FreeAddr(t), fwdtest.FreeAddr(t)
+	a, b := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	f, cfg := startWithGrace(t, 300*time.Millisecond, loopListener("a", a, up, copyengine.Name), loopListener("b", b, up, copyengine.Name))
 	c, err := net.Dial("tcp", b)
 	if err != nil {
@@ -201,7 +201,7 @@ func TestReloadDrainsRemovedListenersPairs(t *testing.T) {
 func TestReloadLetsChangedListenersDownloadFinish(t *testing.T) {
 	const size = 32 << 20
 	const grace = 300 * time.Millisecond
-	up, addr := fwdtest.Stream(t), fwdtest.FreeAddr(t)
+	up, addr := fwdtest.Stream(t), testenv.FreeAddr(t)
 	f, cfg := startWithGrace(t, grace, loopListener("dl", addr, up, copyengine.Name))
 	client := dialPaced(t, addr, 16<<20) // about 2s for the download
 
@@ -257,7 +257,7 @@ func TestReloadLetsChangedListenersDownloadFinish(t *testing.T) {
 // once its own shutdown_timeout is over: the bound on such a pair is real.
 func TestShutdownClosesChangedListenersPairAtTimeout(t *testing.T) {
 	const grace = 300 * time.Millisecond
-	up, addr := fwdtest.Echo(t), fwdtest.FreeAddr(t)
+	up, addr := fwdtest.Echo(t), testenv.FreeAddr(t)
 	f, cfg := startWithGrace(t, grace, loopListener("held", addr, up, copyengine.Name))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

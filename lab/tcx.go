@@ -3,6 +3,8 @@
 package lab
 
 import (
+	"testing"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 )
@@ -37,4 +39,15 @@ func (l *Lab) FwdIngressPrograms() (int, error) {
 		n += len(progs)
 	}
 	return n, nil
+}
+
+// FwdIngressProgramsT is FwdIngressPrograms for a test: a failure to
+// list the programs fails tb.
+func (l *Lab) FwdIngressProgramsT(tb testing.TB) int {
+	tb.Helper()
+	n, err := l.FwdIngressPrograms()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }

@@ -106,7 +106,7 @@ func poolOf(listener string) string {
 // connects, where round robin without skipping would make 12. With
 // max_fails: 0 nothing is skipped.
 func TestFailedServersAreSkipped(t *testing.T) {
-	live, dead := fwdtest.HTTPOrigin(t), fwdtest.FreeAddr(t)
+	live, dead := fwdtest.HTTPOrigin(t), testenv.FreeAddr(t)
 	const requests = 10
 	for _, tc := range []struct {
 		fail string
@@ -151,7 +151,7 @@ func TestFailedServersAreSkipped(t *testing.T) {
 // connection), rather than refusing without a connect; once the server
 // is back, the next request reaches it and it is no longer skipped.
 func TestEverySkippedServerIsStillTried(t *testing.T) {
-	addr := fwdtest.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	f := fwdtest.Start(t, failoverListeners(t, "max_fails: 1, fail_timeout: 1h", addr)...)
 	for _, l := range []string{"tcp", "filter", "http-reverse"} {
 		t.Run(l, func(t *testing.T) {
@@ -307,7 +307,7 @@ func TestKeepAliveEndIsNoFailure(t *testing.T) {
 // 6 connects, none to it. With every server failing its check, a
 // connection is closed without a connect.
 func TestHealthChecksOfUpstreamLists(t *testing.T) {
-	live, dead := fwdtest.HTTPOrigin(t), fwdtest.FreeAddr(t)
+	live, dead := fwdtest.HTTPOrigin(t), testenv.FreeAddr(t)
 	cfg := fwdtest.Config(t, `
 listeners:
   - {name: tcp, listen: '127.0.0.1:0', proxy: tcp, engine: copy, upstream: ['%[1]s', '%[2]s'], max_fails: 0,
@@ -360,7 +360,7 @@ func TestReloadKeepsWhatServersTaught(t *testing.T) {
 	for i := range live {
 		live[i] = fwdtest.HTTPBackend(t, func(w http.ResponseWriter, r *http.Request) { served[i].Add(1) })
 	}
-	dead := fwdtest.FreeAddr(t)
+	dead := testenv.FreeAddr(t)
 	listener := func(idle string) config.Listener {
 		cfg := fwdtest.Config(t, "listeners:\n"+revListener("rev", "servers: ['%s', '%s', '%s'], max_fails: 1, fail_timeout: 1h",
 			", idle_timeout: %s, upstream_pool: {max_idle_per_server: 0}"), live[0], dead, live[1], idle)

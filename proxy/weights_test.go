@@ -102,7 +102,7 @@ func namedServers(tb testing.TB, n int) []string {
 			tb.Fatal(err)
 		}
 		name := string(rune('a' + i))
-		fwdtest.ServeEach(tb, ln, time.Minute, func(c net.Conn) {
+		testenv.ServeEach(tb, ln, time.Minute, func(c net.Conn) {
 			io.WriteString(c, name)
 			io.Copy(io.Discard, c)
 		})

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,11 +12,7 @@ import (
 // bins holds both binaries, built once for every test of this package.
 var bins testenv.Binaries
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	bins.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { bins.Main(m) }
 
 // splicer runs the daemon binary with args (demo and bench pass on to
 // splicer-bench beside it) and returns its output and exit code.

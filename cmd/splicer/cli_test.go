@@ -18,11 +18,7 @@ import (
 // bins holds the binary built once for every test of this package.
 var bins testenv.Binaries
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	bins.Remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { bins.Main(m) }
 
 // splicerBinary builds ./cmd/splicer once and returns the binary's path.
 func splicerBinary(tb testing.TB) string {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 )
 
 const vip = "10.99.9.1" // the service address both forwarders hold
@@ -71,11 +72,7 @@ func TestTwoForwardersBehindECMP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := origin.New(nil)
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.Echo, ln); err != nil {
-		t.Fatal(err)
-	}
+	origintest.Serve(t, ln, origin.Echo)
 
 	// One splicer per forwarder namespace, the same listener on the VIP.
 	bin := splicerBinary(t)

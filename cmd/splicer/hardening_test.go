@@ -3,9 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // TestAdminBeyondLoopbackNeedsToken: check and run refuse an admin
@@ -84,7 +83,7 @@ func TestWarnsWritableConfig(t *testing.T) {
 // and that process gets no signal.
 func TestReloadRefusesPidFileOfAnotherProgram(t *testing.T) {
 	t.Parallel()
-	sleep := exec.Command("sleep", "60")
+	sleep := exec.Command("sleep", "infinity")
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,20 +106,8 @@ func TestReloadRefusesPidFileOfAnotherProgram(t *testing.T) {
 // serves instead ends the test rather than hanging it.
 func splicerWithin(tb testing.TB, timeout time.Duration, args ...string) (stderr string, code int) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, splicerBinary(tb), args...)
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		tb.Fatalf("splicer %s: %v", strings.Join(args, " "), err)
-	}
-	return errOut.String(), code
+	_, stderr, code = testenv.RunWithin(tb, timeout, splicerBinary(tb), args...)
+	return stderr, code
 }
 
 // processState is the state letter of /proc/PID/stat (Z: a zombie, dead

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 )
 
 func TestQuickstartAsOrdinaryUser(t *testing.T) {
@@ -42,11 +43,7 @@ func TestQuickstartAsOrdinaryUser(t *testing.T) {
 	path := filepath.Join(dir, "quickstart.yaml")
 	writeFile(t, path, []byte(cfg))
 
-	srv := origin.New(nil)
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.Echo, ln); err != nil {
-		t.Fatal(err)
-	}
+	origintest.Serve(t, ln, origin.Echo)
 
 	bin := splicerBinary(t)
 	cmd := exec.CommandContext(context.Background(), bin, "run", "--config", path)

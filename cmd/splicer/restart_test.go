@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 )
 
 // site is where a daemon test runs: on loopback, or in the lab's namespaces.
@@ -89,11 +89,7 @@ func (s *site) upstream(tb testing.TB, proto origin.Proto) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(proto, ln); err != nil {
-		tb.Fatal(err)
-	}
+	origintest.Serve(tb, ln, proto)
 	return ln.Addr().String()
 }
 
@@ -219,21 +215,9 @@ func (s *site) adminOK(method, path string) error {
 // splicedBy reports whether /flows shows a pair of listener engine spliced
 // by that engine.
 func (s *site) splicedBy(engine string) bool {
-	resp, err := s.admin.Get("http://" + s.adminAddr + "/flows")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var flows []map[string]any
-	if json.NewDecoder(resp.Body).Decode(&flows) != nil {
-		return false
-	}
-	for _, f := range flows {
-		if f["listener"] == engine && f["engine"] == engine && f["state"] == "spliced" {
-			return true
-		}
-	}
-	return false
+	return s.findFlow(func(f map[string]any) bool {
+		return f["listener"] == engine && f["engine"] == engine && f["state"] == "spliced"
+	}) != nil
 }
 
 // ping opens a connection through addr and echoes one short message.

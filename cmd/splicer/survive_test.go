@@ -167,7 +167,7 @@ func testIPPairSurvives(t *testing.T, upgrade bool) {
 		_, err := os.Stat(pinDir)
 		return s.adoptedFlow() == nil && errors.Is(err, os.ErrNotExist)
 	})
-	if n := fwdPrograms(t, l); n != 0 {
+	if n := l.FwdIngressProgramsT(t); n != 0 {
 		t.Errorf("%d programs at tcx ingress of the forwarder's devices once the adopted pair is over", n)
 	}
 	if err := next.stop(); err != nil {
@@ -176,7 +176,7 @@ func testIPPairSurvives(t *testing.T, upgrade bool) {
 	if _, err := os.Stat(pinDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after SIGTERM %s is still there: %v", pinDir, err)
 	}
-	if n := fwdPrograms(t, l); n != 0 {
+	if n := l.FwdIngressProgramsT(t); n != 0 {
 		t.Errorf("after SIGTERM %d programs at tcx ingress of the forwarder's devices", n)
 	}
 	logs := next.logs()
@@ -272,15 +272,4 @@ func (d *duplex) wait(within time.Duration) error {
 	case <-time.After(within):
 		return fmt.Errorf("not done after %v", within)
 	}
-}
-
-// fwdPrograms counts the programs at tcx ingress of the forwarder's two
-// devices.
-func fwdPrograms(tb testing.TB, l *lab.Lab) int {
-	tb.Helper()
-	n, err := l.FwdIngressPrograms()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return n
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/admin"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // countingEchoes are two echo servers on loopback, their addresses and
@@ -28,7 +29,7 @@ func countingEchoes(tb testing.TB) (addrs [2]string, accepted *[2]atomic.Int64) 
 		if err != nil {
 			tb.Fatal(err)
 		}
-		fwdtest.ServeEach(tb, ln, time.Minute, func(c net.Conn) {
+		testenv.ServeEach(tb, ln, time.Minute, func(c net.Conn) {
 			accepted[i].Add(1)
 			io.Copy(c, c)
 		})
@@ -63,7 +64,7 @@ listeners:
 // failure, and --json the endpoint's JSON.
 func TestUpstreamsCommand(t *testing.T) {
 	splicerBinary(t) // built first: the skip lasts fail_timeout (10s) only
-	live, dead := fwdtest.Echo(t), fwdtest.FreeAddr(t)
+	live, dead := fwdtest.Echo(t), testenv.FreeAddr(t)
 	plug, adminAddr := plugWithAdmin(t, dead, live)
 	c, err := net.Dial("tcp", plug)
 	if err != nil {

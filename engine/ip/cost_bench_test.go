@@ -10,27 +10,13 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine"
-	"github.com/splicer/splicer/internal/testenv"
-	"github.com/splicer/splicer/lab"
 )
 
 // newBenchLab is newEngineLab with a logger that discards, as the bench's
 // engines have: a test logger formats every debug record.
 func newBenchLab(b *testing.B, opts Options) *engineLab {
 	b.Helper()
-	testenv.RequireRoot(b)
-	l := lab.NewT(b, lab.DefaultConfig())
-	el := &engineLab{l: l, e: New(opts, slog.New(slog.DiscardHandler))}
-	el.port.Store(7100)
-	if err := l.Fwd.Do(el.e.Probe); err != nil {
-		b.Fatalf("Probe: %v", err)
-	}
-	b.Cleanup(func() {
-		if err := el.e.Close(); err != nil {
-			b.Errorf("Close: %v", err)
-		}
-	})
-	return el
+	return newEngineLabLogging(b, opts, slog.New(slog.DiscardHandler))
 }
 
 // BenchmarkSpliceIdle times Splice to OnSpliced for idle pairs spliced one

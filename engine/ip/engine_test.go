@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -26,6 +27,7 @@ import (
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
 	"github.com/splicer/splicer/engine/ip/internal/tcprepair"
@@ -65,8 +67,14 @@ func newLimitedPair(tb testing.TB) (*engineLab, labPair) {
 
 func newEngineLab(tb testing.TB, opts Options) *engineLab {
 	tb.Helper()
+	return newEngineLabLogging(tb, opts, testenv.Logger(tb))
+}
+
+// newEngineLabLogging is newEngineLab with the engine logging to log.
+func newEngineLabLogging(tb testing.TB, opts Options, log *slog.Logger) *engineLab {
+	tb.Helper()
 	l := lab.NewT(tb, lab.DefaultConfig())
-	el := &engineLab{l: l, e: New(opts, testenv.Logger(tb))}
+	el := &engineLab{l: l, e: New(opts, log)}
 	el.port.Store(7100)
 	if err := l.Fwd.Do(el.e.Probe); err != nil {
 		tb.Fatalf("Probe: %v", err)
@@ -110,11 +118,7 @@ func (el *engineLab) pairOf(tb testing.TB, proto origin.Proto, v6 bool) labPair 
 	var lp labPair
 	accepted := make(chan *net.TCPConn, 1)
 	if proto != "" {
-		srv := origin.New(nil)
-		tb.Cleanup(func() { srv.Close() })
-		if err := srv.Serve(proto, sln); err != nil {
-			tb.Fatal(err)
-		}
+		origintest.Serve(tb, sln, proto)
 	} else {
 		tb.Cleanup(func() { sln.Close() })
 		go func() {

@@ -14,20 +14,8 @@ import (
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/testenv"
-	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
 )
-
-// fwdPrograms counts the programs at tcx ingress of the forwarder's two
-// devices.
-func fwdPrograms(tb testing.TB, l *lab.Lab) int {
-	tb.Helper()
-	n, err := l.FwdIngressPrograms()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return n
-}
 
 // TestEngineAdoptsKeptPairs: an engine told to keep its pairs (the old
 // process of an upgrade) leaves a spliced pair pinned when its splice is
@@ -56,7 +44,7 @@ func TestEngineAdoptsKeptPairs(t *testing.T) {
 	if err := el.e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if n := fwdPrograms(t, el.l); n != 2 {
+	if n := el.l.FwdIngressProgramsT(t); n != 2 {
 		t.Fatalf("%d programs attached after the keeping engine closed, want its 2", n)
 	}
 
@@ -81,7 +69,7 @@ func TestEngineAdoptsKeptPairs(t *testing.T) {
 	}
 	testenv.Eventually(t, "the adopted datapath unpinned after TIME_WAIT", func() bool {
 		_, err := os.Stat(pinDir)
-		return os.IsNotExist(err) && fwdPrograms(t, el.l) == 0
+		return os.IsNotExist(err) && el.l.FwdIngressProgramsT(t) == 0
 	})
 
 	// An engine that splices nothing pins nothing.
@@ -137,6 +125,6 @@ func TestEngineAdoptionResetsGiveBackSplices(t *testing.T) {
 	}
 	testenv.Eventually(t, "the emptied table unpinned", func() bool {
 		_, err := os.Stat(pinDir)
-		return os.IsNotExist(err) && fwdPrograms(t, el.l) == 0
+		return os.IsNotExist(err) && el.l.FwdIngressProgramsT(t) == 0
 	})
 }

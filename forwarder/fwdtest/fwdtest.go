@@ -9,8 +9,8 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/internal/config"
-	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 )
 
 // Start validates listeners, runs a forwarder with them on this host's
@@ -67,13 +67,6 @@ func HTTPOrigin(tb testing.TB) string {
 	return serveOrigin(tb, origin.HTTP)
 }
 
-// FreeAddr is testenv.FreeAddr: a loopback address with a port nothing
-// listens on (yet).
-func FreeAddr(tb testing.TB) string {
-	tb.Helper()
-	return testenv.FreeAddr(tb)
-}
-
 // Echo serves the origin's echo protocol (every byte back, the FIN after
 // the last one) on a loopback port until the test ends, and returns its
 // address.
@@ -110,17 +103,6 @@ func serveOriginAt(tb testing.TB, proto origin.Proto, addr string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := origin.New(nil)
-	tb.Cleanup(func() { s.Close() })
-	if err := s.Serve(proto, ln); err != nil {
-		tb.Fatal(err)
-	}
+	origintest.Serve(tb, ln, proto)
 	return ln.Addr().String()
-}
-
-// ServeEach is testenv.ServeEach: serve runs on every connection ln
-// accepts until the test ends, each connection giving up after d.
-func ServeEach(tb testing.TB, ln net.Listener, d time.Duration, serve func(c net.Conn)) {
-	tb.Helper()
-	testenv.ServeEach(tb, ln, d, serve)
 }

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // RecordingOrigin answers every request 200 with the body "ok" and keeps
@@ -38,22 +40,16 @@ func (o *RecordingOrigin) serve(c net.Conn) {
 	o.mu.Lock()
 	o.raw = append(o.raw, raw)
 	o.mu.Unlock()
+	// A request not read whole is not recorded.
 	r := bufio.NewReader(io.TeeReader(c, lockedWriter{&o.mu, raw}))
-	for {
-		req, err := http.ReadRequest(r)
-		if err != nil {
-			return
-		}
-		body, err := io.ReadAll(req.Body)
-		if err != nil {
-			return // not a whole request: not recorded
-		}
+	testenv.EachRequest(r, func(req *http.Request, body []byte) bool {
 		o.mu.Lock()
 		o.reqs = append(o.reqs, req)
 		o.body = append(o.body, body)
 		o.mu.Unlock()
 		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	}
+		return true
+	})
 }
 
 // Requests returns the whole requests received so far.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/splicer/splicer/internal/sockopt"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -88,20 +89,8 @@ func TestWithMSSIgnoresWhatTheKernelRefuses(t *testing.T) {
 // given), with MSS and receive buffer both set when both are asked; 0
 // asks for nothing and leaves the kernel's default.
 func TestWithRcvBufBoundsTheSocket(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
+	ln := testenv.ListenLoopback(t)
+	testenv.HoldEach(t, ln, func(net.Conn) {})
 	rcvBuf := func(ctx context.Context) int {
 		t.Helper()
 		c, err := sockopt.Dialer().DialContext(ctx, "tcp", ln.Addr().String())

@@ -4,6 +4,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,11 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Binaries builds a test package's binaries once, side by side in one
 // temporary directory, as they are installed. Its zero value is ready;
-// a TestMain calls Remove after the tests.
+// a package's TestMain calls Main.
 type Binaries struct {
 	once sync.Once
 	dir  string
@@ -54,11 +56,35 @@ func (b *Binaries) Remove() {
 	}
 }
 
+// Main is the body of a TestMain for a package whose tests share b: it
+// runs the tests, removes the binaries and exits with the tests' code.
+func (b *Binaries) Main(m *testing.M) {
+	code := m.Run()
+	b.Remove()
+	os.Exit(code)
+}
+
 // Run runs the binary at path with args and returns its output and exit
 // code; a binary that cannot start fails tb.
 func Run(tb testing.TB, path string, args ...string) (stdout, stderr string, code int) {
 	tb.Helper()
-	cmd := exec.Command(path, args...)
+	return run(tb, exec.Command(path, args...))
+}
+
+// RunWithin is Run that kills the binary after timeout (exit code -1): a
+// command that should stop at once and serves instead ends the test
+// rather than hanging it.
+func RunWithin(tb testing.TB, timeout time.Duration, path string, args ...string) (stdout, stderr string, code int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return run(tb, exec.CommandContext(ctx, path, args...))
+}
+
+// run runs cmd and returns its output and exit code; a command that
+// cannot start fails tb.
+func run(tb testing.TB, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	tb.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -67,7 +93,7 @@ func Run(tb testing.TB, path string, args ...string) (stdout, stderr string, cod
 	case errors.As(err, &exit):
 		code = exit.ExitCode()
 	case err != nil:
-		tb.Fatalf("%s %s: %v", filepath.Base(path), strings.Join(args, " "), err)
+		tb.Fatalf("%s %s: %v", filepath.Base(cmd.Path), strings.Join(cmd.Args[1:], " "), err)
 	}
 	return out.String(), errOut.String(), code
 }

@@ -1,8 +1,9 @@
-// Test servers and clients: run a handler on every connection a listener accepts, or hold every connection open, until the test ends; a connected loopback pair; a GET read whole.
+// Test servers and clients: run a handler on every connection a listener accepts, or hold every connection open, until the test ends; a connected loopback pair; a back end's request loop; a GET read whole.
 
 package testenv
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -117,4 +118,21 @@ func Get(tb testing.TB, url string) (*http.Response, []byte) {
 		tb.Fatalf("GET %s: %v", url, err)
 	}
 	return resp, body
+}
+
+// EachRequest is a back end's loop: it reads requests from r one after
+// another, each with its body read whole, and hands them to serve until
+// a read fails (the peer closed, or sent no whole request) or serve
+// returns false.
+func EachRequest(r *bufio.Reader, serve func(req *http.Request, body []byte) bool) {
+	for {
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			return
+		}
+		body, err := io.ReadAll(req.Body)
+		if err != nil || !serve(req, body) {
+			return
+		}
+	}
 }

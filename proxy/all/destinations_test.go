@@ -22,6 +22,7 @@ import (
 	"github.com/splicer/splicer/internal/sockopt"
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 )
 
 // Through http-forward and an unauthenticated socks5 listener with default rules, loopback (IPv4 and IPv6), the cloud metadata address and the forwarder's own listeners are refused (403, SOCKS reply 2) and counted, while an allowed destination is reached; a name rule opens no protected address.
@@ -155,11 +156,7 @@ func countingOrigin(tb testing.TB) (addr string, accepted func() int64) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.HTTP, ln); err != nil {
-		tb.Fatal(err)
-	}
+	srv := origintest.Serve(tb, ln, origin.HTTP)
 	return ln.Addr().String(), func() int64 { return srv.Stats()[origin.HTTP].Accepted }
 }
 
@@ -237,11 +234,7 @@ func TestLabHostAddressesRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := origin.New(nil)
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(origin.HTTP, ln); err != nil {
-		t.Fatal(err)
-	}
+	srv := origintest.Serve(t, ln, origin.HTTP)
 	accepted := func() int64 { return srv.Stats()[origin.HTTP].Accepted }
 	cfg := fwdtest.Config(t, `
 listeners:

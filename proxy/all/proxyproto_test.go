@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
@@ -25,12 +26,10 @@ func proxyProtoBackend(tb testing.TB) string {
 		if err != nil {
 			src = "no header: " + err.Error()
 		}
-		for {
-			if _, err := http.ReadRequest(r); err != nil {
-				return
-			}
+		testenv.EachRequest(r, func(*http.Request, []byte) bool {
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(src), src)
-		}
+			return true
+		})
 	})
 }
 

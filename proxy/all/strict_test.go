@@ -212,14 +212,10 @@ func exchangeBody(tb testing.TB, addr, raw string) string {
 // filter passes heads on as they came.)
 func TestHTTP10AnswersGoOnAsHTTP11(t *testing.T) {
 	up := fwdtest.ReadingBackend(t, func(c net.Conn, r *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(r)
-			if err != nil {
-				return
-			}
-			req.Body.Close()
+		testenv.EachRequest(r, func(*http.Request, []byte) bool {
 			io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
-		}
+			return true
+		})
 	})
 	listeners := fwdtest.HTTPListeners(t, up)
 	f := fwdtest.Start(t, listeners...)

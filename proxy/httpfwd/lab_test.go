@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder"
-	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/internal/testenv"
@@ -382,7 +381,7 @@ func serveHandshakes(tb testing.TB, l *lab.Lab, addr string, done chan<- error) 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	fwdtest.ServeEach(tb, ln, httplab.WaitFor, func(c net.Conn) {
+	testenv.ServeEach(tb, ln, httplab.WaitFor, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		name, _ := br.ReadString('\n')
 		err := fmt.Errorf("unknown handshake %q", name)

@@ -57,9 +57,7 @@ const maxBytesPerClosingRequest = 16 << 10
 func TestHTTPReverseBytesPerClosingRequest(t *testing.T) {
 	body := strings.Repeat("x", 1<<10)
 	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\n\r\n" + body)
-	up := fwdtest.RawBackend(t, func(c net.Conn) { fwdtest.AnswerEveryHead(c, resp) })
-	f := fwdtest.ReverseProxy(t, "copy", "", up)
-	addr := f.Addr("rev").String()
+	addr := reverseAnswering(t, resp)
 	req := []byte("GET /obj/1024 HTTP/1.1\r\nHost: app.example\r\nConnection: close\r\n\r\n")
 	get := func() {
 		c := fwdtest.DialFor(t, addr, 10*time.Second)
@@ -87,6 +85,15 @@ func TestHTTPReverseBytesPerClosingRequest(t *testing.T) {
 	if per > maxBytesPerClosingRequest {
 		t.Errorf("%d bytes allocated per Connection: close request, want at most %d", per, maxBytesPerClosingRequest)
 	}
+}
+
+// reverseAnswering runs http-reverse (engine copy) in front of a back end
+// that answers every request head with resp, and returns the listener's
+// address: for clients that each open connections of their own.
+func reverseAnswering(tb testing.TB, resp []byte) string {
+	tb.Helper()
+	up := fwdtest.RawBackend(tb, func(c net.Conn) { fwdtest.AnswerEveryHead(c, resp) })
+	return fwdtest.ReverseProxy(tb, "copy", "", up).Addr("rev").String()
 }
 
 // readResponse reads one response with a body of size bytes from c into

@@ -34,9 +34,7 @@ func BenchmarkHTTPReverse(b *testing.B) {
 func BenchmarkHTTPReverseConnClose(b *testing.B) {
 	body := strings.Repeat("x", 1<<10)
 	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: application/octet-stream\r\n\r\n" + body)
-	up := fwdtest.RawBackend(b, func(c net.Conn) { fwdtest.AnswerEveryHead(c, resp) })
-	f := fwdtest.ReverseProxy(b, "copy", "", up)
-	addr := f.Addr("rev").String()
+	addr := reverseAnswering(b, resp)
 	req := []byte("GET /obj/1024 HTTP/1.1\r\nHost: app.example\r\nUser-Agent: wrk\r\nConnection: close\r\n\r\n")
 	buf := make([]byte, 4<<10)
 	b.ReportAllocs()

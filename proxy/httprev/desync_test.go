@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // strayResponse is what a confused origin sends after a response that has
@@ -30,13 +31,7 @@ func strayOrigin(tb testing.TB, late bool) string {
 	var conns atomic.Int32
 	return fwdtest.RawBackend(tb, func(c net.Conn) {
 		conn := conns.Add(1)
-		r := bufio.NewReader(c)
-		for {
-			req, err := http.ReadRequest(r)
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, req.Body)
+		testenv.EachRequest(bufio.NewReader(c), func(req *http.Request, _ []byte) bool {
 			var head string
 			switch {
 			case req.Method == http.MethodHead:
@@ -49,19 +44,20 @@ func strayOrigin(tb testing.TB, late bool) string {
 				// Both lengths: the chunked body is empty, the
 				// Content-Length's 5 bytes never come.
 				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Conn: %d\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", conn)
-				continue
+				return true
 			default:
 				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Conn: %d\r\nContent-Length: 4\r\n\r\nreal", conn)
-				continue
+				return true
 			}
 			if !late {
 				io.WriteString(c, head+strayResponse)
-				continue
+				return true
 			}
 			io.WriteString(c, head)
 			time.Sleep(50 * time.Millisecond)
 			io.WriteString(c, strayResponse)
-		}
+			return true
+		})
 	})
 }
 

@@ -13,20 +13,18 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // headerEcho answers every request with its Forwarded and X-Forwarded-For.
 func headerEcho(tb testing.TB) string {
 	tb.Helper()
 	return fwdtest.ReadingBackend(tb, func(c net.Conn, r *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(r)
-			if err != nil {
-				return
-			}
+		testenv.EachRequest(r, func(req *http.Request, _ []byte) bool {
 			body := fmt.Sprintf("F=%s|X=%s", strings.Join(req.Header.Values("Forwarded"), ","), strings.Join(req.Header.Values("X-Forwarded-For"), ","))
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		}
+			return true
+		})
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/proxyproto"
 )
 
@@ -60,19 +61,13 @@ func newCountingBackend(tb testing.TB, hook backendHook) *countingBackend {
 func (b *countingBackend) serve(c net.Conn, conn int, hook backendHook) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(c)
-	for {
-		req, err := http.ReadRequest(r)
-		if err != nil {
-			return
-		}
-		io.Copy(io.Discard, req.Body)
+	testenv.EachRequest(bufio.NewReader(c), func(req *http.Request, _ []byte) bool {
 		b.mu.Lock()
 		b.seen[req.Method+" "+req.URL.Path]++
 		seen := b.seen[req.Method+" "+req.URL.Path]
 		b.mu.Unlock()
 		if hook != nil && hook(c, req, conn, seen) {
-			continue
+			return true
 		}
 		size := 2
 		if s, ok := strings.CutPrefix(req.URL.Path, "/obj/"); ok {
@@ -80,7 +75,8 @@ func (b *countingBackend) serve(c net.Conn, conn int, hook backendHook) {
 		}
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Conn: %d\r\nContent-Length: %d\r\n\r\n", conn, size)
 		c.Write(objectBody(size))
-	}
+		return true
+	})
 }
 
 // Seen is how many requests for method and path the back-end got.

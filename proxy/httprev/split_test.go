@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/forwarder/fwdtest"
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/origin"
 )
 
@@ -97,19 +98,11 @@ func testBodyInTwoParts(t *testing.T, size int) {
 // the larger through the body buffer.
 func TestRequestBodyInParts(t *testing.T) {
 	up := fwdtest.RawBackend(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			got, err := io.ReadAll(req.Body)
-			if err != nil {
-				return
-			}
+		testenv.EachRequest(bufio.NewReader(c), func(_ *http.Request, got []byte) bool {
 			answer := fmt.Sprintf("%d %x", len(got), sha256.Sum256(got))
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
-		}
+			return true
+		})
 	})
 	for _, size := range []int{10 << 10, 400 << 10} {
 		t.Run(strconv.Itoa(size>>10)+"KiB", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/splicer/splicer/forwarder/fwdtest/httplab"
 	"github.com/splicer/splicer/internal/config"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 	"github.com/splicer/splicer/proxy/socks5"
 )
 
@@ -44,11 +45,7 @@ func TestLabCurl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	localSrv := origin.New(nil)
-	t.Cleanup(func() { localSrv.Close() })
-	if err := localSrv.Serve(origin.HTTP, local); err != nil {
-		t.Fatal(err)
-	}
+	origintest.Serve(t, local, origin.HTTP)
 	withAuth := httplab.ExampleListener(t, example, "socks")
 	// Loopback is refused by default, and a name rule would not open it:
 	// this listener's address rules name the one loopback service its

@@ -111,24 +111,6 @@ func goHello(cfg *tls.Config, sent *bytes.Buffer, oneByte bool) func(c net.Conn)
 	}
 }
 
-// helloBytes is the hello Go's TLS client sends for cfg.
-func helloBytes(tb testing.TB, cfg *tls.Config) []byte {
-	tb.Helper()
-	client, server := net.Pipe()
-	defer server.Close()
-	go func() {
-		defer client.Close()
-		tls.Client(client, cfg).Handshake()
-	}()
-	server.SetReadDeadline(time.Now().Add(5 * time.Second))
-	b := make([]byte, 16<<10)
-	n, err := server.Read(b) // Go writes its hello in one write
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b[:n]
-}
-
 // sendBytes sends b.
 func sendBytes(b []byte) func(c net.Conn) { return func(c net.Conn) { c.Write(b) } }
 
@@ -197,8 +179,8 @@ func TestHelloRefused(t *testing.T) {
 		reason    string
 		back      []byte
 	}{
-		{"no-route", true, sendBytes(helloBytes(t, &tls.Config{ServerName: "c.test"})), ReasonNoRoute, alertUnrecognizedName},
-		{"no-sni-no-default", true, sendBytes(helloBytes(t, &tls.Config{InsecureSkipVerify: true})), ReasonNoRoute, alertUnrecognizedName},
+		{"no-route", true, sendBytes(testenv.GoHello(t, &tls.Config{ServerName: "c.test"})), ReasonNoRoute, alertUnrecognizedName},
+		{"no-sni-no-default", true, sendBytes(testenv.GoHello(t, &tls.Config{InsecureSkipVerify: true})), ReasonNoRoute, alertUnrecognizedName},
 		{"http", false, func(c net.Conn) { io.WriteString(c, "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n") }, ReasonBadHello, nil},
 		{"cut-short", false, func(c net.Conn) { c.Write([]byte{22, 3, 1, 0, 200, 1, 0, 0, 196}); c.(*net.TCPConn).CloseWrite() }, ReasonBadHello, nil},
 		{"too-large", false, func(c net.Conn) { c.Write([]byte{22, 3, 1, 0, 4, 1, 0, 0x50, 0}) }, ReasonTooLarge, nil},

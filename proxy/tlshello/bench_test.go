@@ -8,13 +8,14 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/tlshello"
 )
 
 // BenchmarkRead reads Go's client hello as a server gets it: one record
 // in one read.
 func BenchmarkRead(b *testing.B) {
-	stream := goHello(b, &tls.Config{ServerName: "a.test", NextProtos: []string{"h2", "http/1.1"}})
+	stream := testenv.GoHello(b, &tls.Config{ServerName: "a.test", NextProtos: []string{"h2", "http/1.1"}})
 	b.ReportAllocs()
 	b.SetBytes(int64(len(stream)))
 	for b.Loop() {

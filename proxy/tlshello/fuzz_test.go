@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/tlshello"
 )
 
@@ -17,7 +18,7 @@ func FuzzRead(f *testing.F) {
 		{ServerName: "a.test", NextProtos: []string{"h2", "http/1.1"}},
 		{InsecureSkipVerify: true},
 	} {
-		f.Add(goHello(f, cfg))
+		f.Add(testenv.GoHello(f, cfg))
 	}
 	f.Add(records(buildHello(sniExt("a.test"), echExt(), alpnExt("\x0a\x0a", "h2"), ext{0x1a1a, nil}), 7))
 	f.Add(records(buildHello(sniExt("a.test", "b.test")), 1<<14))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/proxy/tlshello"
 )
 
@@ -47,7 +48,7 @@ func TestGoClientHellos(t *testing.T) {
 		{"tls12", &tls.Config{ServerName: "old.test", MaxVersion: tls.VersionTLS12}, tlshello.Hello{ServerName: "old.test"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first := goHello(t, tc.cfg)
+			first := testenv.GoHello(t, tc.cfg)
 			msg := first[5:]
 			for _, stream := range [][]byte{first, records(msg, 1), records(msg, 100), records(msg, len(msg)/2+1)} {
 				h, got, err := readAll(t, stream)

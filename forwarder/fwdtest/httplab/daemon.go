@@ -33,8 +33,12 @@ func StartDaemon(tb testing.TB, ns, dialer *lab.NS, addr string, output func() s
 		cancel()
 		tb.Fatalf("%s: %v", name, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited closes once the program has; waitErr is then its Wait's
+	// error. A closed channel, unlike a sent value, is seen by both the
+	// wait for it to accept and the cleanup.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	tb.Cleanup(func() {
 		cancel()
 		<-exited
@@ -44,8 +48,8 @@ func StartDaemon(tb testing.TB, ns, dialer *lab.NS, addr string, output func() s
 	})
 	testenv.Eventually(tb, name+" to accept on "+addr, func() bool {
 		select {
-		case err := <-exited:
-			tb.Fatalf("%s exited: %v\n%s", name, err, output())
+		case <-exited:
+			tb.Fatalf("%s exited: %v\n%s", name, waitErr, output())
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

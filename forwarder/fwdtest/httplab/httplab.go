@@ -22,6 +22,7 @@ import (
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
 	"github.com/splicer/splicer/origin"
+	"github.com/splicer/splicer/origin/origintest"
 	"github.com/splicer/splicer/proxy/httpcore/httprand"
 )
 
@@ -133,12 +134,7 @@ func ServeProto(tb testing.TB, l *lab.Lab, proto origin.Proto, addr string, opts
 	if err != nil {
 		tb.Fatalf("origin %s listen %s: %v", proto, addr, err)
 	}
-	srv := origin.New(nil)
-	tb.Cleanup(func() { srv.Close() })
-	if err := srv.Serve(proto, ln, opts...); err != nil {
-		tb.Fatalf("origin %s on %s: %v", proto, addr, err)
-	}
-	return srv
+	return origintest.Serve(tb, ln, proto, opts...)
 }
 
 // ServeRandom serves httprand's back-end on addr in the server namespace

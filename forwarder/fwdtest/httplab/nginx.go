@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/splicer/splicer/internal/nginxconf"
 	"github.com/splicer/splicer/lab"
 )
 
@@ -40,16 +41,11 @@ error_log %[1]s/error.log;
 events { worker_connections 64; }
 http {
 	access_log off;
-	client_body_temp_path %[1]s/tmp;
-	proxy_temp_path %[1]s/tmp;
-	fastcgi_temp_path %[1]s/tmp;
-	uwsgi_temp_path %[1]s/tmp;
-	scgi_temp_path %[1]s/tmp;
-	server {
+%[2]s	server {
 `+server+`
 	}
 }
-`, dir)
+`, dir, nginxconf.TempPaths(dir))
 }
 
 // waitAccepting returns once addr accepts a connection from ns, failing

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/splicer/splicer/engine/enginetest"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // Sizes cross every bound where http-reverse moves a body another way:
@@ -140,21 +141,14 @@ const exchangeTimeout = time.Minute
 // written in parts of random sizes, until c fails or an answer ends at
 // close; the caller closes c.
 func Serve(c net.Conn) {
-	br := bufio.NewReader(c)
-	for {
-		c.SetDeadline(time.Now().Add(exchangeTimeout))
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		got, err := io.ReadAll(req.Body)
-		if err != nil {
-			return
-		}
+	c.SetDeadline(time.Now().Add(exchangeTimeout))
+	testenv.EachRequest(bufio.NewReader(c), func(req *http.Request, got []byte) bool {
 		if !answer(c, req, got) {
-			return
+			return false
 		}
-	}
+		c.SetDeadline(time.Now().Add(exchangeTimeout))
+		return true
+	})
 }
 
 // answer writes the answer req asks for; false when the connection ends

@@ -14,10 +14,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -221,15 +219,6 @@ func waitIdle(t *testing.T, cs ...*net.TCPConn) {
 	}
 }
 
-func tsClock(c *net.TCPConn) (v uint32, err error) {
-	err = sockopt.WithFD(c, func(fd int) error {
-		x, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP)
-		v = uint32(x)
-		return err
-	})
-	return v, err
-}
-
 // freeze puts a socket in repair mode (it sends nothing from now on, not
 // even on close) and reads what splicing needs from it.
 func freeze(c *net.TCPConn, ifindex int, peer *net.TCPConn) (tcprepair.ConnParams, error) {
@@ -257,7 +246,7 @@ func freeze(c *net.TCPConn, ifindex int, peer *net.TCPConn) (tcprepair.ConnParam
 			return err
 		}
 		p.SndUna = p.WriteSeq // idle: everything sent was acknowledged
-		info, err := rawTCPInfo(fd)
+		info, err := tcprepair.RawTCPInfo(fd)
 		if err != nil {
 			return err
 		}
@@ -268,26 +257,13 @@ func freeze(c *net.TCPConn, ifindex int, peer *net.TCPConn) (tcprepair.ConnParam
 	if err != nil {
 		return p, err
 	}
-	if p.TSVal, err = tsClock(c); err != nil {
+	if p.TSVal, err = tcprepair.TSClock(c); err != nil {
 		return p, err
 	}
 	// The peer's clock now is at least any TSval it sent: good enough for
 	// PAWS (a control plane learns it from DirStats.TSLast during hold).
-	p.PeerTSVal, err = tsClock(peer)
+	p.PeerTSVal, err = tcprepair.TSClock(peer)
 	return p, err
-}
-
-// rawTCPInfo returns struct tcp_info as bytes: x/sys's TCPInfo hides the
-// window-scale bitfields in its padding.
-func rawTCPInfo(fd int) ([]byte, error) {
-	buf := make([]byte, 256)
-	l := uint32(len(buf))
-	_, _, errno := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_INFO,
-		uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
-	if errno != 0 {
-		return nil, errno
-	}
-	return buf[:l], nil
 }
 
 func TestLive(t *testing.T) {

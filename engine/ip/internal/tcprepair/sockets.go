@@ -260,6 +260,10 @@ func queueSeq(fd, queue int) (uint32, error) {
 	return uint32(v), err
 }
 
+// RawTCPInfo returns fd's struct tcp_info as bytes (see rawTCPInfoOf),
+// for tests that read its option and window-scale fields themselves.
+func RawTCPInfo(fd int) ([]byte, error) { return rawTCPInfoOf(fd) }
+
 // rawTCPInfoOf returns struct tcp_info as bytes: x/sys's TCPInfo hides the
 // window-scale bitfields in its padding.
 func rawTCPInfoOf(fd int) ([]byte, error) {
