@@ -55,7 +55,9 @@ type Pair struct {
 	Created  time.Time
 	// origin and originLocal are the client and the address it reached,
 	// as a trusted balancer's PROXY protocol header named them
-	// (SetOrigin); nil when the client is the socket's peer.
+	// (SetOrigin), or the socket's ends once ForgetClient dropped it; nil
+	// when the client is the socket's peer. Guarded by mu with Client
+	// from ForgetClient on.
 	origin, originLocal net.Addr
 
 	mu       sync.Mutex
@@ -94,6 +96,8 @@ func (p *Pair) SetOrigin(client, local net.Addr) {
 // consistent hashing, a PROXY header sent on): the one a trusted
 // balancer named, or else the socket's peer.
 func (p *Pair) ClientAddr() net.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.origin != nil {
 		return p.origin
 	}
@@ -103,6 +107,8 @@ func (p *Pair) ClientAddr() net.Addr {
 // ClientLocalAddr is the address the client connected to: the
 // balancer's, as its header named it, or else the socket's own.
 func (p *Pair) ClientLocalAddr() net.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.originLocal != nil {
 		return p.originLocal
 	}
@@ -121,13 +127,34 @@ func (p *Pair) Upstream() *net.TCPConn {
 // when an engine reports the sockets detached (Options.OnDetached).
 func (p *Pair) CloseConns() error {
 	var errs []error
-	if p.Client != nil {
-		errs = append(errs, p.Client.Close())
+	p.mu.Lock()
+	c := p.Client
+	p.mu.Unlock()
+	if c != nil {
+		errs = append(errs, c.Close())
 	}
 	if up := p.Upstream(); up != nil {
 		errs = append(errs, up.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// ForgetClient drops the client connection, closed (CloseConns) once
+// an engine detached the pair's sockets, keeping its addresses for
+// ClientAddr and ClientLocalAddr: a closed *net.TCPConn still holds its
+// descriptor record and raw addresses, a few hundred bytes a pair that
+// an idle spliced pair would carry for its life. Only the forwarder
+// calls it; Client is nil after.
+func (p *Pair) ForgetClient() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Client == nil {
+		return
+	}
+	if p.origin == nil {
+		p.origin, p.originLocal = p.Client.RemoteAddr(), p.Client.LocalAddr()
+	}
+	p.Client = nil
 }
 
 // SetUpstream records the upstream connection; nil when the proxy gave it

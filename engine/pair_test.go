@@ -80,3 +80,24 @@ func TestForwardFINNotForAReset(t *testing.T) {
 	}
 	expectEOF(t, fin.Server)
 }
+
+// TestForgetClientKeepsAddresses: a pair whose sockets an engine
+// detached drops its closed client connection and still names the
+// client and the address it reached, as /flows and the logs show them.
+func TestForgetClientKeepsAddresses(t *testing.T) {
+	c := enginetest.NewPair(t)
+	remote, local := c.Pair.Client.RemoteAddr().String(), c.Pair.Client.LocalAddr().String()
+	if err := c.Pair.CloseConns(); err != nil {
+		t.Fatal(err)
+	}
+	c.Pair.ForgetClient()
+	if c.Pair.Client != nil {
+		t.Error("the pair still holds its closed client connection")
+	}
+	if got := c.Pair.ClientAddr().String(); got != remote {
+		t.Errorf("ClientAddr = %s, want %s", got, remote)
+	}
+	if got := c.Pair.ClientLocalAddr().String(); got != local {
+		t.Errorf("ClientLocalAddr = %s, want %s", got, local)
+	}
+}
