@@ -55,9 +55,9 @@ type Pair struct {
 	Created  time.Time
 	// origin and originLocal are the client and the address it reached,
 	// as a trusted balancer's PROXY protocol header named them
-	// (SetOrigin), or the socket's ends once ForgetClient dropped it; nil
+	// (SetOrigin), or the socket's ends once ForgetConns dropped it; nil
 	// when the client is the socket's peer. Guarded by mu with Client
-	// from ForgetClient on.
+	// from ForgetConns on.
 	origin, originLocal net.Addr
 
 	mu       sync.Mutex
@@ -139,22 +139,36 @@ func (p *Pair) CloseConns() error {
 	return errors.Join(errs...)
 }
 
-// ForgetClient drops the client connection, closed (CloseConns) once
-// an engine detached the pair's sockets, keeping its addresses for
-// ClientAddr and ClientLocalAddr: a closed *net.TCPConn still holds its
-// descriptor record and raw addresses, a few hundred bytes a pair that
-// an idle spliced pair would carry for its life. Only the forwarder
-// calls it; Client is nil after.
-func (p *Pair) ForgetClient() {
+// ForgetConns drops the client connection, closed (CloseConns) once an
+// engine detached the pair's sockets, keeping its addresses for
+// ClientAddr and ClientLocalAddr, and compacts the upstream's address:
+// a closed *net.TCPConn still holds its descriptor record and raw
+// addresses, a few hundred bytes a pair that an idle spliced pair would
+// carry for its life. Only the forwarder calls it, after SetUpstream(nil);
+// Client is nil after.
+func (p *Pair) ForgetConns() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.upstream == nil && p.lastAddr != nil {
+		p.lastAddr = compactAddr(p.lastAddr)
+	}
 	if p.Client == nil {
 		return
 	}
 	if p.origin == nil {
-		p.origin, p.originLocal = p.Client.RemoteAddr(), p.Client.LocalAddr()
+		p.origin, p.originLocal = compactAddr(p.Client.RemoteAddr()), compactAddr(p.Client.LocalAddr())
 	}
 	p.Client = nil
+}
+
+// compactAddr copies a socket's *net.TCPAddr afresh: the socket's own
+// points into the raw sockaddr it was parsed from, which it keeps alive
+// (about 120 bytes an address where the copy takes 56).
+func compactAddr(a net.Addr) net.Addr {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return net.TCPAddrFromAddrPort(t.AddrPort())
+	}
+	return a
 }
 
 // SetUpstream records the upstream connection; nil when the proxy gave it

@@ -81,16 +81,19 @@ func TestForwardFINNotForAReset(t *testing.T) {
 	expectEOF(t, fin.Server)
 }
 
-// TestForgetClientKeepsAddresses: a pair whose sockets an engine
+// TestForgetConnsKeepsAddresses: a pair whose sockets an engine
 // detached drops its closed client connection and still names the
-// client and the address it reached, as /flows and the logs show them.
-func TestForgetClientKeepsAddresses(t *testing.T) {
+// client, the address it reached and its upstream, as /flows and the
+// logs show them.
+func TestForgetConnsKeepsAddresses(t *testing.T) {
 	c := enginetest.NewPair(t)
 	remote, local := c.Pair.Client.RemoteAddr().String(), c.Pair.Client.LocalAddr().String()
+	upstream := c.Pair.Upstream().RemoteAddr().String()
 	if err := c.Pair.CloseConns(); err != nil {
 		t.Fatal(err)
 	}
-	c.Pair.ForgetClient()
+	c.Pair.SetUpstream(nil)
+	c.Pair.ForgetConns()
 	if c.Pair.Client != nil {
 		t.Error("the pair still holds its closed client connection")
 	}
@@ -99,5 +102,8 @@ func TestForgetClientKeepsAddresses(t *testing.T) {
 	}
 	if got := c.Pair.ClientLocalAddr().String(); got != local {
 		t.Errorf("ClientLocalAddr = %s, want %s", got, local)
+	}
+	if got := c.Pair.UpstreamAddr().String(); got != upstream {
+		t.Errorf("UpstreamAddr = %s, want %s", got, upstream)
 	}
 }

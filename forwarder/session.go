@@ -388,7 +388,7 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 		// Closed, the connections are only memory now; the pair keeps
 		// their addresses for /flows and the logs.
 		s.p.SetUpstream(nil)
-		s.p.ForgetClient()
+		s.p.ForgetConns()
 	}
 	opts.OnEnd = func(r engine.Result) {
 		s.l.f.series.spliced.Get(name).Dec()
