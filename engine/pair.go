@@ -55,7 +55,9 @@ type Pair struct {
 	Created  time.Time
 	// origin and originLocal are the client and the address it reached,
 	// as a trusted balancer's PROXY protocol header named them
-	// (SetOrigin); nil when the client is the socket's peer.
+	// (SetOrigin), or the socket's ends once ForgetConns dropped it; nil
+	// when the client is the socket's peer. Guarded by mu with Client
+	// from ForgetConns on.
 	origin, originLocal net.Addr
 
 	mu       sync.Mutex
@@ -94,6 +96,8 @@ func (p *Pair) SetOrigin(client, local net.Addr) {
 // consistent hashing, a PROXY header sent on): the one a trusted
 // balancer named, or else the socket's peer.
 func (p *Pair) ClientAddr() net.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.origin != nil {
 		return p.origin
 	}
@@ -103,6 +107,8 @@ func (p *Pair) ClientAddr() net.Addr {
 // ClientLocalAddr is the address the client connected to: the
 // balancer's, as its header named it, or else the socket's own.
 func (p *Pair) ClientLocalAddr() net.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.originLocal != nil {
 		return p.originLocal
 	}
@@ -121,13 +127,48 @@ func (p *Pair) Upstream() *net.TCPConn {
 // when an engine reports the sockets detached (Options.OnDetached).
 func (p *Pair) CloseConns() error {
 	var errs []error
-	if p.Client != nil {
-		errs = append(errs, p.Client.Close())
+	p.mu.Lock()
+	c := p.Client
+	p.mu.Unlock()
+	if c != nil {
+		errs = append(errs, c.Close())
 	}
 	if up := p.Upstream(); up != nil {
 		errs = append(errs, up.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// ForgetConns drops the client connection, closed (CloseConns) once an
+// engine detached the pair's sockets, keeping its addresses for
+// ClientAddr and ClientLocalAddr, and compacts the upstream's address:
+// a closed *net.TCPConn still holds its descriptor record and raw
+// addresses, a few hundred bytes a pair that an idle spliced pair would
+// carry for its life. Only the forwarder calls it, after SetUpstream(nil);
+// Client is nil after.
+func (p *Pair) ForgetConns() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.upstream == nil && p.lastAddr != nil {
+		p.lastAddr = compactAddr(p.lastAddr)
+	}
+	if p.Client == nil {
+		return
+	}
+	if p.origin == nil {
+		p.origin, p.originLocal = compactAddr(p.Client.RemoteAddr()), compactAddr(p.Client.LocalAddr())
+	}
+	p.Client = nil
+}
+
+// compactAddr copies a socket's *net.TCPAddr afresh: the socket's own
+// points into the raw sockaddr it was parsed from, which it keeps alive
+// (about 120 bytes an address where the copy takes 56).
+func compactAddr(a net.Addr) net.Addr {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return net.TCPAddrFromAddrPort(t.AddrPort())
+	}
+	return a
 }
 
 // SetUpstream records the upstream connection; nil when the proxy gave it

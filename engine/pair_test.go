@@ -80,3 +80,30 @@ func TestForwardFINNotForAReset(t *testing.T) {
 	}
 	expectEOF(t, fin.Server)
 }
+
+// TestForgetConnsKeepsAddresses: a pair whose sockets an engine
+// detached drops its closed client connection and still names the
+// client, the address it reached and its upstream, as /flows and the
+// logs show them.
+func TestForgetConnsKeepsAddresses(t *testing.T) {
+	c := enginetest.NewPair(t)
+	remote, local := c.Pair.Client.RemoteAddr().String(), c.Pair.Client.LocalAddr().String()
+	upstream := c.Pair.Upstream().RemoteAddr().String()
+	if err := c.Pair.CloseConns(); err != nil {
+		t.Fatal(err)
+	}
+	c.Pair.SetUpstream(nil)
+	c.Pair.ForgetConns()
+	if c.Pair.Client != nil {
+		t.Error("the pair still holds its closed client connection")
+	}
+	if got := c.Pair.ClientAddr().String(); got != remote {
+		t.Errorf("ClientAddr = %s, want %s", got, remote)
+	}
+	if got := c.Pair.ClientLocalAddr().String(); got != local {
+		t.Errorf("ClientLocalAddr = %s, want %s", got, local)
+	}
+	if got := c.Pair.UpstreamAddr().String(); got != upstream {
+		t.Errorf("UpstreamAddr = %s, want %s", got, upstream)
+	}
+}

@@ -394,9 +394,10 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 		if err := s.p.CloseConns(); err != nil {
 			s.Log().Debug("closing the sockets an engine detached", "err", err)
 		}
-		// Closed, the upstream connection is only memory now; the pair
-		// keeps its address for /flows and the logs.
+		// Closed, the connections are only memory now; the pair keeps
+		// their addresses for /flows and the logs.
 		s.p.SetUpstream(nil)
+		s.p.ForgetConns()
 	}
 	opts.OnEnd = func(r engine.Result) {
 		s.l.f.series.spliced.Get(name).Dec()

@@ -149,7 +149,7 @@ func (e *Engine) drainEnded(ctx context.Context, f follower, sp spliced, opts en
 // newFollower starts following the spliced pair: the receive queues'
 // bytes the drain delivers count as moved from the start.
 func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
-	f := follower{p: p, a: sp.a, dp: e.dp, release: e.ports.release, resetPeers: e.resetPeers, lastMove: time.Now(), extra: sp.unread, seed: streamSeed{seq: sp.seed, fin: sp.seedFIN}}
+	f := follower{p: p, a: sp.a, dp: e.dp, e: e, lastMove: monoNow(), extra: sp.unread, seed: streamSeed{seq: sp.seed, fin: sp.seedFIN}}
 	if sp.drain != nil {
 		f.drained = sp.drain.lastProgress
 	}
@@ -160,24 +160,24 @@ func (e *Engine) newFollower(p *engine.Pair, sp spliced) follower {
 	return f
 }
 
-// follower is the state of one followed pair.
+// follower is the state of one followed pair. A detached pair keeps it
+// for its life: its fields are ordered so that the small ones share
+// one word.
 type follower struct {
-	// resetPeers resets both peers of the removed pair, whose spec the
-	// datapath holds until then (a copy per follower would double it).
-	resetPeers func(datapath.PairSpec, datapath.PairStats)
-	// release lets go of what holds the pair's port once the pair
-	// leaves the table (porthold.go).
-	release func(datapath.Tuple)
+	// e resets both peers of a pair removed early (resetPeers), whose
+	// spec the datapath holds until then; nil in tests. One pointer
+	// where two method values would cost a pair 32 bytes more.
+	e       *Engine
 	p       *engine.Pair
-	a       datapath.Tuple
 	dp      *datapath.Datapath
+	a       datapath.Tuple
 	counted [2]int64 // bytes already added to p
-	// acked is each direction's highest ACK when last seen: a pair whose
-	// ACKs advance is not idle.
-	acked [2]uint32
 	// extra: bytes counted at splice time (the unread receive queues)
 	// on top of the datapath's counters.
 	extra [2]int64
+	// acked is each direction's highest ACK when last seen: a pair whose
+	// ACKs advance is not idle.
+	acked [2]uint32
 	// seed is where each direction's stream started when published,
 	// for streamBytes.
 	seed streamSeed
@@ -187,24 +187,37 @@ type follower struct {
 	// segment) does not turn the clean end into a reset.
 	closedClean bool
 	resetDir    engine.Direction
-	lastMove    time.Time
-	// drained, if set, says when the drain last delivered owed bytes:
-	// that is movement too, though the datapath's counters stand still.
-	drained func() time.Time
 	// phase is the pair's phase at the latest refresh (the rest of its
 	// state, 170 bytes, is not stored: a detached pair would carry it
 	// for its life).
 	phase datapath.Phase
+	// ended: a detached pair ended and its Result went to its OnEnd
+	// (guarded by detached.mu).
+	ended bool
+	// lastMove is when the pair last moved, on the monotonic clock
+	// (monoNow): 8 bytes where a time.Time takes 24.
+	lastMove time.Duration
+	// drained, if set, says when the drain last delivered owed bytes:
+	// that is movement too, though the datapath's counters stand still.
+	drained func() time.Time
 }
+
+// monoEpoch is what monoNow counts from.
+var monoEpoch = time.Now()
+
+// monoNow is the time on the monotonic clock, as a duration since
+// monoEpoch.
+func monoNow() time.Duration { return time.Since(monoEpoch) }
 
 // streamSeed is each direction's SndNxt when the pair was published (as
 // spliced.seed), and whether it included a FIN already received.
 type streamSeed struct {
 	seq [2]uint32
 	fin [2]bool
-	// unknown: the seed is unknown (an adopted pair): streamBytes
-	// takes the datapath's counter as it is.
-	unknown bool
+	// adopted: an adopted pair, whose seed is unknown (streamBytes
+	// takes the datapath's counter as it is) and whose port this
+	// engine's allocator does not hold.
+	adopted bool
 }
 
 // refresh copies the pair's counters to p; false when the pair is gone.
@@ -220,7 +233,7 @@ func (f *follower) refresh() (bool, error) {
 		if n := int64(f.streamBytes(d, ds)) + f.extra[d]; n != f.counted[d] {
 			f.p.AddBytes(d, n-f.counted[d])
 			if n > f.counted[d] {
-				f.lastMove = time.Now()
+				f.lastMove = monoNow()
 			}
 			f.counted[d] = n
 		}
@@ -229,11 +242,11 @@ func (f *follower) refresh() (bool, error) {
 		// receiver acknowledging them is progress all the same.
 		if ds.AckHi != f.acked[d] {
 			f.acked[d] = ds.AckHi
-			f.lastMove = time.Now()
+			f.lastMove = monoNow()
 		}
 	}
 	if f.drained != nil {
-		if t := f.drained(); t.After(f.lastMove) {
+		if t := f.drained().Sub(monoEpoch); t > f.lastMove {
 			f.lastMove = t
 		}
 	}
@@ -247,7 +260,7 @@ func (f *follower) refresh() (bool, error) {
 // seen one over after a mid-stream splice (1 pair in about 50, cause not
 // found yet), so the distance, which is exact, corrects it.
 func (f *follower) streamBytes(d engine.Direction, ds datapath.DirStats) uint64 {
-	if !ds.FIN || f.seed.unknown {
+	if !ds.FIN || f.seed.adopted {
 		return ds.Bytes
 	}
 	dist := ds.SndNxt - f.seed.seq[d]
@@ -268,11 +281,12 @@ func (f *follower) remove() {
 	st, err := f.dp.Lookup(f.a)
 	spec, serr := f.dp.Spec(f.a)
 	f.dp.Delete(f.a)
-	if f.release != nil {
-		f.release(f.a)
+	if f.e != nil && !f.seed.adopted {
+		// e.ports lets go of what holds the pair's port (porthold.go).
+		f.e.ports.release(f.a)
 	}
-	if err == nil && serr == nil && f.resetPeers != nil && st.Phase != datapath.PhaseClosed {
-		f.resetPeers(spec, st)
+	if err == nil && serr == nil && f.e != nil && st.Phase != datapath.PhaseClosed {
+		f.e.resetPeers(spec, st)
 	}
 }
 
@@ -317,7 +331,7 @@ func (f *follower) onTick(idle time.Duration) (engine.Result, bool) {
 		return f.end(engine.EndEOF, nil), true
 	case f.phase == datapath.PhaseClosed:
 		return f.end(engine.EndReset, nil), true
-	case idle > 0 && time.Since(f.lastMove) >= idle:
+	case idle > 0 && monoNow()-f.lastMove >= idle:
 		f.remove()
 		return f.end(engine.EndIdle, nil), true
 	}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
@@ -77,7 +76,7 @@ func TestFollowerEndOfPair(t *testing.T) {
 	up := func(spec datapath.PairSpec, s packet.Seg) { s.Src, s.Dst = spec.A.Src, spec.A.Dst; send(s, ifA) }
 	down := func(spec datapath.PairSpec, s packet.Seg) { s.Src, s.Dst = spec.B.Src, spec.B.Dst; send(s, ifB) }
 	follow := func(a datapath.Tuple) (engine.Result, bool) {
-		f := follower{p: engine.NewPair(1, "t", nil), a: a, dp: dp, lastMove: time.Now()}
+		f := follower{p: engine.NewPair(1, "t", nil), a: a, dp: dp, lastMove: monoNow()}
 		return f.onTick(0)
 	}
 

@@ -233,8 +233,8 @@ func (e *Engine) followAdopted(g *adoptedGen, ap *adoptedPair) {
 	g.mu.Lock()
 	ch := g.waiters[a]
 	g.mu.Unlock()
-	f := follower{p: ap.p, a: a, dp: g.dp, lastMove: time.Now(), seed: streamSeed{unknown: true},
-		resetPeers: e.resetPeers}
+	f := follower{p: ap.p, a: a, dp: g.dp, lastMove: monoNow(), seed: streamSeed{adopted: true},
+		e: e}
 	f.refresh()
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()

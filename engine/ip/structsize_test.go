@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // maxStructFields is how many fields a struct of the package may have: a
@@ -87,4 +88,13 @@ func fieldCount(st *ast.StructType) int {
 		n += max(len(f.Names), 1)
 	}
 	return n
+}
+
+// TestDetachedRecordSize keeps what the engine holds of a detached pair
+// for its life (its record, follower included) within 224 bytes: with
+// 100,000 idle pairs spliced, every word costs the process 800 KB.
+func TestDetachedRecordSize(t *testing.T) {
+	if n := unsafe.Sizeof(detached{}); n > 224 {
+		t.Errorf("a detached pair's record takes %d bytes: want at most 224", n)
+	}
 }

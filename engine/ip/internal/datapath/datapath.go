@@ -81,8 +81,7 @@ type Datapath struct {
 	mu     sync.Mutex
 	closed bool
 	links  map[int]link.Link
-	pairs  map[Tuple]*pair // by Tuple A
-	byB    map[Tuple]*pair // by Tuple B
+	index  pairIndex // the pairs, by their A and B keys
 	slots  slotAlloc
 	// pin is where Pin put the maps and links, or where Adopt found
 	// them; "" when not pinned (pin.go).
@@ -150,8 +149,7 @@ func newDatapath(opts Options) *Datapath {
 	return &Datapath{
 		opts:  opts,
 		links: make(map[int]link.Link),
-		pairs: make(map[Tuple]*pair),
-		byB:   make(map[Tuple]*pair),
+		index: newPairIndex(),
 	}
 }
 

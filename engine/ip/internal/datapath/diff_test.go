@@ -42,7 +42,7 @@ func TestDifferential(t *testing.T) {
 		ref.insert(spec, 0)
 		ref.mtu = 1500
 		ref.chunk = 256
-		p := h.dp.pairs[spec.A]
+		p := h.dp.pairOf(spec.A)
 		for d := range 2 {
 			if rng.IntN(10) == 0 { // a direction released to the stack
 				if _, _, err := h.dp.Release(spec.A, engine.Direction(d), -1); err != nil {

@@ -205,10 +205,10 @@ func (d *Datapath) ReadEvent() (Event, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if p := d.pairs[ev.Flow]; p != nil {
-		ev.Pair, ev.Found, ev.Dir = p.spec.A, true, engine.Up
-	} else if p := d.byB[ev.Flow]; p != nil {
-		ev.Pair, ev.Found, ev.Dir = p.spec.A, true, engine.Down
+	if p := d.index.a(hdr.Key); p != nil {
+		ev.Pair, ev.Found, ev.Dir = p.a(), true, engine.Up
+	} else if p := d.index.b(hdr.Key); p != nil {
+		ev.Pair, ev.Found, ev.Dir = p.a(), true, engine.Down
 	}
 	return ev, nil
 }

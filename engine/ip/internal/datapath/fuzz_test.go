@@ -53,7 +53,7 @@ func FuzzDatapath(f *testing.F) {
 		ref := newRefModel()
 		ref.insert(spec, 0)
 		ref.mtu = 1500
-		p := h.dp.pairs[spec.A]
+		p := h.dp.pairOf(spec.A)
 		n := 1 + rng.IntN(8)
 		for j := range n {
 			d := rng.IntN(2)

@@ -364,7 +364,7 @@ func (w *twin) sendOn(what string, seg packet.Seg, dev int, want int32, wantDrop
 	if refVerdict != want || refDrop != wantDrop {
 		w.tb.Errorf("%s: reference verdict %d drop %q, want %d %q", what, refVerdict, refDrop, want, wantDrop)
 	}
-	p := w.h.dp.pairs[w.spec.A.unmapped()]
+	p := w.h.dp.pairOf(w.spec.A)
 	for dir, rd := range []*refDir{w.ref.dirs[0], w.ref.dirs[1]} {
 		if err := sameState(w.h.dp.entry(p.slot(engine.Direction(dir))), rd); err != "" {
 			w.tb.Errorf("%s: direction %d: %s", what, dir, err)

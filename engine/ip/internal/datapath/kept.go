@@ -204,18 +204,20 @@ func (s *keptStore) add(raw []byte) {
 func (s *keptStore) register(p *pair) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.flows[p.spec.A] = keptRef{p.spec.A, engine.Up}
-	s.flows[p.spec.B] = keptRef{p.spec.A, engine.Down}
-	s.pairs[p.spec.A] = &keptPair{changed: make(chan struct{}, 1), since: Now()}
+	a, b := p.a(), p.b()
+	s.flows[a] = keptRef{a, engine.Up}
+	s.flows[b] = keptRef{a, engine.Down}
+	s.pairs[a] = &keptPair{changed: make(chan struct{}, 1), since: Now()}
 }
 
 // unregister forgets a pair and its records.
 func (s *keptStore) unregister(p *pair) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.flows, p.spec.A)
-	delete(s.flows, p.spec.B)
-	delete(s.pairs, p.spec.A)
+	a := p.a()
+	delete(s.flows, a)
+	delete(s.flows, p.b())
+	delete(s.pairs, a)
 }
 
 // StopGathering forgets pair a's kept records for good, and those still
@@ -225,7 +227,7 @@ func (s *keptStore) unregister(p *pair) {
 func (d *Datapath) StopGathering(a Tuple) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if p := d.pairs[a.unmapped()]; p != nil {
+	if p := d.pairOf(a); p != nil {
 		d.kept.unregister(p)
 	}
 }

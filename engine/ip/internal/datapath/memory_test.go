@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,4 +73,43 @@ func TestMemoryPerPair(t *testing.T) {
 	if arrayPerPair < float64(2*dirSize) || arrayPerPair > float64(2*dirSize+64) {
 		t.Errorf("directional array costs %.0f bytes per pair of capacity", arrayPerPair)
 	}
+}
+
+// TestHeapPerPair checks what the control plane keeps of a pair once
+// it no longer gathers kept segments (a detached pair): its record and
+// its place in the index, a few hundred bytes at most, with 100,000 idle
+// pairs in mind. A full PairSpec and maps keyed by 64-byte tuples cost
+// about 630.
+func TestHeapPerPair(t *testing.T) {
+	testenv.RequireRoot(t)
+	const pairs = 4000
+	dp, err := Load(Options{MaxPairs: pairs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	for i := range pairs {
+		a := Tuple{
+			Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 40000),
+			Dst: topo4.fa,
+		}
+		b := Tuple{Src: topo4.server, Dst: netip.AddrPortFrom(topo4.fb.Addr(), uint16(20000+i))}
+		if err := dp.Insert(PairSpec{A: a, B: b, IfindexA: 1, IfindexB: 1}); err != nil {
+			t.Fatal(err)
+		}
+		dp.StopGathering(a)
+	}
+	perPair := float64(int64(heap())-int64(before)) / pairs
+	t.Logf("%.0f bytes of Go heap per pair", perPair)
+	if perPair > 320 {
+		t.Errorf("the control plane keeps %.0f bytes of heap per pair: want at most 320", perPair)
+	}
+	runtime.KeepAlive(dp)
 }

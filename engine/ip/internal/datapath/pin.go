@@ -416,7 +416,7 @@ func (d *Datapath) restorePairs() error {
 			IfindexA: int(atomic.LoadUint32(&down.OutIfindex)), IfindexB: int(atomic.LoadUint32(&up.OutIfindex)),
 			Up: dirSpecOf(up), Down: dirSpecOf(down),
 		}
-		p, err := newPair(spec)
+		_, p, err := newPair(spec)
 		if err == nil && ((ks[0] != nil && *ks[0] != p.ka) || (ks[1] != nil && *ks[1] != p.kb)) {
 			err = fmt.Errorf("engine ip: pinned pair %d: its flows and entries disagree", n)
 		}
@@ -425,8 +425,7 @@ func (d *Datapath) restorePairs() error {
 			continue
 		}
 		p.n = n
-		d.pairs[p.spec.A] = p
-		d.byB[p.spec.B] = p
+		d.index.add(p)
 		d.onTable(p, true)
 	}
 	if len(errs) > 0 {
@@ -484,8 +483,10 @@ func PinnedFlows(dir string) ([]Tuple, error) {
 	return out, it.Err()
 }
 
-// Spec returns the spec pair a was published with (for an adopted pair,
-// as read back from the table).
+// Spec returns the spec of pair a as its entries hold it: the
+// translation it was published with (or last updated to), and the
+// tracked starting points (SndNxt, AckHi, TSLast) as the program has
+// moved them since. FINSeen is not kept.
 func (d *Datapath) Spec(a Tuple) (PairSpec, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -493,5 +494,16 @@ func (d *Datapath) Spec(a Tuple) (PairSpec, error) {
 	if err != nil {
 		return PairSpec{}, err
 	}
-	return p.spec, nil
+	return d.spec(p), nil
+}
+
+// spec reads p's spec back from its entries, as Spec returns it.
+func (d *Datapath) spec(p *pair) PairSpec {
+	up, down := d.entry(p.slot(engine.Up)), d.entry(p.slot(engine.Down))
+	return PairSpec{
+		A: p.a(), B: p.b(),
+		IfindexA: int(atomic.LoadUint32(&down.OutIfindex)), IfindexB: int(atomic.LoadUint32(&up.OutIfindex)),
+		Up: dirSpecOf(up), Down: dirSpecOf(down),
+		Keep: (atomic.LoadUint32(&up.Flags)|atomic.LoadUint32(&down.Flags))&flagKeep != 0,
+	}
 }

@@ -69,7 +69,7 @@ func (d *Datapath) Sweep(now time.Duration) ([]Removal, error) {
 	}
 	var out []Removal
 	var errs []error
-	for _, p := range d.pairs {
+	for _, p := range d.index.all() {
 		reason := d.expired(p, now)
 		if reason == "" {
 			continue
@@ -77,7 +77,7 @@ func (d *Datapath) Sweep(now time.Duration) ([]Removal, error) {
 		if err := d.remove(p); err != nil {
 			errs = append(errs, err)
 		}
-		out = append(out, Removal{Pair: p.spec.A, Reason: reason})
+		out = append(out, Removal{Pair: p.a(), Reason: reason})
 	}
 	return out, errors.Join(errs...)
 }

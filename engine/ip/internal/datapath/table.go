@@ -14,12 +14,18 @@ import (
 	"github.com/splicer/splicer/engine"
 )
 
-// pair is the control-plane record of a spliced pair.
+// pair is the control-plane record of a spliced pair: its two flow keys
+// and its slots, 112 bytes. The rest of its spec is in its entries,
+// which Spec reads back.
 type pair struct {
-	spec   PairSpec
-	ka, kb spliceSpliceKey
-	n      uint32 // slots 2n (Up) and 2n+1 (Down)
+	ka, kb       spliceSpliceKey
+	n            uint32 // slots 2n (Up) and 2n+1 (Down)
+	nextA, nextB *pair  // chains of pairIndex
 }
+
+// a and b are the pair's tuples.
+func (p *pair) a() Tuple { return tupleFromKey(p.ka) }
+func (p *pair) b() Tuple { return tupleFromKey(p.kb) }
 
 func (p *pair) slot(d engine.Direction) uint32 { return 2*p.n + uint32(d) }
 
@@ -70,7 +76,7 @@ func (d *Datapath) entry(s uint32) *spliceSpliceDir {
 // the two flows visible to the program. From then on every packet of A and
 // B that reaches an attached device is the datapath's.
 func (d *Datapath) Insert(spec PairSpec) error {
-	p, err := newPair(spec)
+	spec, p, err := newPair(spec)
 	if err != nil {
 		return err
 	}
@@ -82,9 +88,9 @@ func (d *Datapath) Insert(spec PairSpec) error {
 	if d.adopted {
 		return errors.New("engine ip: an adopted datapath takes no new pairs")
 	}
-	d.supersedeEnded(p.spec)
-	if d.pairs[p.spec.A] != nil || d.byB[p.spec.A] != nil || d.pairs[p.spec.B] != nil || d.byB[p.spec.B] != nil {
-		return fmt.Errorf("engine ip: insert %v: a tuple is already spliced", p.spec.A)
+	d.supersedeEnded(p)
+	if d.index.a(p.ka) != nil || d.index.b(p.ka) != nil || d.index.a(p.kb) != nil || d.index.b(p.kb) != nil {
+		return fmt.Errorf("engine ip: insert %v: a tuple is already spliced", spec.A)
 	}
 	n, ok := d.slots.get(time.Now())
 	if !ok {
@@ -92,8 +98,8 @@ func (d *Datapath) Insert(spec PairSpec) error {
 	}
 	p.n = n
 	now := uint32(uint64(Now()) >> timeShift)
-	*d.entry(p.slot(engine.Up)) = newEntry(p.spec.B.Reverse(), p.spec.IfindexB, p.spec.Up, now, p.spec.Keep)
-	*d.entry(p.slot(engine.Down)) = newEntry(p.spec.A.Reverse(), p.spec.IfindexA, p.spec.Down, now, p.spec.Keep)
+	*d.entry(p.slot(engine.Up)) = newEntry(spec.B.Reverse(), spec.IfindexB, spec.Up, now, spec.Keep)
+	*d.entry(p.slot(engine.Down)) = newEntry(spec.A.Reverse(), spec.IfindexA, spec.Down, now, spec.Keep)
 	d.kept.register(p)
 
 	if err := d.insertFlows(p); err != nil {
@@ -101,8 +107,7 @@ func (d *Datapath) Insert(spec PairSpec) error {
 		d.slots.put(n, time.Now())
 		return err
 	}
-	d.pairs[p.spec.A] = p
-	d.byB[p.spec.B] = p
+	d.index.add(p)
 	d.onTable(p, true)
 	return nil
 }
@@ -114,9 +119,9 @@ func (d *Datapath) Insert(spec PairSpec) error {
 // may be spliced before the sweep removes the old pair; its flows would
 // otherwise keep the new pair out of the table. A live pair's tuple is
 // left to Insert to refuse.
-func (d *Datapath) supersedeEnded(spec PairSpec) {
-	for _, t := range []Tuple{spec.A, spec.B} {
-		for _, old := range []*pair{d.pairs[t], d.byB[t]} {
+func (d *Datapath) supersedeEnded(p *pair) {
+	for _, k := range []spliceSpliceKey{p.ka, p.kb} {
+		for _, old := range []*pair{d.index.a(k), d.index.b(k)} {
 			if old != nil && d.ended(old) {
 				d.remove(old)
 			}
@@ -133,7 +138,7 @@ func (d *Datapath) ended(p *pair) bool {
 // onTable tells Options.OnTable that p entered or left the table.
 func (d *Datapath) onTable(p *pair, in bool) {
 	if d.opts.OnTable != nil {
-		d.opts.OnTable(p.spec.B, in)
+		d.opts.OnTable(p.b(), in)
 	}
 }
 
@@ -145,7 +150,7 @@ func (d *Datapath) onTable(p *pair, in bool) {
 func (d *Datapath) insertFlows(p *pair) error {
 	keys := []spliceSpliceKey{p.kb, p.ka}
 	slots := []uint32{p.slot(engine.Down), p.slot(engine.Up)}
-	tuples := []Tuple{p.spec.B, p.spec.A}
+	tuples := []Tuple{p.b(), p.a()}
 	n, err := d.objs.SpliceFlows.BatchUpdate(keys, slots, nil)
 	if errors.Is(err, ebpf.ErrNotSupported) {
 		for n = 0; n < len(keys); n++ {
@@ -164,31 +169,33 @@ func (d *Datapath) insertFlows(p *pair) error {
 	return fmt.Errorf("engine ip: insert flow %v: %w", tuples[min(n, len(keys)-1)], err)
 }
 
-func newPair(spec PairSpec) (*pair, error) {
+// newPair checks spec and returns it with IPv4-mapped addresses unmapped,
+// and the pair's record.
+func newPair(spec PairSpec) (PairSpec, *pair, error) {
 	spec.A, spec.B = spec.A.unmapped(), spec.B.unmapped()
 	ka, err := spec.A.key()
 	if err != nil {
-		return nil, fmt.Errorf("engine ip: connection A: %w", err)
+		return spec, nil, fmt.Errorf("engine ip: connection A: %w", err)
 	}
 	kb, err := spec.B.key()
 	if err != nil {
-		return nil, fmt.Errorf("engine ip: connection B: %w", err)
+		return spec, nil, fmt.Errorf("engine ip: connection B: %w", err)
 	}
 	if ka.Family != kb.Family {
-		return nil, fmt.Errorf("engine ip: A %v and B %v are different address families", spec.A, spec.B)
+		return spec, nil, fmt.Errorf("engine ip: A %v and B %v are different address families", spec.A, spec.B)
 	}
 	if spec.A == spec.B || spec.A == spec.B.Reverse() {
-		return nil, fmt.Errorf("engine ip: A and B are the same connection %v", spec.A)
+		return spec, nil, fmt.Errorf("engine ip: A and B are the same connection %v", spec.A)
 	}
 	if spec.IfindexA <= 0 || spec.IfindexB <= 0 {
-		return nil, fmt.Errorf("engine ip: pair %v: device indexes %d/%d", spec.A, spec.IfindexA, spec.IfindexB)
+		return spec, nil, fmt.Errorf("engine ip: pair %v: device indexes %d/%d", spec.A, spec.IfindexA, spec.IfindexB)
 	}
 	for _, dir := range []engine.Direction{engine.Up, engine.Down} {
 		if err := spec.Dir(dir).validate(); err != nil {
-			return nil, fmt.Errorf("engine ip: pair %v %v: %w", spec.A, dir, err)
+			return spec, nil, fmt.Errorf("engine ip: pair %v %v: %w", spec.A, dir, err)
 		}
 	}
-	return &pair{spec: spec, ka: ka, kb: kb}, nil
+	return spec, &pair{ka: ka, kb: kb}, nil
 }
 
 // newEntry builds the entry that rewrites packets into out (the output
@@ -229,18 +236,18 @@ func newEntry(out Tuple, ifindex int, s DirSpec, now uint32, keep bool) spliceSp
 // count what it kept meanwhile (and Update again); without, any keeping
 // ends with the modes (the kept segments stay in Kept).
 func (d *Datapath) Update(spec PairSpec) error {
-	np, err := newPair(spec)
+	nspec, np, err := newPair(spec)
 	if err != nil {
 		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p, err := d.lookup(np.spec.A)
+	p, err := d.lookup(nspec.A)
 	if err != nil {
 		return err
 	}
-	if p.spec.B != np.spec.B {
-		return fmt.Errorf("engine ip: update %v: connection B changed from %v to %v", spec.A, p.spec.B, np.spec.B)
+	if p.kb != np.kb {
+		return fmt.Errorf("engine ip: update %v: connection B changed from %v to %v", spec.A, p.b(), nspec.B)
 	}
 	for _, dir := range []engine.Direction{engine.Up, engine.Down} {
 		if err := d.updatable(p, dir); err != nil {
@@ -248,18 +255,17 @@ func (d *Datapath) Update(spec PairSpec) error {
 		}
 	}
 	for _, dir := range []engine.Direction{engine.Up, engine.Down} {
-		d.writeDir(p, dir, np.spec.Dir(dir), np.spec.ifindex(dir))
+		d.writeDir(p, dir, nspec.Dir(dir), nspec.ifindex(dir))
 	}
 	// Modes last: the program reads the rest only once a mode is not hold.
 	for _, dir := range []engine.Direction{engine.Up, engine.Down} {
-		atomic.StoreUint32(&d.entry(p.slot(dir)).Ctl, np.spec.Dir(dir).ctl())
+		atomic.StoreUint32(&d.entry(p.slot(dir)).Ctl, nspec.Dir(dir).ctl())
 	}
-	if !np.spec.Keep {
+	if !nspec.Keep {
 		for _, dir := range []engine.Direction{engine.Up, engine.Down} {
 			atomic.AndUint32(&d.entry(p.slot(dir)).Flags, ^flagKeep)
 		}
 	}
-	p.spec = np.spec
 	return nil
 }
 
@@ -280,13 +286,8 @@ func (d *Datapath) UpdateDir(a Tuple, dir engine.Direction, s DirSpec) error {
 	if err := d.updatable(p, dir); err != nil {
 		return err
 	}
-	d.writeDir(p, dir, s, p.spec.ifindex(dir))
+	d.writeDir(p, dir, s, int(atomic.LoadUint32(&d.entry(p.slot(dir)).OutIfindex)))
 	atomic.StoreUint32(&d.entry(p.slot(dir)).Ctl, s.ctl())
-	if dir == engine.Up {
-		p.spec.Up = s
-	} else {
-		p.spec.Down = s
-	}
 	return nil
 }
 
@@ -296,7 +297,7 @@ func (d *Datapath) updatable(p *pair, dir engine.Direction) error {
 	e := d.entry(p.slot(dir))
 	m := engine.Mode(atomic.LoadUint32(&e.Ctl) & ctlMask)
 	if m != engine.Hold && atomic.LoadUint32(&e.Flags)&flagKeep == 0 {
-		return fmt.Errorf("engine ip: update %v: direction %v is in mode %v, neither hold nor keeping", p.spec.A, dir, m)
+		return fmt.Errorf("engine ip: update %v: direction %v is in mode %v, neither hold nor keeping", p.a(), dir, m)
 	}
 	return nil
 }
@@ -343,17 +344,12 @@ func (d *Datapath) SetMode(a Tuple, dir engine.Direction, m DirMode) error {
 	if err != nil {
 		return err
 	}
-	s := p.spec.Dir(dir)
-	s.DirMode = m
 	e := d.entry(p.slot(dir))
+	s := dirSpecOf(e)
+	s.DirMode = m
 	atomic.StoreUint32(&e.LimitSeq, m.LimitSeq)
 	atomic.AndUint32(&e.Flags, ^uint32(flagLimitEv|flagWatchEv))
 	atomic.StoreUint32(&e.Ctl, s.ctl())
-	if dir == engine.Up {
-		p.spec.Up = s
-	} else {
-		p.spec.Down = s
-	}
 	return nil
 }
 
@@ -405,7 +401,10 @@ func (d *Datapath) RemoveEnded(b Tuple, ok func(PairSpec, PairStats) bool) (bool
 	if d.closed {
 		return false, ErrClosed
 	}
-	p := d.byB[b.unmapped()]
+	var p *pair
+	if k, err := b.key(); err == nil {
+		p = d.index.b(k)
+	}
 	if p == nil {
 		return false, fmt.Errorf("%w: %v", ErrNotFound, b)
 	}
@@ -416,7 +415,7 @@ func (d *Datapath) RemoveEnded(b Tuple, ok func(PairSpec, PairStats) bool) (bool
 		Up:    d.dirStats(up, now),
 		Down:  d.dirStats(down, now),
 	}
-	if st.Phase != PhaseTimeWait && st.Phase != PhaseClosed || !ok(p.spec, st) {
+	if st.Phase != PhaseTimeWait && st.Phase != PhaseClosed || !ok(d.spec(p), st) {
 		return false, nil
 	}
 	return true, d.remove(p)
@@ -434,13 +433,12 @@ func (d *Datapath) remove(p *pair) error {
 	// gone already.
 	errA := ignoreMissing(d.objs.SpliceFlows.Delete(&p.ka))
 	errB := ignoreMissing(d.objs.SpliceFlows.Delete(&p.kb))
-	delete(d.pairs, p.spec.A)
-	delete(d.byB, p.spec.B)
+	d.index.remove(p)
 	d.onTable(p, false)
 	d.kept.unregister(p)
 	d.slots.put(p.n, time.Now())
 	if errA != nil || errB != nil {
-		return fmt.Errorf("engine ip: delete %v: %w", p.spec.A, errors.Join(errA, errB))
+		return fmt.Errorf("engine ip: delete %v: %w", p.a(), errors.Join(errA, errB))
 	}
 	return nil
 }
@@ -449,7 +447,7 @@ func (d *Datapath) lookup(a Tuple) (*pair, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
-	p := d.pairs[a.unmapped()]
+	p := d.pairOf(a)
 	if p == nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotFound, a)
 	}
@@ -460,9 +458,9 @@ func (d *Datapath) lookup(a Tuple) (*pair, error) {
 func (d *Datapath) Pairs() []Tuple {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]Tuple, 0, len(d.pairs))
-	for a := range d.pairs {
-		out = append(out, a)
+	out := make([]Tuple, 0, d.index.n)
+	for _, p := range d.index.all() {
+		out = append(out, p.a())
 	}
 	return out
 }
