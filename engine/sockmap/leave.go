@@ -148,7 +148,9 @@ func (s *splice) waitDrained(ctx context.Context) {
 		if dw != took {
 			took, tookAt = dw, time.Now()
 		} else if idle := s.opts.IdleTimeout; keep && idle > 0 && time.Since(tookAt) >= idle {
-			s.res.End, s.res.Dir, s.res.Err = engine.EndIdle, 1-k.d, nil
+			// The kernel took bytes the destination does not take: a
+			// write stalled after the splice's end, as a pump's is.
+			s.res.End, s.res.Dir, s.res.Err = engine.EndIdle, 1-k.d, engine.ErrStalledWrite
 			return
 		}
 		if errno := soError(k.dst); errno != 0 && errno != unix.ENOMSG {
