@@ -67,7 +67,7 @@ func IPRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	p.finish()
 	res.Rows = smp.rows([]string{"ip"})
-	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in the client namespace (net.ipv4.tcp_tw_reuse=1) to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, s.IPRateFor))
+	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in the client namespace to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, s.IPRateFor))
 	return res, nil
 }
 
@@ -134,13 +134,6 @@ func (m iprateMeasure) note(run int) string {
 func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports string) (iprateMeasure, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The clients close first, so their ports sit in TIME_WAIT: without
-	// reuse one client address runs out of ephemeral ports at about 470
-	// new connections a second ("cannot assign requested address"), and
-	// the bench would measure the client, as connrate's lab knows.
-	if err := e.Lab.Client.Sysctl("net.ipv4.tcp_tw_reuse", "1"); err != nil {
-		return iprateMeasure{}, err
-	}
 	listen := net.JoinHostPort(e.addrs.fwd, strconv.Itoa(ipratePort))
 	cfg := fmt.Sprintf("admin: %q\nlog: {level: warn, format: text}\nshutdown_timeout: 1s\nengines: {ip: {local_ports: %s}}\nlisteners:\n"+
 		"  - {name: iprate, listen: %q, upstream: [%q], engine: ip, max_connections: 0, splice_after: 0s}\n",
