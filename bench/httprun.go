@@ -71,24 +71,40 @@ func (e *Env) httpPoint(ctx context.Context, t *Target, url string, conc int, du
 // spliceCounts reads splicer's splices per engine (fallbacks left out) from
 // its /metrics.
 func (e *Env) spliceCounts(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+e.AdminAddr+"/metrics", nil)
+	counts := map[string]float64{}
+	err := e.metricLines(ctx, e.AdminAddr, func(line string) bool {
+		if engine, v, ok := parseSpliceLine(line); ok {
+			counts[engine] += v
+		}
+		return true
+	})
 	if err != nil {
 		return nil, err
+	}
+	return counts, nil
+}
+
+// metricLines fetches the /metrics of the splicer whose admin endpoint
+// is addr on the forwarder host and calls each with every line, until
+// each returns false.
+func (e *Env) metricLines(ctx context.Context, addr string, each func(line string) bool) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return err
 	}
 	resp, err := e.admin().Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	counts := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		engine, v, ok := parseSpliceLine(sc.Text())
-		if ok {
-			counts[engine] += v
+		if !each(sc.Text()) {
+			return nil
 		}
 	}
-	return counts, sc.Err()
+	return sc.Err()
 }
 
 // parseSpliceLine reads a line such as

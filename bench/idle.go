@@ -5,7 +5,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -180,17 +179,7 @@ func (e *Env) idleOf(ctx context.Context, n int) (idleRun, error) {
 // client's 5 s.
 func (e *Env) bigFlows(ctx context.Context) ([]Flow, error) {
 	hc := &http.Client{Transport: e.admin().Transport, Timeout: 2 * time.Minute}
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+idleAdmin+"/flows", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var flows []Flow
-	return flows, json.NewDecoder(resp.Body).Decode(&flows)
+	return e.flowsWith(ctx, hc, idleAdmin)
 }
 
 // idleSysctls widen the accept queues the experiment's bursts of

@@ -3,11 +3,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -217,32 +215,19 @@ func parseLabels(s string) map[string]string {
 // scrapeAt reads every sample of the /metrics at admin addr, by its name
 // and labels as written.
 func (e *Env) scrapeAt(ctx context.Context, addr string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := e.admin().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	err := e.metricLines(ctx, addr, func(line string) bool {
 		if strings.HasPrefix(line, "#") {
-			continue
+			return true
 		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
+		if i := strings.LastIndexByte(line, ' '); i >= 0 {
+			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				out[line[:i]] = v
+			}
 		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out, sc.Err()
+		return true
+	})
+	return out, err
 }
 
 // sampleFDs counts pid's open descriptors every second until ctx ends

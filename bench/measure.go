@@ -171,7 +171,11 @@ func (e *Env) Flows(ctx context.Context) ([]Flow, error) {
 // flowsAt fetches /flows from the splicer whose admin endpoint is addr on
 // the forwarder host.
 func (e *Env) flowsAt(ctx context.Context, addr string) ([]Flow, error) {
-	hc := e.admin()
+	return e.flowsWith(ctx, e.admin(), addr)
+}
+
+// flowsWith is flowsAt through hc.
+func (e *Env) flowsWith(ctx context.Context, hc *http.Client, addr string) ([]Flow, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/flows", nil)
 	if err != nil {
 		return nil, err

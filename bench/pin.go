@@ -5,8 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -209,24 +207,23 @@ func (e *Env) waitGOMAXPROCS(ctx context.Context, want int) error {
 
 // gomaxprocs reads splicer's GOMAXPROCS from its metrics.
 func (e *Env) gomaxprocs(ctx context.Context) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+e.AdminAddr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := e.admin().Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_sched_gomaxprocs_threads "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err
+	n, found := 0, false
+	var perr error
+	err := e.metricLines(ctx, e.AdminAddr, func(line string) bool {
+		v, ok := strings.CutPrefix(line, "go_sched_gomaxprocs_threads ")
+		if !ok {
+			return true
 		}
+		var f float64
+		f, perr = strconv.ParseFloat(strings.TrimSpace(v), 64)
+		n, found = int(f), true
+		return false
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case !found:
+		return 0, fmt.Errorf("no go_sched_gomaxprocs_threads in splicer's metrics")
 	}
-	return 0, fmt.Errorf("no go_sched_gomaxprocs_threads in splicer's metrics")
+	return n, perr
 }
