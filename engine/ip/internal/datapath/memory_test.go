@@ -53,14 +53,7 @@ func TestMemoryPerPair(t *testing.T) {
 	defer dp.Close()
 	before := memlock(t, dp.objs.SpliceFlows)
 	for i := range pairs {
-		a := Tuple{
-			Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 40000),
-			Dst: topo4.fa,
-		}
-		b := Tuple{Src: topo4.server, Dst: netip.AddrPortFrom(topo4.fb.Addr(), uint16(20000+i))}
-		if err := dp.Insert(PairSpec{A: a, B: b, IfindexA: 1, IfindexB: 1}); err != nil {
-			t.Fatal(err)
-		}
+		insertNthPair(t, dp, i)
 	}
 	hashPerPair := float64(memlock(t, dp.objs.SpliceFlows)-before) / pairs
 	keyVal := 2 * (unsafe.Sizeof(spliceSpliceKey{}) + 4 + unsafe.Sizeof(spliceSpliceDir{}))
@@ -96,15 +89,7 @@ func TestHeapPerPair(t *testing.T) {
 	}
 	before := heap()
 	for i := range pairs {
-		a := Tuple{
-			Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 40000),
-			Dst: topo4.fa,
-		}
-		b := Tuple{Src: topo4.server, Dst: netip.AddrPortFrom(topo4.fb.Addr(), uint16(20000+i))}
-		if err := dp.Insert(PairSpec{A: a, B: b, IfindexA: 1, IfindexB: 1}); err != nil {
-			t.Fatal(err)
-		}
-		dp.StopGathering(a)
+		dp.StopGathering(insertNthPair(t, dp, i))
 	}
 	perPair := float64(int64(heap())-int64(before)) / pairs
 	t.Logf("%.0f bytes of Go heap per pair", perPair)
@@ -112,4 +97,19 @@ func TestHeapPerPair(t *testing.T) {
 		t.Errorf("the control plane keeps %.0f bytes of heap per pair: want at most 320", perPair)
 	}
 	runtime.KeepAlive(dp)
+}
+
+// insertNthPair inserts the i-th of a run of distinct IPv4 pairs (a
+// client address and an upstream port each) and returns its A tuple.
+func insertNthPair(tb testing.TB, dp *Datapath, i int) Tuple {
+	tb.Helper()
+	a := Tuple{
+		Src: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 40000),
+		Dst: topo4.fa,
+	}
+	b := Tuple{Src: topo4.server, Dst: netip.AddrPortFrom(topo4.fb.Addr(), uint16(20000+i))}
+	if err := dp.Insert(PairSpec{A: a, B: b, IfindexA: 1, IfindexB: 1}); err != nil {
+		tb.Fatal(err)
+	}
+	return a
 }
