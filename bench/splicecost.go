@@ -236,9 +236,8 @@ func (e *Env) idlePairsWithClients(ctx context.Context, n int, en engine.Engine)
 }
 
 // dialUpstream dials addr from the forwarder namespace, from a port of
-// en's range if it hands them out; each port picked is settled as the
-// forwarder settles it: the connection keeps the one it left from, the
-// others go back.
+// en's range if it hands them out, each port picked settled as the
+// forwarder settles it (engine.SettlePicks).
 func (e *Env) dialUpstream(ctx context.Context, addr string, en engine.Engine) (net.Conn, error) {
 	ports, ok := en.(engine.UpstreamPorts)
 	if !ok {
@@ -253,14 +252,7 @@ func (e *Env) dialUpstream(ctx context.Context, addr string, en engine.Engine) (
 		return p, ok
 	})
 	c, err := e.Lab.Fwd.Dial(dctx, "tcp", addr)
-	tc, _ := c.(*net.TCPConn)
-	for _, p := range picks {
-		if tc != nil && tc.LocalAddr().(*net.TCPAddr).Port == int(p.Port) {
-			ports.UpstreamDialled(p.Server, p.Port, tc)
-		} else {
-			ports.UpstreamDialled(p.Server, p.Port, nil)
-		}
-	}
+	engine.SettlePicks(ports, picks, c)
 	return c, err
 }
 

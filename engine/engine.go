@@ -24,6 +24,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/splicer/splicer/internal/sockopt"
 )
 
 // Engine moves the bytes of a pair in forwarding mode.
@@ -333,6 +335,34 @@ type UpstreamPorts interface {
 	// until c is closed; nil c gives it back (the dial failed, or its
 	// socket took another port).
 	UpstreamDialled(server netip.AddrPort, port uint16, c *net.TCPConn)
+}
+
+// SettlePicks tells ports what became of the ports it handed out for
+// one dial: c (nil if the dial failed) keeps the one it left from
+// toward the server it reached; the others are given back.
+func SettlePicks(ports UpstreamPorts, picks []sockopt.Pick, c net.Conn) {
+	tc, _ := c.(*net.TCPConn)
+	var local, remote netip.AddrPort
+	if tc != nil {
+		local, remote = tcpAddrPort(tc.LocalAddr()), tcpAddrPort(tc.RemoteAddr())
+	}
+	for _, p := range picks {
+		if tc != nil && local.Port() == p.Port && remote.Addr().Unmap() == p.Server.Addr().Unmap() && remote.Port() == p.Server.Port() {
+			ports.UpstreamDialled(p.Server, p.Port, tc)
+		} else {
+			ports.UpstreamDialled(p.Server, p.Port, nil)
+		}
+	}
+}
+
+// tcpAddrPort is a's address and port, without formatting and parsing
+// it again: SettlePicks runs for every pair dialled from a range.
+func tcpAddrPort(a net.Addr) netip.AddrPort {
+	ta, _ := a.(*net.TCPAddr)
+	if ta == nil {
+		return netip.AddrPort{}
+	}
+	return ta.AddrPort()
 }
 
 // ControlMode is the engine whose copy loop is the proxy's own control-mode

@@ -130,7 +130,7 @@ const portTries = 16
 // from the forwarder's connections. If even that port is in use, the
 // dial fails there: the engine had no port of the range to give, and
 // each further try would only have the kernel search its range again.
-// Every port handed out is accounted for (settlePicks): the connection
+// Every port handed out is accounted for (engine.SettlePicks): the connection
 // keeps the one it left from, the others go back.
 func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, error) {
 	var refused atomic.Bool // a dial took a kernel port: the range had none
@@ -150,7 +150,7 @@ func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, err
 	for range portTries {
 		c, err := s.l.f.dial(inRange, "tcp", addr)
 		mu.Lock()
-		settlePicks(s.l.ports, picks, c)
+		engine.SettlePicks(s.l.ports, picks, c)
 		picks = picks[:0]
 		mu.Unlock()
 		if err == nil || !sockopt.IsPortInUse(err) || ctx.Err() != nil || refused.Load() {
@@ -158,34 +158,6 @@ func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, err
 		}
 	}
 	return s.l.f.dial(ctx, "tcp", addr)
-}
-
-// settlePicks tells ports what became of the ports it handed out for
-// one dial: c (nil if the dial failed) keeps the one it left from
-// toward the server it reached; the others are given back.
-func settlePicks(ports engine.UpstreamPorts, picks []sockopt.Pick, c net.Conn) {
-	tc, _ := c.(*net.TCPConn)
-	var local, remote netip.AddrPort
-	if tc != nil {
-		local, remote = tcpAddrPort(tc.LocalAddr()), tcpAddrPort(tc.RemoteAddr())
-	}
-	for _, p := range picks {
-		if tc != nil && local.Port() == p.Port && remote.Addr().Unmap() == p.Server.Addr().Unmap() && remote.Port() == p.Server.Port() {
-			ports.UpstreamDialled(p.Server, p.Port, tc)
-		} else {
-			ports.UpstreamDialled(p.Server, p.Port, nil)
-		}
-	}
-}
-
-// tcpAddrPort is a's address and port, without formatting and parsing
-// it again: settlePicks runs for every pair dialled from a range.
-func tcpAddrPort(a net.Addr) netip.AddrPort {
-	ta, _ := a.(*net.TCPAddr)
-	if ta == nil {
-		return netip.AddrPort{}
-	}
-	return ta.AddrPort()
 }
 
 // AdoptUpstream implements proxy.UpstreamAdopter: c, dialled for another
