@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/splicer/splicer/loadgen"
@@ -50,8 +51,8 @@ var crossoverBase = []string{"copy", "pipe"}
 // DefaultCrossoverSizes are the full run's transfer sizes, 1 KiB to 16 MiB.
 var DefaultCrossoverSizes = kib(1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 16384)
 
-// QuickCrossoverSizes span the same range in four points.
-var QuickCrossoverSizes = kib(1, 64, 1024, 16384)
+// QuickCrossoverSizes span the same range in three points.
+var QuickCrossoverSizes = kib(1, 1024, 16384)
 
 // Crossover measures, in a splicer process of its own, what moving N bytes
 // through one pair costs the forwarder with each engine: over a tcp
@@ -77,6 +78,14 @@ func Crossover(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			res.Unavailable = append(res.Unavailable, Missing{name, t.Unavailable})
 		default:
 			engines = append(engines, name)
+		}
+	}
+	for _, t := range e.Targets {
+		switch {
+		case t.Peer:
+			res.Unavailable = append(res.Unavailable, Missing{t.Name, "a peer has no engine to weigh against ip"})
+		case !slices.Contains(crossoverEngines, t.Name):
+			res.Unavailable = append(res.Unavailable, Missing{t.Name, "not measured: crossover weighs copy (where engine auto starts a pair) and pipe (where a short body goes) against ip"})
 		}
 	}
 	if !slices.Contains(engines, "ip") {
@@ -159,9 +168,10 @@ func (pt crossoverPoint) add(smp *samples, mode crossoverMode, en string, size i
 // crossoverAt is where ip's cost per transfer meets base's: between the
 // last size at which ip costs more and the next, interpolated linearly in
 // bytes (a copy's cost grows about linearly with them, a splice's hardly).
-// It is the size past which ip stays the cheaper on every measured size;
-// ok is false when ip costs more even at the largest size, or less even
-// at the smallest (the crossover is outside the sizes).
+// It is the size past which ip stays the cheaper on every measured size.
+// Where ip costs less at every size the crossover is at or below the
+// smallest, which it returns; ok is false when ip costs more even at the
+// largest size (the crossover is past the sizes measured).
 func crossoverAt(sizes []int64, base, ip map[int64]float64) (float64, bool) {
 	sorted := slices.Clone(sizes)
 	slices.Sort(sorted)
@@ -176,7 +186,10 @@ func crossoverAt(sizes []int64, base, ip map[int64]float64) (float64, bool) {
 			last = i
 		}
 	}
-	if last < 0 || last == len(sorted)-1 {
+	if last < 0 {
+		return float64(sorted[0]), true
+	}
+	if last == len(sorted)-1 {
 		return 0, false
 	}
 	lo, hi := sorted[last], sorted[last+1]
@@ -194,7 +207,7 @@ func crossoverNotes(s Settings, sizes []int64, r *Result) []string {
 		fmt.Sprintf("a splicer process of its own in the forwarder namespace: a tcp listener per engine to the origin's sink (splice_after 0s: every pair spliced at once) and an http-reverse listener per engine to the origin's http service, engines.ip.min_body 0 (ip takes every body http-reverse does not copy itself: below 32 KiB it copies all); sizes %v; per point, after %d unmeasured transfers, one client in the client namespace does transfers one after another for about %v (%d to %d of them); %d run(s), engines interleaved within each size, cells the median of the runs (min–max)", labels, crossoverWarm, s.Duration, crossoverMinBatch, crossoverMaxBatch, s.Runs),
 		"tcp: a connection per transfer, the client sends N bytes and half-closes, the sink half-closes back once it has read them all; http: a keep-alive GET of an N-byte object per transfer, over one connection",
 		"proc_cpu_us: the splicer process's user+system CPU per transfer, its threads' run time from /proc/PID/task/*/schedstat (nanoseconds; /proc/PID/stat's 10 ms ticks when threads ended within the batch), so load from other processes on the machine distorts it little; the datapath's work in softirq (ip) and the kernel's TCP work outside the process's system calls are not in it, for any engine; wall_ms: the median transfer, from dial (tcp) or request (http) to the last byte, which load does distort",
-		"crossover_<engine>_kib: the transfer size at which ip's proc_cpu_us meets that engine's, per run, between the last size where ip costs more and the next, interpolated linearly in bytes; a run where ip costs more even at the largest size, or less even at the smallest, has none. copy is where engine auto starts a pair (listeners[].promote.after_bytes), pipe where a body below engines.ip.min_body goes",
+		"crossover_<engine>_kib: the transfer size at which ip's proc_cpu_us meets that engine's, per run, between the last size where ip costs more and the next, interpolated linearly in bytes; a run where ip costs less at every size counts the smallest (the crossover is at or below it), one where ip costs more even at the largest size has none. copy is where engine auto starts a pair (listeners[].promote.after_bytes), pipe where a body below engines.ip.min_body goes",
 	}
 	for _, m := range []string{"crossover_copy_kib", "crossover_pipe_kib", "http_crossover_copy_kib", "http_crossover_pipe_kib"} {
 		if row, ok := r.Row("ip", m); ok {
@@ -297,10 +310,10 @@ func (x *crossoverRun) point(ctx context.Context, mode crossoverMode, en string,
 	before, _ := x.e.spliceCountsAt(ctx, crossoverAdmin)
 	cpu0 := threadsCPU(x.pid)
 	walls, err := x.batch(ctx, mode, en, size, n)
-	used := threadsCPU(x.pid).since(cpu0)
 	if err != nil {
 		return crossoverPoint{}, err
 	}
+	used := x.settled(ctx).since(cpu0)
 	pt := crossoverPoint{cpuUS: used.Seconds() * 1e6 / float64(n)}
 	slices.Sort(walls)
 	pt.wallMS = percentile(walls, 0.5)
@@ -308,6 +321,49 @@ func (x *crossoverRun) point(ctx context.Context, mode crossoverMode, en string,
 		pt.engines = movedEngines(before, after)
 	}
 	return pt, nil
+}
+
+// settleWait is how long settled waits for the pairs of a batch to end
+// before it polls; settleTimeout bounds the polling.
+const (
+	settleWait    = 20 * time.Millisecond
+	settleTimeout = 5 * time.Second
+)
+
+// settled waits until the crossover splicer holds no connection and no
+// spliced pair, so that what a pair costs after its client saw the end
+// (ip's teardown, a splice's last counters) is charged to the batch that
+// made it, not to the next; it returns the process's CPU time read just
+// before the scrape that found it idle, which leaves that scrape's own
+// cost out.
+func (x *crossoverRun) settled(ctx context.Context) threadTimes {
+	time.Sleep(settleWait)
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		t := threadsCPU(x.pid)
+		if x.idle(ctx) || time.Now().After(deadline) || ctx.Err() != nil {
+			return t
+		}
+		time.Sleep(settleWait)
+	}
+}
+
+// idle reports whether the crossover splicer's /metrics show no active
+// connection and no spliced pair.
+func (x *crossoverRun) idle(ctx context.Context) bool {
+	busy := 0.0
+	err := x.e.metricLines(ctx, crossoverAdmin, func(line string) bool {
+		name, rest, _ := strings.Cut(line, "{")
+		if name != "splicer_connections_active" && name != "splicer_pairs_spliced" {
+			return true
+		}
+		if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+			v, _ := strconv.ParseFloat(rest[i+1:], 64)
+			busy += v
+		}
+		return true
+	})
+	return err == nil && busy == 0
 }
 
 // batch does n transfers of size bytes one after another and returns

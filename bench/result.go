@@ -254,7 +254,7 @@ func writeListed(w io.Writer, r *Result) {
 var sizedFamilies = map[string][]string{
 	"web": {"web_get_rps", "web_get_cpu_us", "web_get_proc_cpu_us", "web_get_p50_ms",
 		"web_connect_rps", "web_connect_cpu_us", "web_connect_proc_cpu_us", "web_connect_p50_ms"},
-	"switch": {"switch_p50_ms", "switch_p99_ms", "switch_gbps"},
+	"switch":    {"switch_p50_ms", "switch_p99_ms", "switch_gbps"},
 	"crossover": {"proc_cpu_us", "wall_ms", "http_proc_cpu_us", "http_wall_ms"},
 }
 
