@@ -118,6 +118,9 @@ func Crossover(ctx context.Context, e *Env, s Settings) (*Result, error) {
 						return nil, fmt.Errorf("%s %s %s: %w", mode.name, en, sizeLabel(size), err)
 					}
 					pt.add(smp, mode, en, size)
+					if pt.unsettled {
+						res.Notes = append(res.Notes, fmt.Sprintf("run %d %s %s %s: the process still had pairs of the batch, or had not counted their splices' end, %v after it; read then", run+1, mode.name, en, sizeLabel(size), settleTimeout))
+					}
 					addSeen(seen, en+" "+mode.name, pt.engines)
 					if cpu[en] == nil {
 						cpu[en] = map[int64]float64{}
@@ -158,6 +161,9 @@ type crossoverPoint struct {
 	cpuUS, wallMS float64
 	// engines are those splicer's metrics counted splices for.
 	engines []string
+	// unsettled: the process was still busy with the batch's pairs
+	// settleTimeout after it.
+	unsettled bool
 }
 
 func (pt crossoverPoint) add(smp *samples, mode crossoverMode, en string, size int64) {
@@ -296,8 +302,9 @@ func (w *sliceWriter) Write(p []byte) (int, error) {
 
 // point measures one (mode, engine, size): a few unmeasured transfers
 // tell how long one takes, then a batch sized to last about dur is
-// measured, splicer's splice counters read around it.
+// measured, from a settled process to a settled process.
 func (x *crossoverRun) point(ctx context.Context, mode crossoverMode, en string, size int64, dur time.Duration) (crossoverPoint, error) {
+	before, _ := x.e.spliceCountsAt(ctx, crossoverAdmin)
 	start := time.Now()
 	if _, err := x.batch(ctx, mode, en, size, crossoverWarm); err != nil {
 		return crossoverPoint{}, fmt.Errorf("warm-up: %w", err)
@@ -307,17 +314,16 @@ func (x *crossoverRun) point(ctx context.Context, mode crossoverMode, en string,
 	if each > 0 {
 		n = min(max(int(dur/each), crossoverMinBatch), crossoverMaxBatch)
 	}
-	before, _ := x.e.spliceCountsAt(ctx, crossoverAdmin)
-	cpu0 := threadsCPU(x.pid)
+	cpu0, before, _ := x.settled(ctx, mode, en, before, crossoverWarm)
 	walls, err := x.batch(ctx, mode, en, size, n)
 	if err != nil {
 		return crossoverPoint{}, err
 	}
-	used := x.settled(ctx).since(cpu0)
-	pt := crossoverPoint{cpuUS: used.Seconds() * 1e6 / float64(n)}
+	cpu1, after, ok := x.settled(ctx, mode, en, before, n)
+	pt := crossoverPoint{cpuUS: cpu1.since(cpu0).Seconds() * 1e6 / float64(n), unsettled: !ok}
 	slices.Sort(walls)
 	pt.wallMS = percentile(walls, 0.5)
-	if after, err := x.e.spliceCountsAt(ctx, crossoverAdmin); err == nil && before != nil {
+	if after != nil && before != nil {
 		pt.engines = movedEngines(before, after)
 	}
 	return pt, nil
@@ -331,28 +337,37 @@ const (
 )
 
 // settled waits until the crossover splicer holds no connection and no
-// spliced pair, so that what a pair costs after its client saw the end
-// (ip's teardown, a splice's last counters) is charged to the batch that
-// made it, not to the next; it returns the process's CPU time read just
-// before the scrape that found it idle, which leaves that scrape's own
-// cost out.
-func (x *crossoverRun) settled(ctx context.Context) threadTimes {
+// spliced pair and, in tcp mode, has counted the end of the n splices of
+// en begun since before (splicer_splice_transitions_total counts a splice
+// when it ends), so that what a pair costs after its client saw the end
+// (ip's teardown) is charged to the batch that made it, not to the next.
+// It returns the process's CPU time read just before the scrape that
+// found it settled, which leaves that scrape's own cost out, and the
+// splice counts; ok is false when it gave up after settleTimeout.
+func (x *crossoverRun) settled(ctx context.Context, mode crossoverMode, en string, before map[string]float64, n int) (threadTimes, map[string]float64, bool) {
 	time.Sleep(settleWait)
 	deadline := time.Now().Add(settleTimeout)
 	for {
 		t := threadsCPU(x.pid)
-		if x.idle(ctx) || time.Now().After(deadline) || ctx.Err() != nil {
-			return t
+		busy, counts, err := x.load(ctx)
+		done := err == nil && busy == 0 && (mode.http || before == nil || counts[en]-before[en] >= float64(n))
+		if done || time.Now().After(deadline) || ctx.Err() != nil {
+			return t, counts, done
 		}
 		time.Sleep(settleWait)
 	}
 }
 
-// idle reports whether the crossover splicer's /metrics show no active
-// connection and no spliced pair.
-func (x *crossoverRun) idle(ctx context.Context) bool {
-	busy := 0.0
+// load reads the crossover splicer's /metrics: its active connections
+// and spliced pairs together, and its splices per engine (fallbacks left
+// out).
+func (x *crossoverRun) load(ctx context.Context) (float64, map[string]float64, error) {
+	busy, counts := 0.0, map[string]float64{}
 	err := x.e.metricLines(ctx, crossoverAdmin, func(line string) bool {
+		if en, v, ok := parseSpliceLine(line); ok {
+			counts[en] += v
+			return true
+		}
 		name, rest, _ := strings.Cut(line, "{")
 		if name != "splicer_connections_active" && name != "splicer_pairs_spliced" {
 			return true
@@ -363,7 +378,7 @@ func (x *crossoverRun) idle(ctx context.Context) bool {
 		}
 		return true
 	})
-	return err == nil && busy == 0
+	return busy, counts, err
 }
 
 // batch does n transfers of size bytes one after another and returns
