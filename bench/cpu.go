@@ -149,3 +149,41 @@ func cpus() int {
 	}
 	return 1
 }
+
+// threadTimes is a process tree's CPU time two ways: fine, the run time
+// of its live threads from /proc/PID/task/TID/schedstat in nanoseconds;
+// coarse, /proc/PID/stat's user+system in 10 ms ticks, which also counts
+// threads that ended.
+type threadTimes struct{ fine, coarse time.Duration }
+
+// threadsCPU reads pid's tree's CPU time both ways.
+func threadsCPU(pid int) threadTimes {
+	t := threadTimes{coarse: treeCPU(pid)}
+	for _, p := range append([]int{pid}, descendants(pid)...) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/schedstat", p))
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			fields := strings.Fields(string(b))
+			if len(fields) == 0 {
+				continue
+			}
+			ns, _ := strconv.ParseInt(fields[0], 10, 64)
+			t.fine += time.Duration(ns)
+		}
+	}
+	return t
+}
+
+// since is the CPU time spent from t0 to t: the fine figure, unless the
+// coarse one is more than two ticks above it, which means threads that
+// ran in between have ended and taken their time out of the fine sum.
+func (t threadTimes) since(t0 threadTimes) time.Duration {
+	fine, coarse := t.fine-t0.fine, t.coarse-t0.coarse
+	if coarse-fine > 2*ticks(1) {
+		return coarse
+	}
+	return fine
+}

@@ -58,6 +58,9 @@ type Settings struct {
 	IPRateFor   time.Duration
 	IPRateConns int
 	IPRatePorts int
+	// CrossoverSizes are the transfer sizes, in bytes, crossover
+	// measures; empty, DefaultCrossoverSizes.
+	CrossoverSizes []int64
 	// TLSQuick narrows tls to 1 KiB and 1 MiB on keep-alive connections
 	// (no 64 KiB, no Connection: close point).
 	TLSQuick bool
@@ -80,7 +83,7 @@ func QuickSettings() Settings {
 	return Settings{Runs: 1, Duration: 250 * time.Millisecond, Pairs: 200, TraceFor: 2 * time.Second,
 		MemoryPairs: []int{500}, IdlePairs: []int{2000}, ConnRateFor: time.Second, ConnRateSizes: kib(1), ConnRateConns: []int{16},
 		WebSizes: kib(1, 64, 128), SwitchSizes: kib(1, 1024), TLSQuick: true,
-		IPRateFor: 5 * time.Second, IPRateConns: 16}
+		IPRateFor: 5 * time.Second, IPRateConns: 16, CrossoverSizes: QuickCrossoverSizes}
 }
 
 // kib converts sizes in KiB to bytes.
@@ -131,6 +134,7 @@ var Experiments = []Experiment{
 	{Name: "switch", Help: "GETs over a keep-alive connection through http-reverse and HAProxy in HTTP mode, objects of 1 KiB to 1 MiB: p50/p99 latency, Gbit/s (seed 003)", Tool: "loadgen", Run: Switch},
 	{Name: "connrate", Help: "connection churn: wrk -H 'Connection: close' (1 and 64 KiB objects, 16 and 256 connections) through splicer's tcp listener per engine and auto, http-reverse and http-forward (auto), HAProxy (mode tcp, mode http), nginx (stream, proxy_pass) and to the origin direct; beside it loadgen's connect/send/close to an echo: conn/s alone (a fresh lab and process per target) and in sequence (one process per forwarder, targets one after another) with their ratio, p50/p99 latency, forwarder CPU µs per connection, errors, the engine that carried the pairs", Tool: "wrk", Run: ConnRate},
 	{Name: "iprate", Help: "new pairs spliced by engine ip per second to one upstream for 2 minutes (loadgen connect/send/close through a tcp listener with engine ip to an echo), past the ~330/s the 20,000 ports of engines.ip.local_ports carry within TIME_WAIT: pairs/s, pairs spliced, fallbacks by reason, ports taken again from TIME_WAIT, descriptors held, CPU µs per pair", Tool: "loadgen", Run: IPRate},
+	{Name: "crossover", Help: "the forwarder process's CPU per transfer (and wall time) to move 1 KiB to 16 MiB through one pair on copy, pipe and ip: a connection per transfer through a tcp listener to the origin's sink, and keep-alive GETs through http-reverse with engines.ip.min_body 0; the size where ip becomes cheaper than copy (listeners[].promote.after_bytes) and than pipe (engines.ip.min_body), plotted", Tool: "splicer-bench", Run: Crossover},
 	{Name: "tls", Help: "wrk over https (2 threads, 16 connections; 1 KiB, 64 KiB, 1 MiB keep-alive and 1 KiB with Connection: close, handshakes per second): SNI passthrough through splicer's tcp listener with tls_routes (auto, ip confirmed per point), HAProxy (mode tcp, req.ssl_sni), nginx (stream, ssl_preread) and to the TLS origin direct; TLS termination through http-reverse, HAProxy (bind ssl crt) and nginx (listen ssl): requests/s, p99, forwarder CPU µs per request, ratios to the peers", Tool: "wrk", Run: TLS},
 }
 

@@ -71,8 +71,14 @@ func (e *Env) httpPoint(ctx context.Context, t *Target, url string, conc int, du
 // spliceCounts reads splicer's splices per engine (fallbacks left out) from
 // its /metrics.
 func (e *Env) spliceCounts(ctx context.Context) (map[string]float64, error) {
+	return e.spliceCountsAt(ctx, e.AdminAddr)
+}
+
+// spliceCountsAt is spliceCounts of the splicer whose admin endpoint is
+// addr.
+func (e *Env) spliceCountsAt(ctx context.Context, addr string) (map[string]float64, error) {
 	counts := map[string]float64{}
-	err := e.metricLines(ctx, e.AdminAddr, func(line string) bool {
+	err := e.metricLines(ctx, addr, func(line string) bool {
 		if engine, v, ok := parseSpliceLine(line); ok {
 			counts[engine] += v
 		}

@@ -80,6 +80,13 @@ func WritePlots(dir string, results []*Result) ([]string, error) {
 				files = append(files, f)
 			}
 		}
+		if r.Experiment == "crossover" {
+			fs, err := writeCrossoverPlots(dir, r)
+			files = append(files, fs...)
+			if err != nil {
+				return files, err
+			}
+		}
 		if len(r.Traces) > 0 {
 			f, err := writeTraces(dir, r)
 			if err != nil {

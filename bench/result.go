@@ -254,7 +254,8 @@ func writeListed(w io.Writer, r *Result) {
 var sizedFamilies = map[string][]string{
 	"web": {"web_get_rps", "web_get_cpu_us", "web_get_proc_cpu_us", "web_get_p50_ms",
 		"web_connect_rps", "web_connect_cpu_us", "web_connect_proc_cpu_us", "web_connect_p50_ms"},
-	"switch": {"switch_p50_ms", "switch_p99_ms", "switch_gbps"},
+	"switch":    {"switch_p50_ms", "switch_p99_ms", "switch_gbps"},
+	"crossover": {"proc_cpu_us", "wall_ms", "http_proc_cpu_us", "http_wall_ms"},
 }
 
 // writeSizedTables prints a table per family: a line per target, a column
@@ -296,7 +297,47 @@ func writeSizedTables(w io.Writer, r *Result, fams []string) {
 		}
 		fmt.Fprintln(w)
 	}
+	writeUnsized(w, r, fams, targets)
 	writeListed(w, r)
+}
+
+// writeUnsized prints, as one table of a column per metric, the rows of
+// an experiment measured per size that belong to no size family (such as
+// crossover's crossover_copy_kib).
+func writeUnsized(w io.Writer, r *Result, fams []string, targets []string) {
+	var cols []string
+	for _, row := range r.Rows {
+		sized := slices.ContainsFunc(fams, func(f string) bool {
+			size, ok := strings.CutPrefix(row.Metric, f+"_")
+			return ok && !strings.Contains(size, "_")
+		})
+		if !sized && !slices.Contains(cols, row.Metric) {
+			cols = append(cols, row.Metric)
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	fmt.Fprint(w, "| target |")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %s (%s) |", c, unitOf(r, c))
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(cols)))
+	for _, t := range targets {
+		line, any := "| "+t+" |", false
+		for _, c := range cols {
+			if row, ok := r.Row(t, c); ok {
+				line += " " + cell(row) + " |"
+				any = true
+			} else {
+				line += " n/a |"
+			}
+		}
+		if any {
+			fmt.Fprintln(w, line)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 func unitOf(r *Result, metric string) string {

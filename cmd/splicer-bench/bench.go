@@ -65,6 +65,7 @@ func benchCmd(args []string) error {
 	iprateRange := fs.Int("iprate-ports", 0, "ports of iprate's engines.ip.local_ports (default 20000): fewer take TIME_WAIT ports again at a lower rate")
 	idlePairs := fs.String("idle-pairs", "", "pair counts idle holds at once, comma-separated (default 10000,100000; 2000 with --quick)")
 	switchSizes := fs.String("switch-sizes", "", "object sizes switch and web's wrk rows fetch, comma-separated (e.g. 1KiB,64KiB,1MiB; default 1KiB,10KiB,64KiB,100KiB,1MiB,8MiB)")
+	crossoverSizes := fs.String("crossover-sizes", "", "transfer sizes crossover measures, comma-separated (default 1KiB,4KiB,16KiB,64KiB,128KiB,256KiB,512KiB,1MiB,2MiB,4MiB,16MiB; 1KiB,64KiB,1MiB,16MiB with --quick)")
 	cc := fs.String("cc", "", "TCP congestion control of the lab's namespaces, e.g. cubic (default: the host's net.ipv4.tcp_congestion_control); every experiment's notes name it")
 	pin := fs.Bool("pin", false, "web's wrk rows: wrk and the origin on half the CPUs, every forwarder on the other half (default: only wrk pinned, to the last CPU)")
 	warmup := fs.Duration("warmup", 0, "unmeasured wrk run before each measured point of web's wrk rows, at the same target and size; 0s: none (default 500ms; none with --quick)")
@@ -137,6 +138,16 @@ func benchCmd(args []string) error {
 				return fmt.Errorf("--switch-sizes: %w", err)
 			}
 			s.SwitchSizes = append(s.SwitchSizes, n)
+		}
+	}
+	if *crossoverSizes != "" {
+		s.CrossoverSizes = nil
+		for _, f := range strings.Split(*crossoverSizes, ",") {
+			n, err := origin.ParseSize(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("--crossover-sizes: %w", err)
+			}
+			s.CrossoverSizes = append(s.CrossoverSizes, n)
 		}
 	}
 	if flagSet(fs, "warmup") {

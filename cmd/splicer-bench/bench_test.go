@@ -31,6 +31,9 @@ var requiredMetrics = map[string][]string{
 	"switch": {"switch_p50_ms_1k", "switch_p99_ms_1k", "switch_gbps_1k", "switch_p50_ms_1m", "switch_gbps_1m"},
 	"idle":   {"pairs_spliced", "pairs_echoing", "fds", "rss_bytes_per_pair"},
 	"iprate": {"pairs_per_s", "spliced_per_s", "fallbacks", "fds_max", "cpu_us_per_pair"},
+	// --quick moves 1 KiB, 1 MiB and 16 MiB per transfer.
+	"crossover": {"proc_cpu_us_1k", "proc_cpu_us_1m", "proc_cpu_us_16m", "wall_ms_1k",
+		"http_proc_cpu_us_1k", "http_proc_cpu_us_16m", "http_wall_ms_1k"},
 }
 
 func TestBenchHelp(t *testing.T) {
@@ -163,6 +166,60 @@ func TestBenchAllQuick(t *testing.T) {
 	}
 }
 
+// TestBenchCrossoverQuick runs crossover alone, briefly, in the lab: each
+// engine has its CPU per transfer at every size in both modes, ip has a
+// crossover with copy in both (where the promote.after_bytes and min_body
+// defaults come from), within the sizes measured, and the plots are
+// written. It asserts no speed and no particular crossover.
+func TestBenchCrossoverQuick(t *testing.T) {
+	testenv.RequireRoot(t)
+	out := filepath.Join(t.TempDir(), "crossover.json")
+	plots := filepath.Join(t.TempDir(), "plots")
+	stdout, stderr, code := splicer(t, "bench", "crossover", "--quick", "--json", out, "--plot", plots)
+	if code != 0 {
+		t.Fatalf("splicer bench crossover --quick: exit %d\nstderr:\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("--json output of one experiment is not a result: %v", err)
+	}
+	if r.Experiment != "crossover" {
+		t.Fatalf("experiment %q, want crossover", r.Experiment)
+	}
+	for _, en := range []string{"copy", "pipe", "ip"} {
+		for _, m := range requiredMetrics["crossover"] {
+			if _, ok := r.Row(en, m); !ok {
+				t.Errorf("%s has no %s row", en, m)
+			}
+		}
+	}
+	for _, m := range []string{"crossover_copy_kib", "http_crossover_copy_kib"} {
+		row, ok := r.Row("ip", m)
+		if !ok {
+			t.Errorf("ip has no %s row: no crossover found\n%s", m, stdout)
+			continue
+		}
+		if row.Value < 1 || row.Value > 16<<10 {
+			t.Errorf("%s = %v KiB, outside the sizes measured (1 KiB to 16 MiB)", m, row.Value)
+		}
+	}
+	for _, row := range r.Rows {
+		checkRow(t, row)
+	}
+	if !strings.Contains(stdout, "crossover_copy_kib (KiB)") {
+		t.Errorf("stdout has no crossover table:\n%s", stdout)
+	}
+	for _, f := range []string{"crossover_tcp.png", "crossover_http.png"} {
+		if st, err := os.Stat(filepath.Join(plots, f)); err != nil || st.Size() == 0 {
+			t.Errorf("plot %s missing or empty: %v", f, err)
+		}
+	}
+}
+
 // checkResult checks one experiment: every target accounted for, the
 // required metrics for every measured target, sane rows.
 func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
@@ -213,8 +270,9 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 	}
 	for _, name := range bench.Engines {
 		// tls measures splicer's auto (passed through, promoted to ip)
-		// and http-reverse, not each engine.
-		if measured[name] && !rows[name] && r.Experiment != "tls" {
+		// and http-reverse, not each engine; crossover weighs copy and
+		// pipe against ip.
+		if measured[name] && !rows[name] && r.Experiment != "tls" && r.Experiment != "crossover" {
 			t.Errorf("engine %s ran in segment but has no rows here", name)
 		}
 	}

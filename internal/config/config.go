@@ -206,8 +206,13 @@ const DefaultLocalPorts = "40000-59999"
 // hosts do better with min_body 512KiB, the default until 2026-11-27. In
 // bench web under cubic, auto served 1 MiB at 1,529 req/s and 447 µs of
 // its own CPU with ip taking the body (04:06), and at 1,885 req/s and
-// 218 µs after the change (04:27). The floor is on what is left past the
-// head, so a body of exactly 4 MiB stays with pipe.
+// 218 µs after the change (04:27). The process's CPU per body agrees:
+// `splicer bench crossover` (docs/benchmarks.md), whose http mode weighs
+// ip's splice and unsplice of every body against pipe, found them equal
+// at 4,051 KiB (3,899-6,794) and 4,859 KiB (4,137-6,414) in two runs of 3
+// (http_crossover_pipe_kib; 2-vCPU VM under load, bbr, 2026-12-07). Rerun
+// it when ip's splice or unsplice cost changes. The floor is on what is
+// left past the head, so a body of exactly 4 MiB stays with pipe.
 const DefaultMinBody Size = 4 << 20
 
 // PortRange parses LocalPorts: ok is false when it is off.

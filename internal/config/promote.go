@@ -40,17 +40,18 @@ func (p Promote) String() string {
 // DefaultPromote weighs what a pair pays on copy per byte against ip's
 // splice, as a ski rental does: a pair moves to ip once copying it has
 // cost as much as splicing it would, which keeps any pair within twice
-// the cost of the best choice made knowing its length. Measured on a
-// 2-vCPU VM shared with other work (load 15, so each figure is a range
-// over 3 runs): copy adds 0.58-0.83 ns of process CPU per byte over a
-// direct connection (BenchmarkBulk in engine/all), ip splices a pair in
-// 55-80 µs (splicer_splice_seconds), so 128 KiB on copy costs about what
-// one splice does. A pair spliced until it closes is never unspliced, so
-// ip's 330-390 µs unsplice is not on its bill. After: a short exchange
+// the cost of the best choice made knowing its length. AfterBytes is
+// where `splicer bench crossover` (docs/benchmarks.md) finds ip's
+// process CPU per connection meeting copy's (crossover_copy_kib): on a
+// 2-vCPU VM under load from other work, bbr, 2026-12-07, two runs of 3
+// gave 166 KiB (95-305) and 232 KiB (232-249), rounded to 192 KiB, three
+// of copy's 64 KiB reads. It moves as ip's splice gets cheaper: rerun the
+// bench and set it from there. A pair spliced until it closes is never
+// unspliced, so ip's unsplice is not on its bill. After: a short exchange
 // through the forwarder lasts well under a millisecond (wrk with
 // Connection: close, 1 KiB), and a pair alive 200 ms holds copy's two
 // 64 KiB buffers for its whole life where ip holds none.
-var DefaultPromote = Promote{AfterBytes: 128 << 10, After: Duration(200 * time.Millisecond)}
+var DefaultPromote = Promote{AfterBytes: 192 << 10, After: Duration(200 * time.Millisecond)}
 
 // promote checks a listener's promote section: it is for engine auto
 // only, and its times are not negative. A section that holds the

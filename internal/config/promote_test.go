@@ -20,9 +20,9 @@ func TestPromoteKeepsTheDefaultOfEachKeyLeftOut(t *testing.T) {
 		text string
 	}{
 		{Promote{AfterBytes: 1 << 20, After: Duration(200 * time.Millisecond)}, "after 1MiB or 200ms"},
-		{Promote{AfterBytes: 128 << 10, After: Duration(2 * time.Second)}, "after 128KiB or 2s"},
+		{Promote{AfterBytes: 192 << 10, After: Duration(2 * time.Second)}, "after 192KiB or 2s"},
 		{Promote{}, "at once"},
-		{DefaultPromote, "after 128KiB or 200ms"},
+		{DefaultPromote, "after 192KiB or 200ms"},
 	}
 	for i, w := range want {
 		got := cfg.Listeners[i].Promote
