@@ -587,7 +587,7 @@ func (tt *tlsTally) carriedNote() string {
 	for i, l := range tt.labels {
 		parts[i] = fmt.Sprintf("%s: splices %s, /flows showed %s", l, describeSplices(tt.splices[l]), describeSeen(tt.seen[l]))
 	}
-	return fmt.Sprintf("%s (passthrough), over its counted points (splicer_splice_transitions_total; engine auto starts a pair on copy and promotes it to ip past 128 KiB or 200 ms, so a keep-alive pair counts on both): %s",
+	return fmt.Sprintf("%s (passthrough), over its counted points (splicer_splice_transitions_total; engine auto starts a pair on copy and promotes it to ip past promote.after_bytes (192 KiB) or promote.after (200 ms), so a keep-alive pair counts on both): %s",
 		tt.passthrough, strings.Join(parts, "; "))
 }
 
