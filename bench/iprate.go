@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/loadgen"
@@ -26,11 +28,18 @@ const (
 	iprateRange = 20000
 	// iprateSize is what each connection sends and reads back.
 	iprateSize = 64
+	// iprateSources are the client addresses the clients connect from in
+	// turn. The clients close first, so each of their ports sits in
+	// TIME_WAIT for 60 s; one address gives the default 28,232 ephemeral
+	// ports, about 470 new connections a second, so 16 carry about 7,500
+	// without any port taken again: every pair a 4-tuple new to the
+	// forwarder, as from many hosts.
+	iprateSources = 16
 )
 
 // IPRate runs loadgen's connect/send/close (a connection per
-// transaction, the client closing first) from the client namespace
-// through a fresh splicer process's tcp listener with engine ip
+// transaction, the client closing first) from the client namespace,
+// from iprateSources addresses in turn, through a fresh splicer process's tcp listener with engine ip
 // (splice_after 0s: every pair spliced at once) to the origin's echo,
 // for s.IPRateFor with s.IPRateConns clients. Every pair goes to one
 // server (address and port), so past the range's 20,000 ports within the
@@ -65,7 +74,7 @@ func IPRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	p.finish()
 	res.Rows = smp.rows([]string{"ip"})
-	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in the client namespace to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, s.IPRateFor))
+	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in the client namespace, connecting from %d addresses in turn (lab.AddClientAddrs; the port chosen at connect, IP_BIND_ADDRESS_NO_PORT), to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; bench_cpu_us_per_pair: the bench process's, which runs the clients and the origin; one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, iprateSources, s.IPRateFor))
 	return res, nil
 }
 
@@ -87,6 +96,8 @@ type iprateMeasure struct {
 	reused    float64
 	fdsMax    int
 	cpu       time.Duration
+	// benchCPU is this process's: the clients' and the origin's.
+	benchCPU time.Duration
 }
 
 func (m iprateMeasure) add(smp *samples) {
@@ -104,6 +115,7 @@ func (m iprateMeasure) add(smp *samples) {
 	smp.add("ip", "fds_max", "fds", float64(m.fdsMax))
 	if m.r.Conns > 0 {
 		smp.add("ip", "cpu_us_per_pair", "µs", float64(m.cpu.Microseconds())/float64(m.r.Conns))
+		smp.add("ip", "bench_cpu_us_per_pair", "µs", float64(m.benchCPU.Microseconds())/float64(m.r.Conns))
 	}
 }
 
@@ -121,10 +133,10 @@ func (m iprateMeasure) note(run int) string {
 	if m.r.FirstErr != nil {
 		first = "; first error: " + m.r.FirstErr.Error()
 	}
-	return fmt.Sprintf("run %d: %d pairs in %.1fs (%.0f/s), %.0f spliced by ip, fallbacks: %s, local_ports_exhausted %.0f, local_ports_reused %.0f, errors %d, p50 %v, p99 %v, at most %d descriptors, process CPU %v (%.0f%% of one CPU)%s",
+	return fmt.Sprintf("run %d: %d pairs in %.1fs (%.0f/s), %.0f spliced by ip, fallbacks: %s, local_ports_exhausted %.0f, local_ports_reused %.0f, errors %d, p50 %v, p99 %v, at most %d descriptors, process CPU %v (%.0f%% of one CPU), clients' and origin's CPU %v (%.0f%%)%s",
 		run+1, m.r.Conns, m.r.Elapsed.Seconds(), m.r.CPS, m.spliced, strings.Join(fb, ", "), m.exhausted, m.reused, m.r.Errors,
 		m.r.P50.Round(time.Microsecond), m.r.P99.Round(time.Microsecond), m.fdsMax, m.cpu.Round(time.Millisecond),
-		100*m.cpu.Seconds()/m.r.Elapsed.Seconds(), first)
+		100*m.cpu.Seconds()/m.r.Elapsed.Seconds(), m.benchCPU.Round(time.Millisecond), 100*m.benchCPU.Seconds()/m.r.Elapsed.Seconds(), first)
 }
 
 // iprateRun starts the iprate splicer, runs the load through it and reads
@@ -132,6 +144,10 @@ func (m iprateMeasure) note(run int) string {
 func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports string) (iprateMeasure, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	dial, err := e.iprateDial()
+	if err != nil {
+		return iprateMeasure{}, err
+	}
 	listen := net.JoinHostPort(e.addrs.fwd, strconv.Itoa(ipratePort))
 	cfg := fmt.Sprintf("admin: %q\nlog: {level: warn, format: text}\nshutdown_timeout: 1s\nengines: {ip: {local_ports: %s}}\nlisteners:\n"+
 		"  - {name: iprate, listen: %q, upstream: [%q], engine: ip, max_connections: 0, splice_after: 0s}\n",
@@ -159,13 +175,13 @@ func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports
 	if err != nil {
 		return iprateMeasure{}, err
 	}
-	cpu0 := procCPU(pid)
+	cpu0, self0 := procCPU(pid), procCPU(os.Getpid())
 	fdsMax := make(chan int, 1)
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	go func() { fdsMax <- sampleFDs(sampleCtx, pid) }()
-	r, err := loadgen.Connect(ctx, e.Dial, listen, iprateSize, conns, dur)
+	r, err := loadgen.Connect(ctx, dial, listen, iprateSize, conns, dur)
 	stopSampling()
-	m := iprateMeasure{r: r, fdsMax: <-fdsMax, cpu: procCPU(pid) - cpu0}
+	m := iprateMeasure{r: r, fdsMax: <-fdsMax, cpu: procCPU(pid) - cpu0, benchCPU: procCPU(os.Getpid()) - self0}
 	if err != nil {
 		return m, err
 	}
@@ -175,6 +191,26 @@ func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports
 	}
 	m.read(before, after)
 	return m, nil
+}
+
+// iprateDial dials from the client namespace, from the client's address
+// and iprateSources-1 more in turn.
+func (e *Env) iprateDial() (loadgen.DialFunc, error) {
+	extra, err := e.Lab.AddClientAddrs(iprateSources - 1)
+	if err != nil {
+		return nil, err
+	}
+	sources := append([]netip.Addr{e.Lab.Cfg.Client.Addr()}, extra...)
+	var next atomic.Uint64
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := loadgen.SourceDialer(sources[next.Add(1)%uint64(len(sources))])
+		var c net.Conn
+		err := e.Lab.Client.Do(func() (err error) {
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}, nil
 }
 
 // read fills m from two scrapes of the splicer's /metrics.
