@@ -4,15 +4,14 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/splicer/splicer/loadgen"
@@ -38,16 +37,18 @@ const (
 )
 
 // IPRate runs loadgen's connect/send/close (a connection per
-// transaction, the client closing first) from the client namespace,
-// from iprateSources addresses in turn, through a fresh splicer process's tcp listener with engine ip
-// (splice_after 0s: every pair spliced at once) to the origin's echo,
-// for s.IPRateFor with s.IPRateConns clients. Every pair goes to one
-// server (address and port), so past the range's 20,000 ports within the
-// datapath's 60 s TIME_WAIT, about 330 pairs a second, it carries on only
-// by taking ports of pairs in TIME_WAIT again. It reports pairs/s, the
-// pairs ip spliced (its splice counters), fallbacks by reason, the picks
-// refused and the ports taken again (engine counters), the descriptors
-// the process held at most and its CPU per pair.
+// transaction, the client closing first) in a client process of its own
+// in the client namespace, from iprateSources addresses in turn, through
+// a fresh splicer process's tcp listener with engine ip (splice_after
+// 0s: every pair spliced at once) to the origin's echo, for s.IPRateFor
+// with s.IPRateConns clients. Every pair goes to one server (address and
+// port), so past the range's 20,000 ports within the datapath's 60 s
+// TIME_WAIT, about 330 pairs a second, it carries on only by taking
+// ports of pairs in TIME_WAIT again. It reports pairs/s, the pairs ip
+// spliced (its splice counters), fallbacks by reason, the picks refused
+// and the ports taken again (engine counters), the descriptors the
+// process held at most, and its CPU, the client's and the origin's per
+// pair.
 func IPRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "iprate"}
 	if e.Lab == nil {
@@ -74,7 +75,7 @@ func IPRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	p.finish()
 	res.Rows = smp.rows([]string{"ip"})
-	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in the client namespace, connecting from %d addresses in turn (lab.AddClientAddrs; the port chosen at connect, IP_BIND_ADDRESS_NO_PORT), to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; bench_cpu_us_per_pair: the bench process's, which runs the clients and the origin; one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, iprateSources, s.IPRateFor))
+	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in a process of their own in the client namespace, connecting from %d addresses in turn (lab.AddClientAddrs; the port chosen at connect, IP_BIND_ADDRESS_NO_PORT), to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; client_cpu_us_per_pair: the client process's (its getrusage), origin_cpu_us_per_pair: the bench process's, where the origin runs (kernel work is charged to whichever process's system call or softirq ran it: a client's send carries its segment through the forwarder's datapath to the origin's socket); one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, iprateSources, s.IPRateFor))
 	return res, nil
 }
 
@@ -96,8 +97,9 @@ type iprateMeasure struct {
 	reused    float64
 	fdsMax    int
 	cpu       time.Duration
-	// benchCPU is this process's: the clients' and the origin's.
-	benchCPU time.Duration
+	// clientCPU is the client process's; originCPU is the bench
+	// process's, where the origin runs.
+	clientCPU, originCPU time.Duration
 }
 
 func (m iprateMeasure) add(smp *samples) {
@@ -115,7 +117,8 @@ func (m iprateMeasure) add(smp *samples) {
 	smp.add("ip", "fds_max", "fds", float64(m.fdsMax))
 	if m.r.Conns > 0 {
 		smp.add("ip", "cpu_us_per_pair", "µs", float64(m.cpu.Microseconds())/float64(m.r.Conns))
-		smp.add("ip", "bench_cpu_us_per_pair", "µs", float64(m.benchCPU.Microseconds())/float64(m.r.Conns))
+		smp.add("ip", "client_cpu_us_per_pair", "µs", float64(m.clientCPU.Microseconds())/float64(m.r.Conns))
+		smp.add("ip", "origin_cpu_us_per_pair", "µs", float64(m.originCPU.Microseconds())/float64(m.r.Conns))
 	}
 }
 
@@ -133,10 +136,12 @@ func (m iprateMeasure) note(run int) string {
 	if m.r.FirstErr != nil {
 		first = "; first error: " + m.r.FirstErr.Error()
 	}
-	return fmt.Sprintf("run %d: %d pairs in %.1fs (%.0f/s), %.0f spliced by ip, fallbacks: %s, local_ports_exhausted %.0f, local_ports_reused %.0f, errors %d, p50 %v, p99 %v, at most %d descriptors, process CPU %v (%.0f%% of one CPU), clients' and origin's CPU %v (%.0f%%)%s",
+	return fmt.Sprintf("run %d: %d pairs in %.1fs (%.0f/s), %.0f spliced by ip, fallbacks: %s, local_ports_exhausted %.0f, local_ports_reused %.0f, errors %d, p50 %v, p99 %v, at most %d descriptors, process CPU %v (%.0f%% of one CPU), clients' CPU %v (%.0f%%), origin's %v (%.0f%%)%s",
 		run+1, m.r.Conns, m.r.Elapsed.Seconds(), m.r.CPS, m.spliced, strings.Join(fb, ", "), m.exhausted, m.reused, m.r.Errors,
 		m.r.P50.Round(time.Microsecond), m.r.P99.Round(time.Microsecond), m.fdsMax, m.cpu.Round(time.Millisecond),
-		100*m.cpu.Seconds()/m.r.Elapsed.Seconds(), m.benchCPU.Round(time.Millisecond), 100*m.benchCPU.Seconds()/m.r.Elapsed.Seconds(), first)
+		100*m.cpu.Seconds()/m.r.Elapsed.Seconds(),
+		m.clientCPU.Round(time.Millisecond), 100*m.clientCPU.Seconds()/m.r.Elapsed.Seconds(),
+		m.originCPU.Round(time.Millisecond), 100*m.originCPU.Seconds()/m.r.Elapsed.Seconds(), first)
 }
 
 // iprateRun starts the iprate splicer, runs the load through it and reads
@@ -144,7 +149,7 @@ func (m iprateMeasure) note(run int) string {
 func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports string) (iprateMeasure, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	dial, err := e.iprateDial()
+	sources, err := e.iprateSources()
 	if err != nil {
 		return iprateMeasure{}, err
 	}
@@ -179,9 +184,10 @@ func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports
 	fdsMax := make(chan int, 1)
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	go func() { fdsMax <- sampleFDs(sampleCtx, pid) }()
-	r, err := loadgen.Connect(ctx, dial, listen, iprateSize, conns, dur)
+	rep, err := e.iprateClients(ctx, listen, conns, dur, sources)
 	stopSampling()
-	m := iprateMeasure{r: r, fdsMax: <-fdsMax, cpu: procCPU(pid) - cpu0, benchCPU: procCPU(os.Getpid()) - self0}
+	m := iprateMeasure{r: rep.result(), fdsMax: <-fdsMax, cpu: procCPU(pid) - cpu0,
+		clientCPU: rep.UserCPU + rep.SystemCPU, originCPU: procCPU(os.Getpid()) - self0}
 	if err != nil {
 		return m, err
 	}
@@ -193,24 +199,38 @@ func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports
 	return m, nil
 }
 
-// iprateDial dials from the client namespace, from the client's address
-// and iprateSources-1 more in turn.
-func (e *Env) iprateDial() (loadgen.DialFunc, error) {
+// iprateSources are the client's address and iprateSources-1 more.
+func (e *Env) iprateSources() ([]string, error) {
 	extra, err := e.Lab.AddClientAddrs(iprateSources - 1)
 	if err != nil {
 		return nil, err
 	}
-	sources := append([]netip.Addr{e.Lab.Cfg.Client.Addr()}, extra...)
-	var next atomic.Uint64
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		d := loadgen.SourceDialer(sources[next.Add(1)%uint64(len(sources))])
-		var c net.Conn
-		err := e.Lab.Client.Do(func() (err error) {
-			c, err = d.DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
-	}, nil
+	out := []string{e.Lab.Cfg.Client.Addr().String()}
+	for _, a := range extra {
+		out = append(out, a.String())
+	}
+	return out, nil
+}
+
+// iprateClients runs the clients in a process of their own in the client
+// namespace (IPRateClient) and returns its report.
+func (e *Env) iprateClients(ctx context.Context, listen string, conns int, dur time.Duration, sources []string) (iprateReport, error) {
+	var rep iprateReport
+	self, err := os.Executable()
+	if err != nil {
+		return rep, err
+	}
+	cmd := e.Client.Command(ctx, self, IPRateClientCommand, listen, strconv.Itoa(iprateSize), strconv.Itoa(conns), dur.String(), strings.Join(sources, ","))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return rep, fmt.Errorf("iprate client: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return rep, fmt.Errorf("iprate client: %v: %q", err, out)
+	}
+	return rep, nil
 }
 
 // read fills m from two scrapes of the splicer's /metrics.
