@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -26,19 +27,28 @@ const (
 	iprateRange = 20000
 	// iprateSize is what each connection sends and reads back.
 	iprateSize = 64
+	// iprateSources are the client addresses the clients connect from in
+	// turn. The clients close first, so each of their ports sits in
+	// TIME_WAIT for 60 s; one address gives the default 28,232 ephemeral
+	// ports, about 470 new connections a second, so 16 carry about 7,500
+	// without any port taken again: every pair a 4-tuple new to the
+	// forwarder, as from many hosts.
+	iprateSources = 16
 )
 
 // IPRate runs loadgen's connect/send/close (a connection per
-// transaction, the client closing first) from the client namespace
-// through a fresh splicer process's tcp listener with engine ip
-// (splice_after 0s: every pair spliced at once) to the origin's echo,
-// for s.IPRateFor with s.IPRateConns clients. Every pair goes to one
-// server (address and port), so past the range's 20,000 ports within the
-// datapath's 60 s TIME_WAIT, about 330 pairs a second, it carries on only
-// by taking ports of pairs in TIME_WAIT again. It reports pairs/s, the
-// pairs ip spliced (its splice counters), fallbacks by reason, the picks
-// refused and the ports taken again (engine counters), the descriptors
-// the process held at most and its CPU per pair.
+// transaction, the client closing first) in a client process of its own
+// in the client namespace, from iprateSources addresses in turn, through
+// a fresh splicer process's tcp listener with engine ip (splice_after
+// 0s: every pair spliced at once) to the origin's echo, for s.IPRateFor
+// with s.IPRateConns clients. Every pair goes to one server (address and
+// port), so past the range's 20,000 ports within the datapath's 60 s
+// TIME_WAIT, about 330 pairs a second, it carries on only by taking
+// ports of pairs in TIME_WAIT again. It reports pairs/s, the pairs ip
+// spliced (its splice counters), fallbacks by reason, the picks refused
+// and the ports taken again (engine counters), the descriptors the
+// process held at most, and its CPU, the client's and the origin's per
+// pair.
 func IPRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "iprate"}
 	if e.Lab == nil {
@@ -65,7 +75,7 @@ func IPRate(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	}
 	p.finish()
 	res.Rows = smp.rows([]string{"ip"})
-	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in the client namespace to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, s.IPRateFor))
+	res.Notes = append(res.Notes, fmt.Sprintf("each run: a fresh splicer process, tcp listener with engine ip (splice_after 0s, engines.ip.local_ports %s, time_wait 60s), loadgen connect/send/close of %d bytes from %d clients in a process of their own in the client namespace, connecting from %d addresses in turn (lab.AddClientAddrs; the port chosen at connect, IP_BIND_ADDRESS_NO_PORT), to the origin's echo for %v; pairs_per_s: transactions completed per second; spliced_per_s: ip's splices (splicer_splice_transitions_total, fallbacks left out) per second; fallbacks: splicer_fallbacks_total; local_ports_exhausted: picks with every range port busy (the dial took a kernel port); local_ports_reused: ports of pairs in the datapath's TIME_WAIT taken again; fds_max: the process's descriptors at most, sampled every second; cpu_us_per_pair: the process's CPU time per pair; client_cpu_us_per_pair: the client process's (its getrusage), origin_cpu_us_per_pair: the bench process's, where the origin runs (kernel work is charged to whichever process's system call or softirq ran it: a client's send carries its segment through the forwarder's datapath to the origin's socket); one run (--runs does not apply)", ipratePorts(s), iprateSize, s.IPRateConns, iprateSources, s.IPRateFor))
 	return res, nil
 }
 
@@ -87,6 +97,9 @@ type iprateMeasure struct {
 	reused    float64
 	fdsMax    int
 	cpu       time.Duration
+	// clientCPU is the client process's; originCPU is the bench
+	// process's, where the origin runs.
+	clientCPU, originCPU time.Duration
 }
 
 func (m iprateMeasure) add(smp *samples) {
@@ -104,6 +117,8 @@ func (m iprateMeasure) add(smp *samples) {
 	smp.add("ip", "fds_max", "fds", float64(m.fdsMax))
 	if m.r.Conns > 0 {
 		smp.add("ip", "cpu_us_per_pair", "µs", float64(m.cpu.Microseconds())/float64(m.r.Conns))
+		smp.add("ip", "client_cpu_us_per_pair", "µs", float64(m.clientCPU.Microseconds())/float64(m.r.Conns))
+		smp.add("ip", "origin_cpu_us_per_pair", "µs", float64(m.originCPU.Microseconds())/float64(m.r.Conns))
 	}
 }
 
@@ -121,10 +136,12 @@ func (m iprateMeasure) note(run int) string {
 	if m.r.FirstErr != nil {
 		first = "; first error: " + m.r.FirstErr.Error()
 	}
-	return fmt.Sprintf("run %d: %d pairs in %.1fs (%.0f/s), %.0f spliced by ip, fallbacks: %s, local_ports_exhausted %.0f, local_ports_reused %.0f, errors %d, p50 %v, p99 %v, at most %d descriptors, process CPU %v (%.0f%% of one CPU)%s",
+	return fmt.Sprintf("run %d: %d pairs in %.1fs (%.0f/s), %.0f spliced by ip, fallbacks: %s, local_ports_exhausted %.0f, local_ports_reused %.0f, errors %d, p50 %v, p99 %v, at most %d descriptors, process CPU %v (%.0f%% of one CPU), clients' CPU %v (%.0f%%), origin's %v (%.0f%%)%s",
 		run+1, m.r.Conns, m.r.Elapsed.Seconds(), m.r.CPS, m.spliced, strings.Join(fb, ", "), m.exhausted, m.reused, m.r.Errors,
 		m.r.P50.Round(time.Microsecond), m.r.P99.Round(time.Microsecond), m.fdsMax, m.cpu.Round(time.Millisecond),
-		100*m.cpu.Seconds()/m.r.Elapsed.Seconds(), first)
+		100*m.cpu.Seconds()/m.r.Elapsed.Seconds(),
+		m.clientCPU.Round(time.Millisecond), 100*m.clientCPU.Seconds()/m.r.Elapsed.Seconds(),
+		m.originCPU.Round(time.Millisecond), 100*m.originCPU.Seconds()/m.r.Elapsed.Seconds(), first)
 }
 
 // iprateRun starts the iprate splicer, runs the load through it and reads
@@ -132,6 +149,10 @@ func (m iprateMeasure) note(run int) string {
 func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports string) (iprateMeasure, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sources, err := e.iprateSources()
+	if err != nil {
+		return iprateMeasure{}, err
+	}
 	listen := net.JoinHostPort(e.addrs.fwd, strconv.Itoa(ipratePort))
 	cfg := fmt.Sprintf("admin: %q\nlog: {level: warn, format: text}\nshutdown_timeout: 1s\nengines: {ip: {local_ports: %s}}\nlisteners:\n"+
 		"  - {name: iprate, listen: %q, upstream: [%q], engine: ip, max_connections: 0, splice_after: 0s}\n",
@@ -159,13 +180,14 @@ func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports
 	if err != nil {
 		return iprateMeasure{}, err
 	}
-	cpu0 := procCPU(pid)
+	cpu0, self0 := procCPU(pid), procCPU(os.Getpid())
 	fdsMax := make(chan int, 1)
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	go func() { fdsMax <- sampleFDs(sampleCtx, pid) }()
-	r, err := loadgen.Connect(ctx, e.Dial, listen, iprateSize, conns, dur)
+	rep, err := e.iprateClients(ctx, listen, conns, dur, sources)
 	stopSampling()
-	m := iprateMeasure{r: r, fdsMax: <-fdsMax, cpu: procCPU(pid) - cpu0}
+	m := iprateMeasure{r: rep.result(), fdsMax: <-fdsMax, cpu: procCPU(pid) - cpu0,
+		clientCPU: rep.UserCPU + rep.SystemCPU, originCPU: procCPU(os.Getpid()) - self0}
 	if err != nil {
 		return m, err
 	}
@@ -175,6 +197,40 @@ func (e *Env) iprateRun(ctx context.Context, dur time.Duration, conns int, ports
 	}
 	m.read(before, after)
 	return m, nil
+}
+
+// iprateSources are the client's address and iprateSources-1 more.
+func (e *Env) iprateSources() ([]string, error) {
+	extra, err := e.Lab.AddClientAddrs(iprateSources - 1)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{e.Lab.Cfg.Client.Addr().String()}
+	for _, a := range extra {
+		out = append(out, a.String())
+	}
+	return out, nil
+}
+
+// iprateClients runs the clients in a process of their own in the client
+// namespace (IPRateClient) and returns its report.
+func (e *Env) iprateClients(ctx context.Context, listen string, conns int, dur time.Duration, sources []string) (iprateReport, error) {
+	var rep iprateReport
+	self, err := os.Executable()
+	if err != nil {
+		return rep, err
+	}
+	cmd := e.Client.Command(ctx, self, IPRateClientCommand, listen, strconv.Itoa(iprateSize), strconv.Itoa(conns), dur.String(), strings.Join(sources, ","))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return rep, fmt.Errorf("iprate client: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return rep, fmt.Errorf("iprate client: %v: %q", err, out)
+	}
+	return rep, nil
 }
 
 // read fills m from two scrapes of the splicer's /metrics.

@@ -58,7 +58,7 @@ var tableColumns = map[string][]string{
 		"sockperf14_avg_us", "sockperf14_p99_us", "sockperf1460_avg_us", "sockperf1460_p99_us"},
 	"throughput":  {"gbps_1conn", "gbps_2conn", "gbps_3conn", "gbps_8conn", "cpu_s_per_gb", "proc_cpu_s_per_gb", "iperf3_gbps_1conn", "iperf3_gbps_8conn"},
 	"splice-cost": {"splice_us_p50", "splice_us_p99", "unsplice_us_p50", "unsplice_us_p99", "gbps_before_splice", "gbps_after_splice"},
-	"iprate":      {"pairs_per_s", "spliced_per_s", "fallbacks", "local_ports_exhausted", "local_ports_reused", "errors", "fds_max", "cpu_us_per_pair"},
+	"iprate":      {"pairs_per_s", "spliced_per_s", "fallbacks", "local_ports_exhausted", "local_ports_reused", "errors", "fds_max", "cpu_us_per_pair", "client_cpu_us_per_pair", "origin_cpu_us_per_pair"},
 	"idle":        {"pairs_spliced", "pairs_echoing", "fds", "rss_bytes_per_pair", "bpf_bytes_per_pair", "rss_mb"},
 	"memory": {"bytes_per_pair_unspliced", "bytes_per_pair_spliced", "bytes_per_pair_unspliced_max", "bytes_per_pair_spliced_max",
 		"rss_bytes_per_pair_unspliced", "rss_bytes_per_pair_spliced", "kernel_bytes_per_pair_unspliced", "kernel_bytes_per_pair_spliced", "bpf_bytes_per_pair_spliced"},

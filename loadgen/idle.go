@@ -102,22 +102,33 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// dial opens connection k from its source address. The source port is
-// chosen at connect (IP_BIND_ADDRESS_NO_PORT), by the 4-tuple, so each
-// source address gives its whole ephemeral range to each server.
+// dial opens connection k from its source address.
 func (i *Idle) dial(ctx context.Context, k int) (net.Conn, error) {
-	d := net.Dialer{Timeout: 30 * time.Second}
+	d := &net.Dialer{}
 	if len(i.sources) > 0 {
-		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(i.sources[k%len(i.sources)], 0))
-		d.Control = func(_, _ string, rc syscall.RawConn) error {
+		d = SourceDialer(i.sources[k%len(i.sources)])
+	}
+	d.Timeout = 30 * time.Second
+	return d.DialContext(ctx, "tcp", i.addr)
+}
+
+// SourceDialer dials from src with the source port chosen at connect
+// (IP_BIND_ADDRESS_NO_PORT), by the 4-tuple, as a plain connect does: so
+// each source address gives its whole ephemeral range to each server,
+// and net.ipv4.tcp_tw_reuse applies to it. A bind to port 0 without the
+// option would pick the port at bind, apart from any TIME_WAIT port and
+// from every port bound on src whatever its peer.
+func SourceDialer(src netip.Addr) *net.Dialer {
+	return &net.Dialer{
+		LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)),
+		Control: func(_, _ string, rc syscall.RawConn) error {
 			var serr error
 			err := rc.Control(func(fd uintptr) {
 				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
 			})
 			return errors.Join(err, serr)
-		}
+		},
 	}
-	return d.DialContext(ctx, "tcp", i.addr)
 }
 
 // Echo sends each connection a message of its own and reads it back

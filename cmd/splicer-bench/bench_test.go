@@ -30,7 +30,7 @@ var requiredMetrics = map[string][]string{
 		"wrk_rps_1k", "wrk_p50_ms_1k", "wrk_p99_ms_1k", "wrk_rps_1m", "wrk_p99_ms_1m", "wrk_cpu_us_1k", "wrk_proc_cpu_us_1k"},
 	"switch": {"switch_p50_ms_1k", "switch_p99_ms_1k", "switch_gbps_1k", "switch_p50_ms_1m", "switch_gbps_1m"},
 	"idle":   {"pairs_spliced", "pairs_echoing", "fds", "rss_bytes_per_pair"},
-	"iprate": {"pairs_per_s", "spliced_per_s", "fallbacks", "fds_max", "cpu_us_per_pair"},
+	"iprate": {"pairs_per_s", "spliced_per_s", "fallbacks", "fds_max", "cpu_us_per_pair", "client_cpu_us_per_pair", "origin_cpu_us_per_pair"},
 	// --quick moves 1 KiB, 1 MiB and 16 MiB per transfer.
 	"crossover": {"proc_cpu_us_1k", "proc_cpu_us_1m", "proc_cpu_us_16m", "wall_ms_1k",
 		"http_proc_cpu_us_1k", "http_proc_cpu_us_16m", "http_wall_ms_1k"},

@@ -45,6 +45,9 @@ func main() {
 	case bench.IdleHelperCommand:
 		// A process of the idle experiment (bench/idlehelper.go), not for users.
 		err = bench.IdleHelper(args, os.Stdin, os.Stdout)
+	case bench.IPRateClientCommand:
+		// The clients of the iprate experiment (bench/iprateclient.go), not for users.
+		err = bench.IPRateClient(args, os.Stdout)
 	case "version", "--version":
 		fmt.Println("splicer-bench", buildinfo.Get().Version)
 	case "help", "-h", "--help":

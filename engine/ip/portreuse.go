@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +43,7 @@ type portReuse struct {
 	mu sync.Mutex
 	// ended are, per server, the B tuples of ended range pairs, oldest
 	// first.
-	ended map[netip.AddrPort][]endedPair
+	ended map[netip.AddrPort]*endedQueue
 	// reused counts the ports taken again ("local_ports_reused").
 	reused atomic.Uint64
 }
@@ -54,11 +53,57 @@ type endedPair struct {
 	at time.Duration // datapath.Now when the end was noted
 }
 
+// endedQueue is one server's ended pairs, oldest first: q[head:]. Picks
+// take from its front, where a reclaim finds the pairs quiet longest, so
+// the front moves by an index: at thousands of new pairs a second the
+// queue holds as many pairs as the range has ports, and moving them all
+// down at each pick cost more than the rest of the pick.
+type endedQueue struct {
+	q    []endedPair
+	head int
+}
+
+func (q *endedQueue) len() int { return len(q.q) - q.head }
+
+// at is the i-th oldest pair.
+func (q *endedQueue) at(i int) endedPair { return q.q[q.head+i] }
+
+func (q *endedQueue) push(p endedPair) { q.q = append(q.q, p) }
+
+// remove takes out the i-th oldest pair, moving the i older ones up.
+func (q *endedQueue) remove(i int) {
+	copy(q.q[q.head+1:], q.q[q.head:q.head+i])
+	q.q[q.head] = endedPair{}
+	q.head++
+	q.compact()
+}
+
+// dropOlder takes out the pairs noted before cut.
+func (q *endedQueue) dropOlder(cut time.Duration) {
+	for q.len() > 0 && q.at(0).at < cut {
+		q.q[q.head] = endedPair{}
+		q.head++
+	}
+	q.compact()
+}
+
+// compact moves the pairs to the front of the array once half of it is
+// taken, so that appends reuse the space: each pair is moved at most
+// once per time the array fills.
+func (q *endedQueue) compact() {
+	if q.head < len(q.q)/2 {
+		return
+	}
+	n := copy(q.q, q.q[q.head:])
+	clear(q.q[n:])
+	q.q, q.head = q.q[:n], 0
+}
+
 func newPortReuse(timeWait time.Duration) *portReuse {
 	if timeWait <= 0 {
 		timeWait = 60 * time.Second // datapath.Options' default
 	}
-	return &portReuse{timeWait: timeWait, ended: make(map[netip.AddrPort][]endedPair)}
+	return &portReuse{timeWait: timeWait, ended: make(map[netip.AddrPort]*endedQueue)}
 }
 
 // noteEnded queues the range pair b, which the datapath reports in
@@ -67,7 +112,12 @@ func (r *portReuse) noteEnded(b datapath.Tuple, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := serverKey(b.Src)
-	r.ended[s] = append(r.ended[s], endedPair{b: b, at: now})
+	q := r.ended[s]
+	if q == nil {
+		q = &endedQueue{}
+		r.ended[s] = q
+	}
+	q.push(endedPair{b: b, at: now})
 }
 
 // prune drops the ended pairs that the sweep has removed by now (older
@@ -76,15 +126,9 @@ func (r *portReuse) prune(now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for s, q := range r.ended {
-		n := 0
-		for n < len(q) && now-q[n].at > r.timeWait {
-			n++
-		}
-		switch {
-		case n == len(q):
+		q.dropOlder(now - r.timeWait)
+		if q.len() == 0 {
 			delete(r.ended, s)
-		case n > 0:
-			r.ended[s] = append(q[:0:0], q[n:]...)
 		}
 	}
 }
@@ -100,9 +144,13 @@ func (r *portReuse) reclaim(dp *datapath.Datapath, a *ports.Allocator, server ne
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.ended[server]
+	if q == nil {
+		return false
+	}
+	defer r.dropEmpty(server, q)
 	now := datapath.Now()
-	for i, tries := 0, 0; i < len(q) && tries < reuseTries; tries++ {
-		c := q[i]
+	for i, tries := 0, 0; i < q.len() && tries < reuseTries; tries++ {
+		c := q.at(i)
 		off, known := a.NoteOf(c.b.Src, c.b.Dst.Port())
 		var later bool // safe some time from now: keep it queued
 		removed, err := dp.RemoveEnded(c.b, func(spec datapath.PairSpec, st datapath.PairStats) bool {
@@ -111,9 +159,8 @@ func (r *portReuse) reclaim(dp *datapath.Datapath, a *ports.Allocator, server ne
 			return ok
 		})
 		if removed {
-			q = slices.Delete(q, i, i+1)
+			q.remove(i)
 			r.reused.Add(1)
-			r.setQueue(server, q)
 			return true
 		}
 		if errors.Is(err, datapath.ErrClosed) {
@@ -123,9 +170,8 @@ func (r *portReuse) reclaim(dp *datapath.Datapath, a *ports.Allocator, server ne
 			i++ // safe some time from now: kept
 			continue
 		}
-		q = slices.Delete(q, i, i+1) // gone, or never safe: it waits out its TIME_WAIT
+		q.remove(i) // gone, or never safe: it waits out its TIME_WAIT
 	}
-	r.setQueue(server, q)
 	return false
 }
 
@@ -135,12 +181,11 @@ func serverKey(s netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(s.Addr().Unmap(), s.Port())
 }
 
-func (r *portReuse) setQueue(server netip.AddrPort, q []endedPair) {
-	if len(q) == 0 {
+// dropEmpty forgets server's queue q once it is empty.
+func (r *portReuse) dropEmpty(server netip.AddrPort, q *endedQueue) {
+	if q.len() == 0 {
 		delete(r.ended, server)
-		return
 	}
-	r.ended[server] = q
 }
 
 // reusable reports whether a new connection from the forwarder may take

@@ -54,3 +54,67 @@ func TestReusable(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedQueueKeepsOldestFirst: pairs taken from the front or from
+// within, and those older than a cut, leave the rest oldest first, also
+// once the queue has been compacted many times over.
+func TestEndedQueueKeepsOldestFirst(t *testing.T) {
+	var q endedQueue
+	var want []time.Duration
+	next := time.Duration(0)
+	push := func(n int) {
+		for range n {
+			next++
+			q.push(endedPair{at: next})
+			want = append(want, next)
+		}
+	}
+	check := func(step string) {
+		t.Helper()
+		if q.len() != len(want) {
+			t.Fatalf("%s: %d pairs, want %d", step, q.len(), len(want))
+		}
+		for i, w := range want {
+			if got := q.at(i).at; got != w {
+				t.Fatalf("%s: pair %d noted at %v, want %v", step, i, got, w)
+			}
+		}
+	}
+	for round := range 50 {
+		push(40)
+		q.remove(0)
+		want = want[1:]
+		check("front taken")
+		q.remove(3)
+		want = append(want[:3:3], want[4:]...)
+		check("fourth taken")
+		cut := want[0] + time.Duration(round%7)
+		q.dropOlder(cut)
+		for len(want) > 0 && want[0] < cut {
+			want = want[1:]
+		}
+		check("older dropped")
+	}
+	for q.len() > 0 {
+		q.remove(0)
+		want = want[1:]
+	}
+	check("emptied")
+	if len(q.q) != 0 {
+		t.Errorf("emptied queue keeps %d slots in use", len(q.q))
+	}
+}
+
+// BenchmarkEndedQueueTakeOldest takes the oldest of a server's ended
+// pairs and notes a new one, with as many queued as the default range
+// has ports, as every pick does once the range is busy.
+func BenchmarkEndedQueueTakeOldest(b *testing.B) {
+	var q endedQueue
+	for i := range 20000 {
+		q.push(endedPair{at: time.Duration(i)})
+	}
+	for i := 0; b.Loop(); i++ {
+		q.remove(0)
+		q.push(endedPair{at: time.Duration(20000 + i)})
+	}
+}
