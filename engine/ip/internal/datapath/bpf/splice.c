@@ -208,7 +208,21 @@ struct pkt {
 	__u32 end; /* offset just past the IP packet, trailing frame padding excluded */
 	__u8 frag; /* an IPv4 or IPv6 first fragment */
 	__u8 ext;  /* IPv6 extension headers precede the TCP header */
+	__u8 has_th; /* th holds the TCP header's first 20 bytes, read with the IP header */
+	__u16 ip_check; /* the IPv4 header checksum, as in the packet */
+	__u8 th[20] __attribute__((aligned(4)));
 };
+
+/*
+ * The frame's first 54 bytes, which one bpf_skb_load_bytes reads: the
+ * Ethernet header and an IPv6 header, or an IPv4 header without options
+ * and the TCP header's fixed part (every TCP segment has at least that).
+ * Two bytes ahead of them align the IP header.
+ */
+struct head {
+	__u8 pad[2];
+	__u8 raw[ETH_HLEN + 40];
+} __attribute__((aligned(8)));
 
 /*
  * IPv6 extension headers walked before the TCP header, at most: every
@@ -269,61 +283,78 @@ static __always_inline int walk_ext6(struct __sk_buff *skb, struct pkt *p, __u8 
 	return nexthdr == IPPROTO_TCP ? 0 : PARSE_LONG_CHAIN;
 }
 
-/* parse_ip returns PARSE_NOT_OURS for anything that is not TCP over IPv4/IPv6 with a readable port pair, PARSE_LONG_CHAIN for IPv6 whose extension headers it did not walk to the end. */
+/*
+ * parse_ip returns PARSE_NOT_OURS for anything that is not TCP over
+ * IPv4/IPv6 with a readable port pair, PARSE_LONG_CHAIN for IPv6 whose
+ * extension headers it did not walk to the end. Each bpf_skb_load_bytes
+ * is a helper call on every packet the devices see, so the common frames
+ * take one (IPv4 without options: the TCP header comes with it) or two
+ * (IPv6: the TCP header's fixed part); only a frame too short for those
+ * reads its headers piece by piece.
+ */
 static __always_inline int parse_ip(struct __sk_buff *skb, struct pkt *p)
 {
-	struct ethhdr eth;
+	struct head h;
+	struct ethhdr *eth = (struct ethhdr *)h.raw;
 	__u32 len;
 
-	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) < 0)
-		return -1;
-	if (eth.h_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr ip;
+	if (bpf_skb_load_bytes(skb, 0, h.raw, sizeof(h.raw)) < 0) {
+		/* Shorter than 54 bytes: no IPv6 header fits, an IPv4 one may. */
+		if (bpf_skb_load_bytes(skb, 0, h.raw, ETH_HLEN + sizeof(struct iphdr)) < 0)
+			return -1;
+		if (eth->h_proto != bpf_htons(ETH_P_IP))
+			return -1;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IP) && ((struct iphdr *)(h.raw + ETH_HLEN))->ihl == 5) {
+		__builtin_memcpy(p->th, h.raw + ETH_HLEN + sizeof(struct iphdr), sizeof(p->th));
+		p->has_th = 1;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (struct iphdr *)(h.raw + ETH_HLEN);
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0)
+		if (ip->version != 4 || ip->ihl < 5 || ip->protocol != IPPROTO_TCP)
 			return -1;
-		if (ip.version != 4 || ip.ihl < 5 || ip.protocol != IPPROTO_TCP)
-			return -1;
-		__u16 frag = bpf_ntohs(ip.frag_off);
+		__u16 frag = bpf_ntohs(ip->frag_off);
 		if (frag & 0x1fff)
 			return -1; /* a later fragment carries no TCP header to match */
 		p->frag = (frag & 0x2000) != 0;
-		p->l4 = ETH_HLEN + ip.ihl * 4;
-		len = bpf_ntohs(ip.tot_len);
+		p->l4 = ETH_HLEN + ip->ihl * 4;
+		len = bpf_ntohs(ip->tot_len);
 		if (len == 0 && skb->gso_size)
 			len = skb->len - ETH_HLEN; /* BIG TCP: the length lives in the skb */
 		p->end = ETH_HLEN + len;
+		p->ip_check = ip->check;
 		p->key.family = SPLICE_AF_INET;
-		__builtin_memcpy(p->key.saddr, &ip.saddr, 4);
-		__builtin_memcpy(p->key.daddr, &ip.daddr, 4);
-	} else if (eth.h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6;
+		__builtin_memcpy(p->key.saddr, &ip->saddr, 4);
+		__builtin_memcpy(p->key.daddr, &ip->daddr, 4);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (struct ipv6hdr *)(h.raw + ETH_HLEN);
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) < 0)
+		if (ip6->version != 6)
 			return -1;
-		if (ip6.version != 6)
-			return -1;
-		__u32 l4 = ETH_HLEN + sizeof(ip6);
-		int rc = walk_ext6(skb, p, ip6.nexthdr, &l4);
+		__u32 l4 = ETH_HLEN + sizeof(*ip6);
+		int rc = walk_ext6(skb, p, ip6->nexthdr, &l4);
 		if (rc < 0)
 			return rc;
 		p->l4 = l4;
-		len = bpf_ntohs(ip6.payload_len);
+		len = bpf_ntohs(ip6->payload_len);
 		if (len == 0 && skb->gso_size)
-			len = skb->len - ETH_HLEN - sizeof(ip6); /* BIG TCP: the length lives in the skb */
-		p->end = ETH_HLEN + sizeof(ip6) + len;
+			len = skb->len - ETH_HLEN - sizeof(*ip6); /* BIG TCP: the length lives in the skb */
+		p->end = ETH_HLEN + sizeof(*ip6) + len;
 		p->key.family = SPLICE_AF_INET6;
-		__builtin_memcpy(p->key.saddr, &ip6.saddr, 16);
-		__builtin_memcpy(p->key.daddr, &ip6.daddr, 16);
+		__builtin_memcpy(p->key.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(p->key.daddr, &ip6->daddr, 16);
 	} else {
 		return -1;
 	}
 
-	__be16 ports[2];
-	if (bpf_skb_load_bytes(skb, p->l4, ports, sizeof(ports)) < 0)
-		return -1;
-	p->key.sport = ports[0];
-	p->key.dport = ports[1];
+	if (!p->has_th) {
+		if (bpf_skb_load_bytes(skb, p->l4, p->th, sizeof(p->th)) == 0)
+			p->has_th = 1;
+		else if (bpf_skb_load_bytes(skb, p->l4, p->th, 4) < 0)
+			return -1; /* not even the port pair */
+	}
+	__builtin_memcpy(&p->key.sport, p->th, 2);
+	__builtin_memcpy(&p->key.dport, p->th + 2, 2);
 	return 0;
 }
 
@@ -346,8 +377,9 @@ static __always_inline int parse_tcp(struct __sk_buff *skb, const struct pkt *p,
 {
 	if (p->end > skb->len || p->end < p->l4 + 20)
 		return -1;
-	if (bpf_skb_load_bytes(skb, p->l4, s->hdr, 20) < 0)
-		return -1;
+	if (!p->has_th)
+		return -1; /* shorter than a TCP header: parse_ip could read only the ports */
+	__builtin_memcpy(s->hdr, p->th, 20);
 	__u32 hlen = (s->hdr[12] >> 4) * 4;
 	if (hlen < 20 || p->l4 + hlen > p->end)
 		return -1;
