@@ -483,11 +483,62 @@ static __always_inline int fits_mtu(struct __sk_buff *skb, const struct splice_d
 }
 
 /*
+ * Ones' complement sums, as the kernel's csum_add and csum_fold: words are
+ * taken as they lie in memory (the byte order cancels out of the sums),
+ * so the program computes the differences bpf_csum_diff would, without a
+ * helper call per difference.
+ */
+static __always_inline __u32 csum_add(__u32 a, __u32 b)
+{
+	__u32 r = a + b;
+
+	return r + (r < a);
+}
+
+/* csum_fold64 folds a 64-bit sum of 32-bit words into a 32-bit ones' complement sum. */
+static __always_inline __u32 csum_fold64(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffffffff) + (s >> 32);
+	return s;
+}
+
+static __always_inline __u16 csum_fold(__u32 c)
+{
+	c = (c & 0xffff) + (c >> 16);
+	c = (c & 0xffff) + (c >> 16);
+	return ~c;
+}
+
+/* csum_diff4 is bpf_csum_diff of n 32-bit words from -> to (n a constant or at most 15). */
+static __always_inline __u32 csum_diff4(const __u32 *from, const __u32 *to, __u32 n)
+{
+	__u64 s = 0;
+
+	for (int i = 0; i < 15; i++) {
+		if (i >= n)
+			break;
+		s += (__u32)~from[i];
+		s += to[i];
+	}
+	return csum_fold64(s);
+}
+
+/* The IPv4 header's checksum and addresses, which one bpf_skb_store_bytes rewrites. */
+struct ip4tail {
+	__u16 check;
+	__u32 saddr;
+	__u32 daddr;
+} __attribute__((packed));
+
+/*
  * rewrite writes the translated TCP header and addresses into the packet.
- * Checksums are updated by difference through the kernel helpers: the
- * header diff without BPF_F_PSEUDO_HDR, the address diff with it, so a
- * CHECKSUM_PARTIAL skb (GSO included) keeps only its pseudo-header sum
- * adjusted, and a CHECKSUM_COMPLETE skb keeps a valid skb->csum.
+ * The TCP checksum is updated by difference through the kernel helper:
+ * the header diff without BPF_F_PSEUDO_HDR, the address diff with it, so
+ * a CHECKSUM_PARTIAL skb (GSO included) keeps only its pseudo-header sum
+ * adjusted, and a CHECKSUM_COMPLETE skb keeps a valid skb->csum. The IPv4
+ * header checksum, which no offload owns, the program updates itself and
+ * writes with the addresses.
  */
 static __always_inline int rewrite(struct __sk_buff *skb, const struct pkt *p, struct seg *s,
 				   const struct splice_dir *e, const struct splice_dir *peer, __u32 ctl)
@@ -507,34 +558,29 @@ static __always_inline int rewrite(struct __sk_buff *skb, const struct pkt *p, s
 
 	if (hlen < 20)
 		return -1;
-	__s64 hdiff = bpf_csum_diff((__be32 *)s->hdr, hlen, (__be32 *)s->out, hlen, 0);
-	if (hdiff < 0)
-		return -1;
+	__u32 hdiff = csum_diff4((const __u32 *)s->hdr, (const __u32 *)s->out, hlen / 4);
 	if (bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0)
 		return -1;
 	if (bpf_l4_csum_replace(skb, csum_off, 0, hdiff, 0) < 0)
 		return -1;
 
 	if (p->key.family == SPLICE_AF_INET) {
-		__s64 adiff = bpf_csum_diff((__be32 *)p->key.saddr, 4, (__be32 *)e->out_saddr, 4, 0);
-		if (adiff < 0)
-			return -1;
-		adiff = bpf_csum_diff((__be32 *)p->key.daddr, 4, (__be32 *)e->out_daddr, 4, adiff);
-		if (adiff < 0)
-			return -1;
-		if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, saddr), e->out_saddr, 4, 0) < 0 ||
-		    bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, daddr), e->out_daddr, 4, 0) < 0)
-			return -1;
-		if (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), 0, adiff, 0) < 0)
+		struct ip4tail t;
+
+		__builtin_memcpy(&t.saddr, e->out_saddr, 4);
+		__builtin_memcpy(&t.daddr, e->out_daddr, 4);
+		__u32 adiff = csum_diff4((const __u32 *)p->key.saddr, (const __u32 *)e->out_saddr, 1);
+		adiff = csum_add(adiff, csum_diff4((const __u32 *)p->key.daddr, (const __u32 *)e->out_daddr, 1));
+		/* As bpf_l3_csum_replace does with the difference: csum_replace_by_diff. */
+		t.check = csum_fold(csum_add(adiff, ~(__u32)p->ip_check));
+		if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, check), &t, sizeof(t), 0) < 0)
 			return -1;
 		if (bpf_l4_csum_replace(skb, csum_off, 0, adiff, BPF_F_PSEUDO_HDR) < 0)
 			return -1;
 		return 0;
 	}
 
-	__s64 adiff = bpf_csum_diff((__be32 *)p->key.saddr, 32, (__be32 *)e->out_saddr, 32, 0);
-	if (adiff < 0)
-		return -1;
+	__u32 adiff = csum_diff4((const __u32 *)p->key.saddr, (const __u32 *)e->out_saddr, 8);
 	if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, saddr), e->out_saddr, 32, 0) < 0)
 		return -1;
 	/*
