@@ -78,6 +78,20 @@ struct {
 	__uint(max_entries, 1);
 } splice_kept_scratch SEC(".maps");
 
+/* What one CPU last read of the clocks, for stamp_now: per CPU, so no other CPU writes its line. */
+struct splice_clock {
+	__u64 jiffies; /* bpf_jiffies64() when stamp was read */
+	__u32 stamp;   /* bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct splice_clock);
+	__uint(max_entries, 1);
+} splice_clock SEC(".maps");
+
 /* Payload bytes per kept record, at most SPLICE_KEPT_CHUNK; tests lower it to exercise several records per segment. */
 volatile const __u32 kept_chunk = SPLICE_KEPT_CHUNK;
 
@@ -108,6 +122,40 @@ static __always_inline void emit(const struct splice_key *k, __u32 kind, __u32 s
 	ev->seq = seq;
 	__builtin_memcpy(&ev->key, k, sizeof(*k));
 	bpf_ringbuf_submit(ev, 0);
+}
+
+/*
+ * stamp_now is bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT, the clock
+ * of splice_dir.last_seen. The coarse clock only moves at a tick, when
+ * jiffies does, and bpf_jiffies64 is a load the verifier inlines where the
+ * clock is a helper call: the clock is read once per tick and CPU. A CPU
+ * that reads it between a tick's jiffies and clock updates keeps the
+ * previous tick's time until the next tick: a stamp at most one tick old,
+ * where an idle timeout counts seconds.
+ */
+static __always_inline __u32 stamp_now(void)
+{
+	__u32 zero = 0;
+	struct splice_clock *c = bpf_map_lookup_elem(&splice_clock, &zero);
+	__u64 j = bpf_jiffies64();
+
+	if (c && c->jiffies == j)
+		return c->stamp;
+	__u32 t = bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT;
+	if (c) {
+		c->jiffies = j;
+		c->stamp = t;
+	}
+	return t;
+}
+
+/* touch stamps a direction with the time its last packet went through, writing its line only when the stamp moves. */
+static __always_inline void touch(struct splice_dir *e)
+{
+	__u32 t = stamp_now();
+
+	if (READ_ONCE(e->last_seen) != t)
+		WRITE_ONCE(e->last_seen, t);
 }
 
 /* seq_after reports whether a comes after b in sequence space (RFC 1982). */
@@ -616,8 +664,9 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 {
 	__u32 old;
 
-	WRITE_ONCE(e->last_seen, (__u32)(bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT));
-	WRITE_ONCE(e->win, s->win);
+	touch(e);
+	if (READ_ONCE(e->win) != s->win)
+		WRITE_ONCE(e->win, s->win);
 	__sync_fetch_and_add(&e->packets, 1);
 	note_ts(e, s);
 	if (s->flags & TCP_ACK)
@@ -815,8 +864,9 @@ static __always_inline void track_kept(struct splice_dir *e, const struct seg *s
 {
 	__u32 old;
 
-	WRITE_ONCE(e->last_seen, (__u32)(bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT));
-	WRITE_ONCE(e->win, s->win);
+	touch(e);
+	if (READ_ONCE(e->win) != s->win)
+		WRITE_ONCE(e->win, s->win);
 	note_ts(e, s);
 	if (s->flags & TCP_ACK) {
 		advance(&e->ack_hi, s->ack, &old);
