@@ -273,6 +273,28 @@ struct head {
 } __attribute__((aligned(8)));
 
 /*
+ * read_bytes copies n bytes (a constant, even) at off into dst, which is
+ * 2-byte aligned: straight from the skb's linear data when they lie there
+ * (a segment's headers nearly always do), else through
+ * bpf_skb_load_bytes, a helper call that also reaches paged data.
+ */
+static __always_inline int read_bytes(struct __sk_buff *skb, __u32 off, void *dst, const __u32 n)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+
+	if (off <= 255 && data + off + n <= end) {
+		const __u16 *from = data + off;
+		__u16 *to = dst;
+
+		for (__u32 i = 0; i < n / 2; i++)
+			to[i] = from[i];
+		return 0;
+	}
+	return bpf_skb_load_bytes(skb, off, dst, n);
+}
+
+/*
  * IPv6 extension headers walked before the TCP header, at most: every
  * chain RFC 8200 section 4.1 allows (hop-by-hop, destination options,
  * routing, fragment, authentication, destination options again, then a
@@ -346,9 +368,9 @@ static __always_inline int parse_ip(struct __sk_buff *skb, struct pkt *p)
 	struct ethhdr *eth = (struct ethhdr *)h.raw;
 	__u32 len;
 
-	if (bpf_skb_load_bytes(skb, 0, h.raw, sizeof(h.raw)) < 0) {
+	if (read_bytes(skb, 0, h.raw, sizeof(h.raw)) < 0) {
 		/* Shorter than 54 bytes: no IPv6 header fits, an IPv4 one may. */
-		if (bpf_skb_load_bytes(skb, 0, h.raw, ETH_HLEN + sizeof(struct iphdr)) < 0)
+		if (read_bytes(skb, 0, h.raw, ETH_HLEN + sizeof(struct iphdr)) < 0)
 			return -1;
 		if (eth->h_proto != bpf_htons(ETH_P_IP))
 			return -1;
@@ -396,9 +418,9 @@ static __always_inline int parse_ip(struct __sk_buff *skb, struct pkt *p)
 	}
 
 	if (!p->has_th) {
-		if (bpf_skb_load_bytes(skb, p->l4, p->th, sizeof(p->th)) == 0)
+		if (read_bytes(skb, p->l4, p->th, sizeof(p->th)) == 0)
 			p->has_th = 1;
-		else if (bpf_skb_load_bytes(skb, p->l4, p->th, 4) < 0)
+		else if (read_bytes(skb, p->l4, p->th, 4) < 0)
 			return -1; /* not even the port pair */
 	}
 	__builtin_memcpy(&p->key.sport, p->th, 2);
@@ -409,6 +431,8 @@ static __always_inline int parse_ip(struct __sk_buff *skb, struct pkt *p)
 /* The TCP segment, parsed. */
 struct seg {
 	__u8 hdr[HDR_BUF]; /* the header as received; zero past hlen */
+	/* The IPv4 header's checksum and addresses (struct ip4tail) at pre + 2, for one store with out. */
+	__u8 pre[12];
 	__u8 out[HDR_BUF]; /* the header as it will be sent */
 	struct tcpopts o;
 	__u32 hlen;
@@ -431,8 +455,12 @@ static __always_inline int parse_tcp(struct __sk_buff *skb, const struct pkt *p,
 	__u32 hlen = (s->hdr[12] >> 4) * 4;
 	if (hlen < 20 || p->l4 + hlen > p->end)
 		return -1;
-	if (hlen > 20 && bpf_skb_load_bytes(skb, p->l4 + 20, s->hdr + 20, hlen - 20) < 0)
+	if (hlen == 32) {
+		if (read_bytes(skb, p->l4 + 20, s->hdr + 20, 12) < 0)
+			return -1; /* the common options' length (a timestamp), read without a helper */
+	} else if (hlen > 20 && bpf_skb_load_bytes(skb, p->l4 + 20, s->hdr + 20, hlen - 20) < 0) {
 		return -1;
+	}
 	if (parse_opts(s->hdr, hlen, &s->o) < 0)
 		return -1;
 	s->hlen = hlen;
@@ -607,10 +635,6 @@ static __always_inline int rewrite(struct __sk_buff *skb, const struct pkt *p, s
 	if (hlen < 20)
 		return -1;
 	__u32 hdiff = csum_diff4((const __u32 *)s->hdr, (const __u32 *)s->out, hlen / 4);
-	if (bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0)
-		return -1;
-	if (bpf_l4_csum_replace(skb, csum_off, 0, hdiff, 0) < 0)
-		return -1;
 
 	if (p->key.family == SPLICE_AF_INET) {
 		struct ip4tail t;
@@ -621,12 +645,26 @@ static __always_inline int rewrite(struct __sk_buff *skb, const struct pkt *p, s
 		adiff = csum_add(adiff, csum_diff4((const __u32 *)p->key.daddr, (const __u32 *)e->out_daddr, 1));
 		/* As bpf_l3_csum_replace does with the difference: csum_replace_by_diff. */
 		t.check = csum_fold(csum_add(adiff, ~(__u32)p->ip_check));
-		if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, check), &t, sizeof(t), 0) < 0)
+		if (p->l4 == ETH_HLEN + sizeof(struct iphdr)) {
+			/* No IP options: the addresses end where the TCP header starts, one store for both. */
+			__builtin_memcpy(s->pre + 2, &t, sizeof(t));
+			if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, check), s->pre + 2, sizeof(t) + hlen, 0) < 0)
+				return -1;
+		} else if (bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0 ||
+			   bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, check), &t, sizeof(t), 0) < 0) {
+			return -1;
+		}
+		if (bpf_l4_csum_replace(skb, csum_off, 0, hdiff, 0) < 0)
 			return -1;
 		if (bpf_l4_csum_replace(skb, csum_off, 0, adiff, BPF_F_PSEUDO_HDR) < 0)
 			return -1;
 		return 0;
 	}
+
+	if (bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0)
+		return -1;
+	if (bpf_l4_csum_replace(skb, csum_off, 0, hdiff, 0) < 0)
+		return -1;
 
 	__u32 adiff = csum_diff4((const __u32 *)p->key.saddr, (const __u32 *)e->out_saddr, 8);
 	if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, saddr), e->out_saddr, 32, 0) < 0)
