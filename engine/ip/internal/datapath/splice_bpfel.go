@@ -14,10 +14,13 @@ import (
 )
 
 type spliceSpliceClock struct {
-	_       structs.HostLayout
-	Jiffies uint64
-	Stamp   uint32
-	Pad     uint32
+	_          structs.HostLayout
+	Jiffies    uint64
+	Stamp      uint32
+	Pad        uint32
+	MtuJiffies [2]uint64
+	MtuIfindex [2]uint32
+	MtuLen     [2]uint32
 }
 
 type spliceSpliceCounter uint32

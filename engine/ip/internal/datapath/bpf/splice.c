@@ -78,11 +78,19 @@ struct {
 	__uint(max_entries, 1);
 } splice_kept_scratch SEC(".maps");
 
-/* What one CPU last read of the clocks, for stamp_now: per CPU, so no other CPU writes its line. */
+/*
+ * What one CPU last learnt from helpers whose answers hold for a tick:
+ * the clock, for stamp_now, and the frame lengths peer devices took, for
+ * fits_mtu. Per CPU, so no other CPU writes its line.
+ */
 struct splice_clock {
 	__u64 jiffies; /* bpf_jiffies64() when stamp was read */
 	__u32 stamp;   /* bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT */
 	__u32 pad;
+	/* Two devices (by the low bit of their index): within tick mtu_jiffies, bpf_check_mtu passed frames of mtu_len bytes out of mtu_ifindex. */
+	__u64 mtu_jiffies[2];
+	__u32 mtu_ifindex[2];
+	__u32 mtu_len[2];
 };
 
 struct {
@@ -550,12 +558,38 @@ static __always_inline int stale_fin(const struct seg *s, const struct splice_di
  * checked segment by segment. Routing itself happens in
  * bpf_redirect_neigh: bpf_fib_lookup would demand IP forwarding enabled on
  * the device, which a forwarder that only splices should not need.
+ *
+ * bpf_check_mtu is a helper call and a device lookup; its answer for a
+ * frame that is not GSO only grows with the frame's length. A CPU
+ * remembers, per tick, the longest such frame it let out of a device
+ * (splice_clock), and passes shorter ones without asking again: an MTU
+ * lowered meanwhile is seen by the next tick, and the frames in between
+ * meet the device's own check.
  */
 static __always_inline int fits_mtu(struct __sk_buff *skb, const struct splice_dir *e)
 {
-	__u32 mtu = 0;
+	__u32 zero = 0, mtu = 0;
+	__u32 ifindex = e->out_ifindex;
+	__u32 len = skb->len;
+	int gso = skb->gso_size != 0;
+	__u64 j = bpf_jiffies64();
+	struct splice_clock *c = bpf_map_lookup_elem(&splice_clock, &zero);
+	__u32 i = ifindex & 1;
 
-	return bpf_check_mtu(skb, e->out_ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) == BPF_MTU_CHK_RET_SUCCESS;
+	if (c && !gso && c->mtu_jiffies[i] == j && c->mtu_ifindex[i] == ifindex && len <= c->mtu_len[i])
+		return 1;
+	if (bpf_check_mtu(skb, ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS)
+		return 0;
+	if (c && !gso) {
+		if (c->mtu_jiffies[i] != j || c->mtu_ifindex[i] != ifindex) {
+			c->mtu_jiffies[i] = j;
+			c->mtu_ifindex[i] = ifindex;
+			c->mtu_len[i] = len;
+		} else if (len > c->mtu_len[i]) {
+			c->mtu_len[i] = len;
+		}
+	}
+	return 1;
 }
 
 /*
