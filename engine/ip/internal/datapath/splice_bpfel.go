@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type spliceSpliceClock struct {
+	_          structs.HostLayout
+	Jiffies    uint64
+	Stamp      uint32
+	Pad        uint32
+	MtuJiffies [2]uint64
+	MtuIfindex [2]uint32
+	MtuLen     [2]uint32
+}
+
 type spliceSpliceCounter uint32
 
 const (
@@ -172,6 +182,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	spliceMapSpliceClock           = "splice_clock"
 	spliceMapSpliceCounters        = "splice_counters"
 	spliceMapSpliceDirs            = "splice_dirs"
 	spliceMapSpliceEvents          = "splice_events"
@@ -242,6 +253,7 @@ type spliceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spliceMapSpecs struct {
+	SpliceClock       *ebpf.MapSpec `ebpf:"splice_clock"`
 	SpliceCounters    *ebpf.MapSpec `ebpf:"splice_counters"`
 	SpliceDirs        *ebpf.MapSpec `ebpf:"splice_dirs"`
 	SpliceEvents      *ebpf.MapSpec `ebpf:"splice_events"`
@@ -288,6 +300,7 @@ func (o *spliceObjects) Close() error {
 //
 // It can be passed to loadSpliceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spliceMaps struct {
+	SpliceClock       *ebpf.Map `ebpf:"splice_clock"`
 	SpliceCounters    *ebpf.Map `ebpf:"splice_counters"`
 	SpliceDirs        *ebpf.Map `ebpf:"splice_dirs"`
 	SpliceEvents      *ebpf.Map `ebpf:"splice_events"`
@@ -298,6 +311,7 @@ type spliceMaps struct {
 
 func (m *spliceMaps) Close() error {
 	return _SpliceClose(
+		m.SpliceClock,
 		m.SpliceCounters,
 		m.SpliceDirs,
 		m.SpliceEvents,

@@ -78,6 +78,28 @@ struct {
 	__uint(max_entries, 1);
 } splice_kept_scratch SEC(".maps");
 
+/*
+ * What one CPU last learnt from helpers whose answers hold for a tick:
+ * the clock, for stamp_now, and the frame lengths peer devices took, for
+ * fits_mtu. Per CPU, so no other CPU writes its line.
+ */
+struct splice_clock {
+	__u64 jiffies; /* bpf_jiffies64() when stamp was read */
+	__u32 stamp;   /* bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT */
+	__u32 pad;
+	/* Two devices (by the low bit of their index): within tick mtu_jiffies, bpf_check_mtu passed frames of mtu_len bytes out of mtu_ifindex. */
+	__u64 mtu_jiffies[2];
+	__u32 mtu_ifindex[2];
+	__u32 mtu_len[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct splice_clock);
+	__uint(max_entries, 1);
+} splice_clock SEC(".maps");
+
 /* Payload bytes per kept record, at most SPLICE_KEPT_CHUNK; tests lower it to exercise several records per segment. */
 volatile const __u32 kept_chunk = SPLICE_KEPT_CHUNK;
 
@@ -108,6 +130,40 @@ static __always_inline void emit(const struct splice_key *k, __u32 kind, __u32 s
 	ev->seq = seq;
 	__builtin_memcpy(&ev->key, k, sizeof(*k));
 	bpf_ringbuf_submit(ev, 0);
+}
+
+/*
+ * stamp_now is bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT, the clock
+ * of splice_dir.last_seen. The coarse clock only moves at a tick, when
+ * jiffies does, and bpf_jiffies64 is a load the verifier inlines where the
+ * clock is a helper call: the clock is read once per tick and CPU. A CPU
+ * that reads it between a tick's jiffies and clock updates keeps the
+ * previous tick's time until the next tick: a stamp at most one tick old,
+ * where an idle timeout counts seconds.
+ */
+static __always_inline __u32 stamp_now(void)
+{
+	__u32 zero = 0;
+	struct splice_clock *c = bpf_map_lookup_elem(&splice_clock, &zero);
+	__u64 j = bpf_jiffies64();
+
+	if (c && c->jiffies == j)
+		return c->stamp;
+	__u32 t = bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT;
+	if (c) {
+		c->jiffies = j;
+		c->stamp = t;
+	}
+	return t;
+}
+
+/* touch stamps a direction with the time its last packet went through, writing its line only when the stamp moves. */
+static __always_inline void touch(struct splice_dir *e)
+{
+	__u32 t = stamp_now();
+
+	if (READ_ONCE(e->last_seen) != t)
+		WRITE_ONCE(e->last_seen, t);
 }
 
 /* seq_after reports whether a comes after b in sequence space (RFC 1982). */
@@ -208,7 +264,43 @@ struct pkt {
 	__u32 end; /* offset just past the IP packet, trailing frame padding excluded */
 	__u8 frag; /* an IPv4 or IPv6 first fragment */
 	__u8 ext;  /* IPv6 extension headers precede the TCP header */
+	__u8 has_th; /* th holds the TCP header's first 20 bytes, read with the IP header */
+	__u16 ip_check; /* the IPv4 header checksum, as in the packet */
+	__u8 th[20] __attribute__((aligned(4)));
 };
+
+/*
+ * The frame's first 54 bytes, which one bpf_skb_load_bytes reads: the
+ * Ethernet header and an IPv6 header, or an IPv4 header without options
+ * and the TCP header's fixed part (every TCP segment has at least that).
+ * Two bytes ahead of them align the IP header.
+ */
+struct head {
+	__u8 pad[2];
+	__u8 raw[ETH_HLEN + 40];
+} __attribute__((aligned(8)));
+
+/*
+ * read_bytes copies n bytes (a constant, even) at off into dst, which is
+ * 2-byte aligned: straight from the skb's linear data when they lie there
+ * (a segment's headers nearly always do), else through
+ * bpf_skb_load_bytes, a helper call that also reaches paged data.
+ */
+static __always_inline int read_bytes(struct __sk_buff *skb, __u32 off, void *dst, const __u32 n)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+
+	if (off <= 255 && data + off + n <= end) {
+		const __u16 *from = data + off;
+		__u16 *to = dst;
+
+		for (__u32 i = 0; i < n / 2; i++)
+			to[i] = from[i];
+		return 0;
+	}
+	return bpf_skb_load_bytes(skb, off, dst, n);
+}
 
 /*
  * IPv6 extension headers walked before the TCP header, at most: every
@@ -269,67 +361,86 @@ static __always_inline int walk_ext6(struct __sk_buff *skb, struct pkt *p, __u8 
 	return nexthdr == IPPROTO_TCP ? 0 : PARSE_LONG_CHAIN;
 }
 
-/* parse_ip returns PARSE_NOT_OURS for anything that is not TCP over IPv4/IPv6 with a readable port pair, PARSE_LONG_CHAIN for IPv6 whose extension headers it did not walk to the end. */
+/*
+ * parse_ip returns PARSE_NOT_OURS for anything that is not TCP over
+ * IPv4/IPv6 with a readable port pair, PARSE_LONG_CHAIN for IPv6 whose
+ * extension headers it did not walk to the end. Each bpf_skb_load_bytes
+ * is a helper call on every packet the devices see, so the common frames
+ * take one (IPv4 without options: the TCP header comes with it) or two
+ * (IPv6: the TCP header's fixed part); only a frame too short for those
+ * reads its headers piece by piece.
+ */
 static __always_inline int parse_ip(struct __sk_buff *skb, struct pkt *p)
 {
-	struct ethhdr eth;
+	struct head h;
+	struct ethhdr *eth = (struct ethhdr *)h.raw;
 	__u32 len;
 
-	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) < 0)
-		return -1;
-	if (eth.h_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr ip;
+	if (read_bytes(skb, 0, h.raw, sizeof(h.raw)) < 0) {
+		/* Shorter than 54 bytes: no IPv6 header fits, an IPv4 one may. */
+		if (read_bytes(skb, 0, h.raw, ETH_HLEN + sizeof(struct iphdr)) < 0)
+			return -1;
+		if (eth->h_proto != bpf_htons(ETH_P_IP))
+			return -1;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IP) && ((struct iphdr *)(h.raw + ETH_HLEN))->ihl == 5) {
+		__builtin_memcpy(p->th, h.raw + ETH_HLEN + sizeof(struct iphdr), sizeof(p->th));
+		p->has_th = 1;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (struct iphdr *)(h.raw + ETH_HLEN);
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0)
+		if (ip->version != 4 || ip->ihl < 5 || ip->protocol != IPPROTO_TCP)
 			return -1;
-		if (ip.version != 4 || ip.ihl < 5 || ip.protocol != IPPROTO_TCP)
-			return -1;
-		__u16 frag = bpf_ntohs(ip.frag_off);
+		__u16 frag = bpf_ntohs(ip->frag_off);
 		if (frag & 0x1fff)
 			return -1; /* a later fragment carries no TCP header to match */
 		p->frag = (frag & 0x2000) != 0;
-		p->l4 = ETH_HLEN + ip.ihl * 4;
-		len = bpf_ntohs(ip.tot_len);
+		p->l4 = ETH_HLEN + ip->ihl * 4;
+		len = bpf_ntohs(ip->tot_len);
 		if (len == 0 && skb->gso_size)
 			len = skb->len - ETH_HLEN; /* BIG TCP: the length lives in the skb */
 		p->end = ETH_HLEN + len;
+		p->ip_check = ip->check;
 		p->key.family = SPLICE_AF_INET;
-		__builtin_memcpy(p->key.saddr, &ip.saddr, 4);
-		__builtin_memcpy(p->key.daddr, &ip.daddr, 4);
-	} else if (eth.h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6;
+		__builtin_memcpy(p->key.saddr, &ip->saddr, 4);
+		__builtin_memcpy(p->key.daddr, &ip->daddr, 4);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (struct ipv6hdr *)(h.raw + ETH_HLEN);
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) < 0)
+		if (ip6->version != 6)
 			return -1;
-		if (ip6.version != 6)
-			return -1;
-		__u32 l4 = ETH_HLEN + sizeof(ip6);
-		int rc = walk_ext6(skb, p, ip6.nexthdr, &l4);
+		__u32 l4 = ETH_HLEN + sizeof(*ip6);
+		int rc = walk_ext6(skb, p, ip6->nexthdr, &l4);
 		if (rc < 0)
 			return rc;
 		p->l4 = l4;
-		len = bpf_ntohs(ip6.payload_len);
+		len = bpf_ntohs(ip6->payload_len);
 		if (len == 0 && skb->gso_size)
-			len = skb->len - ETH_HLEN - sizeof(ip6); /* BIG TCP: the length lives in the skb */
-		p->end = ETH_HLEN + sizeof(ip6) + len;
+			len = skb->len - ETH_HLEN - sizeof(*ip6); /* BIG TCP: the length lives in the skb */
+		p->end = ETH_HLEN + sizeof(*ip6) + len;
 		p->key.family = SPLICE_AF_INET6;
-		__builtin_memcpy(p->key.saddr, &ip6.saddr, 16);
-		__builtin_memcpy(p->key.daddr, &ip6.daddr, 16);
+		__builtin_memcpy(p->key.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(p->key.daddr, &ip6->daddr, 16);
 	} else {
 		return -1;
 	}
 
-	__be16 ports[2];
-	if (bpf_skb_load_bytes(skb, p->l4, ports, sizeof(ports)) < 0)
-		return -1;
-	p->key.sport = ports[0];
-	p->key.dport = ports[1];
+	if (!p->has_th) {
+		if (read_bytes(skb, p->l4, p->th, sizeof(p->th)) == 0)
+			p->has_th = 1;
+		else if (read_bytes(skb, p->l4, p->th, 4) < 0)
+			return -1; /* not even the port pair */
+	}
+	__builtin_memcpy(&p->key.sport, p->th, 2);
+	__builtin_memcpy(&p->key.dport, p->th + 2, 2);
 	return 0;
 }
 
 /* The TCP segment, parsed. */
 struct seg {
 	__u8 hdr[HDR_BUF]; /* the header as received; zero past hlen */
+	/* The IPv4 header's checksum and addresses (struct ip4tail) at pre + 2, for one store with out. */
+	__u8 pre[12];
 	__u8 out[HDR_BUF]; /* the header as it will be sent */
 	struct tcpopts o;
 	__u32 hlen;
@@ -346,13 +457,18 @@ static __always_inline int parse_tcp(struct __sk_buff *skb, const struct pkt *p,
 {
 	if (p->end > skb->len || p->end < p->l4 + 20)
 		return -1;
-	if (bpf_skb_load_bytes(skb, p->l4, s->hdr, 20) < 0)
-		return -1;
+	if (!p->has_th)
+		return -1; /* shorter than a TCP header: parse_ip could read only the ports */
+	__builtin_memcpy(s->hdr, p->th, 20);
 	__u32 hlen = (s->hdr[12] >> 4) * 4;
 	if (hlen < 20 || p->l4 + hlen > p->end)
 		return -1;
-	if (hlen > 20 && bpf_skb_load_bytes(skb, p->l4 + 20, s->hdr + 20, hlen - 20) < 0)
+	if (hlen == 32) {
+		if (read_bytes(skb, p->l4 + 20, s->hdr + 20, 12) < 0)
+			return -1; /* the common options' length (a timestamp), read without a helper */
+	} else if (hlen > 20 && bpf_skb_load_bytes(skb, p->l4 + 20, s->hdr + 20, hlen - 20) < 0) {
 		return -1;
+	}
 	if (parse_opts(s->hdr, hlen, &s->o) < 0)
 		return -1;
 	s->hlen = hlen;
@@ -442,20 +558,97 @@ static __always_inline int stale_fin(const struct seg *s, const struct splice_di
  * checked segment by segment. Routing itself happens in
  * bpf_redirect_neigh: bpf_fib_lookup would demand IP forwarding enabled on
  * the device, which a forwarder that only splices should not need.
+ *
+ * bpf_check_mtu is a helper call and a device lookup; its answer for a
+ * frame that is not GSO only grows with the frame's length. A CPU
+ * remembers, per tick, the longest such frame it let out of a device
+ * (splice_clock), and passes shorter ones without asking again: an MTU
+ * lowered meanwhile is seen by the next tick, and the frames in between
+ * meet the device's own check.
  */
 static __always_inline int fits_mtu(struct __sk_buff *skb, const struct splice_dir *e)
 {
-	__u32 mtu = 0;
+	__u32 zero = 0, mtu = 0;
+	__u32 ifindex = e->out_ifindex;
+	__u32 len = skb->len;
+	int gso = skb->gso_size != 0;
+	__u64 j = bpf_jiffies64();
+	struct splice_clock *c = bpf_map_lookup_elem(&splice_clock, &zero);
+	__u32 i = ifindex & 1;
 
-	return bpf_check_mtu(skb, e->out_ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) == BPF_MTU_CHK_RET_SUCCESS;
+	if (c && !gso && c->mtu_jiffies[i] == j && c->mtu_ifindex[i] == ifindex && len <= c->mtu_len[i])
+		return 1;
+	if (bpf_check_mtu(skb, ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS)
+		return 0;
+	if (c && !gso) {
+		if (c->mtu_jiffies[i] != j || c->mtu_ifindex[i] != ifindex) {
+			c->mtu_jiffies[i] = j;
+			c->mtu_ifindex[i] = ifindex;
+			c->mtu_len[i] = len;
+		} else if (len > c->mtu_len[i]) {
+			c->mtu_len[i] = len;
+		}
+	}
+	return 1;
 }
 
 /*
+ * Ones' complement sums, as the kernel's csum_add and csum_fold: words are
+ * taken as they lie in memory (the byte order cancels out of the sums),
+ * so the program computes the differences bpf_csum_diff would, without a
+ * helper call per difference.
+ */
+static __always_inline __u32 csum_add(__u32 a, __u32 b)
+{
+	__u32 r = a + b;
+
+	return r + (r < a);
+}
+
+/* csum_fold64 folds a 64-bit sum of 32-bit words into a 32-bit ones' complement sum. */
+static __always_inline __u32 csum_fold64(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffffffff) + (s >> 32);
+	return s;
+}
+
+static __always_inline __u16 csum_fold(__u32 c)
+{
+	c = (c & 0xffff) + (c >> 16);
+	c = (c & 0xffff) + (c >> 16);
+	return ~c;
+}
+
+/* csum_diff4 is bpf_csum_diff of n 32-bit words from -> to (n a constant or at most 15). */
+static __always_inline __u32 csum_diff4(const __u32 *from, const __u32 *to, __u32 n)
+{
+	__u64 s = 0;
+
+	for (int i = 0; i < 15; i++) {
+		if (i >= n)
+			break;
+		s += (__u32)~from[i];
+		s += to[i];
+	}
+	return csum_fold64(s);
+}
+
+/* The IPv4 header's checksum and addresses, which one bpf_skb_store_bytes rewrites. */
+struct ip4tail {
+	__u16 check;
+	__u32 saddr;
+	__u32 daddr;
+} __attribute__((packed));
+
+/*
  * rewrite writes the translated TCP header and addresses into the packet.
- * Checksums are updated by difference through the kernel helpers: the
- * header diff without BPF_F_PSEUDO_HDR, the address diff with it, so a
- * CHECKSUM_PARTIAL skb (GSO included) keeps only its pseudo-header sum
- * adjusted, and a CHECKSUM_COMPLETE skb keeps a valid skb->csum.
+ * The TCP checksum is updated by difference through the kernel helper:
+ * the header diff without BPF_F_PSEUDO_HDR, the address diff with it, so
+ * a CHECKSUM_PARTIAL skb (GSO included) keeps only its pseudo-header sum
+ * adjusted, and a CHECKSUM_COMPLETE skb keeps a valid skb->csum. The IPv4
+ * header checksum, which no offload owns, the program updates itself and
+ * writes with the addresses.
  */
 static __always_inline int rewrite(struct __sk_buff *skb, const struct pkt *p, struct seg *s,
 				   const struct splice_dir *e, const struct splice_dir *peer, __u32 ctl)
@@ -475,34 +668,39 @@ static __always_inline int rewrite(struct __sk_buff *skb, const struct pkt *p, s
 
 	if (hlen < 20)
 		return -1;
-	__s64 hdiff = bpf_csum_diff((__be32 *)s->hdr, hlen, (__be32 *)s->out, hlen, 0);
-	if (hdiff < 0)
-		return -1;
-	if (bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0)
-		return -1;
-	if (bpf_l4_csum_replace(skb, csum_off, 0, hdiff, 0) < 0)
-		return -1;
+	__u32 hdiff = csum_diff4((const __u32 *)s->hdr, (const __u32 *)s->out, hlen / 4);
 
 	if (p->key.family == SPLICE_AF_INET) {
-		__s64 adiff = bpf_csum_diff((__be32 *)p->key.saddr, 4, (__be32 *)e->out_saddr, 4, 0);
-		if (adiff < 0)
+		struct ip4tail t;
+
+		__builtin_memcpy(&t.saddr, e->out_saddr, 4);
+		__builtin_memcpy(&t.daddr, e->out_daddr, 4);
+		__u32 adiff = csum_diff4((const __u32 *)p->key.saddr, (const __u32 *)e->out_saddr, 1);
+		adiff = csum_add(adiff, csum_diff4((const __u32 *)p->key.daddr, (const __u32 *)e->out_daddr, 1));
+		/* As bpf_l3_csum_replace does with the difference: csum_replace_by_diff. */
+		t.check = csum_fold(csum_add(adiff, ~(__u32)p->ip_check));
+		if (p->l4 == ETH_HLEN + sizeof(struct iphdr)) {
+			/* No IP options: the addresses end where the TCP header starts, one store for both. */
+			__builtin_memcpy(s->pre + 2, &t, sizeof(t));
+			if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, check), s->pre + 2, sizeof(t) + hlen, 0) < 0)
+				return -1;
+		} else if (bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0 ||
+			   bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, check), &t, sizeof(t), 0) < 0) {
 			return -1;
-		adiff = bpf_csum_diff((__be32 *)p->key.daddr, 4, (__be32 *)e->out_daddr, 4, adiff);
-		if (adiff < 0)
-			return -1;
-		if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, saddr), e->out_saddr, 4, 0) < 0 ||
-		    bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct iphdr, daddr), e->out_daddr, 4, 0) < 0)
-			return -1;
-		if (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), 0, adiff, 0) < 0)
+		}
+		if (bpf_l4_csum_replace(skb, csum_off, 0, hdiff, 0) < 0)
 			return -1;
 		if (bpf_l4_csum_replace(skb, csum_off, 0, adiff, BPF_F_PSEUDO_HDR) < 0)
 			return -1;
 		return 0;
 	}
 
-	__s64 adiff = bpf_csum_diff((__be32 *)p->key.saddr, 32, (__be32 *)e->out_saddr, 32, 0);
-	if (adiff < 0)
+	if (bpf_skb_store_bytes(skb, p->l4, s->out, hlen, 0) < 0)
 		return -1;
+	if (bpf_l4_csum_replace(skb, csum_off, 0, hdiff, 0) < 0)
+		return -1;
+
+	__u32 adiff = csum_diff4((const __u32 *)p->key.saddr, (const __u32 *)e->out_saddr, 8);
 	if (bpf_skb_store_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, saddr), e->out_saddr, 32, 0) < 0)
 		return -1;
 	/*
@@ -538,8 +736,9 @@ static __always_inline void commit(struct splice_dir *e, struct splice_dir *peer
 {
 	__u32 old;
 
-	WRITE_ONCE(e->last_seen, (__u32)(bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT));
-	WRITE_ONCE(e->win, s->win);
+	touch(e);
+	if (READ_ONCE(e->win) != s->win)
+		WRITE_ONCE(e->win, s->win);
 	__sync_fetch_and_add(&e->packets, 1);
 	note_ts(e, s);
 	if (s->flags & TCP_ACK)
@@ -737,8 +936,9 @@ static __always_inline void track_kept(struct splice_dir *e, const struct seg *s
 {
 	__u32 old;
 
-	WRITE_ONCE(e->last_seen, (__u32)(bpf_ktime_get_coarse_ns() >> SPLICE_TIME_SHIFT));
-	WRITE_ONCE(e->win, s->win);
+	touch(e);
+	if (READ_ONCE(e->win) != s->win)
+		WRITE_ONCE(e->win, s->win);
 	note_ts(e, s);
 	if (s->flags & TCP_ACK) {
 		advance(&e->ack_hi, s->ack, &old);

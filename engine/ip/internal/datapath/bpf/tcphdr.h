@@ -118,6 +118,19 @@ static __always_inline int parse_opts(const __u8 *h, __u32 hlen, struct tcpopts 
 {
 	struct optwalk w = {.h = h, .o = o, .hlen = hlen, .i = 20};
 
+	/*
+	 * The headers nearly every segment carries, no options or Linux's
+	 * NOP, NOP, timestamp, are told at once: the walk below would find
+	 * the same, one callback per option.
+	 */
+	if (hlen == 20)
+		return 0;
+	if (hlen == 32 && h[20] == TCPOPT_NOP && h[21] == TCPOPT_NOP && h[22] == TCPOPT_TIMESTAMP &&
+	    h[23] == TCPOLEN_TIMESTAMP) {
+		o->ts = 22;
+		return 0;
+	}
+
 	if (bpf_loop(40, opt_step, &w, 0) < 0)
 		return -1;
 	return w.err;
