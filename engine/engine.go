@@ -337,10 +337,50 @@ type UpstreamPorts interface {
 	UpstreamDialled(server netip.AddrPort, port uint16, c *net.TCPConn)
 }
 
+// LateUpstreamPorts is an UpstreamPorts that can be told of a dialled
+// connection before it learns what it needs to splice it (ip: the
+// kernel's timestamp clock of the connection, two system calls), which
+// it then learns only if the connection is to be spliced by it: a pair
+// that stays on another engine (every pair of a listener without ip,
+// most pairs of one with promotion) does without.
+type LateUpstreamPorts interface {
+	UpstreamPorts
+	// UpstreamDialledLate is UpstreamDialled for a connection the engine
+	// will not splice before UpstreamSplicing named it: until then the
+	// engine has c's port as used toward server, and nothing more.
+	UpstreamDialledLate(server netip.AddrPort, port uint16, c *net.TCPConn)
+	// UpstreamSplicing completes what UpstreamDialledLate left out for
+	// c, which no engine has spliced but the forwarder's own copy (its
+	// sockets are still as dialled), before a deeper engine takes its
+	// pair. It does nothing for a connection not dialled from a port the
+	// engine handed out.
+	UpstreamSplicing(c *net.TCPConn)
+}
+
 // SettlePicks tells ports what became of the ports it handed out for
 // one dial: c (nil if the dial failed) keeps the one it left from
 // toward the server it reached; the others are given back.
 func SettlePicks(ports UpstreamPorts, picks []sockopt.Pick, c net.Conn) {
+	settlePicks(ports, picks, c, ports.UpstreamDialled)
+}
+
+// SettlePicksLate is SettlePicks for a connection that is not spliced
+// before LateUpstreamPorts.UpstreamSplicing named it, when ports can
+// wait for it; it reports whether ports did (UpstreamSplicing is then
+// due before a splice by any engine but the forwarder's own copy).
+func SettlePicksLate(ports UpstreamPorts, picks []sockopt.Pick, c net.Conn) (late bool) {
+	lp, ok := ports.(LateUpstreamPorts)
+	if !ok {
+		SettlePicks(ports, picks, c)
+		return false
+	}
+	settlePicks(ports, picks, c, lp.UpstreamDialledLate)
+	return true
+}
+
+// settlePicks is SettlePicks with dialled the way to tell ports of the
+// connection.
+func settlePicks(ports UpstreamPorts, picks []sockopt.Pick, c net.Conn, dialled func(netip.AddrPort, uint16, *net.TCPConn)) {
 	tc, _ := c.(*net.TCPConn)
 	var local, remote netip.AddrPort
 	if tc != nil {
@@ -348,7 +388,7 @@ func SettlePicks(ports UpstreamPorts, picks []sockopt.Pick, c net.Conn) {
 	}
 	for _, p := range picks {
 		if tc != nil && local.Port() == p.Port && remote.Addr().Unmap() == p.Server.Addr().Unmap() && remote.Port() == p.Server.Port() {
-			ports.UpstreamDialled(p.Server, p.Port, tc)
+			dialled(p.Server, p.Port, tc)
 		} else {
 			ports.UpstreamDialled(p.Server, p.Port, nil)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/sockopt"
 )
 
@@ -77,4 +78,95 @@ func TestDialFromExhaustedRangeConnectsOnce(t *testing.T) {
 			t.Errorf("%s: %d connects, want %d", tc.name, connects, tc.want)
 		}
 	}
+}
+
+// lateRangePorts is an engine.LateUpstreamPorts that hands out port and
+// records how it was told of each connection.
+type lateRangePorts struct {
+	port                    uint16
+	dialled, late, splicing []*net.TCPConn
+}
+
+func (p *lateRangePorts) UpstreamPort(netip.AddrPort) (uint16, bool) { return p.port, true }
+
+func (p *lateRangePorts) UpstreamDialled(_ netip.AddrPort, _ uint16, c *net.TCPConn) {
+	if c != nil {
+		p.dialled = append(p.dialled, c)
+	}
+}
+
+func (p *lateRangePorts) UpstreamDialledLate(_ netip.AddrPort, _ uint16, c *net.TCPConn) {
+	p.late = append(p.late, c)
+}
+
+func (p *lateRangePorts) UpstreamSplicing(c *net.TCPConn) { p.splicing = append(p.splicing, c) }
+
+// TestTCPDialReadsTheClockOnlyBeforeASplice: a tcp listener's upstream
+// dialled from the engine's range is settled without what only a splice
+// by that engine needs (engine ip's timestamp clock: two getsockopts a
+// connection), which the engine is told only before a deeper splice;
+// a listener whose upstreams go to a pool settles them in full.
+func TestTCPDialReadsTheClockOnlyBeforeASplice(t *testing.T) {
+	server := rawListener(t)
+	for _, tc := range []struct {
+		proxy string
+		late  bool
+	}{{"tcp", true}, {"http-reverse", false}} {
+		ports := &lateRangePorts{port: freePort(t)}
+		l := &listener{f: &Forwarder{dial: dialQuiet}, ports: ports}
+		l.cfg.Proxy = tc.proxy
+		l.clockLate = tc.proxy == "tcp"
+		s := &session{l: l, p: engine.NewPair(1, "t", nil)}
+		c, err := s.dialFromRange(context.Background(), server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tcp := c.(*net.TCPConn)
+		s.p.SetUpstream(tcp)
+		if tc.late {
+			if len(ports.dialled) != 0 || len(ports.late) != 1 || len(ports.splicing) != 0 {
+				t.Errorf("%s: told of the dial as dialled %d, late %d, splicing %d times; want late once", tc.proxy, len(ports.dialled), len(ports.late), len(ports.splicing))
+			}
+			s.beforeDeepSplice()
+			s.beforeDeepSplice()
+			if len(ports.splicing) != 1 || ports.splicing[0] != tcp {
+				t.Errorf("%s: told of %d splicings before two deep splices, want one, of the upstream", tc.proxy, len(ports.splicing))
+			}
+		} else if len(ports.dialled) != 1 || len(ports.late) != 0 {
+			t.Errorf("%s: told of the dial as dialled %d, late %d times; want dialled once", tc.proxy, len(ports.dialled), len(ports.late))
+		}
+		c.Close()
+	}
+}
+
+// rawListener is a loopback listener that accepts and holds connections
+// until the test ends; it returns its address.
+func rawListener(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tb.Cleanup(func() { c.Close() })
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// freePort is a loopback port no socket uses now.
+func freePort(tb testing.TB) uint16 {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -79,12 +80,39 @@ func (l *listener) keepAcceptedConn(c *net.TCPConn) {
 
 // keepAliveDialed applies the listener's tcp_keepalive to c, an upstream
 // connection. The forwarder's own dialer leaves keepalive off (dialQuiet),
-// as the kernel does: off is then already so.
-func (l *listener) keepAliveDialed(c *net.TCPConn) {
-	if l.f.quietDial && !l.cfg.TCPKeepalive.On() {
-		return
+// as the kernel does: off is then already so. On, it is set once c has
+// been open for keepAliveDelay (the timer it returns, nil if set at
+// once): a connection that closes before its first probe would be due
+// never sees the probes, so a churn of short connections pays none of
+// the four setsockopts. Set then, the first probe is due when it would
+// have been, idle past the last segment received (TCP_KEEPIDLE counts
+// the idle time already elapsed).
+func (l *listener) keepAliveDialed(c *net.TCPConn) *time.Timer {
+	k := l.cfg.TCPKeepalive
+	if l.f.quietDial && !k.On() {
+		return nil
 	}
-	l.keepAlive(c)
+	if !l.f.quietDial {
+		l.keepAlive(c)
+		return nil
+	}
+	return time.AfterFunc(keepAliveDelay(k), func() { l.keepAliveOpen(c) })
+}
+
+// keepAliveDelay is how long an upstream connection runs before its
+// keepalive is set (keepAliveDialed): half the idle time before the first
+// probe, at most a second, so that it is always set before that probe is
+// due.
+func keepAliveDelay(k config.TCPKeepalive) time.Duration {
+	return min(k.Idle.Std()/2, time.Second)
+}
+
+// keepAliveOpen applies the listener's tcp_keepalive to c unless c was
+// closed meanwhile (the pair ended as the timer fired).
+func (l *listener) keepAliveOpen(c *net.TCPConn) {
+	if err := l.setKeepAlive(c); err != nil && !errors.Is(err, net.ErrClosed) {
+		l.log.Warn("tcp_keepalive not set", "peer", c.RemoteAddr().String(), "err", err)
+	}
 }
 
 // keepAlive applies the listener's tcp_keepalive to c, a client or an
@@ -94,19 +122,23 @@ func (l *listener) keepAliveDialed(c *net.TCPConn) {
 // whoever created the socket. A failure is logged, not fatal: the pair
 // works without probes, as it would behind a kernel that refused them.
 func (l *listener) keepAlive(c *net.TCPConn) {
-	k := l.cfg.TCPKeepalive
-	var err error
-	if !k.On() {
-		err = c.SetKeepAlive(false)
-	} else {
-		err = c.SetKeepAliveConfig(net.KeepAliveConfig{
-			Enable:   true,
-			Idle:     k.Idle.Std(),
-			Interval: k.Interval.Std(),
-			Count:    k.Count,
-		})
-	}
-	if err != nil {
+	if err := l.setKeepAlive(c); err != nil {
 		l.log.Warn("tcp_keepalive not set", "peer", c.RemoteAddr().String(), "err", err)
 	}
+}
+
+// setKeepAlive sets the listener's tcp_keepalive on c: SO_KEEPALIVE
+// first, then its times, so that TCP_KEEPIDLE arms the first probe from
+// the last segment received.
+func (l *listener) setKeepAlive(c *net.TCPConn) error {
+	k := l.cfg.TCPKeepalive
+	if !k.On() {
+		return c.SetKeepAlive(false)
+	}
+	return c.SetKeepAliveConfig(net.KeepAliveConfig{
+		Enable:   true,
+		Idle:     k.Idle.Std(),
+		Interval: k.Interval.Std(),
+		Count:    k.Count,
+	})
 }

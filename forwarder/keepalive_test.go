@@ -20,7 +20,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/splicer/splicer/engine"
 	copyengine "github.com/splicer/splicer/engine/copy"
+	pipeengine "github.com/splicer/splicer/engine/pipe"
 	"github.com/splicer/splicer/forwarder"
 	"github.com/splicer/splicer/forwarder/fwdtest"
 	"github.com/splicer/splicer/internal/config"
@@ -69,11 +71,55 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 				fl := f.Flows().Snapshot()
 				return len(fl) == 1 && fl[0].Upstream != ""
 			}, func() string { return fmt.Sprintf("%+v", f.Flows().Snapshot()) })
-			for side, conn := range map[string]net.Conn{"client": c, "upstream": up} {
-				// The forwarder's socket is the far end of the test's.
-				if got := keepaliveOf(t, conn.RemoteAddr(), conn.LocalAddr()); got.on != tc.want.on || (got.on && got != tc.want) {
-					t.Errorf("the forwarder's %s socket: keepalive %+v, want %+v", side, got, tc.want)
-				}
+			// The forwarder's socket is the far end of the test's.
+			if got := keepaliveOf(t, c.RemoteAddr(), c.LocalAddr()); got.on != tc.want.on || (got.on && got != tc.want) {
+				t.Errorf("the forwarder's client socket: keepalive %+v, want %+v", got, tc.want)
+			}
+			// The upstream's is set once the pair has lived a while
+			// (keepAliveDelay), before the first probe is due.
+			var got keepalive
+			testenv.EventuallyShowing(t, "the upstream socket's keepalive", func() bool {
+				got = keepaliveOf(t, up.RemoteAddr(), up.LocalAddr())
+				return got.on == tc.want.on && (!got.on || got == tc.want)
+			}, func() string { return fmt.Sprintf("keepalive %+v, want %+v", got, tc.want) })
+		})
+	}
+}
+
+// TestShortPairSetsNoUpstreamKeepalive: the upstream socket of a pair
+// that has not yet lived keepAliveDelay has no keepalive set (a churn of
+// short connections pays none of its four setsockopts), and has it once
+// the pair lived that long, or at once when the pair is spliced by an
+// engine other than copy.
+func TestShortPairSetsNoUpstreamKeepalive(t *testing.T) {
+	for _, engineName := range []string{copyengine.Name, pipeengine.Name} {
+		t.Run(engineName, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ups := acceptConns(t, ln)
+			l := config.DefaultListener()
+			l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(ln.Addr().String()), engineName
+			l.TCPKeepalive = config.TCPKeepalive{Idle: config.Duration(time.Hour), Interval: config.Duration(3 * time.Second), Count: 4}
+			f := fwdtest.Start(t, l)
+			c, err := net.Dial("tcp", f.Addr("t").String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			up := accept(t, ups)
+			testenv.EventuallyShowing(t, "the pair spliced", func() bool {
+				fl := f.Flows().Snapshot()
+				return len(fl) == 1 && fl[0].State == engine.StateSpliced.String()
+			}, func() string { return fmt.Sprintf("%+v", f.Flows().Snapshot()) })
+			got := keepaliveOf(t, up.RemoteAddr(), up.LocalAddr())
+			want := keepalive{true, 3600, 3, 4}
+			if engineName == copyengine.Name {
+				want = keepalive{on: false, idle: got.idle, interval: got.interval, count: got.count}
+			}
+			if got != want {
+				t.Errorf("the forwarder's upstream socket on %s, at once: keepalive %+v, want %+v", engineName, got, want)
 			}
 		})
 	}

@@ -42,6 +42,12 @@ type listener struct {
 	// dials from it, so that the ports it takes out of the kernel's range
 	// are not lost to listeners without that engine.
 	ports engine.UpstreamPorts
+	// clockLate: the listener's pairs tell ports what it needs to splice
+	// their upstream only before a splice by another engine than copy
+	// (session.beforeDeepSplice), which most of them never have: its
+	// proxy closes the upstream with the pair (tcp), never pooling it
+	// for another pair, whose splice would not tell.
+	clockLate bool
 	// rcvBuf bounds the upstream connections' receive buffers (bytes), 0
 	// for the kernel's autotuning: upstreamRcvBuf.
 	rcvBuf int
@@ -92,6 +98,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc, proxied: proxied,
 		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(f.engines.Engines), log: f.log.With("listener", lc.Name)}
 	l.rcvBuf = upstreamRcvBuf(lc, l.matchMSS)
+	l.clockLate = lc.Proxy == "tcp"
 	if lc.Promote.On() {
 		l.entry = f.engines.Start(lc.Engine, chain)
 		l.promote = engine.Promotion{Bytes: int64(lc.Promote.AfterBytes), After: lc.Promote.After.Std()}
@@ -420,6 +427,7 @@ func (l *listener) finish(s *session, err error) {
 	if errors.Is(err, errPanic) {
 		reason = "panic"
 	}
+	s.settleKeepAlives(p.Upstream())
 	p.CloseConns()
 	for _, f := range s.atEnd {
 		f()

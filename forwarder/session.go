@@ -46,6 +46,51 @@ type session struct {
 	// promoting: the pair passed its promotion thresholds, and the
 	// first engine of the chain to take it counts the promotion.
 	promoting atomic.Bool
+	// keeps are the upstream connections whose keepalive is still to be
+	// set (listener.keepAliveDialed), each with its timer.
+	keeps []pendingKeep
+	// unclocked is the upstream connection dialled from the engine's
+	// port range whose engine has not been told it is to be spliced
+	// (engine.LateUpstreamPorts): beforeDeepSplice tells it.
+	unclocked *net.TCPConn
+}
+
+// beforeDeepSplice readies the pair for an engine other than the
+// forwarder's own copy, which copies as the proxy would: the keepalive
+// is set on upstream connections that wait for it, and the engine that
+// handed out the upstream's port learns what it needs to splice it.
+func (s *session) beforeDeepSplice() {
+	s.settleKeepAlives(nil)
+	if c := s.unclocked; c != nil {
+		s.unclocked = nil
+		if c == s.p.Upstream() {
+			s.l.ports.(engine.LateUpstreamPorts).UpstreamSplicing(c)
+		}
+	}
+}
+
+// maxPendingKeeps bounds session.keeps.
+const maxPendingKeeps = 4
+
+// pendingKeep is an upstream connection whose keepalive its timer sets.
+type pendingKeep struct {
+	c *net.TCPConn
+	t *time.Timer
+}
+
+// settleKeepAlives sets now the keepalive of the upstream connections
+// whose timer has not fired yet, and forgets them. unless, if set, is a
+// connection that is about to close: its timer is only stopped. The
+// keepalive is set at once before an engine other than the forwarder's
+// own copy takes the pair (its sockets are then the engine's), and when
+// the pair ends for a connection it gave to a pool.
+func (s *session) settleKeepAlives(unless *net.TCPConn) {
+	for _, k := range s.keeps {
+		if k.t.Stop() && k.c != unless {
+			s.l.keepAliveOpen(k.c)
+		}
+	}
+	s.keeps = s.keeps[:0]
 }
 
 // arrive is called once when the proxy has returned from a detached
@@ -111,7 +156,14 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		c.Close()
 		return nil, errors.New("upstream connection is not TCP")
 	}
-	s.l.keepAliveDialed(tc)
+	if t := s.l.keepAliveDialed(tc); t != nil {
+		if len(s.keeps) == maxPendingKeeps {
+			// A pair that dials again and again (http-reverse) keeps
+			// no list of them for its life.
+			s.settleKeepAlives(nil)
+		}
+		s.keeps = append(s.keeps, pendingKeep{c: tc, t: t})
+	}
 	s.p.SetUpstream(tc)
 	s.logUpstream(addr)
 	return tc, nil
@@ -150,7 +202,7 @@ func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, err
 	for range portTries {
 		c, err := s.l.f.dial(inRange, "tcp", addr)
 		mu.Lock()
-		engine.SettlePicks(s.l.ports, picks, c)
+		s.settlePicks(picks, c)
 		picks = picks[:0]
 		mu.Unlock()
 		if err == nil || !sockopt.IsPortInUse(err) || ctx.Err() != nil || refused.Load() {
@@ -158,6 +210,18 @@ func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, err
 		}
 	}
 	return s.l.f.dial(ctx, "tcp", addr)
+}
+
+// settlePicks tells the engine what became of the ports it handed out
+// for a dial (engine.SettlePicks), leaving out what it needs only to
+// splice c where the listener lets it (listener.clockLate): the session
+// then tells it before a splice (beforeDeepSplice).
+func (s *session) settlePicks(picks []sockopt.Pick, c net.Conn) {
+	if !s.l.clockLate || c == nil || !engine.SettlePicksLate(s.l.ports, picks, c) {
+		engine.SettlePicks(s.l.ports, picks, c)
+		return
+	}
+	s.unclocked, _ = c.(*net.TCPConn)
 }
 
 // AdoptUpstream implements proxy.UpstreamAdopter: c, dialled for another
@@ -298,6 +362,9 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 		if err := e.Supports(s.p, opts); err != nil {
 			note = s.fallback(e, chain, i, err)
 			continue
+		}
+		if c, ok := e.(engine.ControlMode); !ok || !c.ControlMode() {
+			s.beforeDeepSplice()
 		}
 		s.p.SetPending(e.Name(), note)
 		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), opts))

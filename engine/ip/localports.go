@@ -158,6 +158,43 @@ func (e *Engine) UpstreamDialled(server netip.AddrPort, port uint16, c *net.TCPC
 	a.Dialled(server, port, func() bool { return connOpen(c) }, dialledClock(c))
 }
 
+// UpstreamDialledLate implements engine.LateUpstreamPorts: the port
+// stays leased as with UpstreamDialled, but c's timestamp clock is read
+// only if c is to be spliced (UpstreamSplicing): until then the port is
+// never taken again from c's ended pair, which only a splice by ip puts
+// in the datapath anyway.
+func (e *Engine) UpstreamDialledLate(server netip.AddrPort, port uint16, c *net.TCPConn) {
+	a := e.ports.alloc.Load()
+	if a == nil {
+		return
+	}
+	a.Dialled(server, port, func() bool { return connOpen(c) }, ports.Note{Flag: true})
+}
+
+// UpstreamSplicing implements engine.LateUpstreamPorts: it notes c's
+// timestamp clock, as UpstreamDialled does, if c left from a port of the
+// range. c has not been spliced by ip (nor unspliced), so its clock is
+// still the kernel's for its 4-tuple.
+func (e *Engine) UpstreamSplicing(c *net.TCPConn) {
+	a := e.ports.alloc.Load()
+	if a == nil || c == nil {
+		return
+	}
+	local, server := tcpAddrPort(c.LocalAddr()), tcpAddrPort(c.RemoteAddr())
+	if !a.Range().Contains(local.Port()) {
+		return
+	}
+	a.Dialled(server, local.Port(), func() bool { return connOpen(c) }, dialledClock(c))
+}
+
+// tcpAddrPort is a's address and port (zero if a is not a TCP address).
+func tcpAddrPort(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
 // connOpen reports whether c is not closed yet, without a system call.
 func connOpen(c *net.TCPConn) bool {
 	rc, err := c.SyscallConn()
