@@ -414,6 +414,9 @@ func (l *listener) finish(s *session, err error) {
 	defer l.life.pairs.Done()
 	defer l.active.Add(-1)
 	defer l.access.release(s.clientIP)
+	if s.detached {
+		l.f.gc.add(-1)
+	}
 	m, p := l.f.series, s.p
 	p.SetState(engine.StateClosing)
 	reason := proxy.CloseReason(err)

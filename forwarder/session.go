@@ -305,6 +305,7 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 			// OnEnd counts it and ends the pair.
 			s.p.CommitEngine()
 			s.detached = true
+			s.l.f.gc.add(1)
 			// Its logger, with the pair's fields formatted, would stay
 			// for the pair's life: finish makes the closing line's.
 			s.logMu.Lock()

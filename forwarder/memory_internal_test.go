@@ -1,0 +1,75 @@
+// detachedGC: the collector's headroom is lowered while many pairs are detached, and given back when they end.
+
+package forwarder
+
+import (
+	"testing"
+
+	"github.com/splicer/splicer/internal/config"
+)
+
+// fakeGC stands for debug.SetGCPercent: it records the GOGC set.
+type fakeGC struct{ percent int }
+
+func (f *fakeGC) set(p int) int { old := f.percent; f.percent = p; return old }
+
+func newTestGC(tb testing.TB, base int, m config.Memory) (*detachedGC, *fakeGC) {
+	tb.Helper()
+	f := &fakeGC{percent: base}
+	g := &detachedGC{setGCPct: f.set}
+	g.configure(m)
+	return g, f
+}
+
+// TestDetachedGCLowersAndRestores: past memory.detached_pairs detached
+// pairs GOGC is memory.detached_gc_percent; below half the count it is
+// the process's own again.
+func TestDetachedGCLowersAndRestores(t *testing.T) {
+	g, f := newTestGC(t, 100, config.Memory{DetachedGCPercent: 25, DetachedPairs: 10})
+	g.add(9)
+	if f.percent != 100 {
+		t.Fatalf("9 detached pairs of 10: GOGC %d, want 100", f.percent)
+	}
+	g.add(1)
+	if f.percent != 25 {
+		t.Fatalf("10 detached pairs: GOGC %d, want 25", f.percent)
+	}
+	g.add(-5)
+	if f.percent != 25 {
+		t.Fatalf("5 detached pairs, half the count: GOGC %d, want still 25", f.percent)
+	}
+	g.add(-1)
+	if f.percent != 100 {
+		t.Fatalf("4 detached pairs: GOGC %d, want the process's 100 back", f.percent)
+	}
+}
+
+// TestDetachedGCOnlyLowers: a process started with less headroom, or
+// with the collector off, keeps it; 0 turns the lowering off, also on a
+// reload while lowered.
+func TestDetachedGCOnlyLowers(t *testing.T) {
+	for _, base := range []int{10, -1} {
+		g, f := newTestGC(t, base, config.Memory{DetachedGCPercent: 25, DetachedPairs: 1})
+		g.add(3)
+		if f.percent != base {
+			t.Errorf("GOGC %d at start, pairs detached: %d, want %d", base, f.percent, base)
+		}
+	}
+	g, f := newTestGC(t, 100, config.Memory{DetachedGCPercent: 0, DetachedPairs: 1})
+	g.add(3)
+	if f.percent != 100 {
+		t.Errorf("detached_gc_percent 0: GOGC %d, want 100", f.percent)
+	}
+	g.configure(config.Memory{DetachedGCPercent: 50, DetachedPairs: 1})
+	if f.percent != 50 {
+		t.Errorf("reloaded with detached_gc_percent 50: GOGC %d, want 50", f.percent)
+	}
+	g.configure(config.Memory{DetachedGCPercent: 40, DetachedPairs: 1})
+	if f.percent != 40 {
+		t.Errorf("reloaded with detached_gc_percent 40: GOGC %d, want 40", f.percent)
+	}
+	g.configure(config.Memory{DetachedGCPercent: 0, DetachedPairs: 1})
+	if f.percent != 100 {
+		t.Errorf("reloaded with detached_gc_percent 0: GOGC %d, want 100 back", f.percent)
+	}
+}
