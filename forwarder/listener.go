@@ -395,7 +395,7 @@ func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
 		p.SetOrigin(o.client, o.local)
 	}
 	s := &session{l: l, p: p, clientIP: ip}
-	s.clientMSS = l.clientMSS(c, s)
+	s.clientMSS = int32(l.clientMSS(c, s))
 	l.f.flows.add(p)
 	m.active.Get(l.cfg.Name).Inc()
 
