@@ -3,10 +3,13 @@
 package forwarder
 
 import (
+	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/splicer/splicer/engine"
 	"github.com/splicer/splicer/internal/config"
+	"github.com/splicer/splicer/internal/testenv"
 )
 
 // fakeGC stands for debug.SetGCPercent: it records the GOGC set.
@@ -81,5 +84,41 @@ func TestDetachedGCOnlyLowers(t *testing.T) {
 func TestSessionRecordSize(t *testing.T) {
 	if n := unsafe.Sizeof(session{}); n > 128 {
 		t.Errorf("a pair's session takes %d bytes: want at most 128", n)
+	}
+}
+
+// TestPromotedNoteShared: what /flows says of a promoted pair is the
+// listener's, made once: a string per pair would be kept for the life of
+// every pair promoted to ip and detached.
+func TestPromotedNoteShared(t *testing.T) {
+	testenv.RequireRoot(t) // auto promotes to ip
+	cfg := config.Default()
+	cfg.Engines.Sockmap.Enabled = false
+	cfg.Engines.IP.MaxPairs, cfg.Engines.IP.PinDir = 1024, config.PinDirOff
+	f, err := New(&cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.closeEngines)
+	lc := config.DefaultListener()
+	lc.Name, lc.Listen = "auto", "127.0.0.1:0"
+	lc.Upstream = []config.PoolServer{{Address: "127.0.0.1:1", Weight: 1}}
+	l, err := newListener(f, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.entry == nil {
+		t.Fatal("the listener promotes no pair")
+	}
+	s := &session{l: l}
+	at := engine.Promotion{Bytes: l.promote.Bytes, After: l.promote.After}
+	moved := engine.Result{Moved: [2]int64{at.Bytes, 0}}
+	for _, r := range []engine.Result{{}, moved} {
+		if note := s.promotedNote(r, at); !strings.HasPrefix(note, "promoted from copy: ") {
+			t.Errorf("promoted pair's note %q, want promoted from copy: ...", note)
+		}
+		if n := testing.AllocsPerRun(10, func() { s.promotedNote(r, at) }); n != 0 {
+			t.Errorf("%.0f allocations per promoted pair's note: want none", n)
+		}
 	}
 }

@@ -279,11 +279,10 @@ func (s *session) promotion(opts engine.Options) (engine.Promotion, bool) {
 // promotedNote is what /flows and the access log say of a promoted pair:
 // which threshold it passed.
 func (s *session) promotedNote(first engine.Result, at engine.Promotion) string {
-	why := "open " + s.l.promote.After.String()
 	if at.Bytes > 0 && first.Moved[engine.Up]+first.Moved[engine.Down] >= at.Bytes {
-		why = "moved " + strconv.FormatInt(s.l.promote.Bytes, 10) + " bytes"
+		return s.l.promotedNotes[1]
 	}
-	return "promoted from " + s.l.entry.Name() + ": " + why
+	return s.l.promotedNotes[0]
 }
 
 // held is the mode of direction d after a splice that ended with r: a
