@@ -150,11 +150,11 @@ func (p *Pair) CloseConns() error {
 
 // ForgetConns drops the client connection, closed (CloseConns) once an
 // engine detached the pair's sockets, keeping its addresses for
-// ClientAddr and ClientLocalAddr, and compacts the upstream's address:
-// a closed *net.TCPConn still holds its descriptor record and raw
-// addresses, a few hundred bytes a pair that an idle spliced pair would
-// carry for its life. Only the forwarder calls it, after SetUpstream(nil);
-// Client is nil after.
+// ClientAddr and ClientLocalAddr, and the upstream's, packed in the
+// record (packedAddr): a closed *net.TCPConn still holds its descriptor
+// record and raw addresses, a few hundred bytes a pair that an idle
+// spliced pair would carry for its life. Only the forwarder calls it,
+// after SetUpstream(nil); Client is nil after.
 func (p *Pair) ForgetConns() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
