@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,10 +56,12 @@ type Pair struct {
 	Created  time.Time
 	// origin and originLocal are the client and the address it reached,
 	// as a trusted balancer's PROXY protocol header named them
-	// (SetOrigin), or the socket's ends once ForgetConns dropped it; nil
-	// when the client is the socket's peer. Guarded by mu with Client
-	// from ForgetConns on.
+	// (SetOrigin); nil when the client is the socket's peer. Guarded by
+	// mu with Client from ForgetConns on.
 	origin, originLocal net.Addr
+	// ends are the sockets' addresses once ForgetConns dropped them
+	// (client, the address it reached, upstream), as values.
+	ends [3]packedAddr
 
 	mu       sync.Mutex
 	upstream *net.TCPConn
@@ -101,6 +104,9 @@ func (p *Pair) ClientAddr() net.Addr {
 	if p.origin != nil {
 		return p.origin
 	}
+	if p.Client == nil {
+		return p.ends[endClient].addr()
+	}
 	return p.Client.RemoteAddr()
 }
 
@@ -111,6 +117,9 @@ func (p *Pair) ClientLocalAddr() net.Addr {
 	defer p.mu.Unlock()
 	if p.originLocal != nil {
 		return p.originLocal
+	}
+	if p.Client == nil {
+		return p.ends[endLocal].addr()
 	}
 	return p.Client.LocalAddr()
 }
@@ -141,34 +150,77 @@ func (p *Pair) CloseConns() error {
 
 // ForgetConns drops the client connection, closed (CloseConns) once an
 // engine detached the pair's sockets, keeping its addresses for
-// ClientAddr and ClientLocalAddr, and compacts the upstream's address:
-// a closed *net.TCPConn still holds its descriptor record and raw
-// addresses, a few hundred bytes a pair that an idle spliced pair would
-// carry for its life. Only the forwarder calls it, after SetUpstream(nil);
-// Client is nil after.
+// ClientAddr and ClientLocalAddr, and the upstream's, packed in the
+// record (packedAddr): a closed *net.TCPConn still holds its descriptor
+// record and raw addresses, a few hundred bytes a pair that an idle
+// spliced pair would carry for its life. Only the forwarder calls it,
+// after SetUpstream(nil); Client is nil after.
 func (p *Pair) ForgetConns() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.upstream == nil && p.lastAddr != nil {
-		p.lastAddr = compactAddr(p.lastAddr)
+		p.lastAddr = p.ends[endUpstream].pack(p.lastAddr)
 	}
 	if p.Client == nil {
 		return
 	}
 	if p.origin == nil {
-		p.origin, p.originLocal = compactAddr(p.Client.RemoteAddr()), compactAddr(p.Client.LocalAddr())
+		p.origin = p.ends[endClient].pack(p.Client.RemoteAddr())
+		p.originLocal = p.ends[endLocal].pack(p.Client.LocalAddr())
 	}
 	p.Client = nil
 }
 
-// compactAddr copies a socket's *net.TCPAddr afresh: the socket's own
-// points into the raw sockaddr it was parsed from, which it keeps alive
-// (about 120 bytes an address where the copy takes 56).
-func compactAddr(a net.Addr) net.Addr {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return net.TCPAddrFromAddrPort(t.AddrPort())
+// The ends a pair keeps addresses of once its sockets are gone.
+const (
+	endClient = iota
+	endLocal
+	endUpstream
+)
+
+// packedAddr is a TCP address kept as a value: a socket's own
+// *net.TCPAddr points into the raw sockaddr it was parsed from, which
+// it keeps alive (about 120 bytes an address), and even a fresh copy
+// takes 56 bytes of heap behind a 16-byte interface, for the life of an
+// idle spliced pair. addr makes a *net.TCPAddr again when asked (/flows,
+// the closing log line).
+type packedAddr struct {
+	ip   [16]byte
+	port uint16
+	// is4: ip holds an IPv4 address in its first 4 bytes; set: the
+	// address was packed.
+	is4, set bool
+}
+
+// pack keeps a in pk and returns nil, or returns a when it is no TCP
+// address or has a zone, which a packedAddr does not keep.
+func (pk *packedAddr) pack(a net.Addr) net.Addr {
+	t, ok := a.(*net.TCPAddr)
+	if !ok || t.Zone != "" {
+		return a
 	}
-	return a
+	ap := t.AddrPort()
+	ip := ap.Addr().Unmap()
+	*pk = packedAddr{port: ap.Port(), is4: ip.Is4(), set: true}
+	if pk.is4 {
+		v := ip.As4()
+		copy(pk.ip[:], v[:])
+	} else {
+		pk.ip = ip.As16()
+	}
+	return nil
+}
+
+// addr is the address packed, nil if none was.
+func (pk *packedAddr) addr() net.Addr {
+	if !pk.set {
+		return nil
+	}
+	ip := netip.AddrFrom16(pk.ip)
+	if pk.is4 {
+		ip = netip.AddrFrom4([4]byte(pk.ip[:4]))
+	}
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, pk.port))
 }
 
 // SetUpstream records the upstream connection; nil when the proxy gave it
@@ -226,6 +278,9 @@ func (p *Pair) ForwardFIN(d Direction) error {
 func (p *Pair) UpstreamAddr() net.Addr {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.lastAddr == nil {
+		return p.ends[endUpstream].addr()
+	}
 	return p.lastAddr
 }
 

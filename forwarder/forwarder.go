@@ -66,6 +66,8 @@ type Forwarder struct {
 	// (dialQuiet, listenQuiet), which set no keepalive of Go's.
 	quietDial, quietListen bool
 	flows                  *Flows
+	// gc lowers the collector's headroom while many pairs are detached.
+	gc *detachedGC
 
 	// mu guards listeners, retiring, cfg and stopped against a reload.
 	mu        sync.Mutex
@@ -89,7 +91,7 @@ type Forwarder struct {
 func New(cfg *config.Config, opts Options) (*Forwarder, error) {
 	f := &Forwarder{cfg: cfg, log: opts.Log, metrics: opts.Metrics, engines: opts.Engines,
 		dial: opts.Dial, listen: opts.Listen, inherit: opts.Inherit, flows: newFlows(), access: opts.AccessLog.Slog(),
-		retiring: map[*listener]struct{}{}}
+		retiring: map[*listener]struct{}{}, gc: newDetachedGC(cfg.Memory)}
 	if f.access == nil {
 		f.accessLog = opts.AccessLog
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,9 @@ type listener struct {
 	// chain[0].
 	entry   engine.Engine
 	promote engine.Promotion
+	// promotedNotes are what /flows says of a pair promoted by time and
+	// by bytes (promotedNote): made once, not a string per pair.
+	promotedNotes [2]string
 	// matchMSS: upstream connections announce the client's MSS (see
 	// session.withClientMSS), because the chain holds engine ip.
 	matchMSS bool
@@ -102,6 +106,11 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	if lc.Promote.On() {
 		l.entry = f.engines.Start(lc.Engine, chain)
 		l.promote = engine.Promotion{Bytes: int64(lc.Promote.AfterBytes), After: lc.Promote.After.Std()}
+		if l.entry != nil {
+			from := "promoted from " + l.entry.Name() + ": "
+			l.promotedNotes = [2]string{from + "open " + l.promote.After.String(),
+				from + "moved " + strconv.FormatInt(l.promote.Bytes, 10) + " bytes"}
+		}
 	}
 	l.life = newLifecycle(f.hard)
 	if want := lc.Engine; want != "auto" && want != "" && chain[0].Name() != want {
@@ -402,7 +411,7 @@ func (l *listener) handle(c *net.TCPConn, ip netip.Addr, o origin) {
 		p.SetOrigin(o.client, o.local)
 	}
 	s := &session{l: l, p: p, clientIP: ip}
-	s.clientMSS = l.clientMSS(c, s)
+	s.clientMSS = int32(l.clientMSS(c, s))
 	l.f.flows.add(p)
 	m.active.Get(l.cfg.Name).Inc()
 
@@ -421,6 +430,9 @@ func (l *listener) finish(s *session, err error) {
 	defer l.life.pairs.Done()
 	defer l.active.Add(-1)
 	defer l.access.release(s.clientIP)
+	if s.detached {
+		l.f.gc.add(-1)
+	}
 	m, p := l.f.series, s.p
 	p.SetState(engine.StateClosing)
 	reason := proxy.CloseReason(err)

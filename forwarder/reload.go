@@ -60,6 +60,7 @@ func (f *Forwarder) Reload(cfg *config.Config) (notes []string, err error) {
 	f.listeners = plan.next
 	notes = restartNotes(f.cfg, cfg)
 	f.cfg = cfg
+	f.gc.configure(cfg.Memory)
 	return notes, nil
 }
 

@@ -31,16 +31,18 @@ type session struct {
 	log   *slog.Logger
 	logUp any // nil before any upstream
 	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
-	clientMSS int
+	clientMSS int32
 	// clientIP is what the per-client cap counts the client by (its
 	// address, or its IPv6 /64: clientKey).
 	clientIP netip.Addr
 	// detached: the engine follows the pair on its own (EndDetached) and
 	// reports its end to OnEnd. The pair is over once both the proxy has
-	// returned and the engine has reported (arrive); end is the Result.
+	// returned and the engine has reported (arrive); end is the Result,
+	// set when it comes (a detached pair's session lasts its life, so it
+	// keeps a pointer, not the Result's 48 bytes).
 	detached bool
 	arrived  atomic.Int32
-	end      engine.Result
+	end      *engine.Result
 	// atEnd are the proxy's functions to call once the pair has ended.
 	atEnd []func()
 	// promoting: the pair passed its promotion thresholds, and the
@@ -98,7 +100,11 @@ func (s *session) settleKeepAlives(unless *net.TCPConn) {
 // pair, counted and logged by how it ended.
 func (s *session) arrive() {
 	if s.arrived.Add(1) == 2 {
-		s.l.finish(s, proxy.EndErr(s.end))
+		var r engine.Result
+		if s.end != nil {
+			r = *s.end
+		}
+		s.l.finish(s, proxy.EndErr(r))
 	}
 }
 
@@ -237,7 +243,7 @@ func (s *session) DialClass() string {
 	if s.clientMSS == 0 {
 		return ""
 	}
-	return "mss=" + strconv.Itoa(s.clientMSS)
+	return "mss=" + strconv.Itoa(int(s.clientMSS))
 }
 
 // withClientMSS has the upstream's SYN announce the client's MSS (see
@@ -249,7 +255,7 @@ func (s *session) withClientMSS(ctx context.Context) context.Context {
 	if s.clientMSS == 0 {
 		return ctx
 	}
-	return sockopt.WithMSS(ctx, s.clientMSS)
+	return sockopt.WithMSS(ctx, int(s.clientMSS))
 }
 
 // classifyDial wraps a dial error with the proxy error that names its cause.
@@ -337,11 +343,10 @@ func (s *session) promotion(opts engine.Options) (engine.Promotion, bool) {
 // promotedNote is what /flows and the access log say of a promoted pair:
 // which threshold it passed.
 func (s *session) promotedNote(first engine.Result, at engine.Promotion) string {
-	why := "open " + s.l.promote.After.String()
 	if at.Bytes > 0 && first.Moved[engine.Up]+first.Moved[engine.Down] >= at.Bytes {
-		why = "moved " + strconv.FormatInt(s.l.promote.Bytes, 10) + " bytes"
+		return s.l.promotedNotes[1]
 	}
-	return "promoted from " + s.l.entry.Name() + ": " + why
+	return s.l.promotedNotes[0]
 }
 
 // held is the mode of direction d after a splice that ended with r: a
@@ -372,6 +377,7 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 			// OnEnd counts it and ends the pair.
 			s.p.CommitEngine()
 			s.detached = true
+			s.l.f.gc.add(1)
 			// Its logger, with the pair's fields formatted, would stay
 			// for the pair's life: finish makes the closing line's.
 			s.logMu.Lock()
@@ -441,7 +447,7 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 	opts.OnEnd = func(r engine.Result) {
 		s.l.f.series.spliced.Get(name).Dec()
 		s.l.f.series.splices.Get(name).Get(r.End.String()).Inc()
-		s.end = r
+		s.end = &r
 		s.arrive()
 	}
 	return opts

@@ -93,10 +93,39 @@ type Config struct {
 	// threads, by default its share of the CPUs; limits that count
 	// (max_connections, a server's max_conns, max_fails) hold per
 	// worker. "auto": one per CPU the process may use.
-	Workers   Workers    `yaml:"workers,omitempty"`
+	Workers Workers `yaml:"workers,omitempty"`
+	// Memory trades the process's memory for the collector's CPU.
+	Memory    Memory     `yaml:"memory"`
 	Engines   Engines    `yaml:"engines"`
 	Listeners []Listener `yaml:"listeners"`
 }
+
+// Memory tunes Go's collector. A pair an engine follows on its own
+// (detached: ip's spliced pairs) keeps about a kilobyte of heap for its
+// life and allocates nothing while idle, so with many of them the heap is
+// mostly such pairs, and the collector's default headroom (GOGC=100: the
+// heap may grow to twice what is live before a collection) is their cost
+// again in RSS.
+type Memory struct {
+	// Limit is a soft limit on the process's memory (Go's GOMEMLIMIT):
+	// near it the collector runs as often as it must to stay under.
+	// 0: the GOMEMLIMIT environment variable, or none.
+	Limit Size `yaml:"limit"`
+	// DetachedGCPercent is the collector's headroom (GOGC) while at
+	// least DetachedPairs pairs are detached; 0 keeps the process's
+	// (GOGC, or 100) at any count. It is only ever lowered: a GOGC below
+	// it, or off, stays.
+	DetachedGCPercent int `yaml:"detached_gc_percent"`
+	DetachedPairs     int `yaml:"detached_pairs"`
+}
+
+// DefaultDetachedGCPercent and DefaultDetachedPairs are memory's
+// defaults: past 10,000 detached pairs the heap may exceed what is live
+// by a quarter instead of doubling.
+const (
+	DefaultDetachedGCPercent = 25
+	DefaultDetachedPairs     = 10000
+)
 
 // Log configures the process log.
 type Log struct {
@@ -400,6 +429,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "text"},
 		AccessLog:       AccessLog{Format: "text"},
 		ShutdownTimeout: Duration(30 * time.Second),
+		Memory:          Memory{DetachedGCPercent: DefaultDetachedGCPercent, DetachedPairs: DefaultDetachedPairs},
 		Engines: Engines{
 			Copy:    CopyEngine{BufferSize: 64 << 10},
 			Pipe:    PipeEngine{PipeSize: 1 << 20},

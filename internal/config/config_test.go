@@ -107,6 +107,7 @@ func TestParseExplicitValuesOverrideDefaults(t *testing.T) {
 		AccessLog:       AccessLog{Format: "text"},
 		ShutdownTimeout: Duration(90 * time.Second),
 		Threads:         3,
+		Memory:          Memory{DetachedGCPercent: DefaultDetachedGCPercent, DetachedPairs: DefaultDetachedPairs},
 		Engines: Engines{
 			Copy:    CopyEngine{BufferSize: 4096},
 			Pipe:    PipeEngine{PipeSize: 256 << 10},
@@ -268,6 +269,13 @@ func TestParseErrors(t *testing.T) {
 			"threads: 100000",
 			"listeners:", okListener,
 		), []wantErr{{1, "threads", "got 100000"}}},
+		{"memory settings out of range", lines(
+			"memory: {detached_gc_percent: 200, detached_pairs: -1}",
+			"listeners:", okListener,
+		), []wantErr{
+			{1, "memory.detached_gc_percent", "got 200"},
+			{1, "memory.detached_pairs", "must not be negative"},
+		}},
 		{"workers written 0", lines(
 			"workers: 0",
 			"listeners:", okListener,

@@ -80,6 +80,18 @@ func (v *validator) top() {
 		v.errorf("threads", "must be 0 (one per CPU) or a count up to %d, got %d", MaxThreads, t)
 	}
 	v.workers()
+	v.memory()
+}
+
+// memory checks the collector's settings (a size is never negative).
+func (v *validator) memory() {
+	m := v.cfg.Memory
+	if p := m.DetachedGCPercent; p < 0 || p > 100 {
+		v.errorf("memory.detached_gc_percent", "must be 0 (off) or a percent up to 100, got %d", p)
+	}
+	if m.DetachedPairs < 0 {
+		v.errorf("memory.detached_pairs", "must not be negative, got %d", m.DetachedPairs)
+	}
 }
 
 // admin checks the admin address, and refuses one reachable beyond this

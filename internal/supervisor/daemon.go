@@ -83,6 +83,7 @@ func startDaemon(path, pidFile string, st State) (*daemon, error) {
 	}
 	lockPrivileges(cfg, log)
 	logThreads(log, cfg.Threads)
+	logMemoryLimit(log, cfg.Memory.Limit)
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -261,6 +262,7 @@ func (d *daemon) reloadLogged(by string) (notes []string, err error) {
 		d.log.Warn("reload: not applied", "note", n)
 	}
 	logThreads(d.log, cfg.Threads)
+	logMemoryLimit(d.log, cfg.Memory.Limit)
 	d.log.Info("reloaded", "listeners", len(cfg.Listeners))
 	return notes, nil
 }

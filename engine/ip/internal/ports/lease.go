@@ -44,7 +44,7 @@ func (a *Allocator) Dialled(server netip.AddrPort, local uint16, alive func() bo
 	defer a.mu.Unlock()
 	if l := a.leased[k]; l != nil {
 		l.alive = alive
-		a.notes[k] = n
+		a.setNote(k, n)
 	}
 }
 
@@ -53,8 +53,32 @@ func (a *Allocator) Dialled(server netip.AddrPort, local uint16, alive func() bo
 func (a *Allocator) NoteOf(server netip.AddrPort, local uint16) (Note, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	n, ok := a.notes[keyOf(server, local)]
+	k := keyOf(server, local)
+	n, ok := a.notes[k.serverKey][k.local]
 	return n, ok
+}
+
+// setNote keeps n for k, with mu held.
+func (a *Allocator) setNote(k key, n Note) {
+	m := a.notes[k.serverKey]
+	if m == nil {
+		m = make(map[uint16]Note)
+		a.notes[k.serverKey] = m
+	}
+	m[k.local] = n
+}
+
+// dropNote forgets k's note, with mu held; a server with none left is
+// dropped.
+func (a *Allocator) dropNote(k key) {
+	m := a.notes[k.serverKey]
+	if m == nil {
+		return
+	}
+	delete(m, k.local)
+	if len(m) == 0 {
+		delete(a.notes, k.serverKey)
+	}
 }
 
 // Release gives back the lease of local toward server: its dial failed,

@@ -84,17 +84,21 @@ type Allocator struct {
 	r    Range
 	mu   sync.Mutex
 	next uint16 // the next port to try: picks go round the range
-	// claimed are the ports of this process's pairs (Claim), others
-	// those of other processes' pairs (SetOthers), leased those Pick
-	// handed out whose connections may still use them; busy is their
-	// union, per server that has any, as offsets from r.Low: what Pick
-	// reads.
-	claimed map[key]struct{}
-	others  map[key]struct{}
-	leased  map[key]*lease
-	busy    map[serverKey]*portSet
-	// notes are the Notes of the connections Dialled from busy ports.
-	notes map[key]Note
+	// claimed are the ports of this process's pairs (Claim), per server
+	// as offsets from r.Low (a set, not a map keyed by server and port:
+	// every idle spliced pair holds its claim for its life), nClaimed
+	// their count; others those of other processes' pairs (SetOthers),
+	// leased those Pick handed out whose connections may still use
+	// them; busy is their union, per server that has any, as offsets
+	// from r.Low: what Pick reads.
+	claimed  map[serverKey]*portSet
+	nClaimed int
+	others   map[key]struct{}
+	leased   map[key]*lease
+	busy     map[serverKey]*portSet
+	// notes are the Notes of the connections Dialled from busy ports,
+	// per server by local port (a pair's note, too, lasts its life).
+	notes map[serverKey]map[uint16]Note
 	// reclaim, if set, frees a port toward a server whose ports are all
 	// busy (SetReclaim).
 	reclaim atomic.Pointer[func(netip.AddrPort) bool]
@@ -138,8 +142,8 @@ func (a *Allocator) SetOthers(uses []Use) {
 
 // NewAllocator returns an allocator over r.
 func NewAllocator(r Range) *Allocator {
-	return &Allocator{r: r, next: r.Low, claimed: make(map[key]struct{}),
-		others: make(map[key]struct{}), leased: make(map[key]*lease), notes: make(map[key]Note),
+	return &Allocator{r: r, next: r.Low, claimed: make(map[serverKey]*portSet),
+		others: make(map[key]struct{}), leased: make(map[key]*lease), notes: make(map[serverKey]map[uint16]Note),
 		busy: make(map[serverKey]*portSet)}
 }
 
@@ -208,8 +212,7 @@ func (a *Allocator) Claim(server netip.AddrPort, local uint16) bool {
 	k := keyOf(server, local)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, had := a.claimed[k]; !had {
-		a.claimed[k] = struct{}{}
+	if a.claim(k) {
 		a.mark(k)
 	}
 	return true
@@ -223,10 +226,46 @@ func (a *Allocator) Unclaim(server netip.AddrPort, local uint16) {
 	k := keyOf(server, local)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, had := a.claimed[k]; had {
-		delete(a.claimed, k)
+	if a.unclaim(k) {
 		a.unmarkUnlessHeld(k)
 	}
+}
+
+// claim adds k to the claimed ports, reporting whether it was not.
+func (a *Allocator) claim(k key) bool {
+	s := a.claimed[k.serverKey]
+	if s == nil {
+		s = newPortSet(a.r.Len())
+		a.claimed[k.serverKey] = s
+	}
+	i := int(k.local - a.r.Low)
+	if s.has(i) {
+		return false
+	}
+	s.add(i)
+	a.nClaimed++
+	return true
+}
+
+// unclaim takes k out of the claimed ports, reporting whether it was
+// in; a server with no claim left is dropped.
+func (a *Allocator) unclaim(k key) bool {
+	s := a.claimed[k.serverKey]
+	i := int(k.local - a.r.Low)
+	if s == nil || !s.has(i) {
+		return false
+	}
+	s.remove(i)
+	a.nClaimed--
+	if s.n == 0 {
+		delete(a.claimed, k.serverKey)
+	}
+	return true
+}
+
+func (a *Allocator) isClaimed(k key) bool {
+	s := a.claimed[k.serverKey]
+	return s != nil && s.has(int(k.local-a.r.Low))
 }
 
 // mark adds k, just claimed or used by another process, to busy.
@@ -243,14 +282,14 @@ func (a *Allocator) mark(k key) {
 // process, out of busy unless the other still holds it; a server with no
 // busy port left is dropped.
 func (a *Allocator) unmarkUnlessHeld(k key) {
-	_, mine := a.claimed[k]
+	mine := a.isClaimed(k)
 	_, theirs := a.others[k]
 	_, lent := a.leased[k]
 	s := a.busy[k.serverKey]
 	if mine || theirs || lent || s == nil {
 		return
 	}
-	delete(a.notes, k)
+	a.dropNote(k)
 	s.remove(int(k.local - a.r.Low))
 	if s.n == 0 {
 		delete(a.busy, k.serverKey)
@@ -265,5 +304,5 @@ func (a *Allocator) Exhausted() uint64 { return a.exhausted.Load() }
 func (a *Allocator) Claimed() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.claimed)
+	return a.nClaimed
 }
