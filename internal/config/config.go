@@ -121,9 +121,12 @@ type Memory struct {
 
 // DefaultDetachedGCPercent and DefaultDetachedPairs are memory's
 // defaults: past 10,000 detached pairs the heap may exceed what is live
-// by a quarter instead of doubling.
+// by a tenth instead of doubling, which keeps an idle spliced pair under
+// 2 KB of RSS (bench idle, docs/benchmarks.md). Idle pairs allocate
+// nothing, so the extra collections fall only on what new connections
+// allocate beside them.
 const (
-	DefaultDetachedGCPercent = 25
+	DefaultDetachedGCPercent = 10
 	DefaultDetachedPairs     = 10000
 )
 
