@@ -50,17 +50,13 @@ type programReading struct {
 // engine's namespace. Where the program cannot (a socket not found,
 // urgent data pending) the sockets are asked, and the peers' clocks stay
 // unknown.
-func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, known knownClocks) (_, _ tcprepair.State, _ programReading, _ knownClocks, err error) {
+func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb *tcprepair.State, known *knownClocks) (programReading, error) {
 	conns := [2]peerclock.Conn{{Local: sa.Params.Local, Remote: sa.Params.Remote}, {Local: sb.Params.Local, Remote: sb.Params.Remote}}
 	got, err := e.readSockets(conns)
 	qa, okA := got[0].Seqs()
 	qb, okB := got[1].Seqs()
 	if err != nil || !okA || !okB {
-		e.log.Debug("the peerclock program could not read the sockets: asking them", "conns", conns, "read", got, "err", err)
-		if sa, sb, err = rereadPair(client, up, sa, sb); err == nil {
-			err = datapath.CanTranslate(sa.Params, sb.Params)
-		}
-		return sa, sb, programReading{}, known, err
+		return programReading{}, e.askSockets(client, up, sa, sb, &conns, &got, err)
 	}
 	sa.ApplySeqs(qa)
 	sb.ApplySeqs(qb)
@@ -68,21 +64,33 @@ func (e *Engine) readFinal(client, up *net.TCPConn, sa, sb tcprepair.State, know
 	// state since TCP_INFO was read.
 	sa.SetTCPState(uint8(got[0].State))
 	sb.SetTCPState(uint8(got[1].State))
-	if reason := unspliceable(sa, sb); reason != "" {
-		return sa, sb, programReading{}, known, errors.New(reason)
+	if reason := unspliceable(*sa, *sb); reason != "" {
+		return programReading{}, errors.New(reason)
 	}
 	if err := outOfOrder(got); err != nil {
 		e.counts.outOfOrderRefused.Add(1)
-		return sa, sb, programReading{}, known, err
+		return programReading{}, err
 	}
 	if err := datapath.CanTranslate(sa.Params, sb.Params); err != nil {
-		return sa, sb, programReading{}, known, err
+		return programReading{}, err
 	}
 	r := programReading{
 		win: &[2]tcprepair.Window{got[0].Window(), got[1].Window()},
 		own: &[2]uint32{got[0].TSClock(sa.UsecTS), got[1].TSClock(sb.UsecTS)},
 	}
-	return sa, sb, r, e.clocksFrom(got, sa, known), nil
+	*known = e.clocksFrom(got, sa.Params.Timestamps, sa.UsecTS, *known)
+	return r, nil
+}
+
+// askSockets reads two frozen sockets with socket options, where the
+// peerclock program could not (readErr, or got lacks a socket). Apart
+// from readFinal, whose frame it would grow by the record's arguments.
+func (e *Engine) askSockets(client, up *net.TCPConn, sa, sb *tcprepair.State, conns *[2]peerclock.Conn, got *[2]peerclock.Sock, readErr error) (err error) {
+	e.log.Debug("the peerclock program could not read the sockets: asking them", "conns", *conns, "read", *got, "err", readErr)
+	if *sa, *sb, err = rereadPair(client, up, *sa, *sb); err == nil {
+		err = datapath.CanTranslate(sa.Params, sb.Params)
+	}
+	return err
 }
 
 // outOfOrder refuses a splice while a socket holds segments past a hole.
@@ -129,11 +137,11 @@ func (e *Engine) readSockets(conns [2]peerclock.Conn) (got [2]peerclock.Sock, er
 // TSval it sends later, which is all NewPairSpec needs. A socket's value
 // is taken only if it stored ts_recent recently enough (tsRecentMaxAge);
 // otherwise that peer is probed.
-func (e *Engine) clocksFrom(got [2]peerclock.Sock, sa tcprepair.State, known knownClocks) knownClocks {
-	if !sa.Params.Timestamps {
+func (e *Engine) clocksFrom(got [2]peerclock.Sock, timestamps, usecTS bool, known knownClocks) knownClocks {
+	if !timestamps {
 		return known
 	}
-	maxAge := tsRecentMaxAge(sa.UsecTS)
+	maxAge := tsRecentMaxAge(usecTS)
 	for i, g := range got {
 		switch {
 		case e.clocks.probe[i]:

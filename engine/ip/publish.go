@@ -108,15 +108,14 @@ type published struct {
 // and not the other does trouble in the other's later segments (a reset,
 // a FIN or a whole limit of a pair that may unsplice, more than the
 // guard's span) leave those segments to their senders' retransmission.
-func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.Options) (published, error) {
-	var pub published
-	in := [2]tcprepair.State{sa, sb} // the socket each direction arrives on
+func (e *Engine) publish(a datapath.Tuple, sa, sb *tcprepair.State, opts *engine.Options, pub *published) error {
+	in := [2]*tcprepair.State{sa, sb} // the socket each direction arrives on
 	var stopped [2]bool
 	start := time.Now()
 	var racing time.Duration // rounds that had every kept segment, and lost the stop to a new one
 	ch, err := e.dp.KeptChanged(a)
 	if err != nil {
-		return pub, err
+		return err
 	}
 	for round := 0; ; round++ {
 		roundStart := time.Now()
@@ -127,18 +126,12 @@ func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.O
 				continue
 			}
 			if st[d], err = e.dp.Kept(a, engine.Direction(d)); err != nil {
-				return pub, err
+				return err
 			}
 			p := in[d]
 			kept[d] = runOf(st[d].Segs, p.Params.RcvNxt, p.Params.SndUna, p.SndNxt)
 		}
-		spec, err := specFor(sa, sb, kept)
-		if err == nil && unsplicing(opts) {
-			err = prepareUnsplice(opts, &spec, sa, sb, kept)
-		}
-		if err == nil && (kept[engine.Up].rst || kept[engine.Down].rst) {
-			err = errors.New("a peer reset the connection while the pair was held")
-		}
+		spec, err := roundSpec(sa, sb, &kept, opts)
 		if err == nil {
 			spec.Keep = true
 			if round == 0 || (!stopped[0] && !stopped[1]) {
@@ -153,19 +146,19 @@ func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.O
 		}
 		if err != nil {
 			if !stopped[0] && !stopped[1] {
-				return pub, err
+				return err
 			}
 			// One direction forwards already: what arrived since in
 			// the other stays unpublished.
 			e.stopKeeping(a, &stopped, -1)
-			return pub, nil
+			return nil
 		}
 		pub.spec, pub.kept = spec, kept
 		// Stop only once every direction still keeping has all its
 		// kept segments in the spec, so both stop in the same round.
 		ps, err := e.dp.Lookup(a)
 		if err != nil {
-			return pub, err
+			return err
 		}
 		ready := true
 		for d := range 2 {
@@ -175,13 +168,13 @@ func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.O
 			if ready && !stopped[d] {
 				_, ok, err := e.dp.StopKeeping(a, engine.Direction(d), int64(st[d].Done))
 				if err != nil {
-					return pub, err
+					return err
 				}
 				stopped[d] = ok
 			}
 		}
 		if stopped[0] && stopped[1] {
-			return pub, nil
+			return nil
 		}
 		if ready {
 			racing += time.Since(roundStart)
@@ -189,13 +182,27 @@ func (e *Engine) publish(a datapath.Tuple, sa, sb tcprepair.State, opts engine.O
 		if racing > publishTimeout || time.Since(start) > keptLateTimeout {
 			e.log.Debug("publishing while the peers keep sending: the segments kept since are left to retransmission", "pair", a, "racing", racing, "took", time.Since(start))
 			e.stopKeeping(a, &stopped, -1)
-			return pub, nil
+			return nil
 		}
 		select {
 		case <-ch:
 		case <-time.After(keptPoll):
 		}
 	}
+}
+
+// roundSpec is the spec a round of publish writes, for the segments
+// kept so far. Apart from publish, whose frame would otherwise hold its
+// callees' arguments under every call of its loop.
+func roundSpec(sa, sb *tcprepair.State, kept *[2]keptRun, opts *engine.Options) (datapath.PairSpec, error) {
+	spec, err := specFor(sa, sb, kept)
+	if err == nil && unsplicing(*opts) {
+		err = prepareUnsplice(opts, &spec, sa, sb, kept)
+	}
+	if err == nil && (kept[engine.Up].rst || kept[engine.Down].rst) {
+		err = errors.New("a peer reset the connection while the pair was held")
+	}
+	return spec, err
 }
 
 // stopKeeping stops the keeping of the directions not stopped yet, if

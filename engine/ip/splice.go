@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,14 +42,20 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	}
 	// On the caller's goroutine: a goroutine of its own cost two
 	// handoffs per splice, each a wakeup that a loaded machine stretches
-	// to tens of microseconds. The stack it grows (16-32 KiB) goes with
-	// the caller's goroutine, which ends at once for a pair the engine
-	// detaches; one that may unsplice grows it again when it does, and
-	// the garbage collector shrinks an idle one.
+	// to tens of microseconds. The stack it needs stays within 8 KiB
+	// (splicing), which a goroutine that did little before has not grown
+	// past: copying it to a larger one costs more than all but the
+	// slowest steps of a splice.
 	sp, err := e.splice(p, opts)
 	if err != nil {
 		return engine.Result{}, err
 	}
+	return e.afterSplice(ctx, p, sp, opts), nil
+}
+
+// afterSplice hands a spliced pair to its follower. Apart from Splice,
+// whose frame stays small for the splice's steps, which are deeper.
+func (e *Engine) afterSplice(ctx context.Context, p *engine.Pair, sp *spliced, opts engine.Options) engine.Result {
 	// Both sockets are in repair mode: closing them sends nothing, and a
 	// splice that cannot give the pair back needs them no more, so the
 	// forwarder may close them now. One that may unsplice needs them,
@@ -59,9 +66,9 @@ func (e *Engine) Splice(ctx context.Context, p *engine.Pair, opts engine.Options
 	// Nothing left for the caller to hold: the engine follows the pair
 	// with all the others (detached.go), and the caller's goroutine ends.
 	if sp.fz == nil && sp.drain == nil && opts.OnEnd != nil {
-		return e.detach(ctx, e.newFollower(p, sp), sp, opts), nil
+		return e.detach(ctx, e.newFollower(p, *sp), *sp, opts)
 	}
-	return e.follow(ctx, p, sp, opts), nil
+	return e.follow(ctx, p, *sp, opts)
 }
 
 // spliced is a pair splice put in the datapath.
@@ -87,159 +94,273 @@ type spliced struct {
 	since time.Duration
 }
 
+// splicing is one splice under way: what its steps (hold, read,
+// publish, settle) learn and pass on. The steps are methods of their
+// own, each with its frame, rather than one function: Go sizes a frame
+// for every value the function holds and every call's arguments, and
+// one function holding them all, called from Splice, put the deepest of
+// the steps past 8 KiB of stack, which every splice then copied to a new
+// one of 16 KiB (tens of microseconds, more than any one of its system
+// calls).
+type splicing struct {
+	e          *Engine
+	p          *engine.Pair
+	opts       *engine.Options
+	client, up *net.TCPConn
+	spec       datapath.PairSpec // as inserted: both directions held
+	ch         <-chan notice
+	since      time.Duration
+	held       time.Time
+	// sa and sb are the frozen sockets' states (client, upstream); reading,
+	// w and q what the final reading and the queues add.
+	sa, sb  tcprepair.State
+	reading programReading
+	w       [2]tcprepair.Window
+	q       owedQueues
+	fz      *frozen
+	pub     published
+	// tGrace, tClocks and tPub time the steps, for the debug log.
+	tGrace, tClocks, tPub time.Duration
+}
+
+// splicings recycles the splicing records: one on the stack would put
+// its kilobyte under every step's frame.
+var splicings = sync.Pool{New: func() any { return new(splicing) }}
+
+// recycle clears s and puts it back in splicings.
+func (s *splicing) recycle() {
+	*s = splicing{}
+	splicings.Put(s)
+}
+
 // splice puts the pair in the datapath, its sockets frozen (Splice closes
 // them); it returns the pair's A tuple, the channel its news arrives on
 // and the bytes still to deliver, or a *engine.FallbackError.
-func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
-	client, up := p.Client, p.Upstream()
-	pa, err := e.locate(client)
-	if err != nil {
-		return spliced{}, engine.Fallback(Name, "client connection: %v", err)
+func (e *Engine) splice(p *engine.Pair, opts engine.Options) (*spliced, error) {
+	s := splicings.Get().(*splicing) // zero: put back cleared
+	defer s.recycle()
+	s.e, s.p, s.opts, s.client, s.up = e, p, &opts, p.Client, p.Upstream()
+	if err := s.hold(); err != nil {
+		return nil, err
 	}
-	pb, err := e.locate(up)
-	if err != nil {
-		return spliced{}, engine.Fallback(Name, "upstream connection: %v", err)
+	if err := s.read(); err != nil {
+		return nil, s.undo("%v", err)
 	}
-	if err := e.attach(pa.Ifindex, pb.Ifindex); err != nil {
-		return spliced{}, engine.Fallback(Name, "%v", err)
+	if err := s.publish(); err != nil {
+		return nil, s.undo("%v", err)
 	}
-
-	// Hold first: from here on no segment of either connection reaches
-	// its socket, so what the frozen sockets report stays true. Nothing
-	// is lost: the program keeps every segment (Keep) for publish to
-	// deliver, or, if the splice falls back, for the sockets.
-	hold := datapath.DirSpec{DirMode: datapath.DirMode{Mode: engine.Hold}}
-	spec := datapath.PairSpec{
-		A: datapath.Tuple{Src: pa.Remote, Dst: pa.Local}, B: datapath.Tuple{Src: pb.Remote, Dst: pb.Local},
-		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold, Keep: true,
-	}
-	ch := e.followed.register(spec.A)
-	since := datapath.Now()
-	held := time.Now()
-	if err := e.dp.Insert(spec); err != nil {
-		e.followed.unregister(spec.A)
-		return spliced{}, engine.Fallback(Name, "%v", err)
-	}
-	if e.hook != nil {
-		e.hook("held")
-	}
-	undo := func(format string, args ...any) (spliced, error) {
-		// The peers' clocks seen while held spare the next splice of
-		// these connections the timestamp probe, whose answer Linux
-		// allows once per 500 ms per socket.
-		if st, err := e.dp.Lookup(spec.A); err == nil {
-			e.clocks.cache.remember(spec, st)
-		}
-		// Hold again (publish may have written the modes; the program
-		// keeps meanwhile), thaw before Delete, give the sockets every
-		// segment the program kept, and then the program hands the next
-		// ones to the stack: the peers see the splice as a delay.
-		errs := []error{e.dp.SetMode(spec.A, engine.Up, hold.DirMode), e.dp.SetMode(spec.A, engine.Down, hold.DirMode)}
-		errs = append(errs, tcprepair.Thaw(client), tcprepair.Thaw(up))
-		errs = append(errs, e.releaseToSockets(spec), e.dp.Delete(spec.A))
-		e.followed.unregister(spec.A)
-		if err := errors.Join(errs...); err != nil {
-			e.log.Warn("undoing a splice that fell back", "pair", p.ID, "err", err)
-		}
-		e.log.Debug("fell back after holding the pair", "pair", p.ID, "held", time.Since(held), "reason", fmt.Sprintf(format, args...))
-		return spliced{}, engine.Fallback(Name, format, args...)
-	}
-	// A peer whose connection was unspliced before may have its clock
-	// remembered from then (unsplice.go).
-	known := e.clocks.cache.recall(spec.A, spec.B)
-	// Without the socket reader the peers' clocks come from a probe, whose
-	// answers travel while the grace period runs: freeze and probe first,
-	// read again after. With it, the sockets freeze while the grace
-	// period runs, and the reader's one run after it is final and usually
-	// needs no probe.
-	early := e.clocks.reader == nil || e.clocks.probe == [2]bool{true, true}
-	var sa, sb tcprepair.State
-	var read programReading
-	var probed time.Time
-	tGrace0 := time.Now()
-	grace := e.devices.startGrace()
-	if early {
-		if sa, sb, err = freezePair(client, up, pa.Ifindex, pb.Ifindex); err != nil {
-			return undo("%v", err)
-		}
-		if sa.Params.Timestamps {
-			probed = time.Now()
-			if err := e.probeClocks(client, up, sa, sb, known); err != nil {
-				return undo("%v", err)
-			}
-		}
-		grace()
-		// Segments that were already past tc when the pair was inserted
-		// have reached the sockets by now: this reading is final.
-		sa, sb, err = rereadPair(client, up, sa, sb)
-	} else {
-		sa, sb, err = freezeInfoPair(client, up, pa.Ifindex, pb.Ifindex)
-		grace()
-		if err == nil {
-			sa, sb, read, known, err = e.readFinal(client, up, sa, sb, known)
-		}
-	}
-	tGrace := time.Since(tGrace0)
-	if err != nil {
-		return undo("%v", err)
-	}
-	pa, pb = sa.Params, sb.Params
-	if pa.Timestamps {
-		if !early && (!known.haveClient || !known.haveServer) {
-			probed = time.Now()
-			if err := e.probeClocks(client, up, sa, sb, known); err != nil {
-				return undo("%v", err)
-			}
-		}
-		if err := e.learnClocks(client, up, sa, sb, &pa, &pb, probed, 4*max(sa.RTT, sb.RTT)+learnTimeout, known, read.own); err != nil {
-			return undo("%v", err)
-		}
-	}
-	sa.Params, sb.Params = pa, pb
-	tClocks := time.Since(tGrace0) - tGrace
-	w, err := readWindows(client, up, read.win)
-	if err != nil {
-		return undo("%v", err)
-	}
-	// Before the queues are copied: a refused splice needs none of them.
-	if err := windowsFit(opts, sa, sb, w); err != nil {
-		e.counts.windowRefused.Add(1)
-		return undo("%v", err)
-	}
-	q, err := readOwed(client, up, sa, sb, w)
-	if err != nil {
-		return undo("%v", err)
-	}
-	var fz *frozen
-	if unsplicing(opts) {
-		if fz, err = freezeForUnsplice(client, up, sa, sb); err != nil {
-			return undo("%v", err)
-		}
-	}
-	tPub0 := time.Now()
-	pub, err := e.publish(spec.A, sa, sb, opts)
-	tPub := time.Since(tPub0)
-	if err != nil {
-		return undo("%v", err)
-	}
-	// Asked first: the record's 18 arguments are boxed whether or not a
-	// handler takes it, a dozen allocations per splice.
-	if e.log.Enabled(context.Background(), slog.LevelDebug) {
-		e.log.Debug("published", "pair", p.ID, "held", time.Since(held), "grace", tGrace, "clocks", tClocks, "publish", tPub,
-			"kept_up", len(pub.kept[engine.Up].data), "kept_down", len(pub.kept[engine.Down].data),
-			"gap_up", pub.kept[engine.Up].gap, "gap_down", pub.kept[engine.Down].gap)
-	}
-	// What was kept is in the spec and the drain now; what the program
-	// keeps from here on (past a boundary) is the unsplice's.
-	e.dp.ForgetKept(spec.A, engine.Up)
-	e.dp.ForgetKept(spec.A, engine.Down)
 	// The program forwards the pair from here on: what follows (the owed
 	// bytes' delivery, the announcements, the port's reservation) goes on
 	// beside it.
 	if opts.OnSpliced != nil {
 		opts.OnSpliced()
 	}
-	d, err := e.drainFor(pub, sa, sb, q)
+	return s.settle(), nil
+}
+
+// hold puts the pair in the datapath with both directions held.
+func (s *splicing) hold() error {
+	e := s.e
+	pa, err := e.locate(s.client)
+	if err != nil {
+		return engine.Fallback(Name, "client connection: %v", err)
+	}
+	pb, err := e.locate(s.up)
+	if err != nil {
+		return engine.Fallback(Name, "upstream connection: %v", err)
+	}
+	if err := e.attach(pa.Ifindex, pb.Ifindex); err != nil {
+		return engine.Fallback(Name, "%v", err)
+	}
+	// Hold first: from here on no segment of either connection reaches
+	// its socket, so what the frozen sockets report stays true. Nothing
+	// is lost: the program keeps every segment (Keep) for publish to
+	// deliver, or, if the splice falls back, for the sockets.
+	hold := datapath.DirSpec{DirMode: datapath.DirMode{Mode: engine.Hold}}
+	s.spec = datapath.PairSpec{
+		A: datapath.Tuple{Src: pa.Remote, Dst: pa.Local}, B: datapath.Tuple{Src: pb.Remote, Dst: pb.Local},
+		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold, Keep: true,
+	}
+	s.ch = e.followed.register(s.spec.A)
+	s.since = datapath.Now()
+	s.held = time.Now()
+	if err := e.dp.Insert(s.spec); err != nil {
+		e.followed.unregister(s.spec.A)
+		return engine.Fallback(Name, "%v", err)
+	}
+	if e.hook != nil {
+		e.hook("held")
+	}
+	return nil
+}
+
+// undo gives a held pair back to its sockets, and returns the
+// *engine.FallbackError that says why.
+func (s *splicing) undo(format string, args ...any) error {
+	e, spec := s.e, s.spec
+	// The peers' clocks seen while held spare the next splice of
+	// these connections the timestamp probe, whose answer Linux
+	// allows once per 500 ms per socket.
+	if st, err := e.dp.Lookup(spec.A); err == nil {
+		e.clocks.cache.remember(spec, st)
+	}
+	// Hold again (publish may have written the modes; the program
+	// keeps meanwhile), thaw before Delete, give the sockets every
+	// segment the program kept, and then the program hands the next
+	// ones to the stack: the peers see the splice as a delay.
+	hold := datapath.DirMode{Mode: engine.Hold}
+	errs := []error{e.dp.SetMode(spec.A, engine.Up, hold), e.dp.SetMode(spec.A, engine.Down, hold)}
+	errs = append(errs, tcprepair.Thaw(s.client), tcprepair.Thaw(s.up))
+	errs = append(errs, e.releaseToSockets(spec), e.dp.Delete(spec.A))
+	e.followed.unregister(spec.A)
+	if err := errors.Join(errs...); err != nil {
+		e.log.Warn("undoing a splice that fell back", "pair", s.p.ID, "err", err)
+	}
+	e.log.Debug("fell back after holding the pair", "pair", s.p.ID, "held", time.Since(s.held), "reason", fmt.Sprintf(format, args...))
+	return engine.Fallback(Name, format, args...)
+}
+
+// read freezes the held pair's sockets and reads them once nothing more
+// can reach them: their states, the peers' clocks, the windows and the
+// bytes the forwarder owes each peer. An error means falling back.
+func (s *splicing) read() error {
+	if err := s.freeze(); err != nil {
+		return err
+	}
+	return s.queues()
+}
+
+// freeze freezes the sockets and reads their states and the peers'
+// clocks, final once the grace period has ended.
+func (s *splicing) freeze() error {
+	e, client, up := s.e, s.client, s.up
+	// A peer whose connection was unspliced before may have its clock
+	// remembered from then (unsplice.go).
+	known := e.clocks.cache.recall(s.spec.A, s.spec.B)
+	// Without the socket reader the peers' clocks come from a probe, whose
+	// answers travel while the grace period runs: freeze and probe first,
+	// read again after. With it, the sockets freeze while the grace
+	// period runs, and the reader's one run after it is final and usually
+	// needs no probe.
+	early := e.clocks.reader == nil || e.clocks.probe == [2]bool{true, true}
+	var probed time.Time
+	var err error
+	tGrace0 := time.Now()
+	grace := e.devices.startGrace()
+	if early {
+		probed, err = s.freezeAndProbe(grace, known)
+	} else {
+		s.sa, s.sb, err = freezeInfoPair(client, up, s.spec.IfindexA, s.spec.IfindexB)
+		grace()
+		if err == nil {
+			s.reading, err = e.readFinal(client, up, &s.sa, &s.sb, &known)
+		}
+	}
+	s.tGrace = time.Since(tGrace0)
+	if err != nil {
+		return err
+	}
+	if s.sa.Params.Timestamps {
+		if err := s.clocks(early, probed, known); err != nil {
+			return err
+		}
+	}
+	s.tClocks = time.Since(tGrace0) - s.tGrace
+	return nil
+}
+
+// freezeAndProbe is freeze without the socket reader: the sockets
+// freeze and the peers are probed before the grace period ends, then the
+// sockets are read again. It returns when the probes were sent.
+func (s *splicing) freezeAndProbe(grace func(), known knownClocks) (probed time.Time, err error) {
+	if s.sa, s.sb, err = freezePair(s.client, s.up, s.spec.IfindexA, s.spec.IfindexB); err != nil {
+		return probed, err
+	}
+	if s.sa.Params.Timestamps {
+		probed = time.Now()
+		if err := s.e.probeClocks(s.client, s.up, s.sa, s.sb, known); err != nil {
+			return probed, err
+		}
+	}
+	grace()
+	// Segments that were already past tc when the pair was inserted
+	// have reached the sockets by now: this reading is final.
+	s.sa, s.sb, err = rereadPair(s.client, s.up, s.sa, s.sb)
+	return probed, err
+}
+
+// queues reads the frozen sockets' windows and the bytes they owe their
+// peers, and what an unsplice needs of them.
+func (s *splicing) queues() error {
+	e, client, up := s.e, s.client, s.up
+	var err error
+	if s.w, err = readWindows(client, up, s.reading.win); err != nil {
+		return err
+	}
+	// Before the queues are copied: a refused splice needs none of them.
+	if err := windowsFit(*s.opts, s.sa, s.sb, s.w); err != nil {
+		e.counts.windowRefused.Add(1)
+		return err
+	}
+	if s.q, err = readOwed(client, up, s.sa, s.sb, s.w); err != nil {
+		return err
+	}
+	if unsplicing(*s.opts) {
+		if s.fz, err = freezeForUnsplice(client, up, s.sa, s.sb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clocks learns the peers' timestamp clocks into the sockets' states,
+// probing the peers whose clocks the reading did not give.
+func (s *splicing) clocks(early bool, probed time.Time, known knownClocks) error {
+	e, sa, sb := s.e, &s.sa, &s.sb
+	pa, pb := sa.Params, sb.Params
+	if !early && (!known.haveClient || !known.haveServer) {
+		probed = time.Now()
+		if err := e.probeClocks(s.client, s.up, *sa, *sb, known); err != nil {
+			return err
+		}
+	}
+	if err := e.learnClocks(s.client, s.up, *sa, *sb, &pa, &pb, probed, 4*max(sa.RTT, sb.RTT)+learnTimeout, known, s.reading.own); err != nil {
+		return err
+	}
+	sa.Params, sb.Params = pa, pb
+	return nil
+}
+
+// publish writes the pair's translation, from which on the datapath
+// forwards it.
+func (s *splicing) publish() error {
+	e := s.e
+	tPub0 := time.Now()
+	err := e.publish(s.spec.A, &s.sa, &s.sb, s.opts, &s.pub)
+	s.tPub = time.Since(tPub0)
+	if err != nil {
+		return err
+	}
+	// What was kept is in the spec and the drain now; what the program
+	// keeps from here on (past a boundary) is the unsplice's.
+	e.dp.ForgetKept(s.spec.A, engine.Up)
+	e.dp.ForgetKept(s.spec.A, engine.Down)
+	return nil
+}
+
+// settle does what a published pair needs beside the datapath: the
+// debug record, the owed bytes' delivery, the peers' announcements and
+// the port's reservation; and returns the pair as spliced.
+func (s *splicing) settle() *spliced {
+	e, p, pub, sa, sb := s.e, s.p, &s.pub, s.sa, s.sb
+	// Asked first: the record's 18 arguments are boxed whether or not a
+	// handler takes it, a dozen allocations per splice.
+	if e.log.Enabled(context.Background(), slog.LevelDebug) {
+		e.log.Debug("published", "pair", p.ID, "held", time.Since(s.held), "grace", s.tGrace, "clocks", s.tClocks, "publish", s.tPub,
+			"kept_up", len(pub.kept[engine.Up].data), "kept_down", len(pub.kept[engine.Down].data),
+			"gap_up", pub.kept[engine.Up].gap, "gap_down", pub.kept[engine.Down].gap)
+	}
+	d, err := e.drainFor(*pub, sa, sb, s.q)
 	if err != nil {
 		// Published already: the pair is the datapath's, only the owed
 		// bytes are lost (their senders have them acknowledged).
@@ -248,12 +369,12 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 	if d != nil {
 		d.start() // the owed bytes first, then the senders' news (drain.go)
 	}
-	e.announce(pub, sa, sb, q)
+	e.announce(*pub, sa, sb, s.q)
 	// The port stays busy while the pair is in the table (porthold.go).
-	if err := e.ports.hold(spec, up); err != nil {
+	if err := e.ports.hold(s.spec, s.up); err != nil {
 		e.log.Warn("holding the upstream socket's port", "pair", p.ID, "err", err)
 	}
-	sp := spliced{a: spec.A, ch: ch, spec: pub.spec, fz: fz, since: since,
+	sp := &spliced{a: s.spec.A, ch: s.ch, spec: pub.spec, fz: s.fz, since: s.since,
 		unread:  [2]int64{int64(sa.InQ + len(pub.kept[engine.Up].data)), int64(sb.InQ + len(pub.kept[engine.Down].data))},
 		seed:    [2]uint32{pub.spec.Up.SndNxt, pub.spec.Down.SndNxt},
 		seedFIN: [2]bool{pub.spec.Up.FINSeen, pub.spec.Down.FINSeen}}
@@ -264,7 +385,7 @@ func (e *Engine) splice(p *engine.Pair, opts engine.Options) (spliced, error) {
 			e.counts.drainedBytes.Add(int64(len(o.data)))
 		}
 	}
-	return sp, nil
+	return sp
 }
 
 // owedQueues is what the frozen sockets hold for their peers, read once
@@ -319,7 +440,7 @@ func readOwed(client, up *net.TCPConn, sa, sb tcprepair.State, w [2]tcprepair.Wi
 // receive queue, then what the program kept of the client's segments
 // while the pair was held (kept, by direction: as if it had reached the
 // client socket's receive queue); toward the client, the mirror.
-func specFor(sa, sb tcprepair.State, kept [2]keptRun) (datapath.PairSpec, error) {
+func specFor(sa, sb *tcprepair.State, kept *[2]keptRun) (datapath.PairSpec, error) {
 	pa, pb := sa.Params, sb.Params
 	ku, kd := kept[engine.Up], kept[engine.Down]
 	// Kept bytes and FIN count as received: rcv_nxt moves past them.

@@ -121,7 +121,7 @@ type frozen struct {
 // program kept while the pair was held, count toward it, as the drain
 // delivers them), a watched or held direction the program's watch (acks
 // pass, data is kept back and reported).
-func prepareUnsplice(opts engine.Options, spec *datapath.PairSpec, sa, sb tcprepair.State, kept [2]keptRun) error {
+func prepareUnsplice(opts *engine.Options, spec *datapath.PairSpec, sa, sb *tcprepair.State, kept *[2]keptRun) error {
 	switch {
 	case sa.Params.ECN || sb.Params.ECN:
 		return errors.New("ECN was negotiated, and TCP_REPAIR cannot restore it for unsplicing")
