@@ -946,13 +946,33 @@ static __always_inline void track_kept(struct splice_dir *e, const struct seg *s
 	}
 }
 
-/* reopen hands a SYN on the tuple of an ended pair (both FINs acknowledged,
- * or reset) to the stack, as a TIME_WAIT socket accepts a new SYN (RFC
+/*
+ * sender_done reports whether the sender of a direction (its flags) is
+ * done with the spliced connection: the pair ended (both FINs
+ * acknowledged, or reset), or the sender's own FIN was forwarded and
+ * acknowledged. A sender past its acknowledged FIN is in FIN_WAIT_2 or
+ * TIME_WAIT, or its socket is gone; the kernel lets no new socket take the
+ * 4-tuple while the old one is synchronized, so a bare SYN from it is a
+ * new connection. The pair may never see its own end: the last ACK of the
+ * other side's FIN lost or dropped before the program saw it, the other
+ * side gone without a reset the program could take; the sender's client
+ * side sits out its TIME_WAIT all the same and takes the port again.
+ */
+static __always_inline int sender_done(__u32 flags)
+{
+	__u32 done = SPLICE_F_FIN_SEEN | SPLICE_F_FIN_ACKED;
+
+	return (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)) || (flags & done) == done;
+}
+
+/* reopen hands a SYN on the tuple of a pair its sender is done with
+ * (sender_done) to the stack, as a TIME_WAIT socket accepts a new SYN (RFC
  * 6191): a client whose ephemeral ports wrap reuses them while the pair
  * waits out 2MSL, and dropping its SYN would stall it for retransmissions.
  * The flow leaves the table so the handshake's next segments reach the
- * listener too; the pair itself waits for the control plane's sweep, and
- * the peer's direction still translates a retransmitted FIN. */
+ * listener too; the pair itself waits for the control plane's sweep (or
+ * the new connection's splice supersedes it), and the peer's direction
+ * still translates a retransmitted FIN. */
 static __always_inline int reopen(const struct pkt *p)
 {
 	bpf_map_delete_elem(&splice_flows, &p->key);
@@ -1047,8 +1067,8 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	__u32 flags = READ_ONCE(e->flags);
 	__u32 ctl = READ_ONCE(e->ctl);
 
-	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)))
-		return reopen(p);
+	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && sender_done(flags))
+		return reopen(p); /* its sender's connection is over: a new one, the listener's */
 	if (flags & SPLICE_F_CLOSED)
 		return drop(SPLICE_DROP_CLOSED); /* a reset ended the pair: nobody is left to receive this */
 	if ((s.flags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) == (TCP_SYN | TCP_ACK) && s.len == 0 &&
