@@ -303,7 +303,7 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 		}
 	}
 
-	if flags&(packet.SYN|packet.ACK) == packet.SYN && senderDone(e.flags) {
+	if flags&(packet.SYN|packet.ACK) == packet.SYN && senderDone(e.flags, peer.flags) {
 		delete(m.flows, flow) // a new connection on the tuple of a pair its sender is done with
 		return verdictPass, nil
 	}

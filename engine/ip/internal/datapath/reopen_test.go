@@ -1,4 +1,4 @@
-// A client's SYN on the 4-tuple of a pair, on the real program and the reference: reopened (handed to the listener) once the client is done with the pair, even if the pair never saw its own end; dropped while the client's connection may still be alive.
+// A client's SYN on the 4-tuple of a pair, on the real program and the reference: reopened (handed to the listener) once the client is done with the pair, even if the pair never saw its own end; dropped while the client's connection may still be alive or still receiving.
 
 package datapath
 
@@ -12,13 +12,14 @@ import (
 // connects again from the same port. The pair of its old connection may
 // still be in the table in a state other than TIME_WAIT: its last ACK of
 // the server's FIN never reached the program (lost on the wire, or
-// dropped), or the server still sends into a half-closed connection. Once
-// the client's own FIN was acknowledged, its new SYN reaches the stack (a
-// new connection: counted as reopened, never dropped), its handshake's
-// ACK too, and the new connection's pair can be spliced on the same
-// tuples. While the client's FIN is unacknowledged (it may still send it
-// again) or it has not closed, the SYN is dropped, and the tuple stays the
-// old pair's.
+// dropped). Once both sides sent their FIN and the client's was
+// acknowledged, its new SYN reaches the stack (a new connection: counted
+// as reopened, never dropped), its handshake's ACK too, and the new
+// connection's pair can be spliced on the same tuples. While the client's
+// FIN is unacknowledged (it may still send it again), it has not closed,
+// or the server still sends into the half-closed connection (the client
+// still reads it: a SYN on its tuple is a stranger's), the SYN is
+// dropped, and the tuple stays the old pair's.
 func TestSYNOnReusedTuple(t *testing.T) {
 	const clientFINEnd = uint32(upNxt + 1)
 	clientFIN := func(tp topo) packet.Seg {
@@ -46,7 +47,7 @@ func TestSYNOnReusedTuple(t *testing.T) {
 		}, PhaseACKRelayed1, false},
 		{"client FIN acknowledged, server still open", func(tp topo) []packet.Seg {
 			return []packet.Seg{clientFIN(tp), serverACK(tp)}
-		}, PhaseACKRelayed1, true},
+		}, PhaseACKRelayed1, false},
 		{"both FINs, the client's last ACK never seen", func(tp topo) []packet.Seg {
 			return []packet.Seg{clientFIN(tp), serverFIN(tp)}
 		}, PhaseFINRelayed2, true},

@@ -114,7 +114,8 @@ func (d *Datapath) Insert(spec PairSpec) error {
 
 // supersedeEnded removes the pairs that have a tuple of spec and that
 // their client is done with (senderDone of their Up direction: the pair
-// is in TIME_WAIT or reset, or the client's FIN was acknowledged): a new
+// is in TIME_WAIT or reset, or both sides sent their FIN and the client's
+// was acknowledged): a new
 // connection took the tuple, as a SYN takes a kernel TIME_WAIT's 4-tuple.
 // The client's SYN on such a pair's A tuple goes to the stack (the
 // program's reopen), and the listener's connection may be spliced before
@@ -124,7 +125,8 @@ func (d *Datapath) Insert(spec PairSpec) error {
 func (d *Datapath) supersedeEnded(p *pair) {
 	for _, k := range []spliceSpliceKey{p.ka, p.kb} {
 		for _, old := range []*pair{d.index.a(k), d.index.b(k)} {
-			if old != nil && senderDone(atomic.LoadUint32(&d.entry(old.slot(engine.Up)).Flags)) {
+			if old != nil && senderDone(atomic.LoadUint32(&d.entry(old.slot(engine.Up)).Flags),
+				atomic.LoadUint32(&d.entry(old.slot(engine.Down)).Flags)) {
 				d.remove(old)
 			}
 		}
@@ -132,12 +134,14 @@ func (d *Datapath) supersedeEnded(p *pair) {
 }
 
 // senderDone mirrors the program's sender_done: the sender of a direction
-// with these flags is done with its pair, which ended (both FINs
-// acknowledged, or reset: set on both directions), or whose FIN it sent
-// was acknowledged; a SYN from it opens a new connection.
-func senderDone(flags uint32) bool {
+// with these flags (peer: the other direction's) is done with its pair,
+// which ended (both FINs acknowledged, or reset: set on both directions),
+// or where both sides sent their FIN and the sender's was acknowledged; a
+// SYN from it opens a new connection. One whose FIN was acknowledged
+// while the other side still sends is still receiving.
+func senderDone(flags, peer uint32) bool {
 	const done = flagFINSeen | flagFINAcked
-	return flags&(flagTimeWait|flagClosed) != 0 || flags&done == done
+	return flags&(flagTimeWait|flagClosed) != 0 || (flags&done == done && peer&flagFINSeen != 0)
 }
 
 // onTable tells Options.OnTable that p entered or left the table.

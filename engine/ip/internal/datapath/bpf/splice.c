@@ -947,22 +947,25 @@ static __always_inline void track_kept(struct splice_dir *e, const struct seg *s
 }
 
 /*
- * sender_done reports whether the sender of a direction (its flags) is
- * done with the spliced connection: the pair ended (both FINs
- * acknowledged, or reset), or the sender's own FIN was forwarded and
- * acknowledged. A sender past its acknowledged FIN is in FIN_WAIT_2 or
- * TIME_WAIT, or its socket is gone; the kernel lets no new socket take the
- * 4-tuple while the old one is synchronized, so a bare SYN from it is a
- * new connection. The pair may never see its own end: the last ACK of the
- * other side's FIN lost or dropped before the program saw it, the other
- * side gone without a reset the program could take; the sender's client
- * side sits out its TIME_WAIT all the same and takes the port again.
+ * sender_done reports whether the sender of a direction (its flags; the
+ * other direction's in peer) is done with the spliced connection: the
+ * pair ended (both FINs acknowledged, or reset), or both sides sent their
+ * FIN and the sender's was acknowledged. Such a sender is in TIME_WAIT or
+ * its socket is gone; the kernel lets no new socket take the 4-tuple while
+ * the old one is synchronized, so a bare SYN from it is a new connection.
+ * The pair may never see its own end: the sender's last ACK of the other
+ * side's FIN lost or dropped before the program saw it; the sender's side
+ * sits out its TIME_WAIT all the same and takes the port again. A sender
+ * whose FIN was acknowledged while the other side still sends is in
+ * FIN_WAIT_2, still receiving: a SYN on its tuple is not its own, and
+ * taking it would cut the stream it is still reading.
  */
-static __always_inline int sender_done(__u32 flags)
+static __always_inline int sender_done(__u32 flags, __u32 peer)
 {
 	__u32 done = SPLICE_F_FIN_SEEN | SPLICE_F_FIN_ACKED;
 
-	return (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)) || (flags & done) == done;
+	return (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)) ||
+	       ((flags & done) == done && (peer & SPLICE_F_FIN_SEEN));
 }
 
 /* reopen hands a SYN on the tuple of a pair its sender is done with
@@ -1067,7 +1070,7 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	__u32 flags = READ_ONCE(e->flags);
 	__u32 ctl = READ_ONCE(e->ctl);
 
-	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && sender_done(flags))
+	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && sender_done(flags, READ_ONCE(peer->flags)))
 		return reopen(p); /* its sender's connection is over: a new one, the listener's */
 	if (flags & SPLICE_F_CLOSED)
 		return drop(SPLICE_DROP_CLOSED); /* a reset ended the pair: nobody is left to receive this */
