@@ -368,8 +368,8 @@ func (d *Datapath) Drops() (map[string]uint64, error) {
 
 // Counters returns the counters that are not drops: "forwarded" (packets
 // translated and redirected), "event_lost" (events the full ring buffer
-// refused), "reopened" (SYNs handed to the stack on an ended pair's
-// tuple), "kept" (segments kept for the control plane) and "passed"
+// refused), "reopened" (SYNs handed to the stack on the tuple of a pair
+// their sender is done with: ended, or both FINs sent and its own acknowledged), "kept" (segments kept for the control plane) and "passed"
 // (segments of a released direction handed to the stack).
 func (d *Datapath) Counters() (map[string]uint64, error) {
 	all, err := d.readCounters()

@@ -303,8 +303,8 @@ func (m *refModel) run(frame []byte, ifindex int) (int32, []byte) {
 		}
 	}
 
-	if flags&(packet.SYN|packet.ACK) == packet.SYN && e.flags&(flagTimeWait|flagClosed) != 0 {
-		delete(m.flows, flow) // a new connection on an ended pair's tuple
+	if flags&(packet.SYN|packet.ACK) == packet.SYN && senderDone(e.flags, peer.flags) {
+		delete(m.flows, flow) // a new connection on the tuple of a pair its sender is done with
 		return verdictPass, nil
 	}
 	if e.flags&flagClosed != 0 {

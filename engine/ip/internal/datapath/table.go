@@ -112,27 +112,36 @@ func (d *Datapath) Insert(spec PairSpec) error {
 	return nil
 }
 
-// supersedeEnded removes the ended pairs (TIME_WAIT or reset) that have
-// a tuple of spec: a new connection took it, as a SYN takes a kernel
-// TIME_WAIT's 4-tuple. The client's SYN on an ended pair's A tuple goes
-// to the stack (the program's reopen), and the listener's connection
-// may be spliced before the sweep removes the old pair; its flows would
-// otherwise keep the new pair out of the table. A live pair's tuple is
-// left to Insert to refuse.
+// supersedeEnded removes the pairs that have a tuple of spec and that
+// their client is done with (senderDone of their Up direction: the pair
+// is in TIME_WAIT or reset, or both sides sent their FIN and the client's
+// was acknowledged): a new
+// connection took the tuple, as a SYN takes a kernel TIME_WAIT's 4-tuple.
+// The client's SYN on such a pair's A tuple goes to the stack (the
+// program's reopen), and the listener's connection may be spliced before
+// the sweep removes the old pair, or, for a pair that never saw its own
+// end, ever would; its flows would otherwise keep the new pair out of the
+// table. A pair whose client may still send is left to Insert to refuse.
 func (d *Datapath) supersedeEnded(p *pair) {
 	for _, k := range []spliceSpliceKey{p.ka, p.kb} {
 		for _, old := range []*pair{d.index.a(k), d.index.b(k)} {
-			if old != nil && d.ended(old) {
+			if old != nil && senderDone(atomic.LoadUint32(&d.entry(old.slot(engine.Up)).Flags),
+				atomic.LoadUint32(&d.entry(old.slot(engine.Down)).Flags)) {
 				d.remove(old)
 			}
 		}
 	}
 }
 
-// ended reports whether p is in TIME_WAIT or reset.
-func (d *Datapath) ended(p *pair) bool {
-	f := atomic.LoadUint32(&d.entry(p.slot(engine.Up)).Flags) | atomic.LoadUint32(&d.entry(p.slot(engine.Down)).Flags)
-	return f&(flagTimeWait|flagClosed) != 0
+// senderDone mirrors the program's sender_done: the sender of a direction
+// with these flags (peer: the other direction's) is done with its pair,
+// which ended (both FINs acknowledged, or reset: set on both directions),
+// or where both sides sent their FIN and the sender's was acknowledged; a
+// SYN from it opens a new connection. One whose FIN was acknowledged
+// while the other side still sends is still receiving.
+func senderDone(flags, peer uint32) bool {
+	const done = flagFINSeen | flagFINAcked
+	return flags&(flagTimeWait|flagClosed) != 0 || (flags&done == done && peer&flagFINSeen != 0)
 }
 
 // onTable tells Options.OnTable that p entered or left the table.

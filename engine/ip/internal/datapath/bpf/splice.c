@@ -946,13 +946,36 @@ static __always_inline void track_kept(struct splice_dir *e, const struct seg *s
 	}
 }
 
-/* reopen hands a SYN on the tuple of an ended pair (both FINs acknowledged,
- * or reset) to the stack, as a TIME_WAIT socket accepts a new SYN (RFC
+/*
+ * sender_done reports whether the sender of a direction (its flags; the
+ * other direction's in peer) is done with the spliced connection: the
+ * pair ended (both FINs acknowledged, or reset), or both sides sent their
+ * FIN and the sender's was acknowledged. Such a sender is in TIME_WAIT or
+ * its socket is gone; the kernel lets no new socket take the 4-tuple while
+ * the old one is synchronized, so a bare SYN from it is a new connection.
+ * The pair may never see its own end: the sender's last ACK of the other
+ * side's FIN lost or dropped before the program saw it; the sender's side
+ * sits out its TIME_WAIT all the same and takes the port again. A sender
+ * whose FIN was acknowledged while the other side still sends is in
+ * FIN_WAIT_2, still receiving: a SYN on its tuple is not its own, and
+ * taking it would cut the stream it is still reading.
+ */
+static __always_inline int sender_done(__u32 flags, __u32 peer)
+{
+	__u32 done = SPLICE_F_FIN_SEEN | SPLICE_F_FIN_ACKED;
+
+	return (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)) ||
+	       ((flags & done) == done && (peer & SPLICE_F_FIN_SEEN));
+}
+
+/* reopen hands a SYN on the tuple of a pair its sender is done with
+ * (sender_done) to the stack, as a TIME_WAIT socket accepts a new SYN (RFC
  * 6191): a client whose ephemeral ports wrap reuses them while the pair
  * waits out 2MSL, and dropping its SYN would stall it for retransmissions.
  * The flow leaves the table so the handshake's next segments reach the
- * listener too; the pair itself waits for the control plane's sweep, and
- * the peer's direction still translates a retransmitted FIN. */
+ * listener too; the pair itself waits for the control plane's sweep (or
+ * the new connection's splice supersedes it), and the peer's direction
+ * still translates a retransmitted FIN. */
 static __always_inline int reopen(const struct pkt *p)
 {
 	bpf_map_delete_elem(&splice_flows, &p->key);
@@ -1047,8 +1070,8 @@ static __always_inline int splice(struct __sk_buff *skb, struct pkt *p, struct s
 	__u32 flags = READ_ONCE(e->flags);
 	__u32 ctl = READ_ONCE(e->ctl);
 
-	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && (flags & (SPLICE_F_TIME_WAIT | SPLICE_F_CLOSED)))
-		return reopen(p);
+	if ((s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && sender_done(flags, READ_ONCE(peer->flags)))
+		return reopen(p); /* its sender's connection is over: a new one, the listener's */
 	if (flags & SPLICE_F_CLOSED)
 		return drop(SPLICE_DROP_CLOSED); /* a reset ended the pair: nobody is left to receive this */
 	if ((s.flags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) == (TCP_SYN | TCP_ACK) && s.len == 0 &&

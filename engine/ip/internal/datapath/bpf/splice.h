@@ -180,7 +180,7 @@ struct splice_kept {
 enum splice_counter {
 	SPLICE_CNT_FORWARDED = 0, /* packets translated and redirected */
 	SPLICE_CNT_EVENT_LOST,	  /* events the full ring buffer refused */
-	SPLICE_CNT_REOPENED,	  /* SYNs that reopened the tuple of an ended pair, handed to the stack */
+	SPLICE_CNT_REOPENED,	  /* SYNs that reopened the tuple of a pair their sender is done with, handed to the stack */
 	SPLICE_CNT_KEPT,	  /* segments kept for the control plane (held, or past a boundary) */
 	SPLICE_CNT_PASSED,	  /* segments of a released direction handed to the stack (the rebuilt or thawed socket) */
 	SPLICE_DROP_NO_ENTRY,	  /* a flow pointed at a slot with no entry */
