@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/splicer/splicer/internal/testenv"
 	"github.com/splicer/splicer/lab"
@@ -121,5 +124,54 @@ func TestMarksFollowSegments(t *testing.T) {
 	}
 	if !w.WaitDone(10*time.Millisecond, onlineAll) {
 		t.Error("WaitDone gave up on an idle lab")
+	}
+}
+
+// TestMarkerLeavesAMarkedCPU: the marker writes its CPU's slot only when
+// the mark is clear, so the later segments of a NET_RX run pay no locked
+// exchange; a clear CPU it marks. The slots are seeded with a mark of 2,
+// which only the marker's own write (1) can replace: a NET_RX run in
+// between clears it (0), never to 1.
+func TestMarkerLeavesAMarkedCPU(t *testing.T) {
+	testenv.RequireRoot(t)
+	w, err := Load()
+	if err != nil {
+		testenv.SkipOrFail(t, err.Error())
+	}
+	t.Cleanup(func() { w.Close() })
+	seed := func(busy uint64) {
+		t.Helper()
+		st, err := w.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range st {
+			st[i].Busy = busy
+		}
+		if err := w.objs.BhwatchCpus.Put(uint32(0), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := func() []cpuState {
+		t.Helper()
+		if _, err := w.objs.BhwatchMark.Run(&ebpf.RunOptions{Data: make([]byte, 64)}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := w.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	seed(2)
+	for cpu, s := range mark() {
+		if s.Busy == 1 {
+			t.Errorf("CPU %d: the marker wrote its mark again over a set one", cpu)
+		}
+	}
+	seed(0)
+	st := mark()
+	if !slices.ContainsFunc(st, func(s cpuState) bool { return s.Busy == 1 }) && !slices.ContainsFunc(st, func(s cpuState) bool { return s.Exits != 0 }) {
+		t.Errorf("the marker left every CPU clear: %+v", st)
 	}
 }

@@ -4,8 +4,9 @@
 // run (or one section with bottom halves disabled, which a NET_RX run on
 // that CPU can only follow). Two small programs keep, per CPU, a mark and
 // a count: a tcx ingress program, attached first on each of the engine's
-// devices, sets its CPU's mark for every segment; a raw tracepoint at the
-// end of each NET_RX softirq run clears it and counts the run. After a
+// devices, sets its CPU's mark for every segment (only the first of a run
+// finds it clear and writes it); a raw tracepoint at the end of each
+// NET_RX softirq run clears it and counts the run. After a
 // pair is inserted, a CPU whose mark is clear, or whose count moved,
 // carries no segment that passed tc before the insert. Waking a thread on
 // every CPU proves the same (tcprepair's visitors) but costs a wakeup of

@@ -8,6 +8,8 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+#define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+
 const struct bhwatch_cpu *unused_bhwatch_cpu __attribute__((unused));
 const enum bhwatch_const *unused_bhwatch_const __attribute__((unused));
 
@@ -30,8 +32,18 @@ int bhwatch_mark(struct __sk_buff *skb)
 	 * chain, looks the segment's flow up. The control plane inserts a
 	 * pair and then reads the marks: either the datapath sees the pair,
 	 * or the control plane sees the mark.
+	 *
+	 * Only the first segment of a NET_RX run finds its CPU clear; the
+	 * others skip the exchange, a locked instruction per segment. Only
+	 * this CPU writes its slot (the marker and the tracepoint run here),
+	 * so a mark read as set is this CPU's own, left by an exchange that
+	 * came before in its program order and has not been cleared since.
+	 * That exchange's barrier already orders the mark before every later
+	 * lookup, this segment's among them; and a control plane that finds
+	 * the mark clear after it has seen the end of the run that carried
+	 * this segment to its socket.
 	 */
-	if (c)
+	if (c && !READ_ONCE(c->busy))
 		__sync_lock_test_and_set(&c->busy, 1);
 	return TC_ACT_UNSPEC; /* TCX_NEXT: the segment goes on to the datapath program, untouched */
 }

@@ -7,12 +7,13 @@
 
 /*
  * bhwatch_cpu is one CPU's slot of the per-CPU array: busy is set (to 1)
- * by every segment tc ingress sees on that CPU and cleared at the end of
- * the NET_RX softirq run that carried it, which exits counts. A segment
- * goes from tc ingress to its socket within one such run (or one section
- * with bottom halves disabled, which a NET_RX run on that CPU can only
- * follow): once busy is 0, or exits moved, every segment that had passed
- * tc on that CPU before has reached its socket.
+ * by the first segment tc ingress sees on that CPU (the next ones find it
+ * set and leave it) and cleared at the end of the NET_RX softirq run that
+ * carried it, which exits counts. A segment goes from tc ingress to its
+ * socket within one such run (or one section with bottom halves disabled,
+ * which a NET_RX run on that CPU can only follow): once busy is 0, or
+ * exits moved, every segment that had passed tc on that CPU before has
+ * reached its socket.
  */
 struct bhwatch_cpu {
 	__u64 busy;
