@@ -113,7 +113,6 @@ func (s Sock) TSClock(usecTS bool) uint32 {
 // Window returns what TCP_REPAIR_WINDOW would report of the socket.
 func (s Sock) Window() tcprepair.Window { return s.window }
 
-
 // CurrentNetns, as Read's netns, is the calling thread's namespace.
 const CurrentNetns = -1
 
