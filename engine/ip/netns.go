@@ -229,11 +229,14 @@ func netnsCookie() uint64 {
 // errOtherNS marks a socket outside the home namespace.
 var errOtherNS = errors.New("the socket is in another network namespace than the one engine ip was loaded in")
 
-// owns checks that c is in the home namespace: by cookie (read with its
-// protocol: tcprepair.Identity), or by the namespace's inode (SIOCGSKNS,
-// three calls) on kernels without.
-func (h *homeNS) owns(c *net.TCPConn, cookie uint64) error {
+// owns checks that c is in the home namespace: by cookie (one call), or
+// by the namespace's inode (SIOCGSKNS, three calls) on kernels without.
+func (h *homeNS) owns(c *net.TCPConn) error {
 	if h.cookie != 0 {
+		cookie, err := tcprepair.NetnsCookie(c)
+		if err != nil {
+			return err
+		}
 		if cookie != h.cookie {
 			return errOtherNS
 		}

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/splicer/splicer/engine"
 
 	"github.com/splicer/splicer/engine/ip/internal/datapath"
@@ -594,7 +592,8 @@ func freezeWith(freeze func(*net.TCPConn) (tcprepair.State, error), client, up *
 }
 
 // locate returns c's addresses and the device toward its peer, after
-// checking that the datapath can see c's packets at all.
+// checking that the datapath can see c's packets at all: c is in the
+// engine's namespace.
 func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 	var cp tcprepair.ConnParams
 	if c == nil {
@@ -604,14 +603,11 @@ func (e *Engine) locate(c *net.TCPConn) (tcprepair.ConnParams, error) {
 	if err != nil {
 		return cp, err
 	}
-	proto, cookie, err := tcprepair.Identity(c, e.home.cookie != 0)
-	if err != nil {
-		return cp, err
-	}
-	if proto != unix.IPPROTO_TCP {
-		return cp, errors.New("an MPTCP socket: its subflows' sequence numbers are not the socket's")
-	}
-	if err := e.home.owns(c, cookie); err != nil {
+	// Its protocol is not asked: freezing refuses an MPTCP socket
+	// (tcprepair.ErrMPTCP), which costs such a pair, rare behind Go's
+	// listeners (they hand a plain TCP client a TCP socket), an insert
+	// and a delete; every other splice saves a system call per socket.
+	if err := e.home.owns(c); err != nil {
 		return cp, err
 	}
 	ifindex, err := e.home.deviceTo(remote.Addr())

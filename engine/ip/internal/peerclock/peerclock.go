@@ -10,7 +10,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -114,8 +113,6 @@ func (s Sock) TSClock(usecTS bool) uint32 {
 // Window returns what TCP_REPAIR_WINDOW would report of the socket.
 func (s Sock) Window() tcprepair.Window { return s.window }
 
-var querySize = int(unsafe.Sizeof(peerclockPeerclockQuery{}))
-
 // CurrentNetns, as Read's netns, is the calling thread's namespace.
 const CurrentNetns = -1
 
@@ -147,18 +144,13 @@ func (r *Reader) Read(conns [2]Conn, netns int32) ([2]Sock, error) {
 			return [2]Sock{}, err
 		}
 	}
-	off := int(peerclockPeerclockLayoutPEERCLOCK_QUERY_OFFSET)
-	frame := make([]byte, off+querySize)
-	copy(frame[off:], unsafe.Slice((*byte)(unsafe.Pointer(&q)), querySize))
-	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame))}
-	ret, err := r.objs.PeerclockRead.Run(opts)
+	ret, err := r.run(&q)
 	if err != nil {
 		return [2]Sock{}, fmt.Errorf("peerclock: run: %w", err)
 	}
-	if ret != 0 || len(opts.DataOut) < len(frame) { // TC_ACT_OK
-		return [2]Sock{}, fmt.Errorf("peerclock: the program answered %d with %d bytes", ret, len(opts.DataOut))
+	if ret != 0 { // TC_ACT_OK
+		return [2]Sock{}, fmt.Errorf("peerclock: the program answered %d", ret)
 	}
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&q)), querySize), opts.DataOut[off:])
 	now := time.Duration(q.NowNs)
 	var out [2]Sock
 	for i, s := range q.Sock {

@@ -258,3 +258,31 @@ func BenchmarkRead(b *testing.B) {
 		return nil
 	})
 }
+
+// TestReadAllocates: a reading, on every splice's path, allocates nothing
+// (the program's frame is recycled) and still finds the socket.
+func TestReadAllocates(t *testing.T) {
+	r := loadT(t)
+	l := lab.NewT(t, lab.DefaultConfig())
+	_, a := connect(t, l, netip.AddrPortFrom(l.Cfg.FwdClient.Addr(), 7002))
+	local, remote, _ := tcprepair.Addrs(a)
+	conns := [2]Conn{{local, remote}, {local, remote}}
+	if err := l.Fwd.Do(func() error {
+		var got [2]Sock
+		var err error
+		allocs := testing.AllocsPerRun(20, func() {
+			if got, err = r.Read(conns, CurrentNetns); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("Read allocates %v times, want 0", allocs)
+		}
+		if !got[0].Found || !got[1].Found {
+			t.Errorf("Read found %v, %v: want both", got[0].Found, got[1].Found)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

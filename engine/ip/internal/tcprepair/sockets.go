@@ -93,22 +93,19 @@ func NetnsInode(c *net.TCPConn) (ino uint64, err error) {
 	return ino, err
 }
 
-// Identity returns the socket's protocol (IPPROTO_TCP, or IPPROTO_MPTCP
-// for an MPTCP socket, whose TCP_REPAIR and sequence numbers are not
-// those of the wire) and, if cookie, the cookie of its network namespace
-// (SO_NETNS_COOKIE, Linux 5.14, one call where NetnsInode takes three):
-// the two things a splice checks of each socket, read in one visit to
-// its descriptor.
-func Identity(c *net.TCPConn, cookie bool) (proto int, netns uint64, err error) {
+// NetnsCookie returns the cookie of the network namespace c is in
+// (SO_NETNS_COOKIE, Linux 5.14; one call where NetnsInode takes three).
+func NetnsCookie(c *net.TCPConn) (cookie uint64, err error) {
 	err = sockopt.WithFD(c, func(fd int) error {
-		if proto, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil || !cookie {
-			return err
-		}
-		netns, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+		cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
 		return err
 	})
-	return proto, netns, err
+	return cookie, err
 }
+
+// ErrMPTCP marks an MPTCP socket: its subflows' sequence numbers are not
+// the socket's, and the kernel has no repair mode for it.
+var ErrMPTCP = errors.New("an MPTCP socket: its subflows' sequence numbers are not the socket's")
 
 // Freeze puts c in repair mode, in which it sends nothing, not even
 // when closed, and reads its state. The caller thaws it or closes it.
@@ -133,6 +130,11 @@ func freeze(c *net.TCPConn, read func(fd int, s *State) error) (State, error) {
 	s.Params.Local, s.Params.Remote = local, remote
 	err = sockopt.WithFD(c, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR, unix.TCP_REPAIR_ON); err != nil {
+			// TCP knows the option; MPTCP refuses it so (Linux 5.14
+			// on): the one check of the protocol a splice makes.
+			if errors.Is(err, unix.ENOPROTOOPT) {
+				return ErrMPTCP
+			}
 			return fmt.Errorf("TCP_REPAIR (needs CAP_NET_ADMIN): %w", err)
 		}
 		return read(fd, &s)
@@ -280,7 +282,12 @@ func rawTCPInfoOf(fd int) ([]byte, error) {
 // Thaw takes c out of repair mode without a window probe: the socket
 // carries on as if it had never been frozen.
 func Thaw(c *net.TCPConn) error {
-	return sockopt.WithFD(c, func(fd int) error { return repairOff(fd, unix.TCP_REPAIR_OFF_NO_WP) })
+	err := sockopt.WithFD(c, func(fd int) error { return repairOff(fd, unix.TCP_REPAIR_OFF_NO_WP) })
+	// An MPTCP socket, which Freeze refused: never frozen.
+	if errors.Is(err, unix.ENOPROTOOPT) {
+		return nil
+	}
+	return err
 }
 
 // repairOff takes fd out of repair mode, with a window probe
