@@ -68,19 +68,24 @@ func RebuildSock(fd int, r Rebuild) (queued int, err error) {
 	if err := disconnect(fd); err != nil {
 		return 0, fmt.Errorf("disconnect: %w", err)
 	}
+	called("getsockopt")
 	unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR) // clears ECONNABORTED
-	if err := setQueueSeq(fd, SendQueue, r.SndSeq-uint32(r.InFlight)); err != nil {
-		return 0, fmt.Errorf("send queue seq: %w", err)
-	}
+	// The receive queue's first: the send queue stays selected for the
+	// in-flight bytes (fillQueue).
 	if err := setQueueSeq(fd, RecvQueue, r.RcvSeq); err != nil {
 		return 0, fmt.Errorf("receive queue seq: %w", err)
 	}
-	if err := rebind(fd, r.Local); err != nil {
+	if err := setQueueSeq(fd, SendQueue, r.SndSeq-uint32(r.InFlight)); err != nil {
+		return 0, fmt.Errorf("send queue seq: %w", err)
+	}
+	kept, err := rebind(fd, r.Local)
+	if err != nil {
 		return 0, fmt.Errorf("bind %v: %w", r.Local, err)
 	}
 	if err := clampMSS(fd, r.PeerMSS); err != nil {
 		return 0, fmt.Errorf("TCP_MAXSEG: %w", err)
 	}
+	called("connect")
 	if err := unix.Connect(fd, sockaddr(r.Remote)); err != nil {
 		return 0, fmt.Errorf("connect %v: %w", r.Remote, err)
 	}
@@ -88,23 +93,41 @@ func RebuildSock(fd int, r Rebuild) (queued int, err error) {
 		return 0, fmt.Errorf("TCP_REPAIR_OPTIONS: %w", err)
 	}
 	if r.Timestamps {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(r.SetClock()))); err != nil {
+		if err := setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_TIMESTAMP, int(int32(r.SetClock()))); err != nil {
 			return 0, fmt.Errorf("TCP_TIMESTAMP: %w", err)
 		}
+	}
+	if err := fillSendQueue(fd, r.InFlight); err != nil {
+		return 0, fmt.Errorf("send queue: %w", err)
 	}
 	queued, err = FillRecvQueue(fd, r.Queued)
 	if err != nil {
 		return 0, fmt.Errorf("receive queue: %w", err)
-	}
-	if err := fillSendQueue(fd, make([]byte, r.InFlight)); err != nil {
-		return 0, fmt.Errorf("send queue: %w", err)
 	}
 	rcvNxt := r.RcvSeq + uint32(queued)
 	w := Window{SndWl1: r.RcvSeq, SndWnd: r.SndWnd, MaxWindow: max(r.MaxWindow, r.SndWnd), RcvWnd: r.RcvWnd, RcvWup: rcvNxt}
 	if err := setRepairWindow(fd, w); err != nil {
 		return 0, fmt.Errorf("TCP_REPAIR_WINDOW: %w", err)
 	}
-	return queued, checkLocal(fd, r.Local)
+	if kept {
+		return queued, checkLocal(fd, r.Local)
+	}
+	return queued, nil
+}
+
+// calls, if set, is told of every system call RebuildSock makes, by name
+// (tests count them).
+var calls func(name string)
+
+func called(name string) {
+	if calls != nil {
+		calls(name)
+	}
+}
+
+func setsockoptInt(fd, level, opt, v int) error {
+	called("setsockopt")
+	return unix.SetsockoptInt(fd, level, opt, v)
 }
 
 // SetClock is the clock RebuildSock gives the socket: TSClock rounded up
@@ -122,13 +145,14 @@ func clampMSS(fd int, peerMSS uint16) error {
 	if peerMSS < 88 { // TCP_MIN_MSS: unknown, keep the route's
 		return nil
 	}
-	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG, int(peerMSS))
+	return setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG, int(peerMSS))
 }
 
 // disconnect is connect(AF_UNSPEC): tcp_disconnect, which in repair mode
 // sends nothing, purges both queues and takes the socket out of the
 // established table.
 func disconnect(fd int) error {
+	called("connect")
 	var sa [16]byte // struct sockaddr, sa_family AF_UNSPEC
 	_, _, errno := syscall.Syscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa[0])), uintptr(len(sa)))
 	if errno != 0 {
@@ -137,22 +161,28 @@ func disconnect(fd int) error {
 	return nil
 }
 
+// setQueueSeq selects queue (TCP_REPAIR_QUEUE), which stays selected,
+// and sets its sequence number.
 func setQueueSeq(fd, queue int, seq uint32) error {
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
+	if err := setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 		return err
 	}
-	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUEUE_SEQ, int(int32(seq)))
+	return setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUEUE_SEQ, int(int32(seq)))
 }
 
 // rebind binds fd to its old address. A socket whose port survived the
 // disconnect (bound by the user before: SOCK_BINDPORT_LOCK) refuses a
-// second bind with EINVAL and keeps its port; checkLocal verifies it.
-func rebind(fd int, local netip.AddrPort) error {
-	err := unix.Bind(fd, sockaddr(local))
+// second bind with EINVAL and keeps its port (kept): checkLocal then
+// verifies its address, which the repair connect may have taken from the
+// route. A socket bound here keeps local: connect changes neither the
+// bound address nor the port.
+func rebind(fd int, local netip.AddrPort) (kept bool, err error) {
+	called("bind")
+	err = unix.Bind(fd, sockaddr(local))
 	if errors.Is(err, unix.EINVAL) {
-		return nil
+		return true, nil
 	}
-	return err
+	return false, err
 }
 
 // checkLocal makes sure the rebuilt connection has its old local address:
@@ -160,6 +190,7 @@ func rebind(fd int, local netip.AddrPort) error {
 // asks every IPv4 socket its SO_PROTOCOL too (for L2TP), a second system
 // call.
 func checkLocal(fd int, want netip.AddrPort) error {
+	called("getsockname")
 	var rsa unix.RawSockaddrAny
 	l := uint32(unix.SizeofSockaddrAny)
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l))); errno != 0 {
@@ -198,18 +229,19 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 // timestamps.
 func setRepairOptions(fd int, r Rebuild) error {
 	type opt struct{ code, val uint32 }
-	opts := []opt{{tcpoptMSS, uint32(r.PeerMSS)}}
+	opts, n := [4]opt{{tcpoptMSS, uint32(r.PeerMSS)}}, 1 // in one call: the kernel takes an array
 	if r.WScale {
-		opts = append(opts, opt{tcpoptWindow, uint32(r.SndWScale) | uint32(r.RcvWScale)<<16})
+		opts[n], n = opt{tcpoptWindow, uint32(r.SndWScale) | uint32(r.RcvWScale)<<16}, n+1
 	}
 	if r.SACK {
-		opts = append(opts, opt{tcpoptSACKPerm, 0})
+		opts[n], n = opt{tcpoptSACKPerm, 0}, n+1
 	}
 	if r.Timestamps {
-		opts = append(opts, opt{tcpoptTimestamp, 0})
+		opts[n], n = opt{tcpoptTimestamp, 0}, n+1
 	}
+	called("setsockopt")
 	_, _, errno := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_OPTIONS,
-		uintptr(unsafe.Pointer(&opts[0])), uintptr(len(opts)*8), 0)
+		uintptr(unsafe.Pointer(&opts[0])), uintptr(n*8), 0)
 	if errno != 0 {
 		return errno
 	}
@@ -231,23 +263,30 @@ func FillRecvQueue(fd int, b []byte) (int, error) {
 	return n, err
 }
 
-// fillSendQueue puts b in the send queue of a socket in repair mode as
-// sent, not acknowledged (a send with TCP_REPAIR_QUEUE = TCP_SEND_QUEUE):
-// nothing is transmitted, snd_nxt moves past b, the retransmission timer
-// starts, and b's send time is now.
-func fillSendQueue(fd int, b []byte) error {
-	if len(b) == 0 {
-		return nil
+// fillSendQueue puts n bytes in the send queue of a socket in repair
+// mode as sent, not acknowledged: nothing is transmitted, snd_nxt moves
+// past them, the retransmission timer starts, and their send time is
+// now. The send queue is selected already (RebuildSock sets its seq
+// last); their content is never read (Rebuild.InFlight).
+func fillSendQueue(fd, n int) error {
+	var b [1]byte
+	for n > 0 {
+		called("write")
+		w, err := unix.Write(fd, b[:min(n, len(b))])
+		if err != nil {
+			return err
+		}
+		n -= w
 	}
-	_, err := fillQueue(fd, SendQueue, b)
-	return err
+	return nil
 }
 
 // fillQueue writes b into queue (TCP_REPAIR_QUEUE) of a socket in repair
 // mode and returns how many bytes went in; nothing, not even the queue's
 // selection, when b is empty. The queue stays selected: every fill
-// selects its own, nothing else the engine does in repair mode reads the
-// selection, and leaving repair mode (or entering it again) makes it
+// selects its own (the in-flight bytes of RebuildSock go to the send
+// queue its sequence number selected), nothing else the engine does in
+// repair mode reads the selection, and leaving repair mode (or entering it again) makes it
 // irrelevant (a write outside repair mode goes to the send queue as
 // always; TCP_REPAIR_ON selects no queue). Deselecting after each fill
 // cost a system call for nothing.
@@ -255,11 +294,12 @@ func fillQueue(fd, queue int, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
+	if err := setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_REPAIR_QUEUE, queue); err != nil {
 		return 0, err
 	}
 	done := 0
 	for done < len(b) {
+		called("write")
 		n, err := unix.Write(fd, b[done:])
 		if err != nil {
 			return done, err
@@ -271,6 +311,7 @@ func fillQueue(fd, queue int, b []byte) (int, error) {
 
 func setRepairWindow(fd int, w Window) error {
 	buf := [5]uint32{w.SndWl1, w.SndWnd, w.MaxWindow, w.RcvWnd, w.RcvWup}
+	called("setsockopt")
 	_, _, errno := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_REPAIR_WINDOW,
 		uintptr(unsafe.Pointer(&buf[0])), unsafe.Sizeof(buf), 0)
 	if errno != 0 {
