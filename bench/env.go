@@ -69,6 +69,9 @@ type Target struct {
 	Name string
 	// Peer is true for the forwarders splicer is compared with.
 	Peer bool
+	// Auto is true for splicer's engine auto, which picks the engine of
+	// each pair itself: its runs count whichever engine /flows shows.
+	Auto bool
 	// Unavailable, when set, says why the target cannot run here.
 	Unavailable string
 	addrs       [numServices]string
@@ -127,6 +130,10 @@ type Env struct {
 	// splicer's http-reverse with engine auto, nginx, and HAProxy with a
 	// 256 KiB buffer.
 	SwitchPeers []*Target
+	// Auto is splicer's tcp listeners with no engine (auto, default
+	// promote thresholds), the "auto" of SwitchPeers, for throughput's
+	// rows: nil where ip cannot run.
+	Auto *Target
 	// Skipped says what loopback mode left out and why.
 	Skipped []string
 	// AdminAddr is splicer's admin endpoint, dialled from Client's side.
@@ -347,6 +354,11 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 	}
 	auto, autoCfg := autoSwitch(probe, a)
 	cfg += autoCfg
+	listening := slices.Clone(targets)
+	if auto != nil {
+		cfg += autoListeners(auto, a)
+		listening = append(listening, auto)
+	}
 	path := filepath.Join(e.dir, "splicer.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return err
@@ -356,7 +368,7 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 		return err
 	}
 	pids := func() []int { return []int{cmd.Process.Pid} }
-	for _, t := range targets {
+	for _, t := range listening {
 		t.pids = pids
 		if t.Unavailable == "" {
 			if err := e.waitListening(t.addrs[Sink]); err != nil {
@@ -367,7 +379,7 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 	e.AdminAddr = net.JoinHostPort(a.fwdAdmin(), "9901")
 	e.Targets = append(e.Targets, targets...)
 	if auto != nil {
-		auto.pids = pids
+		e.Auto = auto
 		e.SwitchPeers = append(e.SwitchPeers, auto)
 	}
 	return nil
@@ -375,7 +387,8 @@ func (e *Env) startSplicer(ctx context.Context, bin string, a addressing) error 
 
 // autoSwitch is the http-reverse listener with engine auto, the engine a
 // user gets by default (ip first, then pipe, sockmap, copy: engine/all),
-// for the HTTP rows only: its other rows would be ip's. Nil where ip
+// for the HTTP rows; throughput measures its tcp listeners too
+// (autoListeners), where it promotes pairs from copy. Nil where ip
 // cannot run (auto is then pipe, which has its own rows).
 func autoSwitch(probe *all.Set, a addressing) (*Target, string) {
 	if probe.Reason("ip") != "" || !slices.Contains(all.Names(), "ip") {
@@ -385,6 +398,20 @@ func autoSwitch(probe *all.Set, a addressing) (*Target, string) {
 	t.switchAddr = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts["auto"]+switchOffset))
 	return t, fmt.Sprintf("  - {name: auto-switch, listen: %q, proxy: http-reverse, engine: auto, idle_timeout: 0s, routes: [{pool: origin}], pools: [{name: origin, servers: [%q]}]}\n",
 		t.switchAddr, a.switchOrigin)
+}
+
+// autoListeners configures t's tcp listener per service as a user's
+// default one is: no engine (auto) and the default promote thresholds,
+// so a pair starts on copy and moves to ip past 192 KiB or 200 ms.
+func autoListeners(t *Target, a addressing) string {
+	t.Auto = true
+	var cfg string
+	for s := Service(0); s < numServices; s++ {
+		t.addrs[s] = net.JoinHostPort(a.fwd, strconv.Itoa(targetPorts["auto"]+int(s)))
+		cfg += fmt.Sprintf("  - {name: auto-%s, listen: %q, upstream: [%q], max_connections: 0, idle_timeout: 0s}\n",
+			s, t.addrs[s], a.originAddr(s))
+	}
+	return cfg
 }
 
 // httpListeners configures an engine's HTTP forward proxy (the cache off,

@@ -126,7 +126,7 @@ func RunExperiment(ctx context.Context, e *Env, x Experiment, s Settings) (*Resu
 // Experiments are every experiment, in the order `all` runs them.
 var Experiments = []Experiment{
 	{Name: "segment", Help: "request/response of 1- and 1460-byte messages on one connection: txn/s, CPU µs per txn, speedup vs copy (seed 001 Table II); beside it sockperf ping-pong of 14 and 1460 bytes: avg and p99 round trip µs", Tool: "loadgen", Run: Segment},
-	{Name: "throughput", Help: "bulk transfer over 1, 2, 3 and 8 connections: Gbit/s and CPU s per GB (seed 001 Table III); beside it iperf3 over 1 and 8 streams: Gbit/s", Tool: "loadgen", Run: Throughput},
+	{Name: "throughput", Help: "bulk transfer over 1, 2, 3 and 8 connections: Gbit/s and CPU s per GB (seed 001 Table III); beside it iperf3 over 1 and 8 streams: Gbit/s; targets include auto (a tcp listener with no engine: copy promoted to ip)", Tool: "loadgen", Run: Throughput},
 	{Name: "splice-cost", Help: "time to splice idle pairs (median, p99) and throughput over time across a splice under load (seed 001 §V-B3, Fig. 10)", Tool: "splicer-bench", Run: SpliceCost},
 	{Name: "memory", Help: "bytes per pair held unspliced and spliced: process RSS, kernel socket memory, BPF map memory (seed 001 §V-C)", Tool: "splicer-bench", Run: Memory},
 	{Name: "idle", Help: "up to 100,000 idle pairs spliced by ip through one tcp listener at once: the forwarder's descriptors, RSS and BPF bytes per pair, and how many pairs still echo at the end", Tool: "splicer-bench", Run: Idle},

@@ -106,17 +106,19 @@ func parseIperf3(out []byte) (gbps float64, err error) {
 // throughputIperf3 runs iperf3 through t with each of iperf3Conns and adds
 // its samples; it returns a note for each failed run (toolRun: through an
 // engine, a run counts only if /flows showed its pairs spliced by that
-// engine).
-func (e *Env) throughputIperf3(ctx context.Context, t *Target, run int, dur time.Duration, p *progress, smp *samples, c *carriage) []string {
+// engine; through auto, autoBy tallies the engine that carried them).
+func (e *Env) throughputIperf3(ctx context.Context, t *Target, run int, dur time.Duration, p *progress, smp *samples, c *carriage, autoBy *carriers) []string {
 	gbps := make([]float64, len(iperf3Conns))
 	whats := make([]string, len(iperf3Conns))
 	for i, conns := range iperf3Conns {
 		whats[i] = fmt.Sprintf("iperf3 -P %d", conns)
 	}
 	return e.toolRuns(ctx, t, Iperf3, run, p, c, whats,
-		func(i int) (err error) {
-			gbps[i], err = e.Iperf3(ctx, t, iperf3Conns[i], dur)
-			return err
+		func(i int) error {
+			return e.tallied(ctx, t, Iperf3, fmt.Sprintf("iperf3_gbps_%dconn", iperf3Conns[i]), autoBy, func() (err error) {
+				gbps[i], err = e.Iperf3(ctx, t, iperf3Conns[i], dur)
+				return err
+			})
 		},
 		func(i int) {
 			smp.addBy("iperf3", t.Name, fmt.Sprintf("iperf3_gbps_%dconn", iperf3Conns[i]), "Gbit/s", gbps[i])

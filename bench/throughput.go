@@ -15,9 +15,13 @@ var throughputConns = []int{1, 2, 3, 8}
 // every target over 1, 2, 3 and 8 connections and reports Gbit/s, and CPU
 // seconds per GB over all four runs of a repetition; then, where iperf3 is
 // installed, iperf3's rate over 1 and 8 streams through the same target.
+// The targets include auto, a tcp listener with no engine, whose note
+// says which engine carried its pairs at the end: the check that
+// promotion works.
 func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res := &Result{Experiment: "throughput", Unavailable: e.missing()}
-	targets := e.Available()
+	targets := e.throughputTargets(res)
+	autoBy := newCarriers() // of the runs through auto
 	smp := newSamples()
 	flows := newCarriage() // of the bulk runs
 	ipErr := e.startIperf3(ctx)
@@ -33,7 +37,11 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 			complete := true
 			for _, n := range throughputConns {
 				p.step(fmt.Sprintf("run %d %s %d conn", run+1, t.Name, n))
-				b, err := e.Bulk(ctx, t, n, s.Duration)
+				var b BulkRun
+				err := e.tallied(ctx, t, Sink, fmt.Sprintf("gbps_%dconn", n), autoBy, func() (err error) {
+					b, err = e.Bulk(ctx, t, n, s.Duration)
+					return err
+				})
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -60,7 +68,7 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 				}
 			}
 			if ipErr == nil {
-				res.Notes = append(res.Notes, e.throughputIperf3(ctx, t, run, s.Duration, p, smp, ipFlows)...)
+				res.Notes = append(res.Notes, e.throughputIperf3(ctx, t, run, s.Duration, p, smp, ipFlows, autoBy)...)
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -76,7 +84,28 @@ func Throughput(ctx context.Context, e *Env, s Settings) (*Result, error) {
 	res.Notes = append(res.Notes, engineNotes(targets, flows.seen)...)
 	res.Notes = append(res.Notes, flows.leftNotes("gbps_*, cpu_s_per_gb")...)
 	res.Notes = append(res.Notes, iperf3Notes(ipErr, s.Duration, targets, ipFlows)...)
+	if n := autoBy.note("auto"); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	return res, nil
+}
+
+// throughputTargets are the targets that can run here with auto, a tcp
+// listener as a user's default one is, after splicer's engines; where it
+// cannot run, res lists it unavailable.
+func (e *Env) throughputTargets(res *Result) []*Target {
+	targets := e.Available()
+	if e.Auto == nil {
+		res.Unavailable = append(res.Unavailable, Missing{Engine: "auto", Reason: "engine ip cannot run here (auto is then pipe, which has its own rows)"})
+		return targets
+	}
+	last := -1
+	for i, t := range targets {
+		if !t.Peer {
+			last = i
+		}
+	}
+	return slices.Insert(targets, last+1, e.Auto)
 }
 
 // addBulk adds b, run's bulk transfer through t over conns connections, to
@@ -94,7 +123,7 @@ func addBulk(smp *samples, c *carriage, t *Target, run, conns int, b BulkRun) (n
 func engineNotes(targets []*Target, seen map[string]string) []string {
 	var confirmed, notes []string
 	for _, t := range targets {
-		if t.Peer {
+		if t.Peer || t.Auto {
 			continue
 		}
 		switch got := seen[t.Name]; {

@@ -23,13 +23,13 @@ type carriage struct {
 
 func newCarriage() *carriage { return &carriage{seen: map[string]string{}} }
 
-// carried reports whether a run through t counts: through a peer always;
-// through an engine only if /flows showed every pair of the run spliced by
+// carried reports whether a run through t counts: through a peer or auto
+// (which picks each pair's engine itself) always; through an engine only if /flows showed every pair of the run spliced by
 // t's engine. splicedBy has the engine /flows showed for each pair of the
 // run ("" for a pair not seen spliced). A run that does not count is
 // counted, and note says why it is left out (what names the run).
 func (c *carriage) carried(t *Target, run int, what string, splicedBy []string) (note string, ok bool) {
-	if t.Peer {
+	if t.Peer || t.Auto {
 		return "", true
 	}
 	other := slices.IndexFunc(splicedBy, func(engine string) bool { return engine != t.Name })
@@ -82,7 +82,7 @@ func (e *Env) toolRuns(ctx context.Context, t *Target, svc Service, run int, p *
 // loadgen, and reads the engine of the first pair spliced meanwhile).
 // what names the run in notes ("sockperf14", "iperf3 -P 8").
 func (e *Env) toolRun(ctx context.Context, t *Target, svc Service, run int, what string, c *carriage, fn func() error) string {
-	if t.Peer {
+	if t.Peer || t.Auto {
 		if err := fn(); err != nil {
 			return fmt.Sprintf("run %d %v", run+1, err)
 		}
