@@ -220,6 +220,56 @@ func TestBenchCrossoverQuick(t *testing.T) {
 	}
 }
 
+// TestBenchThroughputQuick runs throughput alone, briefly, in the lab:
+// every target, auto (a tcp listener with no engine) included, has its
+// loadgen and iperf3 rows or a reason for none, and auto's note says its
+// pairs ended on ip (promoted from copy). It asserts no speed.
+func TestBenchThroughputQuick(t *testing.T) {
+	testenv.RequireRoot(t)
+	out := filepath.Join(t.TempDir(), "throughput.json")
+	stdout, stderr, code := splicer(t, "bench", "throughput", "--quick", "--json", out)
+	if code != 0 {
+		t.Fatalf("splicer bench throughput --quick: exit %d\nstderr:\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("--json output of one experiment is not a result: %v", err)
+	}
+	if r.Experiment != "throughput" {
+		t.Fatalf("experiment %q, want throughput", r.Experiment)
+	}
+	checkResult(t, r, targetsWithRows(r))
+	checkToolRows(t, r, "iperf3", "iperf3_gbps_1conn", "iperf3_gbps_8conn")
+	if !strings.Contains(stdout, "| auto |") && !slices.ContainsFunc(r.Unavailable, func(m bench.Missing) bool { return m.Engine == "auto" }) {
+		t.Errorf("the table has no auto line:\n%s", stdout)
+	}
+}
+
+// checkAuto checks throughput's auto target: rows or a reason for none,
+// and with rows a note saying ip carried its one-connection pairs at the
+// end, so that a promotion that stopped working shows.
+func checkAuto(t *testing.T, r bench.Result, rows, unavailable map[string]bool) {
+	t.Helper()
+	if !rows["auto"] {
+		if !unavailable["auto"] {
+			t.Errorf("auto neither has rows nor is listed unavailable")
+		}
+		return
+	}
+	i := slices.IndexFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "auto: ") })
+	if i < 0 {
+		t.Errorf("no note says which engine carried auto's pairs: %q", r.Notes)
+		return
+	}
+	if !strings.Contains(r.Notes[i], "gbps_1conn: ip ") {
+		t.Errorf("auto's one-connection pairs did not end on ip (not promoted): %s", r.Notes[i])
+	}
+}
+
 // checkResult checks one experiment: every target accounted for, the
 // required metrics for every measured target, sane rows.
 func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
@@ -258,6 +308,9 @@ func checkResult(t *testing.T, r bench.Result, measured map[string]bool) {
 		if !rows[name] && !unavailable[name] {
 			t.Errorf("%s neither has rows nor is listed unavailable", name)
 		}
+	}
+	if r.Experiment == "throughput" {
+		checkAuto(t, r, rows, unavailable)
 	}
 	if r.Experiment == "web" {
 		// wrk's switch-only targets: splicer's default engine and the
