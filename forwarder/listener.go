@@ -441,8 +441,8 @@ func (l *listener) finish(s *session, err error) {
 	}
 	s.settleKeepAlives(p.Upstream())
 	p.CloseConns()
-	for _, f := range s.atEnd {
-		f()
+	if s.atEnd != nil {
+		s.atEnd()
 	}
 	l.f.flows.remove(p)
 	m.active.Get(l.cfg.Name).Dec()

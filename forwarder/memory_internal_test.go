@@ -3,6 +3,7 @@
 package forwarder
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -120,5 +121,19 @@ func TestPromotedNoteShared(t *testing.T) {
 		if n := testing.AllocsPerRun(10, func() { s.promotedNote(r, at) }); n != 0 {
 			t.Errorf("%.0f allocations per promoted pair's note: want none", n)
 		}
+	}
+}
+
+// TestAtEndRunsEachInOrder: the functions a proxy hands AtEnd run once
+// each, in the order given, though the session keeps one func.
+func TestAtEndRunsEachInOrder(t *testing.T) {
+	var s session
+	var got []int
+	for i := range 3 {
+		s.AtEnd(func() { got = append(got, i) })
+	}
+	s.atEnd()
+	if fmt.Sprint(got) != "[0 1 2]" {
+		t.Fatalf("ran %v, want [0 1 2]", got)
 	}
 }

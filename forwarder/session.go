@@ -30,27 +30,29 @@ type session struct {
 	logMu sync.Mutex
 	log   *slog.Logger
 	logUp any // nil before any upstream
-	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
-	clientMSS int32
 	// clientIP is what the per-client cap counts the client by (its
 	// address, or its IPv6 /64: clientKey).
 	clientIP netip.Addr
+	// clientMSS is what upstream SYNs announce, 0 for the route's MSS.
+	clientMSS int32
 	// detached: the engine follows the pair on its own (EndDetached) and
 	// reports its end to OnEnd. The pair is over once both the proxy has
 	// returned and the engine has reported (arrive); end is the Result,
 	// set when it comes (a detached pair's session lasts its life, so it
 	// keeps a pointer, not the Result's 48 bytes).
-	detached bool
 	arrived  atomic.Int32
-	end      *engine.Result
-	// atEnd are the proxy's functions to call once the pair has ended.
-	atEnd []func()
+	detached bool
 	// promoting: the pair passed its promotion thresholds, and the
 	// first engine of the chain to take it counts the promotion.
 	promoting atomic.Bool
-	// keeps are the upstream connections whose keepalive is still to be
-	// set (listener.keepAliveDialed), each with its timer.
-	keeps []pendingKeep
+	end       *engine.Result
+	// atEnd is what the proxy asked to call once the pair has ended
+	// (AtEnd), its functions in the order given.
+	atEnd func()
+	// keep is the latest upstream connection whose keepalive is still
+	// to be set (listener.keepAliveDialed), with its timer; a pair that
+	// dials again has the earlier one's set at once.
+	keep pendingKeep
 	// unclocked is the upstream connection dialled from the engine's
 	// port range whose engine has not been told it is to be spliced
 	// (engine.LateUpstreamPorts): beforeDeepSplice tells it.
@@ -71,28 +73,25 @@ func (s *session) beforeDeepSplice() {
 	}
 }
 
-// maxPendingKeeps bounds session.keeps.
-const maxPendingKeeps = 4
-
 // pendingKeep is an upstream connection whose keepalive its timer sets.
 type pendingKeep struct {
 	c *net.TCPConn
 	t *time.Timer
 }
 
-// settleKeepAlives sets now the keepalive of the upstream connections
-// whose timer has not fired yet, and forgets them. unless, if set, is a
+// settleKeepAlives sets now the keepalive of the upstream connection
+// whose timer has not fired yet, and forgets it. unless, if set, is a
 // connection that is about to close: its timer is only stopped. The
 // keepalive is set at once before an engine other than the forwarder's
 // own copy takes the pair (its sockets are then the engine's), and when
 // the pair ends for a connection it gave to a pool.
 func (s *session) settleKeepAlives(unless *net.TCPConn) {
-	for _, k := range s.keeps {
+	if k := s.keep; k.t != nil {
+		s.keep = pendingKeep{}
 		if k.t.Stop() && k.c != unless {
 			s.l.keepAliveOpen(k.c)
 		}
 	}
-	s.keeps = s.keeps[:0]
 }
 
 // arrive is called once when the proxy has returned from a detached
@@ -110,7 +109,12 @@ func (s *session) arrive() {
 
 // AtEnd implements proxy.Session: finish calls f. The proxy's goroutine
 // calls AtEnd, and finish runs after the proxy returned.
-func (s *session) AtEnd(f func()) { s.atEnd = append(s.atEnd, f) }
+func (s *session) AtEnd(f func()) {
+	if prev, next := s.atEnd, f; prev != nil {
+		f = func() { prev(); next() }
+	}
+	s.atEnd = f
+}
 
 func (s *session) Pair() *engine.Pair { return s.p }
 
@@ -163,12 +167,8 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		return nil, errors.New("upstream connection is not TCP")
 	}
 	if t := s.l.keepAliveDialed(tc); t != nil {
-		if len(s.keeps) == maxPendingKeeps {
-			// A pair that dials again and again (http-reverse) keeps
-			// no list of them for its life.
-			s.settleKeepAlives(nil)
-		}
-		s.keeps = append(s.keeps, pendingKeep{c: tc, t: t})
+		s.settleKeepAlives(nil)
+		s.keep = pendingKeep{c: tc, t: t}
 	}
 	s.p.SetUpstream(tc)
 	s.logUpstream(addr)
