@@ -107,8 +107,6 @@ type splicing struct {
 	client, up *net.TCPConn
 	spec       datapath.PairSpec // as inserted: both directions held
 	ch         <-chan notice
-	since      time.Duration
-	held       time.Time
 	// sa and sb are the frozen sockets' states (client, upstream); reading,
 	// w and q what the final reading and the queues add.
 	sa, sb  tcprepair.State
@@ -117,7 +115,16 @@ type splicing struct {
 	q       owedQueues
 	fz      *frozen
 	pub     published
-	// tGrace, tClocks and tPub time the steps, for the debug log.
+	t       splicingTimes
+}
+
+// splicingTimes are a splice's clock readings: since and held when the
+// pair was held (the datapath's clock, which tells its events from an
+// earlier splice's, and the wall clock), tGrace, tClocks and tPub how
+// long the steps took, for the debug log.
+type splicingTimes struct {
+	since                 time.Duration
+	held                  time.Time
 	tGrace, tClocks, tPub time.Duration
 }
 
@@ -180,8 +187,8 @@ func (s *splicing) hold() error {
 		IfindexA: pa.Ifindex, IfindexB: pb.Ifindex, Up: hold, Down: hold, Keep: true,
 	}
 	s.ch = e.followed.register(s.spec.A)
-	s.since = datapath.Now()
-	s.held = time.Now()
+	s.t.since = datapath.Now()
+	s.t.held = time.Now()
 	if err := e.dp.Insert(s.spec); err != nil {
 		e.followed.unregister(s.spec.A)
 		return engine.Fallback(Name, "%v", err)
@@ -214,7 +221,7 @@ func (s *splicing) undo(format string, args ...any) error {
 	if err := errors.Join(errs...); err != nil {
 		e.log.Warn("undoing a splice that fell back", "pair", s.p.ID, "err", err)
 	}
-	e.log.Debug("fell back after holding the pair", "pair", s.p.ID, "held", time.Since(s.held), "reason", fmt.Sprintf(format, args...))
+	e.log.Debug("fell back after holding the pair", "pair", s.p.ID, "held", time.Since(s.t.held), "reason", fmt.Sprintf(format, args...))
 	return engine.Fallback(Name, format, args...)
 }
 
@@ -254,7 +261,7 @@ func (s *splicing) freeze() error {
 			s.reading, err = e.readFinal(client, up, &s.sa, &s.sb, &known)
 		}
 	}
-	s.tGrace = time.Since(tGrace0)
+	s.t.tGrace = time.Since(tGrace0)
 	if err != nil {
 		return err
 	}
@@ -263,7 +270,7 @@ func (s *splicing) freeze() error {
 			return err
 		}
 	}
-	s.tClocks = time.Since(tGrace0) - s.tGrace
+	s.t.tClocks = time.Since(tGrace0) - s.t.tGrace
 	return nil
 }
 
@@ -335,7 +342,7 @@ func (s *splicing) publish() error {
 	e := s.e
 	tPub0 := time.Now()
 	err := e.publish(s.spec.A, &s.sa, &s.sb, s.opts, &s.pub)
-	s.tPub = time.Since(tPub0)
+	s.t.tPub = time.Since(tPub0)
 	if err != nil {
 		return err
 	}
@@ -354,7 +361,7 @@ func (s *splicing) settle() *spliced {
 	// Asked first: the record's 18 arguments are boxed whether or not a
 	// handler takes it, a dozen allocations per splice.
 	if e.log.Enabled(context.Background(), slog.LevelDebug) {
-		e.log.Debug("published", "pair", p.ID, "held", time.Since(s.held), "grace", s.tGrace, "clocks", s.tClocks, "publish", s.tPub,
+		e.log.Debug("published", "pair", p.ID, "held", time.Since(s.t.held), "grace", s.t.tGrace, "clocks", s.t.tClocks, "publish", s.t.tPub,
 			"kept_up", len(pub.kept[engine.Up].data), "kept_down", len(pub.kept[engine.Down].data),
 			"gap_up", pub.kept[engine.Up].gap, "gap_down", pub.kept[engine.Down].gap)
 	}
@@ -372,7 +379,7 @@ func (s *splicing) settle() *spliced {
 	if err := e.ports.hold(s.spec, s.up); err != nil {
 		e.log.Warn("holding the upstream socket's port", "pair", p.ID, "err", err)
 	}
-	sp := &spliced{a: s.spec.A, ch: s.ch, spec: pub.spec, fz: s.fz, since: s.since,
+	sp := &spliced{a: s.spec.A, ch: s.ch, spec: pub.spec, fz: s.fz, since: s.t.since,
 		unread:  [2]int64{int64(sa.InQ + len(pub.kept[engine.Up].data)), int64(sb.InQ + len(pub.kept[engine.Down].data))},
 		seed:    [2]uint32{pub.spec.Up.SndNxt, pub.spec.Down.SndNxt},
 		seedFIN: [2]bool{pub.spec.Up.FINSeen, pub.spec.Down.FINSeen}}
