@@ -105,7 +105,7 @@ func processCPU(tb testing.TB) int64 {
 // listener with engine copy allocates, client and server included, from
 // accept to close: a pair spliced by the forwarder's own copy engine sets
 // no callbacks of deeper engines, and its splice registers nothing with
-// the listener's context. It took 108 before those two changes, 98 after.
+// the listener's context. It took 108 before these changes, 97 after.
 func TestConnChurnAllocations(t *testing.T) {
 	server := serveClosing(t, 1024)
 	lc := fwdtest.TCP("t", server)

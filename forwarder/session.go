@@ -133,9 +133,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	ctx, err := s.l.access.guardDial(ctx, addr, func() {
-		s.l.f.metrics.DestinationsDenied.WithLabelValues(s.l.cfg.Name).Inc()
-	})
+	ctx, err := s.l.access.guardDial(ctx, addr, s.l.countDenied)
 	if err != nil {
 		return nil, err
 	}
