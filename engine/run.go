@@ -104,6 +104,13 @@ type runner struct {
 	guardDone chan struct{}
 
 	promoted atomic.Bool // evPromote was sent
+
+	// timers end the splice after For, Promote.After and the idle
+	// timeout, when set (watchEnds).
+	timers [3]*time.Timer
+	// cw is the watch of ctx's cancel r is on, between wprev and wnext.
+	cw           *cancelWatch
+	wprev, wnext *runner
 }
 
 // task is one direction's part of a splice: forwarding or watching.
@@ -139,13 +146,13 @@ func (r *runner) run(ctx context.Context, pump Pump) (Result, error) {
 	if n == 2 {
 		go r.do(tasks[1], pump)
 	}
-	unwatch := r.watchEnds(ctx)
+	r.watchEnds(ctx)
 	if r.opts.OnSpliced != nil {
 		r.opts.OnSpliced()
 	}
 	r.do(tasks[0], pump)
 	<-r.ended
-	unwatch()
+	r.unwatch()
 	return r.stop(), nil
 }
 
@@ -388,46 +395,50 @@ func (r *runner) watch(d Direction) event {
 }
 
 // watchEnds ends the splice when ctx is done, nothing moved for the idle
-// timeout, For elapsed or Promote.After did: callbacks of ctx and of
-// timers, so that a splice that ends first (most pairs) costs no
-// goroutine for them. The function it returns stops them; one already
-// running sends its event to a loop that no longer takes it, which is
-// then kept aside (send) and dropped (stop: fold keeps only EOFs and
-// failures).
-func (r *runner) watchEnds(ctx context.Context) (unwatch func()) {
-	var stops [4]func() bool
-	n := 0
+// timeout, For elapsed or Promote.After did: a place on ctx's watch
+// (watchCancel) and callbacks of timers, so that a splice that ends
+// first (most pairs) costs no goroutine for them. unwatch stops them;
+// one already running sends its event to a loop that no longer takes
+// it, which is then kept aside (send) and dropped (stop: fold keeps only
+// EOFs and failures).
+func (r *runner) watchEnds(ctx context.Context) {
 	if ctx.Done() != nil {
-		stops[n] = context.AfterFunc(ctx, func() { r.send(event{kind: evCancel}, nil) })
-		n++
+		r.watchCancel(ctx)
 	}
 	if r.opts.For > 0 {
-		stops[n] = time.AfterFunc(r.opts.For, func() { r.send(event{kind: evTimer}, nil) }).Stop
-		n++
+		r.timers[0] = time.AfterFunc(r.opts.For, r.timeUp)
 	}
 	if r.opts.Promote.After > 0 {
-		stops[n] = time.AfterFunc(r.opts.Promote.After, r.promote).Stop
-		n++
+		r.timers[1] = time.AfterFunc(r.opts.Promote.After, r.promote)
 	}
 	if idle := r.opts.IdleTimeout; idle > 0 {
-		// Armed once t is set, which its function reads.
-		var t *time.Timer
-		t = time.AfterFunc(time.Duration(math.MaxInt64), func() {
-			if left := idle - time.Since(time.Unix(0, r.last.Load())); left > 0 {
-				t.Reset(left)
-				return
-			}
-			r.send(event{kind: evIdle}, nil)
-		})
-		t.Reset(idle)
-		stops[n] = t.Stop
-		n++
+		// Armed once the field is set, which idleCheck reads.
+		r.timers[2] = time.AfterFunc(time.Duration(math.MaxInt64), r.idleCheck)
+		r.timers[2].Reset(idle)
 	}
-	return func() {
-		for _, stop := range stops[:n] {
-			stop()
+}
+
+// unwatch stops what watchEnds started.
+func (r *runner) unwatch() {
+	r.unwatchCancel()
+	for _, t := range r.timers {
+		if t != nil {
+			t.Stop()
 		}
 	}
+}
+
+// timeUp ends the splice when For elapsed.
+func (r *runner) timeUp() { r.send(event{kind: evTimer}, nil) }
+
+// idleCheck ends the splice if nothing moved for the idle timeout, else
+// checks again when it would be.
+func (r *runner) idleCheck() {
+	if left := r.opts.IdleTimeout - time.Since(time.Unix(0, r.last.Load())); left > 0 {
+		r.timers[2].Reset(left)
+		return
+	}
+	r.send(event{kind: evIdle}, nil)
 }
 
 // failure is how an event that ends the pair ends it: a reset, an error,

@@ -133,3 +133,25 @@ func TestRunTakesOneGoroutineBesideTheCaller(t *testing.T) {
 		t.Fatalf("the splice took %d goroutines beside the caller's, want 1", extra)
 	}
 }
+
+// TestRunAllocations bounds what a splice of a pair that closes at once
+// allocates, under a context a listener shares with its other pairs, with
+// an idle timeout: the runner, its channels and one idle timer, but no
+// registration with the context per splice nor closures per timer.
+func TestRunAllocations(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := enginetest.NewPair(t)
+	eof := func(_, _ *net.TCPConn, _ int64, _ func(int64)) error { return nil }
+	opts := engine.Both(time.Hour)
+	engine.Run(ctx, c.Pair, opts, eof) // the context's watch is made once
+	allocs := testing.AllocsPerRun(200, func() {
+		if res, err := engine.Run(ctx, c.Pair, opts, eof); err != nil || res.End != engine.EndEOF {
+			t.Fatalf("splice ended %v, %v; want eof", res.End, err)
+		}
+	})
+	t.Logf("%.1f allocations per splice", allocs)
+	if allocs > 8 {
+		t.Errorf("a splice allocates %.1f times, want at most 8", allocs)
+	}
+}

@@ -75,6 +75,9 @@ type listener struct {
 	// requestSeconds caches its request-duration histogram.
 	requestSeconds atomic.Pointer[prometheus.Observer]
 	life           lifecycle
+	// countDenied counts a dial the destination rules refused: made once,
+	// not a closure per dial.
+	countDenied func()
 }
 
 var pairIDs atomic.Uint64
@@ -101,6 +104,7 @@ func newListener(f *Forwarder, lc config.Listener) (*listener, error) {
 	}
 	l := &listener{f: f, cfg: lc, proxy: p, chain: chain, nextID: &pairIDs, access: acc, proxied: proxied,
 		matchMSS: needsMatchedMSS(chain), ports: upstreamPorts(f.engines.Engines), log: f.log.With("listener", lc.Name)}
+	l.countDenied = func() { f.metrics.DestinationsDenied.WithLabelValues(lc.Name).Inc() }
 	l.rcvBuf = upstreamRcvBuf(lc, l.matchMSS)
 	l.clockLate = lc.Proxy == "tcp"
 	if lc.Promote.On() {

@@ -143,9 +143,7 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	ctx, err := s.l.access.guardDial(ctx, addr, func() {
-		s.l.f.metrics.DestinationsDenied.WithLabelValues(s.l.cfg.Name).Inc()
-	})
+	ctx, err := s.l.access.guardDial(ctx, addr, s.l.countDenied)
 	if err != nil {
 		return nil, err
 	}
@@ -368,11 +366,14 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 			note = s.fallback(e, chain, i, err)
 			continue
 		}
-		if c, ok := e.(engine.ControlMode); !ok || !c.ControlMode() {
+		deep := true
+		if c, ok := e.(engine.ControlMode); ok && c.ControlMode() {
+			deep = false
+		} else {
 			s.beforeDeepSplice()
 		}
 		s.p.SetPending(e.Name(), note)
-		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), opts))
+		res, err := e.Splice(ctx, s.p, s.markSpliced(e.Name(), opts, deep))
 		if err == nil && res.End == engine.EndDetached {
 			// OnEnd counts it and ends the pair.
 			s.p.CommitEngine()
@@ -413,8 +414,11 @@ func (s *session) spliceChain(ctx context.Context, chain []engine.Engine, opts e
 // them: the forwarder makes every state change and closes every socket.
 // OnEnd lets an engine follow a pair on its own (EndDetached): the
 // proxy's goroutine and buffers go, and the pair is closed, counted and
-// logged when the engine reports its end.
-func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
+// logged when the engine reports its end. Those three are set for deep
+// engines only: the control-mode engine (copy) copies as the proxy does,
+// never drains, detaches nor ends on its own, and a churn of short pairs
+// pays no closures for them.
+func (s *session) markSpliced(name string, opts engine.Options, deep bool) engine.Options {
 	inner := opts.OnSpliced
 	s.l.f.series.spliced.Get(name).Inc()
 	start := time.Now()
@@ -427,6 +431,9 @@ func (s *session) markSpliced(name string, opts engine.Options) engine.Options {
 		if inner != nil {
 			inner()
 		}
+	}
+	if !deep {
+		return opts
 	}
 	opts.OnDraining = func(draining bool) {
 		if draining {
