@@ -15,8 +15,9 @@ import (
 // fewer than half that count are. A detached pair allocates nothing
 // while it waits, so the lower headroom costs collections only in
 // proportion to what the other pairs allocate: each collection marks
-// the live heap (about a kilobyte per detached pair), and runs after a
-// quarter of it is allocated instead of all of it.
+// the live heap (about a kilobyte per detached pair), and runs after
+// that percent of it is allocated (a tenth by default) instead of all
+// of it.
 type detachedGC struct {
 	pairs atomic.Int64
 	// mu guards the settings, lowered and base.
