@@ -93,10 +93,15 @@ type iprateMeasure struct {
 	r         loadgen.ConnectResult
 	spliced   float64
 	fallbacks map[string]float64 // by "from>to reason"
-	exhausted float64
-	reused    float64
-	fdsMax    int
-	cpu       time.Duration
+	// events are engine ip's other counters that moved (drops by
+	// reason, reopened tuples, unsplices...), closed the pairs closed
+	// for a reason other than eof: together they say why clients
+	// failed.
+	events, closed map[string]float64
+	exhausted      float64
+	reused         float64
+	fdsMax         int
+	cpu            time.Duration
 	// clientCPU is the client process's; originCPU is the bench
 	// process's, where the origin runs.
 	clientCPU, originCPU time.Duration
@@ -132,16 +137,32 @@ func (m iprateMeasure) note(run int) string {
 	if len(fb) == 0 {
 		fb = []string{"none"}
 	}
-	first := ""
+	why := ""
+	if len(m.closed) > 0 {
+		why += "; pairs closed other than by eof: " + countList(m.closed)
+	}
+	if len(m.events) > 0 {
+		why += "; engine ip events: " + countList(m.events)
+	}
 	if m.r.FirstErr != nil {
-		first = "; first error: " + m.r.FirstErr.Error()
+		why += "; first error: " + m.r.FirstErr.Error()
 	}
 	return fmt.Sprintf("run %d: %d pairs in %.1fs (%.0f/s), %.0f spliced by ip, fallbacks: %s, local_ports_exhausted %.0f, local_ports_reused %.0f, errors %d, p50 %v, p99 %v, at most %d descriptors, process CPU %v (%.0f%% of one CPU), clients' CPU %v (%.0f%%), origin's %v (%.0f%%)%s",
 		run+1, m.r.Conns, m.r.Elapsed.Seconds(), m.r.CPS, m.spliced, strings.Join(fb, ", "), m.exhausted, m.reused, m.r.Errors,
 		m.r.P50.Round(time.Microsecond), m.r.P99.Round(time.Microsecond), m.fdsMax, m.cpu.Round(time.Millisecond),
 		100*m.cpu.Seconds()/m.r.Elapsed.Seconds(),
 		m.clientCPU.Round(time.Millisecond), 100*m.clientCPU.Seconds()/m.r.Elapsed.Seconds(),
-		m.originCPU.Round(time.Millisecond), 100*m.originCPU.Seconds()/m.r.Elapsed.Seconds(), first)
+		m.originCPU.Round(time.Millisecond), 100*m.originCPU.Seconds()/m.r.Elapsed.Seconds(), why)
+}
+
+// countList is "k v, ..." of m, sorted by key.
+func countList(m map[string]float64) string {
+	var out []string
+	for k, v := range m {
+		out = append(out, fmt.Sprintf("%s %.0f", k, v))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 // iprateRun starts the iprate splicer, runs the load through it and reads
@@ -236,6 +257,7 @@ func (e *Env) iprateClients(ctx context.Context, listen string, conns int, dur t
 // read fills m from two scrapes of the splicer's /metrics.
 func (m *iprateMeasure) read(before, after map[string]float64) {
 	m.fallbacks = map[string]float64{}
+	m.events, m.closed = map[string]float64{}, map[string]float64{}
 	for k, v := range after {
 		d := v - before[k]
 		if d <= 0 {
@@ -252,9 +274,20 @@ func (m *iprateMeasure) read(before, after map[string]float64) {
 			m.exhausted += d
 		case name == "splicer_engine_events_total" && l["engine"] == "ip" && l["event"] == "local_ports_reused":
 			m.reused += d
+		case name == "splicer_engine_events_total" && l["engine"] == "ip" && !iprateRoutine[l["event"]]:
+			m.events[l["event"]] += d
+		case name == "splicer_connections_closed_total" && l["reason"] != "eof":
+			m.closed[l["reason"]] += d
 		}
 	}
 }
+
+// iprateRoutine are the engine ip counters left out of the run's note
+// (iprateMeasure.events): those every pair moves, and gauges, whose
+// difference says nothing.
+var iprateRoutine = map[string]bool{"forwarded": true, "clocks_read": true, "clock_probes": true,
+	"graces_watched": true, "graces_visited": true, "local_ports_leased": true, "local_ports_held": true,
+	"local_ports_unreserved": true, "port_hold_descriptors": true}
 
 // parseLabels reads a="x",b="y".
 func parseLabels(s string) map[string]string {

@@ -1,4 +1,4 @@
-// dialFromRange: how many connects a dial makes when the local ports it is given, or the kernel's, are in use.
+// dialFromRange: how many connects a dial makes when the local ports it is given, or the kernel's, are in use, and how it waits for one to free up.
 
 package forwarder
 
@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -56,10 +58,11 @@ func inUseDialer(tb testing.TB, connects *int) DialFunc {
 
 // TestDialFromExhaustedRangeConnectsOnce: when the engine has no port of
 // its range left toward the server, the dial takes a kernel port; if that
-// one is in use too, it fails at once rather than asking the kernel 16
+// one is in use too, the try ends at once rather than asking the kernel 16
 // more times. With range ports in use it still tries the next one, then
-// the kernel's.
+// the kernel's. (No wait for a port here: portWait is zero.)
 func TestDialFromExhaustedRangeConnectsOnce(t *testing.T) {
+	shortPortWait(t, 0)
 	for _, tc := range []struct {
 		name  string
 		ports fixedPorts
@@ -77,6 +80,64 @@ func TestDialFromExhaustedRangeConnectsOnce(t *testing.T) {
 		if connects != tc.want {
 			t.Errorf("%s: %d connects, want %d", tc.name, connects, tc.want)
 		}
+	}
+}
+
+// shortPortWait sets portWait to wait, and the pauses to a millisecond,
+// until the test ends.
+func shortPortWait(tb testing.TB, wait time.Duration) {
+	tb.Helper()
+	w, p, m := portWait, portPause, portPauseMax
+	portWait, portPause, portPauseMax = wait, time.Millisecond, time.Millisecond
+	tb.Cleanup(func() { portWait, portPause, portPauseMax = w, p, m })
+}
+
+// freeingPorts is an engine.UpstreamPorts whose range is exhausted for
+// its first refusals picks, as while every ended pair's port is still
+// too fresh to take again, then gives port.
+type freeingPorts struct {
+	port     uint16
+	refusals atomic.Int32
+	refused  atomic.Bool // the latest pick was refused
+}
+
+func (p *freeingPorts) UpstreamPort(netip.AddrPort) (uint16, bool) {
+	if p.refusals.Add(-1) >= 0 {
+		p.refused.Store(true)
+		return 0, false
+	}
+	p.refused.Store(false)
+	return p.port, true
+}
+
+func (p *freeingPorts) UpstreamDialled(netip.AddrPort, uint16, *net.TCPConn) {}
+
+// TestDialWaitsForAPortWhenAllAreInUse: at more new pairs a second than
+// the range carries, every port of it is busy toward the server and so
+// are the kernel's (held for engine ip's pairs in TIME_WAIT). The dial
+// waits for a range port to free up and connects from it, rather than
+// failing, which would reset the client whose bytes the forwarder holds.
+func TestDialWaitsForAPortWhenAllAreInUse(t *testing.T) {
+	shortPortWait(t, 10*time.Second)
+	server := rawListener(t)
+	ports := &freeingPorts{port: freePort(t)}
+	ports.refusals.Store(5)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialQuiet(ctx, network, addr)
+		if err == nil && ports.refused.Load() {
+			c.Close() // the kernel's port: its range is in use too
+			return nil, fmt.Errorf("dial tcp %s: connect: %w", addr, syscall.EADDRNOTAVAIL)
+		}
+		return c, err
+	}
+	s := &session{l: &listener{f: &Forwarder{dial: dial}, ports: ports}}
+	c, err := s.dialFromRange(context.Background(), server)
+	if err != nil {
+		t.Fatalf("dial failed with every port busy for a moment: %v", err)
+	}
+	defer c.Close()
+	if got := c.LocalAddr().(*net.TCPAddr).Port; got != int(ports.port) {
+		t.Errorf("connected from port %d, want the range's %d", got, ports.port)
 	}
 }
 

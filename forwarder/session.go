@@ -178,7 +178,46 @@ func (s *session) Dial(ctx context.Context, addr string) (*net.TCPConn, error) {
 // kernel keeps) moves on to the next port.
 const portTries = 16
 
+// portWait bounds how long a dial waits for a local port when the
+// range's and the kernel's toward the server are all in use, and
+// portPause the pauses between its tries, doubled up to portPauseMax.
+// Engine ip holds the port of every pair in its TIME_WAIT, which the
+// kernel knows nothing of: a range port whose pair has been quiet a
+// second is taken again (its portreuse.go), a kernel port only once the
+// pair leaves the table. At more new pairs a second than the range
+// carries, the kernel's ports run out too; a dial that failed then would
+// close the client's connection with its first bytes unread, which
+// resets it, where a range port was a moment away. Variables: tests
+// shorten them.
+var (
+	portWait     = 2 * time.Second
+	portPause    = 10 * time.Millisecond
+	portPauseMax = 200 * time.Millisecond
+)
+
 // dialFromRange dials addr from a local port the engine hands out
+// (engine.UpstreamPorts, dialRangeOnce), waiting up to portWait for one
+// while every port toward addr is in use.
+func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, error) {
+	deadline := time.Now().Add(portWait)
+	pause := portPause
+	for {
+		c, err := s.dialRangeOnce(ctx, addr)
+		if err == nil || !sockopt.IsPortInUse(err) || time.Now().Add(pause).After(deadline) {
+			return c, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		pause = min(2*pause, portPauseMax)
+	}
+}
+
+// dialRangeOnce dials addr from a local port the engine hands out
 // (engine.UpstreamPorts): a port whose pair the engine still forwards
 // without a socket goes to no new connection to the same server. When
 // the range's ports toward addr are taken, the kernel picks one from
@@ -188,7 +227,7 @@ const portTries = 16
 // each further try would only have the kernel search its range again.
 // Every port handed out is accounted for (engine.SettlePicks): the connection
 // keeps the one it left from, the others go back.
-func (s *session) dialFromRange(ctx context.Context, addr string) (net.Conn, error) {
+func (s *session) dialRangeOnce(ctx context.Context, addr string) (net.Conn, error) {
 	var refused atomic.Bool // a dial took a kernel port: the range had none
 	var mu sync.Mutex       // a dual-stack dial binds from two goroutines
 	var picks []sockopt.Pick
