@@ -98,6 +98,9 @@ func TestReloadWithoutAnswerFails(t *testing.T) {
 	up := s.upstream(t, origin.Echo)
 	keep, added := freeLoopback(t), freeLoopback(t)
 	d := s.startRun(t, daemonYAML(s, "10s", listenerYAML("keep", keep, up, "copy")))
+	// The daemon answers on its admin endpoint a moment before it writes
+	// its pid and status files.
+	waitUntil(t, "the pid file", d.exited, func() bool { _, err := os.Stat(d.pidFile); return err == nil })
 	if err := os.Remove(supervisor.StatusPath(d.pidFile)); err != nil {
 		t.Fatalf("the daemon wrote no status file beside its pid file: %v", err)
 	}
