@@ -73,23 +73,11 @@ func TestBenchNegativeWarmup(t *testing.T) {
 // every namespace.
 func TestBenchCC(t *testing.T) {
 	testenv.RequireRoot(t)
-	out := filepath.Join(t.TempDir(), "memory.json")
-	_, stderr, code := splicer(t, "bench", "memory", "--quick", "--cc", "reno", "--json", out)
-	if code != 0 {
-		t.Fatalf("splicer bench memory --quick --cc reno: exit %d\nstderr:\n%s", code, stderr)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r bench.Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
+	r, _ := benchOne(t, "memory", "--quick", "--cc", "reno")
 	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "TCP congestion control: reno (chosen with --cc") }) {
 		t.Errorf("notes do not say the run used reno, chosen with --cc: %q", r.Notes)
 	}
-	_, stderr, code = splicer(t, "bench", "memory", "--quick", "--cc", "nosuchcc")
+	_, stderr, code := splicer(t, "bench", "memory", "--quick", "--cc", "nosuchcc")
 	if code == 0 || !strings.Contains(stderr, "--cc nosuchcc") || !strings.Contains(stderr, "available: ") {
 		t.Errorf("--cc nosuchcc: exit %d, stderr %q; want a failure naming it and what is available", code, stderr)
 	}
@@ -173,23 +161,8 @@ func TestBenchAllQuick(t *testing.T) {
 // written. It asserts no speed and no particular crossover.
 func TestBenchCrossoverQuick(t *testing.T) {
 	testenv.RequireRoot(t)
-	out := filepath.Join(t.TempDir(), "crossover.json")
 	plots := filepath.Join(t.TempDir(), "plots")
-	stdout, stderr, code := splicer(t, "bench", "crossover", "--quick", "--json", out, "--plot", plots)
-	if code != 0 {
-		t.Fatalf("splicer bench crossover --quick: exit %d\nstderr:\n%s", code, stderr)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r bench.Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("--json output of one experiment is not a result: %v", err)
-	}
-	if r.Experiment != "crossover" {
-		t.Fatalf("experiment %q, want crossover", r.Experiment)
-	}
+	r, stdout := benchOne(t, "crossover", "--quick", "--plot", plots)
 	for _, en := range []string{"copy", "pipe", "ip"} {
 		for _, m := range requiredMetrics["crossover"] {
 			if _, ok := r.Row(en, m); !ok {
@@ -226,22 +199,7 @@ func TestBenchCrossoverQuick(t *testing.T) {
 // pairs ended on ip (promoted from copy). It asserts no speed.
 func TestBenchThroughputQuick(t *testing.T) {
 	testenv.RequireRoot(t)
-	out := filepath.Join(t.TempDir(), "throughput.json")
-	stdout, stderr, code := splicer(t, "bench", "throughput", "--quick", "--json", out)
-	if code != 0 {
-		t.Fatalf("splicer bench throughput --quick: exit %d\nstderr:\n%s", code, stderr)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r bench.Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("--json output of one experiment is not a result: %v", err)
-	}
-	if r.Experiment != "throughput" {
-		t.Fatalf("experiment %q, want throughput", r.Experiment)
-	}
+	r, stdout := benchOne(t, "throughput", "--quick")
 	checkResult(t, r, targetsWithRows(r))
 	checkToolRows(t, r, "iperf3", "iperf3_gbps_1conn", "iperf3_gbps_8conn")
 	if !strings.Contains(stdout, "| auto |") && !slices.ContainsFunc(r.Unavailable, func(m bench.Missing) bool { return m.Engine == "auto" }) {

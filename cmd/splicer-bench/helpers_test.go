@@ -3,9 +3,13 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/splicer/splicer/bench"
 	"github.com/splicer/splicer/internal/testenv"
 )
 
@@ -20,4 +24,28 @@ func splicer(tb testing.TB, args ...string) (stdout, stderr string, code int) {
 	tb.Helper()
 	dir := bins.Build(tb, map[string]string{"../splicer": "splicer", ".": "splicer-bench"})
 	return testenv.Run(tb, filepath.Join(dir, "splicer"), args...)
+}
+
+// benchOne runs 'splicer bench EXPERIMENT args... --json F' and returns
+// the result written to F and the tables printed; a failed run or output
+// that is not that experiment's result fails tb.
+func benchOne(tb testing.TB, experiment string, args ...string) (r bench.Result, stdout string) {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), experiment+".json")
+	args = append(append([]string{"bench", experiment}, args...), "--json", out)
+	stdout, stderr, code := splicer(tb, args...)
+	if code != 0 {
+		tb.Fatalf("splicer %s: exit %d\nstderr:\n%s", strings.Join(args, " "), code, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		tb.Fatalf("--json output of one experiment is not a result: %v", err)
+	}
+	if r.Experiment != experiment {
+		tb.Fatalf("experiment %q, want %s", r.Experiment, experiment)
+	}
+	return r, stdout
 }
