@@ -48,22 +48,7 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 		{"off", config.TCPKeepalive{}, keepalive{on: false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ups := acceptConns(t, ln)
-			server := ln.Addr().String()
-			l := config.DefaultListener()
-			l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(server), copyengine.Name
-			l.TCPKeepalive = tc.set
-			f := fwdtest.Start(t, l)
-			c, err := net.Dial("tcp", f.Addr("t").String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			up := accept(t, ups)
+			f, c, up := keepalivePair(t, copyengine.Name, tc.set)
 			// The forwarder sets the upstream's options once its connect
 			// returns, which may be after the server accepted, and before
 			// the pair shows its upstream.
@@ -94,21 +79,7 @@ func TestTCPKeepaliveReachesBothSocketsOfAPair(t *testing.T) {
 func TestShortPairSetsNoUpstreamKeepalive(t *testing.T) {
 	for _, engineName := range []string{copyengine.Name, pipeengine.Name} {
 		t.Run(engineName, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ups := acceptConns(t, ln)
-			l := config.DefaultListener()
-			l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(ln.Addr().String()), engineName
-			l.TCPKeepalive = config.TCPKeepalive{Idle: config.Duration(time.Hour), Interval: config.Duration(3 * time.Second), Count: 4}
-			f := fwdtest.Start(t, l)
-			c, err := net.Dial("tcp", f.Addr("t").String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			up := accept(t, ups)
+			f, _, up := keepalivePair(t, engineName, config.TCPKeepalive{Idle: config.Duration(time.Hour), Interval: config.Duration(3 * time.Second), Count: 4})
 			testenv.EventuallyShowing(t, "the pair spliced", func() bool {
 				fl := f.Flows().Snapshot()
 				return len(fl) == 1 && fl[0].State == engine.StateSpliced.String()
@@ -123,6 +94,29 @@ func TestShortPairSetsNoUpstreamKeepalive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keepalivePair starts a forwarder with one tcp listener on engine
+// engineName and keepalive ka in front of a loopback server, and opens a
+// pair through it: the test's client connection and the server's end of
+// the upstream one.
+func keepalivePair(tb testing.TB, engineName string, ka config.TCPKeepalive) (f *forwarder.Forwarder, c, up net.Conn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ups := acceptConns(tb, ln)
+	l := config.DefaultListener()
+	l.Name, l.Listen, l.Upstream, l.Engine = "t", "127.0.0.1:0", config.Servers(ln.Addr().String()), engineName
+	l.TCPKeepalive = ka
+	f = fwdtest.Start(tb, l)
+	c, err = net.Dial("tcp", f.Addr("t").String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return f, c, accept(tb, ups)
 }
 
 // keepaliveOf reads the keepalive settings of this process's socket from
