@@ -60,14 +60,9 @@ func writeCrossoverPlot(dir string, r *Result, m crossoverMode) (string, error) 
 			continue
 		}
 		slices.SortFunc(pts, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
-		line, points, err := plotter.NewLinePoints(pts)
-		if err != nil {
+		if err := addSeries(p, i, en, pts); err != nil {
 			return "", err
 		}
-		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
-		p.Add(line, points)
-		p.Legend.Add(en, line, points)
 		drawn++
 	}
 	if drawn == 0 {

@@ -179,14 +179,9 @@ func writeSizeLines(dir string, r *Result, lp sizePlot) (string, error) {
 		} else {
 			falling--
 		}
-		line, points, err := plotter.NewLinePoints(pts)
-		if err != nil {
+		if err := addSeries(p, i, t, pts); err != nil {
 			return "", err
 		}
-		line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
-		p.Add(line, points)
-		p.Legend.Add(t, line, points)
 	}
 	if top == 0 {
 		return "", nil
@@ -349,3 +344,17 @@ func writeTraces(dir string, r *Result) (string, error) {
 }
 
 func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+// addSeries draws pts on p as the i-th series, a line with its points in
+// the i-th colour and shape, named in the legend.
+func addSeries(p *plot.Plot, i int, name string, pts plotter.XYs) error {
+	line, points, err := plotter.NewLinePoints(pts)
+	if err != nil {
+		return err
+	}
+	line.Color, points.Color = plotutil.Color(i), plotutil.Color(i)
+	points.Shape = plotutil.Shape(i)
+	p.Add(line, points)
+	p.Legend.Add(name, line, points)
+	return nil
+}
