@@ -258,13 +258,7 @@ func (e *Env) iprateClients(ctx context.Context, listen string, conns int, dur t
 func (m *iprateMeasure) read(before, after map[string]float64) {
 	m.fallbacks = map[string]float64{}
 	m.events, m.closed = map[string]float64{}, map[string]float64{}
-	for k, v := range after {
-		d := v - before[k]
-		if d <= 0 {
-			continue
-		}
-		name, labels, _ := strings.Cut(k, "{")
-		l := parseLabels(strings.TrimSuffix(labels, "}"))
+	eachGrowth(before, after, func(name string, l map[string]string, d float64) {
 		switch {
 		case name == "splicer_splice_transitions_total" && l["engine"] == "ip" && l["outcome"] != "fallback":
 			m.spliced += d
@@ -279,7 +273,7 @@ func (m *iprateMeasure) read(before, after map[string]float64) {
 		case name == "splicer_connections_closed_total" && l["reason"] != "eof":
 			m.closed[l["reason"]] += d
 		}
-	}
+	})
 }
 
 // iprateRoutine are the engine ip counters left out of the run's note
@@ -288,6 +282,17 @@ func (m *iprateMeasure) read(before, after map[string]float64) {
 var iprateRoutine = map[string]bool{"forwarded": true, "clocks_read": true, "clock_probes": true,
 	"graces_watched": true, "graces_visited": true, "local_ports_leased": true, "local_ports_held": true,
 	"local_ports_unreserved": true, "port_hold_descriptors": true}
+
+// eachGrowth calls fn with every sample of two scrapes of /metrics
+// (scrapeAt) that grew from before to after: its name, labels and growth.
+func eachGrowth(before, after map[string]float64, fn func(name string, labels map[string]string, d float64)) {
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			name, labels, _ := strings.Cut(k, "{")
+			fn(name, parseLabels(strings.TrimSuffix(labels, "}")), d)
+		}
+	}
+}
 
 // parseLabels reads a="x",b="y".
 func parseLabels(s string) map[string]string {

@@ -94,15 +94,9 @@ func (e *Env) carriedBy(ctx context.Context, listener string, fn func() error) (
 func endEngines(listener string, before, after map[string]float64) map[string]float64 {
 	by := map[string]float64{}
 	var accepted, promoted float64
-	for k, v := range after {
-		d := v - before[k]
-		if d <= 0 {
-			continue
-		}
-		name, labels, _ := strings.Cut(k, "{")
-		l := parseLabels(strings.TrimSuffix(labels, "}"))
+	eachGrowth(before, after, func(name string, l map[string]string, d float64) {
 		if l["listener"] != listener {
-			continue
+			return
 		}
 		switch name {
 		case "splicer_connections_accepted_total":
@@ -111,7 +105,7 @@ func endEngines(listener string, before, after map[string]float64) map[string]fl
 			by[l["to"]] += d
 			promoted += d
 		}
-	}
+	})
 	if accepted > promoted {
 		by["copy"] += accepted - promoted
 	}
